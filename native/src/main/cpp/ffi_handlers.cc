@@ -1,0 +1,170 @@
+// XLA typed-FFI handlers (custom call api_version 4) that the bridge registers with the plugin
+// for platform "Host", and the helpers they share for reading a call frame.
+#include <cmath>
+#include <cstring>
+#include <string>
+
+#include "bridge.h"
+#include "xla/ffi/api/c_api.h"
+
+namespace xla_actors {
+namespace {
+
+// Names under which the handlers are registered; programs name them in stablehlo.custom_call.
+constexpr const char kProofTarget[] = "xla_actors.scale_add";
+constexpr const char kPlatform[] = "Host";
+constexpr const char kRunContextTypeName[] = "xla_actors.RunContext";
+
+XLA_FFI_Error* MakeError(const XLA_FFI_Api* api, XLA_FFI_Error_Code code, const std::string& message) {
+  XLA_FFI_Error_Create_Args args;
+  std::memset(&args, 0, sizeof(args));
+  args.struct_size = XLA_FFI_Error_Create_Args_STRUCT_SIZE;
+  args.message = message.c_str();  // copied by XLA
+  args.errc = code;
+  return api->XLA_FFI_Error_Create(&args);
+}
+
+// Answers XLA's metadata probe when the frame carries one. Returns true if it did, in which case
+// the handler must return without doing work. The version reported is the one the calling XLA
+// speaks, so a newer header cannot make the plugin reject the handler.
+bool AnswerMetadataProbe(XLA_FFI_CallFrame* frame) {
+  for (XLA_FFI_Extension_Base* ext = frame->extension_start; ext != nullptr; ext = ext->next) {
+    if (ext->type != XLA_FFI_Extension_Metadata) continue;
+    XLA_FFI_Metadata* metadata = reinterpret_cast<XLA_FFI_Metadata_Extension*>(ext)->metadata;
+    metadata->api_version.struct_size = XLA_FFI_Api_Version_STRUCT_SIZE;
+    metadata->api_version.extension_start = nullptr;
+    metadata->api_version.major_version = frame->api->api_version.major_version;
+    metadata->api_version.minor_version = frame->api->api_version.minor_version;
+    metadata->traits = 0;  // never command-buffer compatible: handlers may block
+    return true;
+  }
+  return false;
+}
+
+// Finds an attribute by name; returns its index or -1.
+int64_t FindAttribute(const XLA_FFI_CallFrame* frame, const char* name) {
+  size_t length = std::strlen(name);
+  for (int64_t i = 0; i < frame->attrs.size; ++i) {
+    const XLA_FFI_ByteSpan* attr_name = frame->attrs.names[i];
+    if (attr_name->len == length && std::memcmp(attr_name->ptr, name, length) == 0) return i;
+  }
+  return -1;
+}
+
+// Reads this run's RunContext from the execute context; null when the run has none.
+RunContext* RunContextOf(XLA_FFI_CallFrame* frame, int64_t type_id) {
+  if (frame->ctx == nullptr || type_id == 0) return nullptr;
+  XLA_FFI_TypeId id{type_id};
+  XLA_FFI_ExecutionContext_Get_Args args;
+  std::memset(&args, 0, sizeof(args));
+  args.struct_size = XLA_FFI_ExecutionContext_Get_Args_STRUCT_SIZE;
+  args.ctx = frame->ctx;
+  args.type_id = &id;
+  XLA_FFI_Error* error = frame->api->XLA_FFI_ExecutionContext_Get(&args);
+  if (error != nullptr) {
+    XLA_FFI_Error_Destroy_Args destroy_args;
+    std::memset(&destroy_args, 0, sizeof(destroy_args));
+    destroy_args.struct_size = XLA_FFI_Error_Destroy_Args_STRUCT_SIZE;
+    destroy_args.error = error;
+    frame->api->XLA_FFI_Error_Destroy(&destroy_args);
+    return nullptr;
+  }
+  return static_cast<RunContext*>(args.data);
+}
+
+int64_t g_run_context_type_id = 0;
+
+// The FFI proof handler: out[i] = in[i] * scale + addend, where `addend` is an f32 attribute of
+// the custom call and `scale` comes from the run's RunContext (1 when the run has none). A
+// non-empty string attribute `fail_with` makes it return that message as an error instead.
+XLA_FFI_Error* ScaleAddHandler(XLA_FFI_CallFrame* frame) {
+  if (AnswerMetadataProbe(frame)) return nullptr;
+  const XLA_FFI_Api* api = frame->api;
+  if (frame->stage != XLA_FFI_ExecutionStage_EXECUTE) return nullptr;
+
+  int64_t fail_index = FindAttribute(frame, "fail_with");
+  if (fail_index >= 0 && frame->attrs.types[fail_index] == XLA_FFI_AttrType_STRING) {
+    auto* text = static_cast<XLA_FFI_ByteSpan*>(frame->attrs.attrs[fail_index]);
+    if (text->len > 0) return MakeError(api, XLA_FFI_Error_Code_FAILED_PRECONDITION, std::string(text->ptr, text->len));
+  }
+  int64_t addend_index = FindAttribute(frame, "addend");
+  if (addend_index < 0 || frame->attrs.types[addend_index] != XLA_FFI_AttrType_SCALAR ||
+      static_cast<XLA_FFI_Scalar*>(frame->attrs.attrs[addend_index])->dtype != XLA_FFI_DataType_F32) {
+    return MakeError(api, XLA_FFI_Error_Code_INVALID_ARGUMENT,
+                     std::string(kProofTarget) + " expects an f32 attribute 'addend' in backend_config");
+  }
+  float addend = *static_cast<float*>(static_cast<XLA_FFI_Scalar*>(frame->attrs.attrs[addend_index])->value);
+  if (frame->args.size != 1 || frame->rets.size != 1 || frame->args.types[0] != XLA_FFI_ArgType_BUFFER ||
+      frame->rets.types[0] != XLA_FFI_RetType_BUFFER) {
+    return MakeError(api, XLA_FFI_Error_Code_INVALID_ARGUMENT,
+                     std::string(kProofTarget) + " expects one buffer argument and one buffer result, got " +
+                         std::to_string(frame->args.size) + " and " + std::to_string(frame->rets.size));
+  }
+  auto* in = static_cast<XLA_FFI_Buffer*>(frame->args.args[0]);
+  auto* out = static_cast<XLA_FFI_Buffer*>(frame->rets.rets[0]);
+  if (in->dtype != XLA_FFI_DataType_F32 || out->dtype != XLA_FFI_DataType_F32) {
+    return MakeError(api, XLA_FFI_Error_Code_INVALID_ARGUMENT, std::string(kProofTarget) + " works on f32 only");
+  }
+  int64_t count = 1;
+  for (int64_t d = 0; d < in->rank; ++d) count *= in->dims[d];
+  int64_t out_count = 1;
+  for (int64_t d = 0; d < out->rank; ++d) out_count *= out->dims[d];
+  if (count != out_count) {
+    return MakeError(api, XLA_FFI_Error_Code_INVALID_ARGUMENT,
+                     std::string(kProofTarget) + " needs a result with as many elements as its argument: expected " +
+                         std::to_string(count) + ", got " + std::to_string(out_count));
+  }
+  RunContext* run = RunContextOf(frame, g_run_context_type_id);
+  float scale = run != nullptr ? run->proof_scale : 1.0f;
+  const float* src = static_cast<const float*>(in->data);
+  float* dst = static_cast<float*>(out->data);
+  for (int64_t i = 0; i < count; ++i) dst[i] = src[i] * scale + addend;
+  return nullptr;
+}
+
+std::string RegisterOne(Plugin* plugin, const char* target, XLA_FFI_Handler* handler) {
+  XlaActors_FFI_Register_Handler_Args args;
+  std::memset(&args, 0, sizeof(args));
+  args.struct_size = XLA_ACTORS_STRUCT_SIZE(XlaActors_FFI_Register_Handler_Args, traits);
+  args.target_name = target;
+  args.target_name_size = std::strlen(target);
+  args.handler = reinterpret_cast<void*>(handler);
+  args.platform_name = kPlatform;
+  args.platform_name_size = std::strlen(kPlatform);
+  args.traits = 0;
+  PJRT_Error* error = plugin->ffi->register_handler(&args);
+  if (error != nullptr) {
+    int code;
+    return "registering FFI handler '" + std::string(target) + "': " + ConsumeError(plugin->api, error, &code);
+  }
+  return std::string();
+}
+
+}  // namespace
+
+
+std::string RegisterFfiHandlers(Plugin* plugin) {
+  static const XlaActors_FFI_Type_Info kRunContextTypeInfo = {nullptr};  // RunContext is owned by Java
+  XlaActors_FFI_Type_Register_Args type_args;
+  std::memset(&type_args, 0, sizeof(type_args));
+  type_args.struct_size = XLA_ACTORS_STRUCT_SIZE(XlaActors_FFI_Type_Register_Args, type_info);
+  type_args.type_info = &kRunContextTypeInfo;
+  type_args.type_name = kRunContextTypeName;
+  type_args.type_name_size = std::strlen(kRunContextTypeName);
+  type_args.type_id = g_run_context_type_id;  // 0 on first load; the same id if registered before
+  PJRT_Error* error = plugin->ffi->type_register(&type_args);
+  if (error != nullptr) {
+    int code;
+    return "registering FFI type '" + std::string(kRunContextTypeName) + "': " +
+           ConsumeError(plugin->api, error, &code);
+  }
+  g_run_context_type_id = type_args.type_id;
+  plugin->run_context_type_id = type_args.type_id;
+
+  std::string problem = RegisterOne(plugin, kProofTarget, &ScaleAddHandler);
+  if (!problem.empty()) return problem;
+  plugin->handlers_registered = true;
+  return std::string();
+}
+
+}  // namespace xla_actors

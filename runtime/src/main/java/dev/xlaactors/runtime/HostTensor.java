@@ -1,0 +1,309 @@
+package dev.xlaactors.runtime;
+
+import dev.xlaactors.error.InvalidArgumentException;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.util.Objects;
+
+/**
+ * An immutable tensor in host memory: a {@link TensorType} and its row-major elements in a direct
+ * little-endian {@link ByteBuffer}, which is what PJRT copies from and to without an extra hop.
+ *
+ * <p>Thread-safe: the contents never change after construction and readers get read-only views.
+ */
+public final class HostTensor {
+  private final TensorType type;
+  private final ByteBuffer data;
+
+  private HostTensor(TensorType type, ByteBuffer data) {
+    this.type = type;
+    this.data = data;
+  }
+
+  /**
+   * Wraps {@code data} (position 0, at least {@code type.byteSize()} bytes) as a tensor. The buffer is
+   * copied unless it is already direct and little-endian, and must not be modified afterwards.
+   */
+  public static HostTensor of(TensorType type, ByteBuffer data) {
+    Objects.requireNonNull(type, "type");
+    Objects.requireNonNull(data, "data");
+    long bytes = type.byteSize();
+    if (data.remaining() != bytes) {
+      throw new InvalidArgumentException(
+          "tensor " + type + " needs " + bytes + " bytes of data, got " + data.remaining());
+    }
+    if (data.isDirect() && data.order() == ByteOrder.LITTLE_ENDIAN && data.position() == 0) {
+      return new HostTensor(type, data.asReadOnlyBuffer().order(ByteOrder.LITTLE_ENDIAN));
+    }
+    ByteBuffer copy = allocate(bytes);
+    copy.put(data.duplicate());
+    copy.flip();
+    return new HostTensor(type, copy);
+  }
+
+  /** A tensor of zeros. */
+  public static HostTensor zeros(TensorType type) {
+    return new HostTensor(type, allocate(type.byteSize()));
+  }
+
+  /** Raw little-endian element bytes, in row-major order. */
+  public static HostTensor ofBytes(DType dtype, byte[] bytes, long... dims) {
+    TensorType type = checked(dtype, bytes.length / Math.max(1, dtype.byteSize()), dims);
+    if (bytes.length != type.byteSize()) {
+      throw new InvalidArgumentException(
+          "tensor " + type + " needs " + type.byteSize() + " bytes, got " + bytes.length);
+    }
+    ByteBuffer b = allocate(bytes.length);
+    b.put(bytes).flip();
+    return new HostTensor(type, b);
+  }
+
+  public static HostTensor ofFloats(float[] values, long... dims) {
+    TensorType type = checked(DType.F32, values.length, dims);
+    ByteBuffer b = allocate(type.byteSize());
+    b.asFloatBuffer().put(values);
+    return new HostTensor(type, b);
+  }
+
+  public static HostTensor ofDoubles(double[] values, long... dims) {
+    TensorType type = checked(DType.F64, values.length, dims);
+    ByteBuffer b = allocate(type.byteSize());
+    b.asDoubleBuffer().put(values);
+    return new HostTensor(type, b);
+  }
+
+  /** f16 elements, each rounded to nearest-even from the given floats. */
+  public static HostTensor ofHalfFloats(float[] values, long... dims) {
+    TensorType type = checked(DType.F16, values.length, dims);
+    ByteBuffer b = allocate(type.byteSize());
+    for (float v : values) {
+      b.putShort(HalfFloats.floatToHalf(v));
+    }
+    b.flip();
+    return new HostTensor(type, b);
+  }
+
+  /** bf16 elements, each rounded to nearest-even from the given floats. */
+  public static HostTensor ofBFloat16s(float[] values, long... dims) {
+    TensorType type = checked(DType.BF16, values.length, dims);
+    ByteBuffer b = allocate(type.byteSize());
+    for (float v : values) {
+      b.putShort(HalfFloats.floatToBFloat16(v));
+    }
+    b.flip();
+    return new HostTensor(type, b);
+  }
+
+  /** Integers of a signed or unsigned integer dtype; each value must fit the dtype's range. */
+  public static HostTensor ofLongs(DType dtype, long[] values, long... dims) {
+    if (!dtype.isInteger()) {
+      throw new InvalidArgumentException("ofLongs needs an integer dtype, got " + dtype.shortName());
+    }
+    TensorType type = checked(dtype, values.length, dims);
+    ByteBuffer b = allocate(type.byteSize());
+    for (int i = 0; i < values.length; i++) {
+      long v = values[i];
+      checkRange(dtype, v, i);
+      switch (dtype.byteSize()) {
+        case 1 -> b.put((byte) v);
+        case 2 -> b.putShort((short) v);
+        case 4 -> b.putInt((int) v);
+        default -> b.putLong(v);
+      }
+    }
+    b.flip();
+    return new HostTensor(type, b);
+  }
+
+  public static HostTensor ofInts(int[] values, long... dims) {
+    TensorType type = checked(DType.S32, values.length, dims);
+    ByteBuffer b = allocate(type.byteSize());
+    b.asIntBuffer().put(values);
+    return new HostTensor(type, b);
+  }
+
+  public static HostTensor ofLongs(long[] values, long... dims) {
+    TensorType type = checked(DType.S64, values.length, dims);
+    ByteBuffer b = allocate(type.byteSize());
+    b.asLongBuffer().put(values);
+    return new HostTensor(type, b);
+  }
+
+  public static HostTensor ofBooleans(boolean[] values, long... dims) {
+    TensorType type = checked(DType.PRED, values.length, dims);
+    ByteBuffer b = allocate(type.byteSize());
+    for (boolean v : values) {
+      b.put((byte) (v ? 1 : 0));
+    }
+    b.flip();
+    return new HostTensor(type, b);
+  }
+
+  public static HostTensor scalar(float value) {
+    return ofFloats(new float[] {value});
+  }
+
+  public static HostTensor scalar(int value) {
+    return ofInts(new int[] {value});
+  }
+
+  public TensorType type() {
+    return type;
+  }
+
+  public DType dtype() {
+    return type.dtype();
+  }
+
+  public Shape shape() {
+    return type.shape();
+  }
+
+  /** A read-only little-endian view of the element bytes (position 0). */
+  public ByteBuffer data() {
+    return data.asReadOnlyBuffer().order(ByteOrder.LITTLE_ENDIAN);
+  }
+
+  /** The buffer the native layer reads from; never handed to users. */
+  ByteBuffer nativeData() {
+    return data;
+  }
+
+  /** Elements as floats: f32 as is, f16/bf16/f64 converted. */
+  public float[] toFloatArray() {
+    int n = count();
+    float[] out = new float[n];
+    ByteBuffer b = data();
+    switch (dtype()) {
+      case F32 -> b.asFloatBuffer().get(out);
+      case F16 -> {
+        for (int i = 0; i < n; i++) {
+          out[i] = HalfFloats.halfToFloat(b.getShort(2 * i));
+        }
+      }
+      case BF16 -> {
+        for (int i = 0; i < n; i++) {
+          out[i] = HalfFloats.bfloat16ToFloat(b.getShort(2 * i));
+        }
+      }
+      case F64 -> {
+        for (int i = 0; i < n; i++) {
+          out[i] = (float) b.getDouble(8 * i);
+        }
+      }
+      default -> throw wrongAccessor("toFloatArray", "f32, f16, bf16 or f64");
+    }
+    return out;
+  }
+
+  public double[] toDoubleArray() {
+    if (dtype() != DType.F64) {
+      float[] f = toFloatArray();
+      double[] out = new double[f.length];
+      for (int i = 0; i < f.length; i++) {
+        out[i] = f[i];
+      }
+      return out;
+    }
+    double[] out = new double[count()];
+    data().asDoubleBuffer().get(out);
+    return out;
+  }
+
+  /** Elements of an integer or pred tensor as longs (unsigned types zero-extended). */
+  public long[] toLongArray() {
+    if (!dtype().isInteger() && dtype() != DType.PRED) {
+      throw wrongAccessor("toLongArray", "an integer or pred dtype");
+    }
+    int n = count();
+    long[] out = new long[n];
+    ByteBuffer b = data();
+    boolean unsigned = dtype().isUnsignedInteger() || dtype() == DType.PRED;
+    for (int i = 0; i < n; i++) {
+      out[i] =
+          switch (dtype().byteSize()) {
+            case 1 -> unsigned ? Byte.toUnsignedLong(b.get(i)) : b.get(i);
+            case 2 -> unsigned ? Short.toUnsignedLong(b.getShort(2 * i)) : b.getShort(2 * i);
+            case 4 -> unsigned ? Integer.toUnsignedLong(b.getInt(4 * i)) : b.getInt(4 * i);
+            default -> b.getLong(8 * i);
+          };
+    }
+    return out;
+  }
+
+  /** Elements of an s32 tensor. */
+  public int[] toIntArray() {
+    if (dtype() != DType.S32) {
+      throw wrongAccessor("toIntArray", "s32");
+    }
+    int[] out = new int[count()];
+    data().asIntBuffer().get(out);
+    return out;
+  }
+
+  public boolean[] toBooleanArray() {
+    if (dtype() != DType.PRED) {
+      throw wrongAccessor("toBooleanArray", "pred");
+    }
+    boolean[] out = new boolean[count()];
+    ByteBuffer b = data();
+    for (int i = 0; i < out.length; i++) {
+      out[i] = b.get(i) != 0;
+    }
+    return out;
+  }
+
+  /** A copy of the raw element bytes. */
+  public byte[] toByteArray() {
+    byte[] out = new byte[data.capacity()];
+    data().get(out);
+    return out;
+  }
+
+  @Override
+  public String toString() {
+    return "HostTensor(" + type + ")";
+  }
+
+  private int count() {
+    long n = type.shape().elementCount();
+    if (n > Integer.MAX_VALUE) {
+      throw new InvalidArgumentException("tensor " + type + " has too many elements for a Java array");
+    }
+    return (int) n;
+  }
+
+  private InvalidArgumentException wrongAccessor(String method, String expected) {
+    return new InvalidArgumentException(method + " needs " + expected + ", the tensor is " + type);
+  }
+
+  private static ByteBuffer allocate(long bytes) {
+    if (bytes > Integer.MAX_VALUE) {
+      throw new InvalidArgumentException("tensors over 2 GiB are not supported, got " + bytes + " bytes");
+    }
+    return ByteBuffer.allocateDirect((int) bytes).order(ByteOrder.LITTLE_ENDIAN);
+  }
+
+  private static TensorType checked(DType dtype, long count, long[] dims) {
+    Shape shape = dims.length == 0 && count != 1 ? Shape.of(count) : Shape.of(dims);
+    if (shape.elementCount() != count) {
+      throw new InvalidArgumentException(
+          "shape " + shape + " holds " + shape.elementCount() + " elements, got " + count + " values");
+    }
+    return new TensorType(dtype, shape);
+  }
+
+  private static void checkRange(DType dtype, long v, int index) {
+    int bits = dtype.byteSize() * 8;
+    boolean ok;
+    if (dtype.isUnsignedInteger()) {
+      ok = bits == 64 || (v >= 0 && v < (1L << bits));
+    } else {
+      ok = bits == 64 || (v >= -(1L << (bits - 1)) && v < (1L << (bits - 1)));
+    }
+    if (!ok) {
+      throw new InvalidArgumentException(
+          "value " + v + " at index " + index + " does not fit " + dtype.shortName());
+    }
+  }
+}

@@ -1,0 +1,103 @@
+package dev.xlaactors.runtime;
+
+import dev.xlaactors.error.ErrorCode;
+import dev.xlaactors.error.CompileException;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+
+/**
+ * The parameter types of a StableHLO program's {@code @main} function, read from its text. PJRT does not
+ * report parameter types, and a run with mismatched arguments must be refused in Java with a clear
+ * message, so the runtime reads them from the program itself.
+ *
+ * @param parameters the types of {@code @main}'s parameters, in order
+ */
+public record ProgramSignature(List<TensorType> parameters) {
+  private static final Pattern MAIN = Pattern.compile("func\\.func\\s+(?:public\\s+)?@main\\s*\\(");
+
+  public ProgramSignature {
+    parameters = List.copyOf(parameters);
+  }
+
+  /** Reads {@code @main}'s parameters; a program without one is a {@link CompileException}. */
+  public static ProgramSignature parse(String program) {
+    Matcher m = MAIN.matcher(program);
+    if (!m.find()) {
+      throw new CompileException(
+          ErrorCode.INVALID_ARGUMENT,
+          "the program has no 'func.func @main(...)': XLA runs the function named main");
+    }
+    int start = m.end();
+    int depth = 1;
+    int i = start;
+    List<String> pieces = new ArrayList<>();
+    int pieceStart = start;
+    // Split the parameter list at top-level commas; types and attributes nest <>, {}, [] and ().
+    for (; i < program.length() && depth > 0; i++) {
+      char c = program.charAt(i);
+      if (c == '"') {
+        i = skipString(program, i);
+      } else if (c == '(' || c == '<' || c == '{' || c == '[') {
+        depth++;
+      } else if (c == ')' || c == '>' || c == '}' || c == ']') {
+        if (c == '>' && i > 0 && program.charAt(i - 1) == '-') {
+          continue; // the arrow of a function type
+        }
+        depth--;
+      } else if (c == ',' && depth == 1) {
+        pieces.add(program.substring(pieceStart, i));
+        pieceStart = i + 1;
+      }
+    }
+    if (depth != 0) {
+      throw new CompileException(ErrorCode.INVALID_ARGUMENT, "the parameter list of @main is not closed");
+    }
+    String last = program.substring(pieceStart, i - 1);
+    if (!last.isBlank()) {
+      pieces.add(last);
+    }
+    List<TensorType> types = new ArrayList<>();
+    for (int p = 0; p < pieces.size(); p++) {
+      String piece = pieces.get(p);
+      int colon = piece.indexOf(':');
+      int tensor = piece.indexOf("tensor<", colon < 0 ? 0 : colon);
+      if (tensor < 0) {
+        throw new CompileException(
+            ErrorCode.UNIMPLEMENTED,
+            "parameter " + p + " of @main is not a ranked tensor (" + piece.trim() + "); only tensors are supported");
+      }
+      int end = matchingAngle(piece, tensor + "tensor".length());
+      try {
+        types.add(TensorType.parseMlir(piece.substring(tensor, end + 1)));
+      } catch (RuntimeException e) {
+        throw new CompileException(ErrorCode.UNIMPLEMENTED, "parameter " + p + " of @main: " + e.getMessage());
+      }
+    }
+    return new ProgramSignature(types);
+  }
+
+  private static int skipString(String s, int quote) {
+    int i = quote + 1;
+    while (i < s.length() && s.charAt(i) != '"') {
+      if (s.charAt(i) == '\\') {
+        i++;
+      }
+      i++;
+    }
+    return i;
+  }
+
+  private static int matchingAngle(String s, int open) {
+    int depth = 0;
+    for (int i = open; i < s.length(); i++) {
+      if (s.charAt(i) == '<') {
+        depth++;
+      } else if (s.charAt(i) == '>' && --depth == 0) {
+        return i;
+      }
+    }
+    throw new CompileException(ErrorCode.INVALID_ARGUMENT, "unclosed tensor type in '" + s.trim() + "'");
+  }
+}

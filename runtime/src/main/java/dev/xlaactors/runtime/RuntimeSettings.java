@@ -1,0 +1,66 @@
+package dev.xlaactors.runtime;
+
+import com.typesafe.config.Config;
+import com.typesafe.config.ConfigException;
+import com.typesafe.config.ConfigFactory;
+import dev.xlaactors.error.ErrorCode;
+import dev.xlaactors.error.XlaException;
+import java.nio.file.Path;
+
+/**
+ * The runtime module's settings, read once from {@code xla-actors.runtime} (see its reference.conf).
+ *
+ * @param pluginPath the PJRT plugin file to load
+ * @param clientAsynchronous whether the CPU client runs executions on its own thread pool
+ * @param compileCacheSize executables a client keeps for reuse; 0 disables the cache
+ */
+public record RuntimeSettings(Path pluginPath, boolean clientAsynchronous, int compileCacheSize) {
+  /** The config key of the plugin path, named in error messages. */
+  public static final String PLUGIN_PATH_KEY = "xla-actors.runtime.plugin-path";
+  /** The environment variable that overrides {@link #PLUGIN_PATH_KEY}. */
+  public static final String PLUGIN_ENV = "XLA_ACTORS_PLUGIN";
+  /** The command that fetches the default plugin. */
+  public static final String FETCH_COMMAND = "bash native/fetch-third-party.sh";
+
+  /** Version of the {@code xla-cpu-pjrt} wheel the build fetches; keep in step with third-party.properties. */
+  static final String DEFAULT_PLUGIN_VERSION = "0.0.1";
+
+  /** Settings from the application's config (application.conf, system properties, reference.conf). */
+  public static RuntimeSettings load() {
+    return fromConfig(ConfigFactory.load());
+  }
+
+  /** Settings from {@code config}; a missing or mistyped key is an {@link XlaException} naming it. */
+  public static RuntimeSettings fromConfig(Config config) {
+    try {
+      Config c = config.getConfig("xla-actors.runtime");
+      String path = c.getString("plugin-path").trim();
+      int cacheSize = c.getInt("compile-cache-size");
+      if (cacheSize < 0) {
+        throw new XlaException(
+            ErrorCode.INVALID_ARGUMENT,
+            "xla-actors.runtime.compile-cache-size must be >= 0, got " + cacheSize);
+      }
+      return new RuntimeSettings(
+          path.isEmpty() ? defaultPluginPath() : Path.of(path),
+          c.getBoolean("client-asynchronous"),
+          cacheSize);
+    } catch (ConfigException e) {
+      throw new XlaException(ErrorCode.INVALID_ARGUMENT, "bad runtime configuration: " + e.getMessage(), e);
+    }
+  }
+
+  /** Where fetch-third-party.sh puts the plugin: {@code $XLA_ACTORS_CACHE} or {@code ~/.cache/xla-actors}. */
+  public static Path defaultPluginPath() {
+    String cache = System.getenv("XLA_ACTORS_CACHE");
+    Path root =
+        cache != null && !cache.isBlank()
+            ? Path.of(cache)
+            : Path.of(System.getProperty("user.home"), ".cache", "xla-actors");
+    return root.resolve("xla-cpu-pjrt-" + DEFAULT_PLUGIN_VERSION).resolve("xla_cpu_pjrt.so");
+  }
+
+  public RuntimeSettings withPluginPath(Path path) {
+    return new RuntimeSettings(path, clientAsynchronous, compileCacheSize);
+  }
+}
