@@ -5,6 +5,8 @@ import java.util.Objects;
 
 /** The element type and shape of a tensor, written {@code f32[2,3]} in messages. */
 public record TensorType(DType dtype, Shape shape) {
+  private static final java.util.regex.Pattern DIMENSION = java.util.regex.Pattern.compile("(\\d+|\\?)x");
+
   public TensorType {
     Objects.requireNonNull(dtype, "dtype");
     Objects.requireNonNull(shape, "shape");
@@ -39,19 +41,19 @@ public record TensorType(DType dtype, Shape shape) {
     if (encoding >= 0) {
       body = body.substring(0, encoding).trim();
     }
-    String[] parts = body.split("x");
-    long[] dims = new long[parts.length - 1];
-    for (int i = 0; i < dims.length; i++) {
-      if (parts[i].equals("?")) {
+    // Dimensions are the leading "<digits>x" groups; what follows is the element type.
+    java.util.List<Long> dims = new java.util.ArrayList<>();
+    java.util.regex.Matcher m = DIMENSION.matcher(body);
+    int at = 0;
+    while (m.find(at) && m.start() == at) {
+      if (m.group(1).equals("?")) {
         throw new InvalidArgumentException("dynamic dimensions are not supported: '" + text + "'");
       }
-      try {
-        dims[i] = Long.parseLong(parts[i]);
-      } catch (NumberFormatException e) {
-        throw new InvalidArgumentException("cannot read dimension '" + parts[i] + "' of '" + text + "'");
-      }
+      dims.add(Long.parseLong(m.group(1)));
+      at = m.end();
     }
-    return new TensorType(DType.fromMlirName(parts[parts.length - 1]), Shape.of(dims));
+    long[] shape = dims.stream().mapToLong(Long::longValue).toArray();
+    return new TensorType(DType.fromMlirName(body.substring(at)), Shape.of(shape));
   }
 
   @Override

@@ -1,0 +1,35 @@
+package dev.xlaactors.runtime;
+
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+
+/** Runs a test class's {@code main} in a fresh JVM with this test's classpath. */
+final class ChildJvm {
+  private ChildJvm() {}
+
+  /** What the child printed (stdout and stderr together) and how it ended. */
+  record Result(int exitCode, String output) {}
+
+  static Result run(Class<?> mainClass, List<String> jvmOptions, String... args)
+      throws IOException, InterruptedException {
+    List<String> command = new ArrayList<>();
+    command.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
+    command.addAll(jvmOptions);
+    command.add("-cp");
+    command.add(System.getProperty("java.class.path"));
+    command.add(mainClass.getName());
+    command.addAll(List.of(args));
+    Process process = new ProcessBuilder(command).redirectErrorStream(true).start();
+    // Read while waiting, so a chatty child cannot block on a full pipe.
+    byte[] output = process.getInputStream().readAllBytes();
+    if (!process.waitFor(180, TimeUnit.SECONDS)) {
+      process.destroyForcibly();
+      throw new AssertionError("child JVM did not finish in 180 s");
+    }
+    return new Result(process.exitValue(), new String(output, StandardCharsets.UTF_8));
+  }
+}

@@ -1,0 +1,83 @@
+package dev.xlaactors.runtime;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+
+import java.util.List;
+import java.util.Random;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.EnumSource;
+
+/** Every supported dtype goes host -> device -> host, and through a compiled program, bit-exactly. */
+class DTypeRoundTripTest {
+  private static XlaClient client;
+
+  @BeforeAll
+  static void start() {
+    client = XlaClient.create();
+  }
+
+  @AfterAll
+  static void stop() {
+    client.close();
+  }
+
+  @ParameterizedTest
+  @EnumSource(DType.class)
+  void uploadAndDownloadPreserveEveryByte(DType dtype) {
+    HostTensor tensor = randomTensor(dtype, new Random(), 3, 5);
+    try (DeviceBuffer buffer = client.upload(tensor)) {
+      assertEquals(tensor.type(), buffer.type());
+      HostTensor back = buffer.toHost();
+      assertEquals(tensor.type(), back.type());
+      assertArrayEquals(tensor.toByteArray(), back.toByteArray());
+    }
+  }
+
+  @ParameterizedTest
+  @EnumSource(DType.class)
+  void identityProgramReturnsItsInput(DType dtype) {
+    HostTensor tensor = randomTensor(dtype, new Random(), 2, 2, 3);
+    try (Executable exe = client.compile(TestPrograms.identity(tensor.type()))) {
+      List<HostTensor> out = exe.run(tensor);
+      assertEquals(List.of(tensor.type()), exe.outputTypes());
+      assertArrayEquals(tensor.toByteArray(), out.get(0).toByteArray());
+    }
+  }
+
+  /** Random valid elements: pred as 0/1, floats as finite values, integers over their full range. */
+  static HostTensor randomTensor(DType dtype, Random random, long... dims) {
+    int n = (int) Shape.of(dims).elementCount();
+    float[] floats = new float[n];
+    for (int i = 0; i < n; i++) {
+      floats[i] = random.nextFloat() * 200 - 100;
+    }
+    return switch (dtype) {
+      case F32 -> HostTensor.ofFloats(floats, dims);
+      case F16 -> HostTensor.ofHalfFloats(floats, dims);
+      case BF16 -> HostTensor.ofBFloat16s(floats, dims);
+      case F64 -> HostTensor.ofDoubles(random.doubles(n).map(d -> d * 1e6 - 5e5).toArray(), dims);
+      case PRED -> {
+        boolean[] b = new boolean[n];
+        for (int i = 0; i < n; i++) {
+          b[i] = random.nextBoolean();
+        }
+        yield HostTensor.ofBooleans(b, dims);
+      }
+      default -> {
+        int bits = dtype.byteSize() * 8;
+        long[] v = new long[n];
+        for (int i = 0; i < n; i++) {
+          long raw = random.nextLong();
+          v[i] =
+              bits == 64
+                  ? raw
+                  : dtype.isUnsignedInteger() ? raw >>> (64 - bits) : raw >> (64 - bits);
+        }
+        yield HostTensor.ofLongs(dtype, v, dims);
+      }
+    };
+  }
+}

@@ -1,0 +1,88 @@
+package dev.xlaactors.runtime;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertSame;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import com.typesafe.config.ConfigFactory;
+import dev.xlaactors.error.ErrorCode;
+import dev.xlaactors.error.PluginException;
+import dev.xlaactors.error.XlaException;
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.Map;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+class PluginTest {
+  @Test
+  void loadsThePinnedPluginOnceAndReportsItsApiVersion() {
+    RuntimeSettings settings = RuntimeSettings.load();
+    Plugin plugin = Plugin.load(settings);
+    assertSame(plugin, Plugin.load(settings.pluginPath()), "a plugin is loaded once per path");
+    assertEquals(0, plugin.apiMajorVersion());
+    assertTrue(plugin.apiMinorVersion() >= 81, "PJRT C API " + plugin.apiVersion());
+  }
+
+  @Test
+  void clientHasCpuDevices() {
+    try (XlaClient client = XlaClient.create()) {
+      assertEquals("cpu", client.platformName());
+      assertFalse(client.devices().isEmpty());
+      assertEquals(0, client.devices().get(0).index());
+    }
+  }
+
+  @Test
+  void missingPluginNamesKeyEnvironmentVariableAndFetchCommand(@TempDir Path dir) {
+    RuntimeSettings settings = RuntimeSettings.load().withPluginPath(dir.resolve("nope.so"));
+    PluginException e = assertThrows(PluginException.class, () -> XlaClient.create(settings));
+    assertEquals(ErrorCode.NOT_FOUND, e.code());
+    assertTrue(e.getMessage().contains("nope.so"), e.getMessage());
+    assertTrue(e.getMessage().contains(RuntimeSettings.PLUGIN_PATH_KEY), e.getMessage());
+    assertTrue(e.getMessage().contains(RuntimeSettings.PLUGIN_ENV), e.getMessage());
+    assertTrue(e.getMessage().contains(RuntimeSettings.FETCH_COMMAND), e.getMessage());
+  }
+
+  @Test
+  void aFileThatIsNotASharedLibraryIsRefused(@TempDir Path dir) throws IOException {
+    Path file = Files.writeString(dir.resolve("plugin.so"), "not an ELF file");
+    PluginException e = assertThrows(PluginException.class, () -> Plugin.load(file));
+    assertTrue(e.getMessage().contains("cannot load PJRT plugin"), e.getMessage());
+    assertTrue(e.getMessage().contains(RuntimeSettings.PLUGIN_ENV), e.getMessage());
+  }
+
+  @Test
+  void aSharedLibraryThatIsNotAPluginIsRefused() {
+    Path libjava = Path.of(System.getProperty("java.home"), "lib", "libjava.so");
+    PluginException e = assertThrows(PluginException.class, () -> Plugin.load(libjava));
+    assertTrue(e.getMessage().contains("does not export GetPjrtApi"), e.getMessage());
+  }
+
+  @Test
+  void pluginPathComesFromConfig(@TempDir Path dir) {
+    var config =
+        ConfigFactory.parseMap(Map.of("xla-actors.runtime.plugin-path", dir.resolve("custom.so").toString()))
+            .withFallback(ConfigFactory.load());
+    assertEquals(dir.resolve("custom.so"), RuntimeSettings.fromConfig(config).pluginPath());
+  }
+
+  @Test
+  void emptyPluginPathMeansTheFetchedDefault() {
+    var config =
+        ConfigFactory.parseMap(Map.of("xla-actors.runtime.plugin-path", "")).withFallback(ConfigFactory.load());
+    assertEquals(RuntimeSettings.defaultPluginPath(), RuntimeSettings.fromConfig(config).pluginPath());
+  }
+
+  @Test
+  void badConfigValueNamesTheKey() {
+    var config =
+        ConfigFactory.parseMap(Map.of("xla-actors.runtime.compile-cache-size", "lots"))
+            .withFallback(ConfigFactory.load());
+    XlaException e = assertThrows(XlaException.class, () -> RuntimeSettings.fromConfig(config));
+    assertTrue(e.getMessage().contains("compile-cache-size"), e.getMessage());
+  }
+}
