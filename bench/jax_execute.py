@@ -1,0 +1,95 @@
+"""The JAX half of `bench/run.sh execute`: the reference peer for bench/ExecuteBench.java.
+
+Measures the same operations on the same sizes under the same names, and prints the same kind of
+lines (`INFO ...`, `BENCH side=jax name=... median_us=... p99_us=... samples=... bytes=... gbps=...`):
+
+  execute_f32x8        jit-compiled f32[8] add on device arrays, block_until_ready() each call
+  run_f32x8            the same add called on NumPy arrays, result read back with np.asarray
+                       (upload + execute + download, like Executable.run)
+  roundtrip_1MiB/64MiB jax.device_put(np_array) + np.asarray(...), block_until_ready() between
+  roundtrip_*_copyout  the same with np.array(..., copy=True): np.asarray of a CPU array is a
+                       zero-copy view, so this row is the one that copies both ways, as Java does
+"""
+import math
+import os
+import platform
+import sys
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+def percentile(sorted_ns, fraction):
+    """Nearest-rank percentile; the same definition as LatencyProbe.percentile."""
+    rank = math.ceil(fraction * len(sorted_ns))
+    return sorted_ns[max(0, min(len(sorted_ns) - 1, rank - 1))]
+
+
+def measure(name, payload_bytes, warmup_iterations, iterations, max_seconds, operation):
+    """Warm up, then sample; each phase capped by count and wall time, as in LatencyProbe.measure."""
+    warmup_deadline = time.perf_counter_ns() + int(max_seconds * 0.25e9)
+    for _ in range(warmup_iterations):
+        operation()
+        if time.perf_counter_ns() > warmup_deadline:
+            break
+    samples = []
+    deadline = time.perf_counter_ns() + int(max_seconds * 0.75e9)
+    clock = time.perf_counter_ns
+    while len(samples) < iterations:
+        start = clock()
+        operation()
+        end = clock()
+        samples.append(end - start)
+        if end > deadline:
+            break
+    samples.sort()
+    median_us = percentile(samples, 0.50) / 1e3
+    p99_us = percentile(samples, 0.99) / 1e3
+    # A round trip moves the payload across the host/device boundary twice.
+    gbps = 2.0 * payload_bytes / (median_us * 1e-6) / 1e9 if payload_bytes else 0.0
+    print(
+        f"BENCH side=jax name={name} median_us={median_us:.3f} p99_us={p99_us:.3f} "
+        f"samples={len(samples)} bytes={payload_bytes} gbps={gbps:.3f}",
+        flush=True,
+    )
+
+
+def main():
+    device = jax.devices()[0]
+    print(
+        f"INFO side=jax jax={jax.__version__} numpy={np.__version__} backend={jax.default_backend()} "
+        f"devices={len(jax.devices())} python={platform.python_version()} cpu_count={os.cpu_count()} "
+        f"XLA_FLAGS={os.environ.get('XLA_FLAGS', '')!r}",
+        flush=True,
+    )
+
+    # Budgets match ExecuteBench: (warm-up iterations, iterations, max seconds).
+    tiny = (2_000, 20_000, 4.0)
+
+    a = np.arange(8, dtype=np.float32)
+    b = 10 * np.arange(8, dtype=np.float32)
+    expected = a + b
+    add = jax.jit(lambda x, y: x + y)
+    device_a = jax.device_put(a, device).block_until_ready()
+    device_b = jax.device_put(b, device).block_until_ready()
+    # A benchmark of a wrong answer is worthless: check once (this also compiles) before timing.
+    np.testing.assert_array_equal(np.asarray(add(device_a, device_b)), expected)
+    measure("execute_f32x8", 0, *tiny, lambda: add(device_a, device_b).block_until_ready())
+    measure("run_f32x8", 0, *tiny, lambda: np.asarray(add(a, b)))
+
+    for name, size, budget in (
+        ("roundtrip_1MiB", 1 << 20, (50, 500, 4.0)),
+        ("roundtrip_64MiB", 64 << 20, (3, 30, 8.0)),
+    ):
+        values = np.arange(size // 4, dtype=np.float32)
+        np.testing.assert_array_equal(np.asarray(jax.device_put(values, device)), values)
+        measure(name, size, *budget,
+                lambda: np.asarray(jax.device_put(values, device).block_until_ready()))
+        measure(name + "_copyout", size, *budget,
+                lambda: np.array(jax.device_put(values, device).block_until_ready(), copy=True))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
