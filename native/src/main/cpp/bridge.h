@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "pjrt_ffi_extension.h"
+#include "xla/ffi/api/c_api.h"
 #include "xla/pjrt/c/pjrt_c_api.h"
 
 namespace xla_actors {
@@ -54,7 +55,8 @@ struct Buffer {
 struct RunContext {
   int64_t run_id = 0;
   float proof_scale = 1.0f;  // read by the FFI proof handler
-  jobject host_call_sink = nullptr;  // global ref; set for runs with host callbacks
+  jobject host_call_sink = nullptr;   // global ref to a NativeHostCallSink; null without callbacks
+  jmethodID on_host_call = nullptr;   // NativeHostCallSink.onHostCall, resolved when the sink is set
   std::atomic<bool> cancelled{false};
 };
 
@@ -77,6 +79,9 @@ std::string ConsumeError(const PJRT_Api* api, PJRT_Error* error, int* code);
 
 // Awaits and destroys an event; returns its error (or null).
 PJRT_Error* AwaitAndDestroy(const PJRT_Api* api, PJRT_Event* event);
+
+// Reads this run's RunContext from an FFI call frame's execute context; null when it has none.
+RunContext* RunContextOf(XLA_FFI_CallFrame* frame);
 
 // Registers the bridge's FFI handlers for platform "Host" on the plugin (once per plugin).
 std::string RegisterFfiHandlers(Plugin* plugin);

@@ -51,10 +51,13 @@ int64_t FindAttribute(const XLA_FFI_CallFrame* frame, const char* name) {
   return -1;
 }
 
-// Reads this run's RunContext from the execute context; null when the run has none.
-RunContext* RunContextOf(XLA_FFI_CallFrame* frame, int64_t type_id) {
-  if (frame->ctx == nullptr || type_id == 0) return nullptr;
-  XLA_FFI_TypeId id{type_id};
+int64_t g_run_context_type_id = 0;
+
+}  // namespace
+
+RunContext* RunContextOf(XLA_FFI_CallFrame* frame) {
+  if (frame->ctx == nullptr || g_run_context_type_id == 0) return nullptr;
+  XLA_FFI_TypeId id{g_run_context_type_id};
   XLA_FFI_ExecutionContext_Get_Args args;
   std::memset(&args, 0, sizeof(args));
   args.struct_size = XLA_FFI_ExecutionContext_Get_Args_STRUCT_SIZE;
@@ -72,7 +75,7 @@ RunContext* RunContextOf(XLA_FFI_CallFrame* frame, int64_t type_id) {
   return static_cast<RunContext*>(args.data);
 }
 
-int64_t g_run_context_type_id = 0;
+namespace {
 
 // The FFI proof handler: out[i] = in[i] * scale + addend, where `addend` is an f32 attribute of
 // the custom call and `scale` comes from the run's RunContext (1 when the run has none). A
@@ -114,7 +117,7 @@ XLA_FFI_Error* ScaleAddHandler(XLA_FFI_CallFrame* frame) {
                      std::string(kProofTarget) + " needs a result with as many elements as its argument: expected " +
                          std::to_string(count) + ", got " + std::to_string(out_count));
   }
-  RunContext* run = RunContextOf(frame, g_run_context_type_id);
+  RunContext* run = RunContextOf(frame);
   float scale = run != nullptr ? run->proof_scale : 1.0f;
   const float* src = static_cast<const float*>(in->data);
   float* dst = static_cast<float*>(out->data);
@@ -143,6 +146,9 @@ std::string RegisterOne(Plugin* plugin, const char* target, XLA_FFI_Handler* han
 }  // namespace
 
 
+XLA_FFI_Handler* HostCallbackHandler();  // host_callbacks.cc
+const char* HostCallbackTarget();        // host_callbacks.cc
+
 std::string RegisterFfiHandlers(Plugin* plugin) {
   static const XlaActors_FFI_Type_Info kRunContextTypeInfo = {nullptr};  // RunContext is owned by Java
   XlaActors_FFI_Type_Register_Args type_args;
@@ -162,6 +168,7 @@ std::string RegisterFfiHandlers(Plugin* plugin) {
   plugin->run_context_type_id = type_args.type_id;
 
   std::string problem = RegisterOne(plugin, kProofTarget, &ScaleAddHandler);
+  if (problem.empty()) problem = RegisterOne(plugin, HostCallbackTarget(), HostCallbackHandler());
   if (!problem.empty()) return problem;
   plugin->handlers_registered = true;
   return std::string();

@@ -622,7 +622,8 @@ JNIEXPORT void JNICALL Java_dev_xlaactors_nativebridge_PjrtNative_bufferDestroy(
 JNIEXPORT jlong JNICALL Java_dev_xlaactors_nativebridge_PjrtNative_executeContextCreate(JNIEnv* env, jclass,
                                                                                       jlong plugin_handle,
                                                                                       jlong run_id,
-                                                                                      jfloat proof_scale) {
+                                                                                      jfloat proof_scale,
+                                                                                      jobject host_call_sink) {
   Plugin* plugin = FromHandle<Plugin>(plugin_handle);
   const PJRT_Api* api = plugin->api;
   if (plugin->ffi == nullptr || api->PJRT_ExecuteContext_Create == nullptr) {
@@ -640,6 +641,18 @@ JNIEXPORT jlong JNICALL Java_dev_xlaactors_nativebridge_PjrtNative_executeContex
   auto* run = new RunContext();
   run->run_id = run_id;
   run->proof_scale = proof_scale;
+  if (host_call_sink != nullptr) {
+    // Resolved here, on a Java thread: XLA's threads cannot look classes up through the app loader.
+    jclass sink_class = env->GetObjectClass(host_call_sink);
+    run->on_host_call = env->GetMethodID(sink_class, "onHostCall",
+                                         "(JJLjava/lang/String;[Ljava/nio/ByteBuffer;[I[[J[I[[J)J");
+    if (run->on_host_call == nullptr) {
+      delete run;
+      DestroyExecuteContext(api, create_args.context);
+      return 0;  // NoSuchMethodError is pending
+    }
+    run->host_call_sink = env->NewGlobalRef(host_call_sink);
+  }
 
   XlaActors_FFI_UserData_Add_Args add_args;
   std::memset(&add_args, 0, sizeof(add_args));
@@ -650,6 +663,7 @@ JNIEXPORT jlong JNICALL Java_dev_xlaactors_nativebridge_PjrtNative_executeContex
   PJRT_Error* error = plugin->ffi->user_data_add(&add_args);
   if (error != nullptr) {
     DestroyExecuteContext(api, create_args.context);
+    if (run->host_call_sink != nullptr) env->DeleteGlobalRef(run->host_call_sink);
     delete run;
     ThrowIfError(env, api, error, FailureKind::kGeneric, "adding per-run user data to the execute context");
     return 0;
@@ -670,6 +684,11 @@ JNIEXPORT void JNICALL Java_dev_xlaactors_nativebridge_PjrtNative_executeContext
   delete context->run;
   delete context;
   ThrowIfError(env, api, error, FailureKind::kGeneric, "PJRT_ExecuteContext_Destroy");
+}
+
+// Marks a run cancelled: its later host calls fail at once instead of reaching Java.
+JNIEXPORT void JNICALL Java_dev_xlaactors_nativebridge_PjrtNative_executeContextCancel(JNIEnv*, jclass, jlong handle) {
+  FromHandle<ExecuteContext>(handle)->run->cancelled.store(true);
 }
 
 // Runs an executable on its first addressable device and waits for it to finish. Returns the

@@ -64,9 +64,27 @@ public final class PjrtNative {
   public static native void bufferDestroy(long buffer);
 
   // ---- execute ----
-  public static native long executeContextCreate(long plugin, long runId, float scaleAddFactor);
+  /** A per-run execute context; {@code hostCallSink} may be null for runs without host callbacks. */
+  public static native long executeContextCreate(
+      long plugin, long runId, float scaleAddFactor, NativeHostCallSink hostCallSink);
 
   public static native void executeContextDestroy(long context);
+
+  /** Makes the run's later host calls fail at once with a cancellation error. */
+  public static native void executeContextCancel(long context);
+
+  // ---- host callbacks ----
+  /**
+   * Copies {@code outputs} (direct buffers, one per result, exactly sized) into the waiting host call's
+   * result buffers and wakes it. False when the call is no longer waiting; then nothing is written.
+   */
+  public static native boolean completeHostCall(long tag, ByteBuffer[] outputs);
+
+  /** Fails the waiting host call with an absl status code and message; false when it is not waiting. */
+  public static native boolean failHostCall(long tag, int statusCode, String message);
+
+  /** Host calls currently waiting for a reply, across all runs. */
+  public static native int pendingHostCallCount();
 
   /** Runs on the first addressable device, waits for completion and returns the output buffers. */
   public static native long[] execute(long executable, long[] arguments, long context);

@@ -21,8 +21,9 @@ public final class HostTensor {
   }
 
   /**
-   * Wraps {@code data} (position 0, at least {@code type.byteSize()} bytes) as a tensor. The buffer is
-   * copied unless it is already direct and little-endian, and must not be modified afterwards.
+   * Wraps the remaining bytes of {@code data} (exactly {@code type.byteSize()} of them) as a tensor.
+   * The bytes are copied unless the buffer is direct and little-endian; then they are shared and must
+   * not be modified afterwards.
    */
   public static HostTensor of(TensorType type, ByteBuffer data) {
     Objects.requireNonNull(type, "type");
@@ -32,8 +33,9 @@ public final class HostTensor {
       throw new InvalidArgumentException(
           "tensor " + type + " needs " + bytes + " bytes of data, got " + data.remaining());
     }
-    if (data.isDirect() && data.order() == ByteOrder.LITTLE_ENDIAN && data.position() == 0) {
-      return new HostTensor(type, data.asReadOnlyBuffer().order(ByteOrder.LITTLE_ENDIAN));
+    if (data.isDirect() && data.order() == ByteOrder.LITTLE_ENDIAN) {
+      // slice(): capacity == size, which the native layer relies on
+      return new HostTensor(type, data.slice().asReadOnlyBuffer().order(ByteOrder.LITTLE_ENDIAN));
     }
     ByteBuffer copy = allocate(bytes);
     copy.put(data.duplicate());

@@ -1,0 +1,145 @@
+package dev.xlaactors.runtime;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import dev.xlaactors.error.ErrorCode;
+import dev.xlaactors.error.ExecutionFailedException;
+import java.time.Duration;
+import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicReference;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+
+/** The native host-call mechanism on its own, answered by plain threads (the actors come on top). */
+class HostCallTest {
+  static final String DOUBLE_IN_JAVA =
+      """
+      func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {
+        %0 = stablehlo.add %x, %x : tensor<4xf32>
+        %1 = stablehlo.custom_call @xla_actors.host_callback(%0) {api_version = 4 : i32,
+               backend_config = {callback = "double"}, has_side_effect = true} : (tensor<4xf32>) -> tensor<4xf32>
+        %2 = stablehlo.negate %1 : tensor<4xf32>
+        return %2 : tensor<4xf32>
+      }
+      """;
+
+  private static XlaClient client;
+  private static Executable program;
+  private static final ExecutorService answerers = Executors.newCachedThreadPool();
+
+  @BeforeAll
+  static void start() {
+    client = XlaClient.create();
+    program = client.compile(DOUBLE_IN_JAVA);
+  }
+
+  @AfterAll
+  static void stop() {
+    answerers.shutdownNow();
+    program.close();
+    client.close();
+  }
+
+  private static List<HostTensor> run(HostCallSink sink, Duration backstop, float... x) {
+    try (RunContext context = RunContext.withHostCalls(client.plugin(), 1, sink, backstop)) {
+      return program.run(List.of(HostTensor.ofFloats(x)), context);
+    }
+  }
+
+  @Test
+  void callbackAnsweredOnAnotherThreadFeedsTheRestOfTheProgram() {
+    AtomicReference<HostCall> seen = new AtomicReference<>();
+    HostCallSink sink =
+        call -> {
+          seen.set(call);
+          answerers.submit(
+              () -> {
+                float[] in = call.inputs().get(0).toFloatArray();
+                for (int i = 0; i < in.length; i++) {
+                  in[i] *= 2;
+                }
+                assertTrue(call.complete(List.of(HostTensor.ofFloats(in))));
+              });
+        };
+    float[] out = run(sink, Duration.ofSeconds(10), 1, 2, 3, 4).get(0).toFloatArray();
+    assertArrayEquals(new float[] {-4, -8, -12, -16}, out, 0f);
+    assertEquals("double", seen.get().callbackName());
+    assertEquals(List.of(TensorType.of(DType.F32, 4)), seen.get().expectedOutputs());
+    assertEquals(0, HostCall.pendingCount());
+  }
+
+  @Test
+  void unansweredCallFailsAtTheBackstopAndALateAnswerIsDropped() throws Exception {
+    CompletableFuture<HostCall> parked = new CompletableFuture<>();
+    long start = System.nanoTime();
+    ExecutionFailedException e =
+        assertThrows(ExecutionFailedException.class, () -> run(parked::complete, Duration.ofMillis(300), 1, 2, 3, 4));
+    long elapsedMillis = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - start);
+    assertTrue(e.getMessage().contains("got no reply within 300 ms"), e.getMessage());
+    assertEquals(ErrorCode.DEADLINE_EXCEEDED, e.code());
+    assertTrue(elapsedMillis >= 300 && elapsedMillis < 5_000, "took " + elapsedMillis + " ms");
+    HostCall late = parked.get(1, TimeUnit.SECONDS);
+    assertFalse(late.complete(List.of(HostTensor.ofFloats(new float[4]))), "a late answer must be dropped");
+    assertFalse(late.fail(ErrorCode.INTERNAL, "too late"));
+    assertEquals(0, HostCall.pendingCount());
+  }
+
+  @Test
+  void wrongResultTypeFailsTheRunWithExpectedAndGot() {
+    HostCallSink sink = call -> answerers.submit(() -> call.complete(List.of(HostTensor.ofFloats(new float[3]))));
+    ExecutionFailedException e =
+        assertThrows(ExecutionFailedException.class, () -> run(sink, Duration.ofSeconds(10), 1, 2, 3, 4));
+    assertTrue(
+        e.getMessage().contains("callback 'double' returned f32[3] as output 0, expected f32[4]"), e.getMessage());
+  }
+
+  @Test
+  void failedCallAbortsTheRunWithItsMessage() {
+    HostCallSink sink = call -> call.fail(ErrorCode.ABORTED, "callback 'double' threw java.lang.ArithmeticException");
+    ExecutionFailedException e =
+        assertThrows(ExecutionFailedException.class, () -> run(sink, Duration.ofSeconds(10), 1, 2, 3, 4));
+    assertTrue(e.getMessage().contains("ArithmeticException"), e.getMessage());
+    assertEquals(ErrorCode.ABORTED, e.code());
+  }
+
+  @Test
+  void sinkThatThrowsFailsTheRun() {
+    HostCallSink sink =
+        call -> {
+          throw new IllegalStateException("mailbox closed");
+        };
+    ExecutionFailedException e =
+        assertThrows(ExecutionFailedException.class, () -> run(sink, Duration.ofSeconds(10), 1, 2, 3, 4));
+    assertTrue(e.getMessage().contains("could not be dispatched"), e.getMessage());
+    assertTrue(e.getMessage().contains("mailbox closed"), e.getMessage());
+  }
+
+  @Test
+  void programWithCallbacksRunWithoutSinkFailsClearly() {
+    ExecutionFailedException e =
+        assertThrows(ExecutionFailedException.class, () -> program.run(HostTensor.ofFloats(new float[4])));
+    assertTrue(e.getMessage().contains("no host-callback sink"), e.getMessage());
+  }
+
+  @Test
+  void cancelledRunFailsItsNextCallAtOnce() {
+    try (RunContext context =
+        RunContext.withHostCalls(client.plugin(), 7, call -> {}, Duration.ofSeconds(30))) {
+      context.cancel();
+      ExecutionFailedException e =
+          assertThrows(
+              ExecutionFailedException.class,
+              () -> program.run(List.of(HostTensor.ofFloats(new float[4])), context));
+      assertEquals(ErrorCode.CANCELLED, e.code());
+    }
+  }
+}
