@@ -1,0 +1,229 @@
+package dev.xlaactors.actors;
+
+import dev.xlaactors.error.CallbackException;
+import dev.xlaactors.error.ErrorCode;
+import dev.xlaactors.runtime.HostCall;
+import dev.xlaactors.runtime.HostTensor;
+import dev.xlaactors.runtime.TensorType;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Objects;
+import java.util.Optional;
+import java.util.TreeSet;
+import java.util.concurrent.Executor;
+import org.apache.pekko.actor.typed.ActorRef;
+import org.apache.pekko.actor.typed.Behavior;
+import org.apache.pekko.actor.typed.DispatcherSelector;
+import org.apache.pekko.actor.typed.SupervisorStrategy;
+import org.apache.pekko.actor.typed.javadsl.AbstractBehavior;
+import org.apache.pekko.actor.typed.javadsl.ActorContext;
+import org.apache.pekko.actor.typed.javadsl.Behaviors;
+import org.apache.pekko.actor.typed.javadsl.Receive;
+import org.apache.pekko.pattern.StatusReply;
+
+/**
+ * The single source of truth for host callbacks, in the role a GenServer plays for EXLA: it registers
+ * callbacks, owns their ids, resolves the name a program calls to its callback at run time, and runs
+ * callback functions on the blocking callback dispatcher (or forwards the call to the actor that serves
+ * it). Answers go to the calling run's {@link RunSupervisor}.
+ *
+ * <p>Callbacks are named in programs ({@code callback = "tokenize"}), never by a process-specific id, so a
+ * compiled program can be cached and reused across runs and processes.
+ */
+public final class CallbackDispatcher extends AbstractBehavior<CallbackDispatcher.Command> {
+
+  /** Messages the dispatcher understands. */
+  public sealed interface Command {}
+
+  /**
+   * Registers a Java function under {@code name} (null: the dispatcher names it {@code callback-<id>}).
+   * Registering the same function, template and static argument again yields the same id; a name already
+   * taken by a different callback is an error reply.
+   */
+  public record Register(
+      String name,
+      List<TensorType> outputTemplate,
+      Object staticArgument,
+      HostFunction function,
+      ActorRef<StatusReply<CallbackId>> replyTo)
+      implements Command {}
+
+  /** Registers an actor that serves the callback {@code name} through the {@link CallbackServer} protocol. */
+  public record RegisterServer(
+      String name,
+      List<TensorType> outputTemplate,
+      ActorRef<CallbackServer.Request> server,
+      ActorRef<StatusReply<CallbackId>> replyTo)
+      implements Command {}
+
+  /** Lists the registered callbacks. */
+  public record ListCallbacks(ActorRef<List<CallbackId>> replyTo) implements Command {}
+
+  /** Stops the dispatcher; calls that arrive afterwards fail when their supervisor times them out. */
+  public record Stop() implements Command {}
+
+  /** Runs one host call of a run; the outcome goes to {@code supervisor}. Sent by {@link RunSupervisor}. */
+  record Dispatch(
+      HostCall call,
+      ActorRef<RunSupervisor.Command> supervisor,
+      ActorRef<CallbackServer.Response> serverReplies)
+      implements Command {}
+
+  private sealed interface Entry {
+    CallbackId id();
+
+    List<TensorType> outputTemplate();
+  }
+
+  private record FunctionEntry(
+      CallbackId id, List<TensorType> outputTemplate, Object staticArgument, HostFunction function)
+      implements Entry {}
+
+  private record ServerEntry(CallbackId id, List<TensorType> outputTemplate, ActorRef<CallbackServer.Request> server)
+      implements Entry {}
+
+  /** What makes two registrations "the same callback". */
+  private record Identity(Object target, List<TensorType> outputTemplate, Object staticArgument) {}
+
+  private final Executor callbackExecutor;
+  private final Map<String, Entry> byName = new HashMap<>();
+  private final Map<Identity, Entry> byIdentity = new HashMap<>();
+  private long nextId = 1;
+
+  /**
+   * The dispatcher. Its registry is its whole value, so a failure while handling a message resumes it
+   * (keeping the registry) instead of restarting it empty.
+   */
+  public static Behavior<Command> create(ActorsSettings settings) {
+    return Behaviors.<Command>supervise(
+            Behaviors.setup(context -> new CallbackDispatcher(context, settings)))
+        .onFailure(SupervisorStrategy.resume());
+  }
+
+  private CallbackDispatcher(ActorContext<Command> context, ActorsSettings settings) {
+    super(context);
+    this.callbackExecutor =
+        context.getSystem().dispatchers().lookup(DispatcherSelector.fromConfig(settings.callbackDispatcher()));
+  }
+
+  @Override
+  public Receive<Command> createReceive() {
+    return newReceiveBuilder()
+        .onMessage(Register.class, this::onRegister)
+        .onMessage(RegisterServer.class, this::onRegisterServer)
+        .onMessage(ListCallbacks.class, this::onListCallbacks)
+        .onMessage(Dispatch.class, this::onDispatch)
+        .onMessage(Stop.class, stop -> Behaviors.stopped())
+        .build();
+  }
+
+  private Behavior<Command> onRegister(Register r) {
+    Objects.requireNonNull(r.function(), "function");
+    Identity identity = new Identity(r.function(), List.copyOf(r.outputTemplate()), r.staticArgument());
+    r.replyTo()
+        .tell(
+            register(
+                r.name(),
+                identity,
+                id -> new FunctionEntry(id, identity.outputTemplate(), r.staticArgument(), r.function())));
+    return this;
+  }
+
+  private Behavior<Command> onRegisterServer(RegisterServer r) {
+    Objects.requireNonNull(r.server(), "server");
+    Identity identity = new Identity(r.server(), List.copyOf(r.outputTemplate()), null);
+    r.replyTo()
+        .tell(register(r.name(), identity, id -> new ServerEntry(id, identity.outputTemplate(), r.server())));
+    return this;
+  }
+
+  private StatusReply<CallbackId> register(
+      String requestedName, Identity identity, java.util.function.Function<CallbackId, Entry> newEntry) {
+    Entry existing = byIdentity.get(identity);
+    String name = requestedName != null ? requestedName : existing != null ? existing.id().name() : null;
+    if (name != null && name.isBlank()) {
+      return StatusReply.error("a callback name must not be blank");
+    }
+    Entry named = name == null ? null : byName.get(name);
+    if (named != null && named != existing) {
+      return StatusReply.error(
+          "callback name '" + name + "' is already registered with another function, template or static argument");
+    }
+    Entry entry = existing;
+    if (entry == null) {
+      long id = nextId++;
+      entry = newEntry.apply(new CallbackId(id, name != null ? name : "callback-" + id));
+      byIdentity.put(identity, entry);
+      getContext().getLog().debug("registered callback '{}' as id {}", entry.id().name(), id);
+    }
+    // The same callback may be reachable under several names; all share its id.
+    CallbackId id = new CallbackId(entry.id().id(), name != null ? name : entry.id().name());
+    byName.put(id.name(), entry);
+    return StatusReply.success(id);
+  }
+
+  private Behavior<Command> onListCallbacks(ListCallbacks l) {
+    l.replyTo()
+        .tell(byName.entrySet().stream().map(e -> new CallbackId(e.getValue().id().id(), e.getKey())).toList());
+    return this;
+  }
+
+  private Behavior<Command> onDispatch(Dispatch d) {
+    HostCall call = d.call();
+    Entry entry = byName.get(call.callbackName());
+    if (entry == null) {
+      fail(d, ErrorCode.NOT_FOUND, "unknown callback '" + call.callbackName() + "'; registered callbacks: "
+          + new TreeSet<>(byName.keySet()));
+      return this;
+    }
+    if (!entry.outputTemplate().equals(call.expectedOutputs())) {
+      fail(d, ErrorCode.INVALID_ARGUMENT, "callback '" + call.callbackName() + "' is registered with output template "
+          + entry.outputTemplate() + ", but the program expects " + call.expectedOutputs());
+      return this;
+    }
+    if (entry instanceof FunctionEntry f) {
+      try {
+        callbackExecutor.execute(() -> runFunction(f, d));
+      } catch (java.util.concurrent.RejectedExecutionException e) {
+        fail(d, ErrorCode.UNAVAILABLE, "callback '" + call.callbackName() + "' could not be scheduled: " + e);
+      }
+    } else if (entry instanceof ServerEntry s) {
+      d.supervisor().tell(new RunSupervisor.ServedBy(call.tag(), s.server()));
+      s.server().tell(new CallbackServer.Request(call, null, d.serverReplies()));
+    }
+    return this;
+  }
+
+  /**
+   * Runs on the callback dispatcher: calls the function, checks its result and answers the waiting XLA
+   * thread directly, so a successful call costs no further actor hop before XLA resumes.
+   */
+  private static void runFunction(FunctionEntry entry, Dispatch d) {
+    HostCall call = d.call();
+    List<HostTensor> outputs;
+    try {
+      outputs = entry.function().apply(call.inputs(), entry.staticArgument());
+    } catch (Throwable thrown) {
+      d.supervisor().tell(new RunSupervisor.CallbackFailed(call.tag(), RunSupervisor.threw(call.callbackName(), thrown)));
+      return;
+    }
+    Optional<String> mismatch = call.mismatch(outputs);
+    if (mismatch.isPresent()) {
+      d.supervisor()
+          .tell(
+              new RunSupervisor.CallbackFailed(
+                  call.tag(), new CallbackException(call.callbackName(), ErrorCode.INVALID_ARGUMENT, mismatch.get())));
+      return;
+    }
+    call.complete(outputs); // false if the supervisor already gave up on the call; it knows
+    d.supervisor().tell(new RunSupervisor.CallbackSucceeded(call.tag()));
+  }
+
+  private static void fail(Dispatch d, ErrorCode code, String message) {
+    d.supervisor()
+        .tell(
+            new RunSupervisor.CallbackFailed(
+                d.call().tag(), new CallbackException(d.call().callbackName(), code, message)));
+  }
+}

@@ -1,0 +1,180 @@
+package dev.xlaactors.actors;
+
+import dev.xlaactors.error.CallbackException;
+import dev.xlaactors.error.ErrorCode;
+import dev.xlaactors.error.ExecutionFailedException;
+import dev.xlaactors.error.XlaException;
+import dev.xlaactors.runtime.Executable;
+import dev.xlaactors.runtime.HostTensor;
+import dev.xlaactors.runtime.RunContext;
+import dev.xlaactors.runtime.TensorType;
+import dev.xlaactors.runtime.XlaClient;
+import java.time.Duration;
+import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionException;
+import java.util.concurrent.CompletionStage;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.Executor;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+import java.util.concurrent.atomic.AtomicLong;
+import org.apache.pekko.actor.typed.ActorRef;
+import org.apache.pekko.actor.typed.ActorSystem;
+import org.apache.pekko.actor.typed.DispatcherSelector;
+import org.apache.pekko.actor.typed.Props;
+import org.apache.pekko.actor.typed.javadsl.AskPattern;
+import org.apache.pekko.pattern.StatusReply;
+
+/**
+ * Runs compiled programs whose host callbacks are served by Java through actors: one {@link
+ * CallbackDispatcher} per runtime, and one {@link RunSupervisor} per run. The entry point of the actors
+ * module for callbacks.
+ *
+ * <pre>{@code
+ * CallbackRuntime callbacks = CallbackRuntime.create(system, client);
+ * callbacks.register("double", List.of(TensorType.of(F32, 4)), null, (in, s) -> List.of(twice(in.get(0))))
+ *     .toCompletableFuture().join();
+ * List<HostTensor> out = callbacks.run(executable, List.of(x));
+ * }</pre>
+ *
+ * <p>Thread-safe. Closing it stops the dispatcher; the actor system and the client stay the caller's.
+ */
+public final class CallbackRuntime implements AutoCloseable {
+  private static final AtomicLong RUN_IDS = new AtomicLong();
+  private static final AtomicLong RUNTIME_IDS = new AtomicLong();
+
+  private final ActorSystem<?> system;
+  private final XlaClient client;
+  private final ActorsSettings settings;
+  private final ActorRef<CallbackDispatcher.Command> dispatcher;
+  private final CallbackMetrics metrics = new CallbackMetrics();
+  private final Executor runExecutor;
+  private final Duration nativeBackstop;
+
+  private CallbackRuntime(ActorSystem<?> system, XlaClient client, ActorsSettings settings) {
+    this.system = system;
+    this.client = client;
+    this.settings = settings;
+    this.dispatcher =
+        system.systemActorOf(
+            CallbackDispatcher.create(settings), "xla-callback-dispatcher-" + RUNTIME_IDS.incrementAndGet(), Props.empty());
+    this.runExecutor = system.dispatchers().lookup(DispatcherSelector.fromConfig(settings.runDispatcher()));
+    Duration longestCallback =
+        settings.callbackTimeouts().values().stream().reduce(settings.defaultCallbackTimeout(), (a, b) -> a.compareTo(b) >= 0 ? a : b);
+    // Behind the supervisor's timeouts: the native side gives up on its own only if the actors failed to.
+    this.nativeBackstop = min(longestCallback, settings.runTimeout()).plus(settings.nativeBackstopSlack());
+  }
+
+  /** A runtime with the settings of the system's config ({@code xla-actors.actors}). */
+  public static CallbackRuntime create(ActorSystem<?> system, XlaClient client) {
+    return new CallbackRuntime(system, client, ActorsSettings.create(system));
+  }
+
+  public static CallbackRuntime create(ActorSystem<?> system, XlaClient client, ActorsSettings settings) {
+    return new CallbackRuntime(system, client, settings);
+  }
+
+  /** The dispatcher, for registering callbacks or callback servers by message. */
+  public ActorRef<CallbackDispatcher.Command> dispatcher() {
+    return dispatcher;
+  }
+
+  /** Counts and latencies of callbacks served through this runtime. */
+  public CallbackMetrics metrics() {
+    return metrics;
+  }
+
+  public ActorsSettings settings() {
+    return settings;
+  }
+
+  /** Registers {@code function} as the callback {@code name} (null: the dispatcher names it). */
+  public CompletionStage<CallbackId> register(
+      String name, List<TensorType> outputTemplate, Object staticArgument, HostFunction function) {
+    return AskPattern.askWithStatus(
+        dispatcher,
+        (ActorRef<StatusReply<CallbackId>> replyTo) ->
+            new CallbackDispatcher.Register(name, outputTemplate, staticArgument, function, replyTo),
+        Duration.ofSeconds(10),
+        system.scheduler());
+  }
+
+  /** Registers an actor that serves the callback {@code name} (see {@link CallbackServer}). */
+  public CompletionStage<CallbackId> registerServer(
+      String name, List<TensorType> outputTemplate, ActorRef<CallbackServer.Request> server) {
+    return AskPattern.askWithStatus(
+        dispatcher,
+        (ActorRef<StatusReply<CallbackId>> replyTo) ->
+            new CallbackDispatcher.RegisterServer(name, outputTemplate, server, replyTo),
+        Duration.ofSeconds(10),
+        system.scheduler());
+  }
+
+  /** Starts a run of {@code executable} on {@code inputs}; returns at once. */
+  public RunHandle start(Executable executable, List<HostTensor> inputs) {
+    long runId = RUN_IDS.incrementAndGet();
+    RunState state = new RunState();
+    ActorRef<RunSupervisor.Command> supervisor =
+        system.systemActorOf(
+            RunSupervisor.create(runId, state, dispatcher, settings, metrics), "xla-run-" + runId, Props.empty());
+    CompletableFuture<List<HostTensor>> result =
+        CompletableFuture.supplyAsync(() -> execute(executable, inputs, runId, state, supervisor), runExecutor);
+    return new RunHandle(runId, result, supervisor);
+  }
+
+  /**
+   * Runs {@code executable} on {@code inputs} and waits for its outputs. Throws a {@link CallbackException}
+   * when a callback aborted the run, or another {@link XlaException}.
+   */
+  public List<HostTensor> run(Executable executable, List<HostTensor> inputs) {
+    CompletableFuture<List<HostTensor>> result = start(executable, inputs).result().toCompletableFuture();
+    try {
+      // The run bounds itself (run timeout, native backstop); the extra minute only guards against a bug.
+      return result.get(settings.runTimeout().plus(nativeBackstop).plusMinutes(1).toMillis(), TimeUnit.MILLISECONDS);
+    } catch (ExecutionException e) {
+      throw rethrow(e.getCause());
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new ExecutionFailedException(ErrorCode.CANCELLED, "interrupted while waiting for the run");
+    } catch (TimeoutException e) {
+      throw new ExecutionFailedException(ErrorCode.DEADLINE_EXCEEDED, "the run did not end in time");
+    }
+  }
+
+  private List<HostTensor> execute(
+      Executable executable, List<HostTensor> inputs, long runId, RunState state, ActorRef<RunSupervisor.Command> supervisor) {
+    try (RunContext context =
+        RunContext.withHostCalls(
+            client.plugin(), runId, call -> supervisor.tell(new RunSupervisor.HostCallArrived(call)), nativeBackstop)) {
+      state.attach(context);
+      return executable.run(inputs, context);
+    } catch (ExecutionFailedException e) {
+      CallbackException cause = state.abortCause();
+      if (cause != null) {
+        throw cause; // names the callback, carries the Java exception as its cause
+      }
+      throw e;
+    } finally {
+      supervisor.tell(new RunSupervisor.RunEnded());
+    }
+  }
+
+  private static RuntimeException rethrow(Throwable t) {
+    Throwable cause = t instanceof CompletionException && t.getCause() != null ? t.getCause() : t;
+    if (cause instanceof RuntimeException r) {
+      return r;
+    }
+    return new ExecutionFailedException(ErrorCode.UNKNOWN, cause.toString(), cause);
+  }
+
+  private static Duration min(Duration a, Duration b) {
+    return a.compareTo(b) <= 0 ? a : b;
+  }
+
+  /** Stops the dispatcher. Runs in progress fail their later callbacks. */
+  @Override
+  public void close() {
+    dispatcher.tell(new CallbackDispatcher.Stop());
+  }
+}

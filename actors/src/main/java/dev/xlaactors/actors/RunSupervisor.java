@@ -1,0 +1,304 @@
+package dev.xlaactors.actors;
+
+import dev.xlaactors.error.CallbackException;
+import dev.xlaactors.error.ErrorCode;
+import dev.xlaactors.runtime.HostCall;
+import java.time.Duration;
+import java.util.ArrayDeque;
+import java.util.HashMap;
+import java.util.Map;
+import java.util.Optional;
+import org.apache.pekko.actor.typed.ActorRef;
+import org.apache.pekko.actor.typed.Behavior;
+import org.apache.pekko.actor.typed.PostStop;
+import org.apache.pekko.actor.typed.javadsl.AbstractBehavior;
+import org.apache.pekko.actor.typed.javadsl.ActorContext;
+import org.apache.pekko.actor.typed.javadsl.Behaviors;
+import org.apache.pekko.actor.typed.javadsl.Receive;
+import org.apache.pekko.actor.typed.javadsl.TimerScheduler;
+
+/**
+ * Supervises one run of a program with host callbacks: it receives the run's host calls, hands them to
+ * the {@link CallbackDispatcher} one at a time in arrival (program) order, tracks every pending reply tag,
+ * and enforces the per-callback and per-run timeouts from configuration. When a callback throws, returns
+ * a bad result, times out, is unknown, or the actor serving it stops, it aborts the run: every pending call
+ * fails at once with the cause, later calls fail on arrival, and the run's execution ends with a {@link
+ * CallbackException} naming the callback and the cause. Other runs are unaffected.
+ *
+ * <p>Created when a run starts, it stops when told the run ended; if it stops for any other reason it
+ * fails whatever is still pending, so no XLA thread is left waiting on it.
+ */
+public final class RunSupervisor extends AbstractBehavior<RunSupervisor.Command> {
+
+  /** Messages the supervisor understands. */
+  public sealed interface Command {}
+
+  /** A host call of this run arrived from the native bridge (sent from the XLA thread). */
+  public record HostCallArrived(HostCall call) implements Command {}
+
+  /** Cancels the run: pending and later callbacks fail with a cancellation error naming {@code reason}. */
+  public record Cancel(String reason) implements Command {}
+
+  /** The dispatcher answered the call {@code tag} successfully. */
+  record CallbackSucceeded(long tag) implements Command {}
+
+  /** The call {@code tag} failed; the run is aborted with {@code cause}. */
+  record CallbackFailed(long tag, CallbackException cause) implements Command {}
+
+  /** The call {@code tag} is served by {@code server}, whose death must abort the run. */
+  record ServedBy(long tag, ActorRef<?> server) implements Command {}
+
+  /** The run's execution returned (successfully or not); the supervisor stops. */
+  record RunEnded() implements Command {}
+
+  private record ServerAnswered(CallbackServer.Response response) implements Command {}
+
+  private record CallTimedOut(long tag) implements Command {}
+
+  private record RunTimedOut() implements Command {}
+
+  private record ServerStopped(ActorRef<?> server) implements Command {}
+
+  private record DispatcherStopped() implements Command {}
+
+  private record Pending(HostCall call, long arrivedNanos, ActorRef<?> server) {
+    Pending servedBy(ActorRef<?> by) {
+      return new Pending(call, arrivedNanos, by);
+    }
+  }
+
+  private static final Object RUN_TIMER = "run-timeout";
+
+  private final long runId;
+  private final RunState state;
+  private final ActorRef<CallbackDispatcher.Command> dispatcher;
+  private final ActorsSettings settings;
+  private final CallbackMetrics metrics;
+  private final TimerScheduler<Command> timers;
+  private final ActorRef<CallbackServer.Response> serverReplies;
+  private final ArrayDeque<Pending> queued = new ArrayDeque<>();
+  private final Map<Long, Pending> inFlight = new HashMap<>();
+
+  /**
+   * A supervisor for run {@code runId}. No supervision strategy: a failure stops it, and its PostStop
+   * handler then fails the run's pending calls, which is the safe outcome for a run half-way through.
+   */
+  static Behavior<Command> create(
+      long runId,
+      RunState state,
+      ActorRef<CallbackDispatcher.Command> dispatcher,
+      ActorsSettings settings,
+      CallbackMetrics metrics) {
+    return Behaviors.withMdc(
+        Command.class,
+        Map.of("runId", Long.toString(runId)),
+        Behaviors.setup(
+            context ->
+                Behaviors.withTimers(
+                    timers -> new RunSupervisor(context, timers, runId, state, dispatcher, settings, metrics))));
+  }
+
+  private RunSupervisor(
+      ActorContext<Command> context,
+      TimerScheduler<Command> timers,
+      long runId,
+      RunState state,
+      ActorRef<CallbackDispatcher.Command> dispatcher,
+      ActorsSettings settings,
+      CallbackMetrics metrics) {
+    super(context);
+    this.runId = runId;
+    this.state = state;
+    this.dispatcher = dispatcher;
+    this.settings = settings;
+    this.metrics = metrics;
+    this.timers = timers;
+    this.serverReplies = context.messageAdapter(CallbackServer.Response.class, ServerAnswered::new);
+    timers.startSingleTimer(RUN_TIMER, new RunTimedOut(), settings.runTimeout());
+    context.watchWith(dispatcher, new DispatcherStopped());
+  }
+
+  @Override
+  public Receive<Command> createReceive() {
+    return newReceiveBuilder()
+        .onMessage(HostCallArrived.class, this::onHostCallArrived)
+        .onMessage(CallbackSucceeded.class, this::onCallbackSucceeded)
+        .onMessage(CallbackFailed.class, this::onCallbackFailed)
+        .onMessage(ServedBy.class, this::onServedBy)
+        .onMessage(ServerAnswered.class, this::onServerAnswered)
+        .onMessage(CallTimedOut.class, this::onCallTimedOut)
+        .onMessage(RunTimedOut.class, this::onRunTimedOut)
+        .onMessage(ServerStopped.class, this::onServerStopped)
+        .onMessage(DispatcherStopped.class, this::onDispatcherStopped)
+        .onMessage(Cancel.class, this::onCancel)
+        .onMessage(RunEnded.class, this::onRunEnded)
+        .onSignal(PostStop.class, this::onPostStop)
+        .build();
+  }
+
+  private Behavior<Command> onHostCallArrived(HostCallArrived m) {
+    CallbackException abort = state.abortCause();
+    if (abort != null) {
+      m.call().fail(ErrorCode.CANCELLED, "run " + runId + " was aborted: " + abort.getMessage());
+      return this;
+    }
+    queued.add(new Pending(m.call(), System.nanoTime(), null));
+    dispatchNext();
+    return this;
+  }
+
+  /** Callbacks of one run execute one at a time, in the order the program made them. */
+  private void dispatchNext() {
+    if (!inFlight.isEmpty() || queued.isEmpty()) {
+      return;
+    }
+    Pending next = queued.poll();
+    HostCall call = next.call();
+    inFlight.put(call.tag(), next);
+    timers.startSingleTimer(call.tag(), new CallTimedOut(call.tag()), settings.callbackTimeout(call.callbackName()).duration());
+    dispatcher.tell(new CallbackDispatcher.Dispatch(call, getContext().getSelf(), serverReplies));
+  }
+
+  private Behavior<Command> onCallbackSucceeded(CallbackSucceeded m) {
+    Pending done = inFlight.remove(m.tag());
+    if (done != null) {
+      timers.cancel(m.tag());
+      metrics.recordSuccess(done.call().callbackName(), System.nanoTime() - done.arrivedNanos());
+      unwatch(done);
+    }
+    dispatchNext();
+    return this;
+  }
+
+  private Behavior<Command> onCallbackFailed(CallbackFailed m) {
+    abort(m.cause(), false);
+    return this;
+  }
+
+  private Behavior<Command> onServedBy(ServedBy m) {
+    Pending pending = inFlight.get(m.tag());
+    if (pending != null) {
+      inFlight.put(m.tag(), pending.servedBy(m.server()));
+      getContext().watchWith(m.server(), new ServerStopped(m.server()));
+    }
+    return this;
+  }
+
+  private Behavior<Command> onServerAnswered(ServerAnswered m) {
+    CallbackServer.Response response = m.response();
+    Pending pending = inFlight.get(response.tag());
+    if (pending == null) {
+      return this; // late: the call already timed out or the run was aborted
+    }
+    HostCall call = pending.call();
+    if (response.error() != null) {
+      abort(threw(call.callbackName(), response.error()), false);
+      return this;
+    }
+    Optional<String> mismatch = call.mismatch(response.outputs());
+    if (mismatch.isPresent()) {
+      abort(new CallbackException(call.callbackName(), ErrorCode.INVALID_ARGUMENT, mismatch.get()), false);
+      return this;
+    }
+    call.complete(response.outputs());
+    return onCallbackSucceeded(new CallbackSucceeded(response.tag()));
+  }
+
+  private Behavior<Command> onCallTimedOut(CallTimedOut m) {
+    Pending pending = inFlight.get(m.tag());
+    if (pending != null) {
+      String name = pending.call().callbackName();
+      ActorsSettings.Timeout timeout = settings.callbackTimeout(name);
+      abort(
+          new CallbackException(
+              name,
+              ErrorCode.DEADLINE_EXCEEDED,
+              "callback '" + name + "' did not answer within " + format(timeout.duration()) + " (" + timeout.key() + ")"),
+          true);
+    }
+    return this;
+  }
+
+  private Behavior<Command> onRunTimedOut(RunTimedOut m) {
+    abort(
+        new CallbackException(
+            null,
+            ErrorCode.DEADLINE_EXCEEDED,
+            "run " + runId + " did not finish within " + format(settings.runTimeout()) + " (xla-actors.actors.runs.timeout)"),
+        true);
+    return this;
+  }
+
+  private Behavior<Command> onServerStopped(ServerStopped m) {
+    for (Pending p : inFlight.values()) {
+      if (m.server().equals(p.server())) {
+        String name = p.call().callbackName();
+        abort(
+            new CallbackException(
+                name, ErrorCode.UNAVAILABLE, "callback '" + name + "': the actor serving it (" + m.server().path() + ") stopped"),
+            false);
+        break;
+      }
+    }
+    return this;
+  }
+
+  private Behavior<Command> onDispatcherStopped(DispatcherStopped m) {
+    abort(new CallbackException(null, ErrorCode.UNAVAILABLE, "the callback dispatcher stopped during run " + runId), false);
+    return this;
+  }
+
+  private Behavior<Command> onCancel(Cancel m) {
+    abort(new CallbackException(null, ErrorCode.CANCELLED, "run " + runId + " was cancelled: " + m.reason()), false);
+    return this;
+  }
+
+  private Behavior<Command> onRunEnded(RunEnded m) {
+    return Behaviors.stopped();
+  }
+
+  private Behavior<Command> onPostStop(PostStop signal) {
+    if (!inFlight.isEmpty() || !queued.isEmpty()) {
+      abort(new CallbackException(null, ErrorCode.ABORTED, "the supervisor of run " + runId + " stopped"), false);
+    }
+    return this;
+  }
+
+  /**
+   * Aborts the run with {@code cause} (the first cause wins): cancels the run natively so later calls fail
+   * on arrival, and fails every pending call now.
+   */
+  private void abort(CallbackException cause, boolean timedOut) {
+    if (state.recordAbort(cause)) {
+      getContext().getLog().warn("aborting run {}: {}", runId, cause.getMessage());
+    }
+    CallbackException first = state.abortCause();
+    String message = first.getMessage();
+    for (Pending p : inFlight.values()) {
+      p.call().fail(first.code(), message);
+      metrics.recordFailure(p.call().callbackName(), System.nanoTime() - p.arrivedNanos(), timedOut);
+      timers.cancel(p.call().tag());
+    }
+    for (Pending p : queued) {
+      p.call().fail(ErrorCode.CANCELLED, "run " + runId + " was aborted: " + message);
+    }
+    inFlight.clear();
+    queued.clear();
+  }
+
+  private void unwatch(Pending p) {
+    if (p.server() != null && inFlight.values().stream().noneMatch(o -> p.server().equals(o.server()))) {
+      getContext().unwatch(p.server());
+    }
+  }
+
+  /** The exception for a callback that threw: names the callback and the Java exception's class and message. */
+  static CallbackException threw(String name, Throwable thrown) {
+    return new CallbackException(
+        name, ErrorCode.ABORTED, "callback '" + name + "' threw " + thrown.getClass().getName() + ": " + thrown.getMessage(), thrown);
+  }
+
+  private static String format(Duration d) {
+    return d.toMillis() % 1000 == 0 ? d.toSeconds() + "s" : d.toMillis() + "ms";
+  }
+}
