@@ -216,8 +216,11 @@ public final class CallbackDispatcher extends AbstractBehavior<CallbackDispatche
                   call.tag(), new CallbackException(call.callbackName(), ErrorCode.INVALID_ARGUMENT, mismatch.get())));
       return;
     }
-    call.complete(outputs); // false if the supervisor already gave up on the call; it knows
+    // Tell the supervisor first: once complete() returns, XLA may finish the run and the run's
+    // RunEnded must not overtake this message. complete() is false if the supervisor already gave up
+    // on the call (it aborted the run and knows).
     d.supervisor().tell(new RunSupervisor.CallbackSucceeded(call.tag()));
+    call.complete(outputs);
   }
 
   private static void fail(Dispatch d, ErrorCode code, String message) {

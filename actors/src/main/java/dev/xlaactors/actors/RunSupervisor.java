@@ -254,6 +254,13 @@ public final class RunSupervisor extends AbstractBehavior<RunSupervisor.Command>
   }
 
   private Behavior<Command> onRunEnded(RunEnded m) {
+    // The execution returned, so nothing is waiting any more: any leftover call was answered or given up
+    // natively. Failing it is a no-op that makes sure of it; it is not counted as a callback failure.
+    for (Pending p : inFlight.values()) {
+      p.call().fail(ErrorCode.ABORTED, "run " + runId + " ended");
+    }
+    inFlight.clear();
+    queued.clear();
     return Behaviors.stopped();
   }
 
