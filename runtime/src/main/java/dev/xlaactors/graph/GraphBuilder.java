@@ -177,7 +177,7 @@ public final class GraphBuilder {
     return binary("multiply", "stablehlo.multiply", DTypeClass.ANY, a, b);
   }
 
-  /** Division; for integers it rounds toward zero (C semantics), and division by zero gives -1 / all ones. */
+  /** Division; for integers it rounds toward zero (C semantics, not Python floor division). */
   public Value divide(Value a, Value b) {
     return binary("divide", "stablehlo.divide", DTypeClass.NUMERIC, a, b);
   }

@@ -51,7 +51,7 @@ class GraphOpsTest {
 
   private void binaryFloat(String name, BinaryOperator<Value> op, DoubleBinaryOperator ref, float lo, float hi, double rtol) {
     Random r = random(name);
-    long[] bDims = {3, 4}; // broadcasts against [2,3,1,4] to [2,3,3,4]... dim 2 is 1 in a, 3 in b
+    long[] bDims = {3, 4}; // [2,3,1,4] with [3,4] broadcasts to [2,3,3,4]
     float[] a = floats(r, count(DIMS), lo, hi);
     float[] b = floats(r, count(bDims), lo, hi);
     GraphBuilder g = new GraphBuilder(name);
@@ -72,7 +72,6 @@ class GraphOpsTest {
 
   @Test
   void elementwiseBinaryFloatOpsBroadcastAgainstJavaReference() {
-    GraphBuilder[] holder = new GraphBuilder[1];
     binaryFloat("add", (a, b) -> a.scope().add(a, b), (a, b) -> (float) a + (float) b, -10, 10, 1e-6);
     binaryFloat("subtract", (a, b) -> a.scope().subtract(a, b), (a, b) -> (float) a - (float) b, -10, 10, 1e-6);
     binaryFloat("multiply", (a, b) -> a.scope().multiply(a, b), (a, b) -> (float) a * (float) b, -10, 10, 1e-6);
