@@ -1,0 +1,32 @@
+package dev.xlaactors.graph;
+
+import dev.xlaactors.runtime.Executable;
+import dev.xlaactors.runtime.TensorType;
+import dev.xlaactors.runtime.XlaClient;
+import java.util.List;
+
+/**
+ * A finished program: StableHLO text whose {@code @main} takes {@link #parameterTypes()} and returns
+ * {@link #outputTypes()} (several outputs come back as a flattened tuple).
+ *
+ * @param name the module name
+ * @param parameterTypes the types of {@code @main}'s parameters, in declaration order
+ * @param outputTypes the types of {@code @main}'s results, in order
+ * @param stablehlo the program text, ready for {@link XlaClient#compile(String)}
+ */
+public record Graph(String name, List<TensorType> parameterTypes, List<TensorType> outputTypes, String stablehlo) {
+  public Graph {
+    parameterTypes = List.copyOf(parameterTypes);
+    outputTypes = List.copyOf(outputTypes);
+  }
+
+  /** Compiles the program on {@code client} (through its compile cache); the caller closes the result. */
+  public Executable compile(XlaClient client) {
+    return client.compile(stablehlo);
+  }
+
+  @Override
+  public String toString() {
+    return "Graph(" + name + ": " + parameterTypes + " -> " + outputTypes + ")";
+  }
+}
