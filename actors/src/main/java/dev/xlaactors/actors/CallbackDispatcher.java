@@ -1,5 +1,7 @@
 package dev.xlaactors.actors;
 
+import dev.xlaactors.runtime.HostFunction;
+
 import dev.xlaactors.error.CallbackException;
 import dev.xlaactors.error.ErrorCode;
 import dev.xlaactors.runtime.HostCall;

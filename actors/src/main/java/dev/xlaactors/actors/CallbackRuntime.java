@@ -1,10 +1,13 @@
 package dev.xlaactors.actors;
 
+import dev.xlaactors.runtime.HostFunction;
+
 import dev.xlaactors.error.CallbackException;
 import dev.xlaactors.error.ErrorCode;
 import dev.xlaactors.error.ExecutionFailedException;
 import dev.xlaactors.error.XlaException;
 import dev.xlaactors.runtime.Executable;
+import dev.xlaactors.runtime.HostCallback;
 import dev.xlaactors.runtime.HostTensor;
 import dev.xlaactors.runtime.RunContext;
 import dev.xlaactors.runtime.TensorType;
@@ -98,6 +101,19 @@ public final class CallbackRuntime implements AutoCloseable {
             new CallbackDispatcher.Register(name, outputTemplate, staticArgument, function, replyTo),
         Duration.ofSeconds(10),
         system.scheduler());
+  }
+
+  /** Registers a callback a graph uses (see {@code GraphBuilder.hostCall}). */
+  public CompletionStage<CallbackId> register(HostCallback callback) {
+    return register(callback.name(), callback.outputTemplate(), callback.staticArgument(), callback.function());
+  }
+
+  /** Registers every callback of {@code callbacks} (e.g. {@code graph.hostCallbacks()}). */
+  public CompletionStage<List<CallbackId>> registerAll(List<HostCallback> callbacks) {
+    List<CompletableFuture<CallbackId>> registrations =
+        callbacks.stream().map(c -> register(c).toCompletableFuture()).toList();
+    return CompletableFuture.allOf(registrations.toArray(CompletableFuture[]::new))
+        .thenApply(done -> registrations.stream().map(CompletableFuture::join).toList());
   }
 
   /** Registers an actor that serves the callback {@code name} (see {@link CallbackServer}). */

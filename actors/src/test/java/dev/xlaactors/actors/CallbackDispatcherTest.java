@@ -1,5 +1,7 @@
 package dev.xlaactors.actors;
 
+import dev.xlaactors.runtime.HostFunction;
+
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;

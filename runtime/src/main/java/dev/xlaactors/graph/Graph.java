@@ -1,6 +1,7 @@
 package dev.xlaactors.graph;
 
 import dev.xlaactors.runtime.Executable;
+import dev.xlaactors.runtime.HostCallback;
 import dev.xlaactors.runtime.TensorType;
 import dev.xlaactors.runtime.XlaClient;
 import java.util.List;
@@ -13,11 +14,18 @@ import java.util.List;
  * @param parameterTypes the types of {@code @main}'s parameters, in declaration order
  * @param outputTypes the types of {@code @main}'s results, in order
  * @param stablehlo the program text, ready for {@link XlaClient#compile(String)}
+ * @param hostCallbacks the host callbacks the program calls, to register before running it
  */
-public record Graph(String name, List<TensorType> parameterTypes, List<TensorType> outputTypes, String stablehlo) {
+public record Graph(
+    String name,
+    List<TensorType> parameterTypes,
+    List<TensorType> outputTypes,
+    String stablehlo,
+    List<HostCallback> hostCallbacks) {
   public Graph {
     parameterTypes = List.copyOf(parameterTypes);
     outputTypes = List.copyOf(outputTypes);
+    hostCallbacks = List.copyOf(hostCallbacks);
   }
 
   /** Compiles the program on {@code client} (through its compile cache); the caller closes the result. */

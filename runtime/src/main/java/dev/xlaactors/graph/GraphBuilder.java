@@ -5,12 +5,15 @@ import static dev.xlaactors.graph.ShapeInference.error;
 import dev.xlaactors.graph.ShapeInference.DTypeClass;
 import dev.xlaactors.graph.ShapeInference.DotDimensions;
 import dev.xlaactors.runtime.DType;
+import dev.xlaactors.runtime.HostCallback;
 import dev.xlaactors.runtime.HostTensor;
 import dev.xlaactors.runtime.Shape;
 import dev.xlaactors.runtime.TensorType;
 import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.function.BiFunction;
 import java.util.function.Function;
 
@@ -43,6 +46,7 @@ public final class GraphBuilder {
   private final String indent;
   private final StringBuilder body = new StringBuilder();
   private final List<Value> parameters = new ArrayList<>();
+  private final Map<String, HostCallback> hostCallbacks; // shared with region builders
   private boolean closed;
 
   /** A builder for a program (an MLIR module) named {@code name}; its entry function is {@code @main}. */
@@ -55,6 +59,7 @@ public final class GraphBuilder {
     this.parent = null;
     this.counter = new int[1];
     this.indent = "    ";
+    this.hostCallbacks = new LinkedHashMap<>();
   }
 
   private GraphBuilder(GraphBuilder parent) {
@@ -62,6 +67,7 @@ public final class GraphBuilder {
     this.parent = parent;
     this.counter = parent.counter;
     this.indent = parent.indent + "    ";
+    this.hostCallbacks = parent.hostCallbacks;
   }
 
   /** The program's name. */
@@ -723,6 +729,42 @@ public final class GraphBuilder {
   }
 
   // ---------------------------------------------------------------------------------------------
+  // Host callbacks
+
+  /**
+   * Calls Java in the middle of the program: {@code callback}'s function gets the values of {@code
+   * inputs} (none is fine) and its static argument, and returns tensors of its output template, which
+   * become this node's results. The call is effectful: it always runs, in program order, even when its
+   * results are unused.
+   */
+  public List<Value> hostCall(HostCallback callback, Value... inputs) {
+    return hostCall(callback, true, Arrays.asList(inputs));
+  }
+
+  /**
+   * Like {@link #hostCall}, but pure, as {@code jax.pure_callback}: XLA may drop the call when its
+   * results are unused, or merge identical calls.
+   */
+  public List<Value> pureHostCall(HostCallback callback, Value... inputs) {
+    return hostCall(callback, false, Arrays.asList(inputs));
+  }
+
+  private List<Value> hostCall(HostCallback callback, boolean effectful, List<Value> inputs) {
+    String op = "host_call";
+    if (callback == null) {
+      throw error(op, "callback is null");
+    }
+    useAll(op, inputs);
+    HostCallback known = hostCallbacks.putIfAbsent(callback.name(), callback);
+    if (known != null && !known.equals(callback)) {
+      throw error(op, "the graph already calls another callback named '" + callback.name() + "'");
+    }
+    String attributes = "api_version = 4 : i32, backend_config = {callback = \"" + callback.name()
+        + "\"}, call_target_name = \"" + HostCallback.TARGET + "\", has_side_effect = " + effectful;
+    return emitWithRegions("stablehlo.custom_call", inputs, List.of(), attributes, callback.outputTemplate());
+  }
+
+  // ---------------------------------------------------------------------------------------------
   // Finishing
 
   /** The program returning {@code outputs} (several outputs become a tuple PJRT flattens). */
@@ -752,7 +794,7 @@ public final class GraphBuilder {
     sb.append(body);
     sb.append(indent).append(StableHloWriter.terminator("func.return", outputs)).append('\n');
     sb.append("  }\n}\n");
-    return new Graph(name, types(parameters), outTypes, sb.toString());
+    return new Graph(name, types(parameters), outTypes, sb.toString(), List.copyOf(hostCallbacks.values()));
   }
 
   // ---------------------------------------------------------------------------------------------

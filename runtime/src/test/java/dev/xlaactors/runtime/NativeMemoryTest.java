@@ -36,13 +36,13 @@ class NativeMemoryTest {
   @Test
   void tenThousandUploadExecuteDownloadCloseCyclesKeepNativeMemoryFlat() throws Exception {
     long growthKiB = childGrowth("buffers");
-    assertTrue(growthKiB < 2048, "RSS grew by " + growthKiB + " KiB over 10,000 cycles");
+    assertTrue(growthKiB < 256, "RSS grew by " + growthKiB + " KiB over 10,000 cycles in every window");
   }
 
   @Test
   void hundredClientCreateCloseCyclesKeepNativeMemoryFlat() throws Exception {
     long growthKiB = childGrowth("clients");
-    assertTrue(growthKiB < 8192, "RSS grew by " + growthKiB + " KiB over 100 client cycles");
+    assertTrue(growthKiB < 4096, "RSS grew by " + growthKiB + " KiB over 100 client cycles in every window");
   }
 
   private static long childGrowth(String mode) throws Exception {
@@ -69,12 +69,23 @@ class NativeMemoryTest {
       for (int i = 0; i < 10_000; i++) {
         cycle.run(); // warm-up: JIT, allocator arenas, XLA's thread pools
       }
+      printSmallestGrowth(cycle, 10_000);
+    }
+  }
+
+  /** Runs three windows of {@code cycles} and prints the smallest RSS growth of a window. */
+  private static void printSmallestGrowth(Runnable cycle, int cycles) {
+    long smallest = Long.MAX_VALUE;
+    for (int window = 0; window < 3; window++) {
       long before = residentKiB();
-      for (int i = 0; i < 10_000; i++) {
+      for (int i = 0; i < cycles; i++) {
         cycle.run();
       }
-      System.out.println("RSS growth " + (residentKiB() - before) + " KiB");
+      long growth = residentKiB() - before;
+      System.out.println("window " + window + ": " + growth + " KiB");
+      smallest = Math.min(smallest, growth);
     }
+    System.out.println("RSS growth " + smallest + " KiB");
   }
 
   private static void clientCycles() {
@@ -88,11 +99,7 @@ class NativeMemoryTest {
     for (int i = 0; i < 20; i++) {
       cycle.run();
     }
-    long before = residentKiB();
-    for (int i = 0; i < 100; i++) {
-      cycle.run();
-    }
-    System.out.println("RSS growth " + (residentKiB() - before) + " KiB");
+    printSmallestGrowth(cycle, 100);
   }
 
   private static long residentKiB() {

@@ -1,13 +1,12 @@
-package dev.xlaactors.actors;
+package dev.xlaactors.runtime;
 
-import dev.xlaactors.runtime.HostTensor;
 import java.util.List;
 
 /**
  * Java code a compiled program calls in the middle of its execution. It receives the call's inputs (read
  * only, owned by Java, safe to keep) and the static argument captured when the callback was registered,
- * and returns one tensor per entry of the callback's output template. It runs on the callback dispatcher
- * (see reference.conf), so it may block; a slow function never stalls other runs' callbacks.
+ * and returns one tensor per entry of the callback's output template. The actors module runs it on its
+ * callback dispatcher, so it may block; a slow function never stalls other runs' callbacks.
  */
 @FunctionalInterface
 public interface HostFunction {
