@@ -13,9 +13,9 @@ if [ -z "$name" ] || [ -z "${mains[$name]:-}" ]; then
   exit 2
 fi
 shift
-if [ ! -f examples/target/classpath.txt ] || [ -n "$(find native/src runtime/src examples/src -newer examples/target/classpath.txt -print -quit)" ]; then
+if [ ! -f examples/target/classpath.txt ] || [ -n "$(find native/src runtime/src actors/src examples/src -newer examples/target/classpath.txt -print -quit)" ]; then
   mvn -q -B -Dstyle.color=never install -DskipTests
   mvn -q -B -Dstyle.color=never -pl examples dependency:build-classpath -Dmdep.outputFile=target/classpath.txt
 fi
-exec java -Dconfig.file=conf/application.conf -Dlogback.configurationFile=conf/logback.xml \
+exec java -Dslf4j.internal.verbosity=ERROR -Dconfig.file=conf/application.conf -Dlogback.configurationFile=conf/logback.xml \
   -cp "examples/target/classes:$(cat examples/target/classpath.txt)" "${mains[$name]}" "$@"

@@ -5,6 +5,7 @@ import com.typesafe.config.ConfigException;
 import com.typesafe.config.ConfigValue;
 import dev.xlaactors.error.ErrorCode;
 import dev.xlaactors.error.XlaException;
+import dev.xlaactors.runtime.KnownConfigKeys;
 import java.time.Duration;
 import java.util.HashMap;
 import java.util.Map;
@@ -12,8 +13,8 @@ import org.apache.pekko.actor.typed.ActorSystem;
 
 /**
  * The actors module's settings, read once from {@code xla-actors.actors} (see its reference.conf) and
- * validated: a missing key, a wrong type or unit, or a non-positive duration is an {@link XlaException}
- * naming the key.
+ * validated: a missing or unknown key, a wrong type or unit, or a non-positive duration is an {@link
+ * XlaException} naming the key.
  *
  * @param defaultCallbackTimeout how long a callback may take unless overridden by name
  * @param callbackTimeouts per-callback-name overrides
@@ -41,6 +42,7 @@ public record ActorsSettings(
   }
 
   public static ActorsSettings fromConfig(Config config) {
+    KnownConfigKeys.check(config);
     try {
       Config c = config.getConfig(ROOT);
       Map<String, Duration> overrides = new HashMap<>();

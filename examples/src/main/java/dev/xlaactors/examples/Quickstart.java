@@ -1,61 +1,64 @@
 package dev.xlaactors.examples;
 
+import dev.xlaactors.actors.CallbackRuntime;
+import dev.xlaactors.graph.Composites;
+import dev.xlaactors.graph.Graph;
+import dev.xlaactors.graph.GraphBuilder;
+import dev.xlaactors.graph.Value;
+import dev.xlaactors.runtime.DType;
 import dev.xlaactors.runtime.Executable;
+import dev.xlaactors.runtime.HostCallback;
 import dev.xlaactors.runtime.HostTensor;
-import dev.xlaactors.runtime.RunContext;
+import dev.xlaactors.runtime.TensorType;
 import dev.xlaactors.runtime.XlaClient;
 import java.util.Arrays;
 import java.util.List;
+import org.apache.pekko.actor.typed.ActorSystem;
+import org.apache.pekko.actor.typed.javadsl.Behaviors;
 
 /**
- * The quick start: loads the real XLA CPU plugin, compiles a StableHLO program, runs it from Java, then
- * runs a program whose middle step is a native XLA FFI handler that reads per-run data.
+ * The quick start: a small network built in Java, compiled by the real XLA CPU runtime, that calls back
+ * into Java in the middle of its execution. XLA computes {@code h = tanh(x @ w)}, hands {@code h} to a
+ * Java function (served by the CallbackDispatcher actor) that zeroes entries below a threshold given as
+ * the callback's static argument, and then computes {@code softmax(h' * 4)}.
  */
 public final class Quickstart {
-  private static final String MLP_LAYER =
-      """
-      func.func @main(%x: tensor<2x3xf32>, %w: tensor<3x2xf32>, %b: tensor<2xf32>) -> tensor<2x2xf32> {
-        %0 = stablehlo.dot_general %x, %w, contracting_dims = [1] x [0] : (tensor<2x3xf32>, tensor<3x2xf32>) -> tensor<2x2xf32>
-        %1 = stablehlo.broadcast_in_dim %b, dims = [1] : (tensor<2xf32>) -> tensor<2x2xf32>
-        %2 = stablehlo.add %0, %1 : tensor<2x2xf32>
-        %3 = stablehlo.tanh %2 : tensor<2x2xf32>
-        return %3 : tensor<2x2xf32>
-      }
-      """;
-
-  private static final String WITH_FFI_STEP =
-      """
-      func.func @main(%x: tensor<2x3xf32>) -> tensor<2x3xf32> {
-        %0 = stablehlo.multiply %x, %x : tensor<2x3xf32>
-        %1 = stablehlo.custom_call @xla_actors.scale_add(%0) {api_version = 4 : i32,
-               backend_config = {addend = 1.0 : f32}, has_side_effect = true} : (tensor<2x3xf32>) -> tensor<2x3xf32>
-        return %1 : tensor<2x3xf32>
-      }
-      """;
-
   private Quickstart() {}
 
   public static void main(String[] args) {
-    try (XlaClient client = XlaClient.create()) {
-      System.out.println("client: " + client);
-      try (Executable layer = client.compile(MLP_LAYER)) {
-        List<HostTensor> out =
-            layer.run(
-                HostTensor.ofFloats(new float[] {1, 2, 3, 4, 5, 6}, 2, 3),
-                HostTensor.ofFloats(new float[] {0.1f, -0.2f, 0.3f, 0.4f, -0.5f, 0.6f}, 3, 2),
-                HostTensor.ofFloats(new float[] {0.01f, -0.01f}, 2));
-        System.out.println("tanh(x @ w + b) = " + Arrays.toString(out.get(0).toFloatArray()));
-      }
-      try (Executable program = client.compile(WITH_FFI_STEP)) {
-        for (int run = 1; run <= 2; run++) {
-          try (RunContext context = RunContext.create(client.plugin(), run, 10f * run)) {
-            HostTensor out =
-                program.run(List.of(HostTensor.ofFloats(new float[] {1, 2, 3, 4, 5, 6}, 2, 3)), context).get(0);
-            System.out.println(
-                "run " + run + ": x*x * " + (10 * run) + " + 1 = " + Arrays.toString(out.toFloatArray()));
+    TensorType hidden = TensorType.of(DType.F32, 2, 3);
+    HostCallback threshold =
+        new HostCallback("threshold", List.of(hidden), 0.2f, (inputs, limit) -> {
+          float[] h = inputs.get(0).toFloatArray();
+          System.out.println("  [java] callback got h = " + Arrays.toString(h) + " on " + Thread.currentThread().getName());
+          for (int i = 0; i < h.length; i++) {
+            h[i] = h[i] < (Float) limit ? 0f : h[i];
           }
-        }
-      }
+          return List.of(HostTensor.ofFloats(h, 2, 3));
+        });
+
+    GraphBuilder b = new GraphBuilder("quickstart");
+    Value x = b.parameter(TensorType.of(DType.F32, 2, 4));
+    Value w = b.parameter(TensorType.of(DType.F32, 4, 3));
+    Value h = b.tanh(b.matmul(x, w));
+    Value kept = b.hostCall(threshold, h).get(0); // Java runs here, mid-program
+    Value probabilities = Composites.softmax(b, b.multiply(kept, b.constant(4f)), -1);
+    Graph graph = b.build(probabilities);
+
+    ActorSystem<Void> system = ActorSystem.create(Behaviors.empty(), "quickstart");
+    try (XlaClient client = XlaClient.create();
+        CallbackRuntime callbacks = CallbackRuntime.create(system, client);
+        Executable program = graph.compile(client)) {
+      System.out.println("client:  " + client);
+      System.out.println("program: " + graph);
+      callbacks.registerAll(graph.hostCallbacks()).toCompletableFuture().join();
+      HostTensor xs = HostTensor.ofFloats(new float[] {1, 0, 0, 1, 0, 1, 1, 0}, 2, 4);
+      HostTensor ws = HostTensor.ofFloats(new float[] {0.5f, -0.3f, 0.1f, 0.2f, 0.4f, -0.6f, 0.3f, 0.1f, 0.9f, -0.2f, 0.5f, 0.05f}, 4, 3);
+      List<HostTensor> out = callbacks.run(program, List.of(xs, ws));
+      System.out.println("softmax: " + Arrays.toString(out.get(0).toFloatArray()));
+      System.out.println("callback metrics: " + callbacks.metrics().snapshot());
+    } finally {
+      system.terminate();
     }
   }
 }

@@ -30,8 +30,12 @@ public record RuntimeSettings(Path pluginPath, boolean clientAsynchronous, int c
     return fromConfig(ConfigFactory.load());
   }
 
-  /** Settings from {@code config}; a missing or mistyped key is an {@link XlaException} naming it. */
+  /**
+   * Settings from {@code config}; a missing, mistyped or unknown key under {@code xla-actors} is an
+   * {@link XlaException} naming it.
+   */
   public static RuntimeSettings fromConfig(Config config) {
+    KnownConfigKeys.check(config);
     try {
       Config c = config.getConfig("xla-actors.runtime");
       String path = c.getString("plugin-path").trim();

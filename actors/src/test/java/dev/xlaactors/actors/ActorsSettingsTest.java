@@ -1,0 +1,83 @@
+package dev.xlaactors.actors;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import com.typesafe.config.Config;
+import com.typesafe.config.ConfigFactory;
+import dev.xlaactors.error.XlaException;
+import java.time.Duration;
+import org.junit.jupiter.api.Test;
+
+/** Settings come from HOCON, layered reference < application < system properties, and bad values fail naming the key. */
+class ActorsSettingsTest {
+  private static Config with(String hocon) {
+    return ConfigFactory.parseString(hocon).withFallback(ConfigFactory.defaultReference()).resolve();
+  }
+
+  @Test
+  void defaultsComeFromReferenceConf() {
+    ActorsSettings s = ActorsSettings.fromConfig(ConfigFactory.defaultReference());
+    assertEquals(Duration.ofSeconds(30), s.defaultCallbackTimeout());
+    assertEquals(Duration.ofMinutes(10), s.runTimeout());
+    assertEquals(new ActorsSettings.Timeout(Duration.ofSeconds(30), "xla-actors.actors.callbacks.default-timeout"),
+        s.callbackTimeout("anything"));
+  }
+
+  @Test
+  void perCallbackOverridesByName() {
+    ActorsSettings s = ActorsSettings.fromConfig(with("xla-actors.actors.callbacks.timeouts { tokenize = 2s, \"slow.model\" = 2m }"));
+    assertEquals(new ActorsSettings.Timeout(Duration.ofSeconds(2), "xla-actors.actors.callbacks.timeouts.tokenize"),
+        s.callbackTimeout("tokenize"));
+    assertEquals(Duration.ofMinutes(2), s.callbackTimeout("slow.model").duration());
+  }
+
+  @Test
+  void systemPropertiesOverrideApplicationConfig() {
+    String key = "xla-actors.actors.runs.timeout";
+    System.setProperty(key, "42s");
+    try {
+      ConfigFactory.invalidateCaches();
+      Config layered = ConfigFactory.systemProperties()
+          .withFallback(ConfigFactory.parseString(key + " = 7s"))
+          .withFallback(ConfigFactory.defaultReference())
+          .resolve();
+      assertEquals(Duration.ofSeconds(42), ActorsSettings.fromConfig(layered).runTimeout());
+      assertEquals(Duration.ofSeconds(42), ActorsSettings.fromConfig(ConfigFactory.load()).runTimeout());
+    } finally {
+      System.clearProperty(key);
+      ConfigFactory.invalidateCaches();
+    }
+  }
+
+  @Test
+  void negativeTimeoutNamesTheKey() {
+    XlaException e = assertThrows(XlaException.class, () -> ActorsSettings.fromConfig(with("xla-actors.actors.callbacks.default-timeout = -5s")));
+    assertTrue(e.getMessage().contains("xla-actors.actors.callbacks.default-timeout must be a positive duration"), e.getMessage());
+  }
+
+  @Test
+  void negativeOverrideNamesItsKey() {
+    XlaException e = assertThrows(XlaException.class, () -> ActorsSettings.fromConfig(with("xla-actors.actors.callbacks.timeouts.tokenize = 0s")));
+    assertTrue(e.getMessage().contains("xla-actors.actors.callbacks.timeouts.tokenize"), e.getMessage());
+  }
+
+  @Test
+  void wrongUnitNamesTheKey() {
+    XlaException e = assertThrows(XlaException.class, () -> ActorsSettings.fromConfig(with("xla-actors.actors.runs.timeout = 10 parsecs")));
+    assertTrue(e.getMessage().contains("runs.timeout"), e.getMessage());
+  }
+
+  @Test
+  void unknownKeyUnderOurNamespaceNamesTheKey() {
+    XlaException e = assertThrows(XlaException.class, () -> ActorsSettings.fromConfig(with("xla-actors.actors.callbacks.default-timout = 5s")));
+    assertTrue(e.getMessage().contains("unknown configuration key xla-actors.actors.callbacks.default-timout"), e.getMessage());
+    assertThrows(XlaException.class, () -> ActorsSettings.fromConfig(with("xla-actors.actorz.runs.timeout = 5s")));
+  }
+
+  @Test
+  void dispatcherSectionsTakePekkosOwnKeys() {
+    ActorsSettings.fromConfig(with("xla-actors.actors.callback-dispatcher.thread-pool-executor.keep-alive-time = 30s"));
+  }
+}
