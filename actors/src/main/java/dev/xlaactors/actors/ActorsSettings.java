@@ -22,6 +22,8 @@ import org.apache.pekko.actor.typed.ActorSystem;
  * @param runTimeout upper bound on one run
  * @param nativeBackstopSlack extra native wait beyond the actors' timeouts
  * @param runDispatcher config path of the dispatcher whose threads block in execute
+ * @param logMetrics whether runtimes log their metrics periodically
+ * @param metricsLogInterval how often they do
  */
 public record ActorsSettings(
     Duration defaultCallbackTimeout,
@@ -29,7 +31,9 @@ public record ActorsSettings(
     String callbackDispatcher,
     Duration runTimeout,
     Duration nativeBackstopSlack,
-    String runDispatcher) {
+    String runDispatcher,
+    boolean logMetrics,
+    Duration metricsLogInterval) {
   private static final String ROOT = "xla-actors.actors";
 
   public ActorsSettings {
@@ -57,7 +61,9 @@ public record ActorsSettings(
           c.getString("callbacks.dispatcher"),
           positive(c, "runs.timeout", "runs.timeout"),
           positive(c, "runs.native-backstop-slack", "runs.native-backstop-slack"),
-          c.getString("runs.dispatcher"));
+          c.getString("runs.dispatcher"),
+          c.getBoolean("metrics.log"),
+          positive(c, "metrics.log-interval", "metrics.log-interval"));
     } catch (ConfigException e) {
       throw new XlaException(ErrorCode.INVALID_ARGUMENT, "bad configuration under " + ROOT + ": " + e.getMessage(), e);
     }

@@ -23,6 +23,7 @@ import org.apache.pekko.actor.typed.javadsl.ActorContext;
 import org.apache.pekko.actor.typed.javadsl.Behaviors;
 import org.apache.pekko.actor.typed.javadsl.Receive;
 import org.apache.pekko.pattern.StatusReply;
+import org.slf4j.MDC;
 
 /**
  * The single source of truth for host callbacks, in the role a GenServer plays for EXLA: it registers
@@ -202,6 +203,19 @@ public final class CallbackDispatcher extends AbstractBehavior<CallbackDispatche
    * thread directly, so a successful call costs no further actor hop before XLA resumes.
    */
   private static void runFunction(FunctionEntry entry, Dispatch d) {
+    HostCall call = d.call();
+    // User code inside the callback logs with the run id and callback name.
+    MDC.put("runId", Long.toString(call.runId()));
+    MDC.put("callback", call.callbackName());
+    try {
+      answer(entry, d);
+    } finally {
+      MDC.remove("runId");
+      MDC.remove("callback");
+    }
+  }
+
+  private static void answer(FunctionEntry entry, Dispatch d) {
     HostCall call = d.call();
     List<HostTensor> outputs;
     try {

@@ -22,12 +22,16 @@ import java.util.concurrent.Executor;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicLong;
+import org.apache.pekko.actor.Cancellable;
 import org.apache.pekko.actor.typed.ActorRef;
 import org.apache.pekko.actor.typed.ActorSystem;
 import org.apache.pekko.actor.typed.DispatcherSelector;
 import org.apache.pekko.actor.typed.Props;
 import org.apache.pekko.actor.typed.javadsl.AskPattern;
 import org.apache.pekko.pattern.StatusReply;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+import org.slf4j.MDC;
 
 /**
  * Runs compiled programs whose host callbacks are served by Java through actors: one {@link
@@ -46,14 +50,16 @@ import org.apache.pekko.pattern.StatusReply;
 public final class CallbackRuntime implements AutoCloseable {
   private static final AtomicLong RUN_IDS = new AtomicLong();
   private static final AtomicLong RUNTIME_IDS = new AtomicLong();
+  private static final Logger METRICS_LOG = LoggerFactory.getLogger(RuntimeMetrics.class);
 
   private final ActorSystem<?> system;
   private final XlaClient client;
   private final ActorsSettings settings;
   private final ActorRef<CallbackDispatcher.Command> dispatcher;
-  private final CallbackMetrics metrics = new CallbackMetrics();
+  private final RuntimeMetrics metrics = new RuntimeMetrics();
   private final Executor runExecutor;
   private final Duration nativeBackstop;
+  private final Cancellable metricsLogging;
 
   private CallbackRuntime(ActorSystem<?> system, XlaClient client, ActorsSettings settings) {
     this.system = system;
@@ -67,6 +73,22 @@ public final class CallbackRuntime implements AutoCloseable {
         settings.callbackTimeouts().values().stream().reduce(settings.defaultCallbackTimeout(), (a, b) -> a.compareTo(b) >= 0 ? a : b);
     // Behind the supervisor's timeouts: the native side gives up on its own only if the actors failed to.
     this.nativeBackstop = min(longestCallback, settings.runTimeout()).plus(settings.nativeBackstopSlack());
+    this.metricsLogging =
+        settings.logMetrics()
+            ? system
+                .scheduler()
+                .scheduleAtFixedRate(
+                    settings.metricsLogInterval(),
+                    settings.metricsLogInterval(),
+                    this::logMetrics,
+                    system.executionContext())
+            : null;
+  }
+
+  private void logMetrics() {
+    if (metrics.runs().count() > 0) {
+      METRICS_LOG.info("{}", metrics);
+    }
   }
 
   /** A runtime with the settings of the system's config ({@code xla-actors.actors}). */
@@ -83,8 +105,8 @@ public final class CallbackRuntime implements AutoCloseable {
     return dispatcher;
   }
 
-  /** Counts and latencies of callbacks served through this runtime. */
-  public CallbackMetrics metrics() {
+  /** Counts and latencies of the runs and callbacks of this runtime. */
+  public RuntimeMetrics metrics() {
     return metrics;
   }
 
@@ -160,11 +182,16 @@ public final class CallbackRuntime implements AutoCloseable {
 
   private List<HostTensor> execute(
       Executable executable, List<HostTensor> inputs, long runId, RunState state, ActorRef<RunSupervisor.Command> supervisor) {
+    long start = System.nanoTime();
+    boolean failed = true;
+    MDC.put("runId", Long.toString(runId));
     try (RunContext context =
         RunContext.withHostCalls(
             client.plugin(), runId, call -> supervisor.tell(new RunSupervisor.HostCallArrived(call)), nativeBackstop)) {
       state.attach(context);
-      return executable.run(inputs, context);
+      List<HostTensor> outputs = executable.run(inputs, context);
+      failed = false;
+      return outputs;
     } catch (ExecutionFailedException e) {
       CallbackException cause = state.abortCause();
       if (cause != null) {
@@ -173,6 +200,10 @@ public final class CallbackRuntime implements AutoCloseable {
       throw e;
     } finally {
       supervisor.tell(new RunSupervisor.RunEnded());
+      CallbackException cause = state.abortCause();
+      metrics.recordRun(
+          System.nanoTime() - start, failed, cause != null && cause.code() == ErrorCode.DEADLINE_EXCEEDED);
+      MDC.remove("runId");
     }
   }
 
@@ -191,6 +222,9 @@ public final class CallbackRuntime implements AutoCloseable {
   /** Stops the dispatcher. Runs in progress fail their later callbacks. */
   @Override
   public void close() {
+    if (metricsLogging != null) {
+      metricsLogging.cancel();
+    }
     dispatcher.tell(new CallbackDispatcher.Stop());
   }
 }

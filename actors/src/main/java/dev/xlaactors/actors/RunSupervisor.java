@@ -73,7 +73,7 @@ public final class RunSupervisor extends AbstractBehavior<RunSupervisor.Command>
   private final RunState state;
   private final ActorRef<CallbackDispatcher.Command> dispatcher;
   private final ActorsSettings settings;
-  private final CallbackMetrics metrics;
+  private final RuntimeMetrics metrics;
   private final TimerScheduler<Command> timers;
   private final ActorRef<CallbackServer.Response> serverReplies;
   private final ArrayDeque<Pending> queued = new ArrayDeque<>();
@@ -88,7 +88,7 @@ public final class RunSupervisor extends AbstractBehavior<RunSupervisor.Command>
       RunState state,
       ActorRef<CallbackDispatcher.Command> dispatcher,
       ActorsSettings settings,
-      CallbackMetrics metrics) {
+      RuntimeMetrics metrics) {
     return Behaviors.withMdc(
         Command.class,
         Map.of("runId", Long.toString(runId)),
@@ -105,7 +105,7 @@ public final class RunSupervisor extends AbstractBehavior<RunSupervisor.Command>
       RunState state,
       ActorRef<CallbackDispatcher.Command> dispatcher,
       ActorsSettings settings,
-      CallbackMetrics metrics) {
+      RuntimeMetrics metrics) {
     super(context);
     this.runId = runId;
     this.state = state;
@@ -163,7 +163,7 @@ public final class RunSupervisor extends AbstractBehavior<RunSupervisor.Command>
     Pending done = inFlight.remove(m.tag());
     if (done != null) {
       timers.cancel(m.tag());
-      metrics.recordSuccess(done.call().callbackName(), System.nanoTime() - done.arrivedNanos());
+      metrics.recordCallback(done.call().callbackName(), System.nanoTime() - done.arrivedNanos(), false, false);
       unwatch(done);
     }
     dispatchNext();
@@ -283,7 +283,7 @@ public final class RunSupervisor extends AbstractBehavior<RunSupervisor.Command>
     String message = first.getMessage();
     for (Pending p : inFlight.values()) {
       p.call().fail(first.code(), message);
-      metrics.recordFailure(p.call().callbackName(), System.nanoTime() - p.arrivedNanos(), timedOut);
+      metrics.recordCallback(p.call().callbackName(), System.nanoTime() - p.arrivedNanos(), true, timedOut);
       timers.cancel(p.call().tag());
     }
     for (Pending p : queued) {

@@ -110,8 +110,8 @@ class CallbackConcurrencyTest {
         assertEquals(expected, steps, "the callbacks of run " + r + " must see their steps in program order");
       }
     }
-    CallbackMetrics.Snapshot step = callbacks.metrics().snapshot().get("step");
-    assertEquals(32 * 15, step.calls(), "metrics count every call");
+    RuntimeMetrics.Snapshot step = callbacks.metrics().callbacks().get("step");
+    assertEquals(32 * 15, step.count(), "metrics count every call");
     assertEquals(0, step.failures());
   }
 

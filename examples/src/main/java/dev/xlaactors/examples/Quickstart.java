@@ -56,7 +56,7 @@ public final class Quickstart {
       HostTensor ws = HostTensor.ofFloats(new float[] {0.5f, -0.3f, 0.1f, 0.2f, 0.4f, -0.6f, 0.3f, 0.1f, 0.9f, -0.2f, 0.5f, 0.05f}, 4, 3);
       List<HostTensor> out = callbacks.run(program, List.of(xs, ws));
       System.out.println("softmax: " + Arrays.toString(out.get(0).toFloatArray()));
-      System.out.println("callback metrics: " + callbacks.metrics().snapshot());
+      System.out.println("metrics: " + callbacks.metrics());
     } finally {
       system.terminate();
     }

@@ -1,0 +1,94 @@
+package dev.xlaactors.actors;
+
+import java.time.Duration;
+import java.util.Arrays;
+import java.util.Map;
+import java.util.TreeMap;
+import java.util.concurrent.ConcurrentHashMap;
+
+/**
+ * Counts and latencies of the runs and host callbacks of one {@link CallbackRuntime}: per callback name
+ * and for runs as a whole. Thread-safe. Latency percentiles are computed over the most recent {@value
+ * #WINDOW} events of each kind. {@link CallbackRuntime} also logs them periodically (see {@code
+ * xla-actors.actors.metrics} in reference.conf).
+ */
+public final class RuntimeMetrics {
+  static final int WINDOW = 4096;
+
+  private final Map<String, Counter> callbacks = new ConcurrentHashMap<>();
+  private final Counter runs = new Counter();
+
+  /**
+   * A snapshot of one kind of event.
+   *
+   * @param count events that ended (answered or failed)
+   * @param failures events that failed for any reason (timeouts included)
+   * @param timeouts events that failed by timing out
+   * @param medianLatency median latency over the window (callbacks: arrival at the supervisor to answer;
+   *     runs: start to end)
+   * @param p99Latency 99th percentile of that latency
+   */
+  public record Snapshot(long count, long failures, long timeouts, Duration medianLatency, Duration p99Latency) {
+    @Override
+    public String toString() {
+      return count + " (" + failures + " failed, " + timeouts + " timed out), median " + micros(medianLatency)
+          + ", p99 " + micros(p99Latency);
+    }
+
+    private static String micros(Duration d) {
+      return d.toNanos() / 1000 + " us";
+    }
+  }
+
+  void recordCallback(String name, long latencyNanos, boolean failed, boolean timedOut) {
+    callbacks.computeIfAbsent(name, n -> new Counter()).record(latencyNanos, failed, timedOut);
+  }
+
+  void recordRun(long latencyNanos, boolean failed, boolean timedOut) {
+    runs.record(latencyNanos, failed, timedOut);
+  }
+
+  /** Figures of every callback that has been called, by name. */
+  public Map<String, Snapshot> callbacks() {
+    Map<String, Snapshot> result = new TreeMap<>();
+    callbacks.forEach((name, c) -> result.put(name, c.snapshot()));
+    return result;
+  }
+
+  /** Figures of the runs. */
+  public Snapshot runs() {
+    return runs.snapshot();
+  }
+
+  @Override
+  public String toString() {
+    return "runs: " + runs() + "; callbacks: " + callbacks();
+  }
+
+  private static final class Counter {
+    private final long[] latencies = new long[WINDOW];
+    private long count;
+    private long failures;
+    private long timeouts;
+
+    synchronized void record(long latencyNanos, boolean failed, boolean timedOut) {
+      latencies[(int) (count % WINDOW)] = latencyNanos;
+      count++;
+      if (failed) {
+        failures++;
+      }
+      if (timedOut) {
+        timeouts++;
+      }
+    }
+
+    synchronized Snapshot snapshot() {
+      int n = (int) Math.min(count, WINDOW);
+      long[] sorted = Arrays.copyOf(latencies, n);
+      Arrays.sort(sorted);
+      Duration median = n == 0 ? Duration.ZERO : Duration.ofNanos(sorted[n / 2]);
+      Duration p99 = n == 0 ? Duration.ZERO : Duration.ofNanos(sorted[Math.max(0, (int) Math.ceil(n * 0.99) - 1)]);
+      return new Snapshot(count, failures, timeouts, median, p99);
+    }
+  }
+}
