@@ -90,8 +90,10 @@ print_table() {
       row("run f32[8] add (upload+exec+download)", "run_f32x8", "run_f32x8")
       row("round trip 1 MiB", "roundtrip_1MiB", "roundtrip_1MiB")
       row("round trip 1 MiB (jax copies out)", "roundtrip_1MiB", "roundtrip_1MiB_copyout")
+      row("round trip 1 MiB (java reuses host buf)", "roundtrip_1MiB_reuse", "roundtrip_1MiB_copyout")
       row("round trip 64 MiB", "roundtrip_64MiB", "roundtrip_64MiB")
       row("round trip 64 MiB (jax copies out)", "roundtrip_64MiB", "roundtrip_64MiB_copyout")
+      row("round trip 64 MiB (java reuses host buf)", "roundtrip_64MiB_reuse", "roundtrip_64MiB_copyout")
       if (missing != "") { print "missing measurements:" missing > "/dev/stderr"; exit 1 }
     }' "$java_file" "$jax_file"
 }

@@ -5,6 +5,8 @@ import dev.xlaactors.runtime.Executable;
 import dev.xlaactors.runtime.HostTensor;
 import dev.xlaactors.runtime.RuntimeSettings;
 import dev.xlaactors.runtime.XlaClient;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
 import java.util.Arrays;
 import java.util.List;
 
@@ -107,6 +109,19 @@ public final class ExecuteBench {
             () -> {
               try (DeviceBuffer buffer = client.upload(tensor)) {
                 buffer.toHost();
+              }
+            }));
+    // The same round trip into a host buffer the caller reuses: toHost() allocates a fresh direct buffer
+    // each time, whose pages must be faulted in and zeroed, which costs more than the copy itself.
+    ByteBuffer destination = ByteBuffer.allocateDirect(bytes).order(ByteOrder.LITTLE_ENDIAN);
+    print(
+        LatencyProbe.measure(
+            name + "_reuse",
+            bytes,
+            budget,
+            () -> {
+              try (DeviceBuffer buffer = client.upload(tensor)) {
+                buffer.copyTo(destination);
               }
             }));
   }

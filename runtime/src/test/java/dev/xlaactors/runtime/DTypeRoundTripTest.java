@@ -38,6 +38,23 @@ class DTypeRoundTripTest {
 
   @ParameterizedTest
   @EnumSource(DType.class)
+  void copyToWritesIntoACallersBuffer(DType dtype) {
+    HostTensor tensor = randomTensor(dtype, new Random(), 4, 3);
+    java.nio.ByteBuffer destination = java.nio.ByteBuffer.allocateDirect((int) tensor.type().byteSize() + 8);
+    destination.position(8);
+    try (DeviceBuffer buffer = client.upload(tensor)) {
+      buffer.copyTo(destination);
+      byte[] copied = new byte[(int) tensor.type().byteSize()];
+      destination.get(copied);
+      assertArrayEquals(tensor.toByteArray(), copied);
+      destination.position(9);
+      org.junit.jupiter.api.Assertions.assertThrows(
+          dev.xlaactors.error.InvalidArgumentException.class, () -> buffer.copyTo(destination));
+    }
+  }
+
+  @ParameterizedTest
+  @EnumSource(DType.class)
   void identityProgramReturnsItsInput(DType dtype) {
     HostTensor tensor = randomTensor(dtype, new Random(), 2, 2, 3);
     try (Executable exe = client.compile(TestPrograms.identity(tensor.type()))) {
