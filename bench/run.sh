@@ -2,7 +2,9 @@
 # Side-by-side benchmarks of xla-actors (Java) against JAX, on this machine, in one run.
 # See bench/README.md for what each mode measures and how to read its output.
 #
-#   bench/run.sh execute     tiny-program execute latency and host<->device round trips
+#   bench/run.sh execute            tiny-program execute latency and host<->device round trips
+#   bench/run.sh callbacks          host-callback latency, throughput and 16 MiB bandwidth vs JAX
+#   bench/run.sh callbacks-profile  where the Java per-callback time goes (Java only)
 #
 # Environment: JAX_PYTHON  a python with jax installed (default: the venv of tools/jax-env.sh)
 #              JAVA_OPTS   extra JVM options for the Java harness
@@ -22,6 +24,15 @@ modes:
             through upload+execute+download, and 1 MiB / 64 MiB host->device->host round trips;
             Java (xla-actors) and JAX side by side. Last line:
             RESULT execute java_us=<median> jax_us=<median> ratio=<java/jax>
+  callbacks host callbacks, f32[8] in and out: per call in a program making K=100 calls in sequence
+            (median, p99) and in a one-call program; callbacks/s with 1 and 8 concurrent runs; a
+            16 MiB in / 16 MiB out callback against memcpy. xla-actors (CallbackRuntime, default
+            settings) against jax.pure_callback and jax.experimental.io_callback. Last line:
+            RESULT callbacks ours_median_us=<x> jax_median_us=<y> ratio=<x/y>
+            (x: ours per call in the K-call program; y: the lower of the two JAX kinds there)
+  callbacks-profile
+            Java only: the per-call time of the K-call program split into the native bridge, thread
+            hand-offs and the actors path under several dispatcher settings (PROFILE lines)
 USAGE
 }
 
@@ -30,14 +41,15 @@ USAGE
 ensure_java_built() {
   local changed=""
   if [ -f "$classpath_file" ] && [ -d bench/target/classes/dev/xlaactors/bench ]; then
-    changed="$(find pom.xml native runtime bench -newer "$classpath_file" -type f \
+    changed="$(find pom.xml native runtime actors bench -newer "$classpath_file" -type f \
       -not -path '*/target/*' -not -path bench/run.sh \( -name '*.java' -o -name '*.cc' -o -name '*.h' -o -name '*.sh' \
       -o -name 'pom.xml' -o -name '*.conf' -o -name '*.properties' \) -print -quit)"
   fi
   if [ ! -f "$classpath_file" ] || [ -n "$changed" ]; then
-    echo "building (mvn install -DskipTests)..." >&2
-    mvn -q -B install -DskipTests >&2
-    mvn -q -B -pl bench dependency:build-classpath -Dmdep.outputFile="$classpath_file" >&2
+    echo "building (mvn package -DskipTests)..." >&2
+    # Package in the reactor, not install: the classpath then names this checkout's module jars
+    # (bench/../*/target), never ~/.m2 copies that another checkout of the project may have installed.
+    mvn -q -B -DskipTests -pl bench -am package dependency:build-classpath -Dmdep.outputFile="$classpath_file" >&2
   fi
 }
 
@@ -126,7 +138,103 @@ run_execute() {
     }' "$java_out" "$jax_out"
 }
 
+# The callbacks table: each row names a java measurement and a jax one (pure_callback or io_callback).
+print_callbacks_table() {
+  local java_file="$1" jax_file="$2"
+  awk '
+    function field(line, key,   n, i, parts, kv) {
+      n = split(line, parts, " ")
+      for (i = 1; i <= n; i++) { split(parts[i], kv, "="); if (kv[1] == key) return kv[2] }
+      return ""
+    }
+    /^BENCH / { side = field($0, "side"); name = field($0, "name")
+                median[side, name] = field($0, "median_us"); p99[side, name] = field($0, "p99_us")
+                gbps[side, name] = field($0, "gbps"); cbps[side, name] = field($0, "cbps"); seen[side, name] = 1 }
+    function row(label, jname, xname,   jg, xg) {
+      if (!((("java", jname) in seen) && (("jax", xname) in seen))) { missing = missing " " label; return }
+      jg = gbps["java", jname] + 0 > 0 ? sprintf("%.2f", gbps["java", jname]) : "-"
+      xg = gbps["jax", xname] + 0 > 0 ? sprintf("%.2f", gbps["jax", xname]) : "-"
+      printf "%-44s %11.1f %11.1f %8.2f %11.1f %11.1f %8s %8s\n", label, median["java", jname], \
+        median["jax", xname], median["java", jname] / median["jax", xname], p99["java", jname], p99["jax", xname], jg, xg
+    }
+    function rate(label, n,   j, p, i) {
+      j = "throughput_" n; p = "throughput_" n "_pure"; i = "throughput_" n "_io"
+      if (!((("java", j) in seen) && (("jax", p) in seen) && (("jax", i) in seen))) { missing = missing " " label; return }
+      printf "%-44s %11.0f %11.0f %11.0f %10.2f\n", label, cbps["java", j], cbps["jax", p], cbps["jax", i], \
+        cbps["java", j] / (cbps["jax", p] > cbps["jax", i] ? cbps["jax", p] : cbps["jax", i])
+    }
+    END {
+      printf "%-44s %11s %11s %8s %11s %11s %8s %8s\n", "latency", "ours med us", "jax med us", "ours/jax", \
+        "ours p99 us", "jax p99 us", "ours GB/s", "jax GB/s"
+      row("f32[8] per call, K=100 calls (pure_callback)", "loop_f32x8", "loop_f32x8_pure")
+      row("f32[8] per call, K=100 calls (io_callback)", "loop_f32x8", "loop_f32x8_io")
+      row("f32[8] single-call run (pure_callback)", "single_f32x8", "single_f32x8_pure")
+      row("f32[8] single-call run (io_callback)", "single_f32x8", "single_f32x8_io")
+      row("16 MiB in/out per call, K=8 (pure_callback)", "callback_16MiB", "callback_16MiB_pure")
+      row("memcpy 16 MiB (direct ByteBuffer / numpy)", "memcpy_16MiB", "memcpy_16MiB")
+      printf "\n%-44s %11s %11s %11s %10s\n", "throughput, K=100 program", "ours cb/s", "pure cb/s", "io cb/s", "ours/best"
+      rate("1 run at a time", 1)
+      rate("8 concurrent runs (jax: 8 python threads)", 8)
+      if (missing != "") { print "missing measurements:" missing > "/dev/stderr"; exit 1 }
+    }' "$java_file" "$jax_file"
+}
+
+run_callbacks() {
+  ensure_java_built
+  local python
+  python="$(jax_python)"
+  mkdir -p "$out_dir"
+  local java_out="$out_dir/callbacks-java.txt" java_log="$out_dir/callbacks-java.log" jax_out="$out_dir/callbacks-jax.txt"
+  echo "running Java harness (dev.xlaactors.bench.CallbacksBench)..." >&2
+  # The harness logs at WARN to stderr; keep it out of the table, and count it below.
+  java_bench dev.xlaactors.bench.CallbacksBench > "$java_out" 2> "$java_log"
+  echo "running JAX harness (bench/jax_callbacks.py)..." >&2
+  "$python" "$repo/bench/jax_callbacks.py" > "$jax_out"
+
+  machine_summary
+  grep -h '^INFO ' "$java_out" "$jax_out"
+  local warnings
+  warnings="$(grep -c ' WARN ' "$java_log" || true)"
+  if [ "$warnings" -gt 0 ]; then
+    echo "INFO side=java warn_log_lines=$warnings (bench/out/callbacks-java.log; see bench/README.md)"
+  fi
+  echo
+  print_callbacks_table "$java_out" "$jax_out"
+  echo
+  awk '
+    /^BENCH / {
+      for (i = 1; i <= NF; i++) { split($i, kv, "="); f[kv[1]] = kv[2] }
+      if (f["side"] == "java" && f["name"] == "loop_f32x8") ours = f["median_us"]
+      if (f["side"] == "jax" && (f["name"] == "loop_f32x8_pure" || f["name"] == "loop_f32x8_io")) {
+        if (jax == "" || f["median_us"] + 0 < jax + 0) jax = f["median_us"]
+      }
+    }
+    END {
+      if (ours == "" || jax == "") { print "no loop_f32x8 result" > "/dev/stderr"; exit 1 }
+      printf "RESULT callbacks ours_median_us=%.3f jax_median_us=%.3f ratio=%.3f\n", ours, jax, ours / jax
+    }' "$java_out" "$jax_out"
+}
+
+run_callbacks_profile() {
+  ensure_java_built
+  mkdir -p "$out_dir"
+  local java_out="$out_dir/callbacks-profile.txt"
+  echo "running Java harness (dev.xlaactors.bench.CallbacksBench profile)..." >&2
+  java_bench dev.xlaactors.bench.CallbacksBench profile > "$java_out" 2> "$out_dir/callbacks-profile.log"
+  machine_summary
+  grep -h '^INFO ' "$java_out"
+  echo
+  printf "%-8s %10s %10s  %s\n" "group" "med us" "p99 us" "what (f32[8] rows: per call of the K=100 program)"
+  awk '/^PROFILE / {
+      for (i = 2; i <= NF; i++) { if ($i ~ /^label=/) { label = substr($0, index($0, "label=") + 6); break }
+                                  split($i, kv, "="); f[kv[1]] = kv[2] }
+      printf "%-8s %10.2f %10.2f  %s\n", f["group"], f["median_us"], f["p99_us"], label
+    }' "$java_out"
+}
+
 case "${1:-}" in
   execute) run_execute ;;
+  callbacks) run_callbacks ;;
+  callbacks-profile) run_callbacks_profile ;;
   *) usage; exit 2 ;;
 esac

@@ -21,14 +21,25 @@ final class LatencyProbe {
   /** Count and wall-time caps of one measurement. */
   record Budget(int warmupIterations, int iterations, double maxSeconds) {}
 
-  /** Medians and p99 of one measurement, in microseconds. */
-  record Result(String name, long payloadBytes, int samples, double medianMicros, double p99Micros) {
+  /**
+   * Medians and p99 of one measurement, in microseconds. {@code copies} is how many times the payload
+   * is moved per operation: 2 for a round trip (there and back), 1 for a plain copy.
+   */
+  record Result(String name, long payloadBytes, int copies, int samples, double medianMicros, double p99Micros) {
     /**
-     * Effective bandwidth of a host->device->host round trip: the payload crosses the boundary twice,
-     * so 2 x payload / median. Zero for measurements without a payload.
+     * Effective bandwidth: copies x payload / median (a host->device->host round trip moves the payload
+     * twice). Zero for measurements without a payload.
      */
     double roundTripGigabytesPerSecond() {
-      return payloadBytes == 0 ? 0 : 2.0 * payloadBytes / (medianMicros * 1e-6) / 1e9;
+      return payloadBytes == 0 ? 0 : (double) copies * payloadBytes / (medianMicros * 1e-6) / 1e9;
+    }
+
+    /**
+     * The same measurement per step of an operation made of {@code steps} equal steps (a program that
+     * calls a callback {@code steps} times): medians and p99 divided by {@code steps}.
+     */
+    Result perStep(int steps) {
+      return new Result(name, payloadBytes, copies, samples, medianMicros / steps, p99Micros / steps);
     }
 
     /** The line run.sh parses; keep the keys in step with bench/jax_execute.py. */
@@ -49,6 +60,12 @@ final class LatencyProbe {
 
   /** Warms {@code operation} up, then samples it; see {@link Budget} for when each phase stops. */
   static Result measure(String name, long payloadBytes, Budget budget, Operation operation) throws Exception {
+    return measure(name, payloadBytes, 2, budget, operation);
+  }
+
+  /** As above, for an operation that moves its payload {@code copies} times. */
+  static Result measure(String name, long payloadBytes, int copies, Budget budget, Operation operation)
+      throws Exception {
     // Warm-up lets the JIT compile the call path and the allocator reach a steady state.
     long warmupDeadline = System.nanoTime() + (long) (budget.maxSeconds() * 0.25e9);
     for (int i = 0; i < budget.warmupIterations() && System.nanoTime() < warmupDeadline; i++) {
@@ -68,7 +85,7 @@ final class LatencyProbe {
     }
     long[] sorted = Arrays.copyOf(samples, taken);
     Arrays.sort(sorted);
-    return new Result(name, payloadBytes, taken, percentile(sorted, 0.50) / 1e3, percentile(sorted, 0.99) / 1e3);
+    return new Result(name, payloadBytes, copies, taken, percentile(sorted, 0.50) / 1e3, percentile(sorted, 0.99) / 1e3);
   }
 
   /** Nearest-rank percentile of sorted samples; the same definition as the JAX harness. */

@@ -1,0 +1,426 @@
+package dev.xlaactors.bench;
+
+import com.typesafe.config.Config;
+import com.typesafe.config.ConfigFactory;
+import dev.xlaactors.actors.CallbackRuntime;
+import dev.xlaactors.actors.HostFunction;
+import dev.xlaactors.runtime.DType;
+import dev.xlaactors.runtime.Executable;
+import dev.xlaactors.runtime.HostCall;
+import dev.xlaactors.runtime.HostTensor;
+import dev.xlaactors.runtime.RunContext;
+import dev.xlaactors.runtime.RuntimeSettings;
+import dev.xlaactors.runtime.TensorType;
+import dev.xlaactors.runtime.XlaClient;
+import java.nio.ByteBuffer;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import java.util.Locale;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.ForkJoinPool;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
+import org.apache.pekko.actor.typed.ActorSystem;
+import org.apache.pekko.actor.typed.javadsl.Behaviors;
+
+/**
+ * The Java half of {@code bench/run.sh callbacks}: the cost of a host callback served by xla-actors
+ * ({@link CallbackRuntime}, default settings) with f32[8] in and out, per call inside a program that makes
+ * {@value #K} calls in sequence and for a program that makes one; callbacks per second with 1 and 8
+ * concurrent runs; a 16 MiB in / 16 MiB out callback against a plain 16 MiB memcpy. Prints {@code BENCH}
+ * lines (see {@link LatencyProbe.Result#toBenchLine()}; throughput rows carry {@code cbps=}) and {@code
+ * INFO} lines. The JAX half, bench/jax_callbacks.py, measures the same programs under the same names.
+ *
+ * <p>With the argument {@code profile} ({@code bench/run.sh callbacks-profile}) it instead splits the
+ * per-callback time of the {@value #K}-call program into its parts: the native bridge alone (the call
+ * answered on the XLA thread), the cost of handing the call to other threads, and the full actors path
+ * under several dispatcher settings, each in a fresh actor system. It prints {@code PROFILE} lines.
+ */
+public final class CallbacksBench {
+  /** Callbacks per run in the sequential-calls program: amortises the per-run cost to 1/K. */
+  static final int K = 100;
+  /** Callbacks per run in the 16 MiB program (each moves 32 MiB, so few suffice). */
+  static final int BIG_K = 8;
+  static final int BIG_ELEMENTS = 4 << 20; // f32[4194304] = 16 MiB
+  static final long BIG_BYTES = 4L * BIG_ELEMENTS;
+
+  private static final TensorType F32_8 = TensorType.of(DType.F32, 8);
+  private static final TensorType F32_BIG = TensorType.of(DType.F32, BIG_ELEMENTS);
+
+  private static final LatencyProbe.Budget LOOP = new LatencyProbe.Budget(30, 5_000, 5.0);
+  private static final LatencyProbe.Budget SINGLE = new LatencyProbe.Budget(2_000, 20_000, 4.0);
+  private static final LatencyProbe.Budget BIG = new LatencyProbe.Budget(2, 60, 8.0);
+  private static final LatencyProbe.Budget MEMCPY = new LatencyProbe.Budget(20, 500, 2.0);
+  private static final LatencyProbe.Budget PROFILE = new LatencyProbe.Budget(20, 3_000, 3.0);
+  private static final double THROUGHPUT_WARMUP_SECONDS = 1.0;
+  private static final double THROUGHPUT_SECONDS = 3.0;
+
+  /** Run ids of the profile's runs outside CallbackRuntime; far from the runtime's own. */
+  private static final AtomicLong RAW_RUN_IDS = new AtomicLong(1L << 40);
+
+  private CallbacksBench() {}
+
+  /** The host callback custom call, as the actors module's programs write it. */
+  static String callbackCall(String result, String callback, String operand, String type) {
+    return "%s = stablehlo.custom_call @xla_actors.host_callback(%s) {api_version = 4 : i32, backend_config = {callback = \"%s\"}, has_side_effect = true} : (%s) -> %s"
+        .formatted(result, operand, callback, type, type);
+  }
+
+  /**
+   * {@code main(x) -> x'} calling {@code callback} {@code k} times in sequence, each call on the previous
+   * result: the while loop {@code jax.lax.fori_loop(0, k, lambda i, c: pure_callback(f, spec, c), x)}
+   * lowers to, so both sides run the same program shape.
+   */
+  static String loopProgram(String callback, String type, int k) {
+    return """
+        func.func @main(%x: TYPE) -> TYPE {
+          %c0 = stablehlo.constant dense<0> : tensor<i32>
+          %r:2 = stablehlo.while(%i = %c0, %v = %x) : tensor<i32>, TYPE
+          cond {
+            %k = stablehlo.constant dense<K> : tensor<i32>
+            %p = stablehlo.compare LT, %i, %k, SIGNED : (tensor<i32>, tensor<i32>) -> tensor<i1>
+            stablehlo.return %p : tensor<i1>
+          } do {
+            CALL
+            %one = stablehlo.constant dense<1> : tensor<i32>
+            %n = stablehlo.add %i, %one : tensor<i32>
+            stablehlo.return %n, %y : tensor<i32>, TYPE
+          }
+          return %r#1 : TYPE
+        }
+        """
+        .replace("CALL", callbackCall("%y", callback, "%v", "TYPE"))
+        .replace("TYPE", type)
+        .replace("K", Integer.toString(k));
+  }
+
+  /** {@code main(x) -> f(x)}: one callback per run. */
+  static String singleProgram(String callback, String type) {
+    return """
+        func.func @main(%x: TYPE) -> TYPE {
+          CALL
+          return %y : TYPE
+        }
+        """
+        .replace("CALL", callbackCall("%y", callback, "%x", "TYPE"))
+        .replace("TYPE", type);
+  }
+
+  /** The programs of both modes, compiled once per client. */
+  private record Programs(Executable loop, Executable single, Executable big) {
+    static Programs compile(XlaClient client) {
+      return new Programs(
+          client.compile(loopProgram("echo8", "tensor<8xf32>", K)),
+          client.compile(singleProgram("echo8", "tensor<8xf32>")),
+          client.compile(loopProgram("echo16m", "tensor<" + BIG_ELEMENTS + "xf32>", BIG_K)));
+    }
+  }
+
+  /** The benchmark's callbacks: return their input (legal: inputs are immutable copies owned by Java). */
+  private static final class Echo implements HostFunction {
+    final AtomicLong calls = new AtomicLong();
+
+    @Override
+    public List<HostTensor> apply(List<HostTensor> inputs, Object staticArgument) {
+      calls.incrementAndGet();
+      return inputs;
+    }
+  }
+
+  public static void main(String[] args) throws Exception {
+    boolean profile = args.length > 0 && args[0].equals("profile");
+    RuntimeSettings settings = RuntimeSettings.load();
+    try (XlaClient client = XlaClient.create(settings)) {
+      Programs programs = Programs.compile(client);
+      System.out.printf(
+          Locale.ROOT,
+          "INFO side=java platform=%s devices=%d client_asynchronous=%s jvm=%s available_processors=%d k=%d big_k=%d%n",
+          client.platformName(),
+          client.devices().size(),
+          settings.clientAsynchronous(),
+          System.getProperty("java.vm.version"),
+          Runtime.getRuntime().availableProcessors(),
+          K,
+          BIG_K);
+      if (profile) {
+        profile(client, programs);
+      } else {
+        benchmark(client, programs);
+      }
+    }
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // bench/run.sh callbacks
+
+  private static void benchmark(XlaClient client, Programs programs) throws Exception {
+    Bench bench = Bench.start(client, ConfigFactory.load());
+    try {
+      HostTensor small = HostTensor.ofFloats(new float[] {1, 2, 3, 4, 5, 6, 7, 8});
+      float[] bigValues = new float[BIG_ELEMENTS];
+      for (int i = 0; i < bigValues.length; i++) {
+        bigValues[i] = i;
+      }
+      HostTensor big = HostTensor.ofFloats(bigValues);
+      // A benchmark of a wrong answer is worthless: check once before timing that every call happened
+      // and the values came through.
+      bench.check(programs.loop(), small, K);
+      bench.check(programs.single(), small, 1);
+      bench.check(programs.big(), big, BIG_K);
+
+      CallbackRuntime callbacks = bench.callbacks();
+      print(
+          LatencyProbe.measure("loop_f32x8", 0, LOOP, () -> callbacks.run(programs.loop(), List.of(small)))
+              .perStep(K));
+      print(LatencyProbe.measure("single_f32x8", 0, SINGLE, () -> callbacks.run(programs.single(), List.of(small))));
+      for (int threads : new int[] {1, 8}) {
+        double perSecond = throughput(threads, () -> callbacks.run(programs.loop(), List.of(small))) * K;
+        System.out.printf(Locale.ROOT, "BENCH side=java name=throughput_%d cbps=%.1f threads=%d%n", threads, perSecond, threads);
+      }
+      // Each call copies 16 MiB out of XLA into Java and 16 MiB back: 2 copies per callback.
+      print(
+          LatencyProbe.measure("callback_16MiB", BIG_BYTES, 2, BIG, () -> callbacks.run(programs.big(), List.of(big)))
+              .perStep(BIG_K));
+      ByteBuffer source = ByteBuffer.allocateDirect((int) BIG_BYTES);
+      source.asFloatBuffer().put(bigValues);
+      ByteBuffer target = ByteBuffer.allocateDirect((int) BIG_BYTES);
+      print(LatencyProbe.measure("memcpy_16MiB", BIG_BYTES, 1, MEMCPY, () -> target.clear().put(source.duplicate())));
+      if (!source.equals(target.clear())) {
+        throw new IllegalStateException("memcpy check failed");
+      }
+    } finally {
+      bench.close();
+    }
+  }
+
+  /**
+   * Operations per second of {@code threads} threads each repeating {@code operation} as fast as it
+   * completes, after a warm-up; counts only operations that completed inside the timed window's start
+   * and the last thread's end.
+   */
+  static double throughput(int threads, LatencyProbe.Operation operation) throws Exception {
+    long[] completed = new long[threads];
+    Throwable[] failures = new Throwable[threads];
+    long warmupEnd = System.nanoTime() + (long) (THROUGHPUT_WARMUP_SECONDS * 1e9);
+    long end = warmupEnd + (long) (THROUGHPUT_SECONDS * 1e9);
+    List<Thread> workers = new ArrayList<>();
+    for (int t = 0; t < threads; t++) {
+      int index = t;
+      Thread worker =
+          new Thread(
+              () -> {
+                try {
+                  while (System.nanoTime() < warmupEnd) {
+                    operation.runOnce();
+                  }
+                  long n = 0;
+                  while (System.nanoTime() < end) {
+                    operation.runOnce();
+                    n++;
+                  }
+                  completed[index] = n;
+                } catch (Throwable e) {
+                  failures[index] = e;
+                }
+              },
+              "bench-throughput-" + t);
+      workers.add(worker);
+    }
+    workers.forEach(Thread::start);
+    // Measured from the start of the window to the last operation's end: an operation started just before
+    // the end counts, and so does the time it took.
+    for (Thread worker : workers) {
+      worker.join();
+    }
+    long finished = System.nanoTime();
+    for (Throwable failure : failures) {
+      if (failure != null) {
+        throw new IllegalStateException("throughput run failed", failure);
+      }
+    }
+    long total = Arrays.stream(completed).sum();
+    return total / ((finished - warmupEnd) / 1e9);
+  }
+
+  /** An actor system with a CallbackRuntime that serves the benchmark's callbacks. */
+  private record Bench(ActorSystem<Void> system, CallbackRuntime callbacks, Echo echo) {
+    static Bench start(XlaClient client, Config config) {
+      ActorSystem<Void> system = ActorSystem.create(Behaviors.empty(), "bench", config);
+      CallbackRuntime callbacks = CallbackRuntime.create(system, client);
+      Echo echo = new Echo();
+      callbacks.register("echo8", List.of(F32_8), null, echo).toCompletableFuture().join();
+      callbacks.register("echo16m", List.of(F32_BIG), null, echo).toCompletableFuture().join();
+      return new Bench(system, callbacks, echo);
+    }
+
+    void check(Executable program, HostTensor input, int expectedCalls) {
+      long before = echo.calls.get();
+      List<HostTensor> out = callbacks.run(program, List.of(input));
+      long calls = echo.calls.get() - before;
+      requireSame(input, out, calls, expectedCalls);
+    }
+
+    void close() throws Exception {
+      callbacks.close();
+      system.terminate();
+      system.getWhenTerminated().toCompletableFuture().get(30, TimeUnit.SECONDS);
+    }
+  }
+
+  private static void requireSame(HostTensor input, List<HostTensor> out, long calls, int expectedCalls) {
+    if (calls != expectedCalls || out.size() != 1 || !out.get(0).data().equals(input.data())) {
+      throw new IllegalStateException(
+          "wrong result: " + calls + " callback calls (expected " + expectedCalls + "), output " + out);
+    }
+  }
+
+  private static void print(LatencyProbe.Result result) {
+    System.out.println(result.toBenchLine());
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // bench/run.sh callbacks-profile
+
+  /** A way of answering host calls outside the actors: the parts of the actors path, one at a time. */
+  private interface RawSink {
+    void accept(HostCall call);
+  }
+
+  private static void profile(XlaClient client, Programs programs) throws Exception {
+    HostTensor small = HostTensor.ofFloats(new float[] {1, 2, 3, 4, 5, 6, 7, 8});
+    Duration backstop = Duration.ofSeconds(30);
+
+    // 1. The native bridge alone: the JNI upcall (direct ByteBuffer per input, HostTensors, HostCall)
+    //    answered on the XLA thread itself, then HostCall.complete (JNI, memcpy, notify of nobody).
+    profileLine("raw", "inline on the XLA thread (JNI + complete, no thread switch)",
+        rawLoop(client, programs.loop(), small, backstop, call -> call.complete(call.inputs())));
+
+    // 2. One thread switch: the XLA thread parks until another thread answers, as with any dispatcher.
+    ExecutorService single = Executors.newSingleThreadExecutor();
+    profileLine("raw", "1 hop: XLA thread -> 1 pooled thread (ThreadPoolExecutor) -> complete",
+        rawLoop(client, programs.loop(), small, backstop, call -> single.execute(() -> call.complete(call.inputs()))));
+    ForkJoinPool forkJoin = new ForkJoinPool(2);
+    profileLine("raw", "1 hop: XLA thread -> ForkJoinPool(2) -> complete",
+        rawLoop(client, programs.loop(), small, backstop, call -> forkJoin.execute(() -> call.complete(call.inputs()))));
+
+    // 3. Three thread switches, the number on the actors' critical path (supervisor, dispatcher actor,
+    //    callback pool), with plain executors: what the hops cost without the actors' own work.
+    ExecutorService second = Executors.newSingleThreadExecutor();
+    ExecutorService third = Executors.newSingleThreadExecutor();
+    profileLine("raw", "3 hops: XLA -> pool A -> pool B -> pool C -> complete",
+        rawLoop(client, programs.loop(), small, backstop,
+            call -> single.execute(() -> second.execute(() -> third.execute(() -> call.complete(call.inputs()))))));
+    single.shutdown();
+    second.shutdown();
+    third.shutdown();
+    forkJoin.shutdown();
+
+    // 4. The actors path, default settings and variants; each a fresh actor system.
+    String[][] variants = {
+      {"defaults", ""},
+      {"callback-dispatcher throughput=100", "xla-actors.actors.callback-dispatcher.throughput = 100"},
+      {"callback-dispatcher fork-join-executor(2..8)",
+        "xla-actors.actors.callback-dispatcher { executor = fork-join-executor\n"
+            + " fork-join-executor { parallelism-min = 2, parallelism-factor = 1.0, parallelism-max = 8 } }"},
+      {"callbacks run on pekko default-dispatcher", "xla-actors.actors.callbacks.dispatcher = \"pekko.actor.default-dispatcher\""},
+      {"default-dispatcher throughput=1", "pekko.actor.default-dispatcher.throughput = 1"},
+      {"default-dispatcher throughput=100", "pekko.actor.default-dispatcher.throughput = 100"},
+      {"default-dispatcher fork-join parallelism 2",
+        "pekko.actor.default-dispatcher.fork-join-executor { parallelism-min = 2, parallelism-max = 2 }"},
+      {"default-dispatcher thread-pool-executor fixed 4",
+        "pekko.actor.default-dispatcher { executor = thread-pool-executor\n thread-pool-executor.fixed-pool-size = 4 }"},
+      {"default-dispatcher affinity-pool(2) idle-cpu-level=10 (spins)",
+        "pekko.actor.default-dispatcher { executor = affinity-pool-executor\n"
+            + " affinity-pool-executor { parallelism-min = 2, parallelism-max = 2, idle-cpu-level = 10 } }"},
+      {"callbacks on default-dispatcher + default fork-join parallelism 2",
+        "xla-actors.actors.callbacks.dispatcher = \"pekko.actor.default-dispatcher\"\n"
+            + "pekko.actor.default-dispatcher.fork-join-executor { parallelism-min = 2, parallelism-max = 2 }"},
+      {"callback-dispatcher fork-join(2..8) + default fork-join parallelism 2",
+        "xla-actors.actors.callback-dispatcher { executor = fork-join-executor\n"
+            + " fork-join-executor { parallelism-min = 2, parallelism-factor = 1.0, parallelism-max = 8 } }\n"
+            + "pekko.actor.default-dispatcher.fork-join-executor { parallelism-min = 2, parallelism-max = 2 }"},
+      {"callbacks on default-dispatcher + affinity-pool(2) idle-cpu-level=10",
+        "xla-actors.actors.callbacks.dispatcher = \"pekko.actor.default-dispatcher\"\n"
+            + "pekko.actor.default-dispatcher { executor = affinity-pool-executor\n"
+            + " affinity-pool-executor { parallelism-min = 2, parallelism-max = 2, idle-cpu-level = 10 } }"},
+    };
+    for (String[] variant : variants) {
+      Config config = ConfigFactory.parseString(variant[1]).withFallback(ConfigFactory.load()).resolve();
+      Bench bench = Bench.start(client, config);
+      try {
+        bench.check(programs.loop(), small, K);
+        profileLine("actors", variant[0],
+            LatencyProbe.measure("p", 0, PROFILE, () -> bench.callbacks().run(programs.loop(), List.of(small))).perStep(K));
+      } finally {
+        bench.close();
+      }
+    }
+
+    // 5. The 16 MiB callback: its floor (inline: allocateDirect of the input, two memcpys) and the pieces.
+    float[] bigValues = new float[BIG_ELEMENTS];
+    HostTensor big = HostTensor.ofFloats(bigValues);
+    LatencyProbe.Budget bigBudget = new LatencyProbe.Budget(2, 40, 5.0);
+    profileLine("raw16m", "16 MiB callback inline on the XLA thread (per call, K=" + BIG_K + ")",
+        rawRun(client, programs.big(), big, backstop, call -> call.complete(call.inputs()), bigBudget).perStep(BIG_K));
+    // What the JNI upcall does per input: ByteBuffer.allocateDirect, which zeroes the memory and leaves
+    // freeing it to the GC (Bits.reserveMemory calls System.gc() and waits once MaxDirectMemorySize is
+    // reached) ...
+    profileLine("raw16m", "ByteBuffer.allocateDirect(16 MiB), freed by the GC (what the upcall does)",
+        LatencyProbe.measure("p", 0, new LatencyProbe.Budget(5, 200, 2.0), () -> ByteBuffer.allocateDirect((int) BIG_BYTES)));
+    // ... against the same allocation freed at once (Unsafe.invokeCleaner), as a native-owned buffer
+    // released after the call would be.
+    sun.misc.Unsafe unsafe = unsafe();
+    profileLine("raw16m", "ByteBuffer.allocateDirect(16 MiB), freed at once (invokeCleaner)",
+        LatencyProbe.measure("p", 0, new LatencyProbe.Budget(5, 200, 2.0), () -> unsafe.invokeCleaner(ByteBuffer.allocateDirect((int) BIG_BYTES))));
+    ByteBuffer source = ByteBuffer.allocateDirect((int) BIG_BYTES);
+    ByteBuffer target = ByteBuffer.allocateDirect((int) BIG_BYTES);
+    profileLine("raw16m", "memcpy 16 MiB direct -> direct",
+        LatencyProbe.measure("p", 0, MEMCPY, () -> target.clear().put(source.duplicate())));
+    Executable plain = client.compile(
+        "func.func @main(%x: tensor<" + BIG_ELEMENTS + "xf32>) -> tensor<" + BIG_ELEMENTS + "xf32> {\n"
+            + "  %y = stablehlo.add %x, %x : tensor<" + BIG_ELEMENTS + "xf32>\n  return %y : tensor<" + BIG_ELEMENTS + "xf32>\n}\n");
+    profileLine("raw16m", "plain run of a 16 MiB add, no callback (upload+add+download; 1/" + BIG_K + " of it is in each call above)",
+        LatencyProbe.measure("p", 0, bigBudget, () -> plain.run(big)));
+  }
+
+  private static sun.misc.Unsafe unsafe() throws ReflectiveOperationException {
+    java.lang.reflect.Field f = sun.misc.Unsafe.class.getDeclaredField("theUnsafe");
+    f.setAccessible(true);
+    return (sun.misc.Unsafe) f.get(null);
+  }
+
+  private static LatencyProbe.Result rawLoop(
+      XlaClient client, Executable program, HostTensor input, Duration backstop, RawSink sink) throws Exception {
+    return rawRun(client, program, input, backstop, sink, PROFILE).perStep(K);
+  }
+
+  /** Runs {@code program} with a RunContext whose host calls go straight to {@code sink}: no actors. */
+  private static LatencyProbe.Result rawRun(
+      XlaClient client, Executable program, HostTensor input, Duration backstop, RawSink sink, LatencyProbe.Budget budget)
+      throws Exception {
+    return LatencyProbe.measure(
+        "p",
+        0,
+        budget,
+        () -> {
+          try (RunContext context =
+              RunContext.withHostCalls(client.plugin(), RAW_RUN_IDS.incrementAndGet(), sink::accept, backstop)) {
+            program.run(List.of(input), context);
+          }
+        });
+  }
+
+  private static void profileLine(String group, String label, LatencyProbe.Result r) {
+    System.out.printf(
+        Locale.ROOT,
+        "PROFILE group=%s median_us=%.2f p99_us=%.2f samples=%d label=%s%n",
+        group,
+        r.medianMicros(),
+        r.p99Micros(),
+        r.samples(),
+        label);
+  }
+}
