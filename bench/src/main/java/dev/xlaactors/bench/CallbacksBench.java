@@ -3,7 +3,7 @@ package dev.xlaactors.bench;
 import com.typesafe.config.Config;
 import com.typesafe.config.ConfigFactory;
 import dev.xlaactors.actors.CallbackRuntime;
-import dev.xlaactors.actors.HostFunction;
+import dev.xlaactors.runtime.HostFunction;
 import dev.xlaactors.runtime.DType;
 import dev.xlaactors.runtime.Executable;
 import dev.xlaactors.runtime.HostCall;
