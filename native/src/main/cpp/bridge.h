@@ -80,6 +80,14 @@ std::string ConsumeError(const PJRT_Api* api, PJRT_Error* error, int* code);
 // Awaits and destroys an event; returns its error (or null).
 PJRT_Error* AwaitAndDestroy(const PJRT_Api* api, PJRT_Event* event);
 
+// Answers XLA's metadata probe when the call frame carries one (then the handler must return at
+// once). Reports the FFI version the calling XLA speaks and no traits: our handlers may block, so they
+// are never command-buffer compatible.
+bool AnswerMetadataProbe(XLA_FFI_CallFrame* frame);
+
+// An FFI error for a handler to return (XLA copies the message).
+XLA_FFI_Error* MakeFfiError(const XLA_FFI_Api* api, XLA_FFI_Error_Code code, const std::string& message);
+
 // Reads this run's RunContext from an FFI call frame's execute context; null when it has none.
 RunContext* RunContextOf(XLA_FFI_CallFrame* frame);
 

@@ -15,7 +15,9 @@ constexpr const char kProofTarget[] = "xla_actors.scale_add";
 constexpr const char kPlatform[] = "Host";
 constexpr const char kRunContextTypeName[] = "xla_actors.RunContext";
 
-XLA_FFI_Error* MakeError(const XLA_FFI_Api* api, XLA_FFI_Error_Code code, const std::string& message) {
+}  // namespace
+
+XLA_FFI_Error* MakeFfiError(const XLA_FFI_Api* api, XLA_FFI_Error_Code code, const std::string& message) {
   XLA_FFI_Error_Create_Args args;
   std::memset(&args, 0, sizeof(args));
   args.struct_size = XLA_FFI_Error_Create_Args_STRUCT_SIZE;
@@ -24,9 +26,6 @@ XLA_FFI_Error* MakeError(const XLA_FFI_Api* api, XLA_FFI_Error_Code code, const 
   return api->XLA_FFI_Error_Create(&args);
 }
 
-// Answers XLA's metadata probe when the frame carries one. Returns true if it did, in which case
-// the handler must return without doing work. The version reported is the one the calling XLA
-// speaks, so a newer header cannot make the plugin reject the handler.
 bool AnswerMetadataProbe(XLA_FFI_CallFrame* frame) {
   for (XLA_FFI_Extension_Base* ext = frame->extension_start; ext != nullptr; ext = ext->next) {
     if (ext->type != XLA_FFI_Extension_Metadata) continue;
@@ -40,6 +39,8 @@ bool AnswerMetadataProbe(XLA_FFI_CallFrame* frame) {
   }
   return false;
 }
+
+namespace {
 
 // Finds an attribute by name; returns its index or -1.
 int64_t FindAttribute(const XLA_FFI_CallFrame* frame, const char* name) {
@@ -88,32 +89,32 @@ XLA_FFI_Error* ScaleAddHandler(XLA_FFI_CallFrame* frame) {
   int64_t fail_index = FindAttribute(frame, "fail_with");
   if (fail_index >= 0 && frame->attrs.types[fail_index] == XLA_FFI_AttrType_STRING) {
     auto* text = static_cast<XLA_FFI_ByteSpan*>(frame->attrs.attrs[fail_index]);
-    if (text->len > 0) return MakeError(api, XLA_FFI_Error_Code_FAILED_PRECONDITION, std::string(text->ptr, text->len));
+    if (text->len > 0) return MakeFfiError(api, XLA_FFI_Error_Code_FAILED_PRECONDITION, std::string(text->ptr, text->len));
   }
   int64_t addend_index = FindAttribute(frame, "addend");
   if (addend_index < 0 || frame->attrs.types[addend_index] != XLA_FFI_AttrType_SCALAR ||
       static_cast<XLA_FFI_Scalar*>(frame->attrs.attrs[addend_index])->dtype != XLA_FFI_DataType_F32) {
-    return MakeError(api, XLA_FFI_Error_Code_INVALID_ARGUMENT,
+    return MakeFfiError(api, XLA_FFI_Error_Code_INVALID_ARGUMENT,
                      std::string(kProofTarget) + " expects an f32 attribute 'addend' in backend_config");
   }
   float addend = *static_cast<float*>(static_cast<XLA_FFI_Scalar*>(frame->attrs.attrs[addend_index])->value);
   if (frame->args.size != 1 || frame->rets.size != 1 || frame->args.types[0] != XLA_FFI_ArgType_BUFFER ||
       frame->rets.types[0] != XLA_FFI_RetType_BUFFER) {
-    return MakeError(api, XLA_FFI_Error_Code_INVALID_ARGUMENT,
+    return MakeFfiError(api, XLA_FFI_Error_Code_INVALID_ARGUMENT,
                      std::string(kProofTarget) + " expects one buffer argument and one buffer result, got " +
                          std::to_string(frame->args.size) + " and " + std::to_string(frame->rets.size));
   }
   auto* in = static_cast<XLA_FFI_Buffer*>(frame->args.args[0]);
   auto* out = static_cast<XLA_FFI_Buffer*>(frame->rets.rets[0]);
   if (in->dtype != XLA_FFI_DataType_F32 || out->dtype != XLA_FFI_DataType_F32) {
-    return MakeError(api, XLA_FFI_Error_Code_INVALID_ARGUMENT, std::string(kProofTarget) + " works on f32 only");
+    return MakeFfiError(api, XLA_FFI_Error_Code_INVALID_ARGUMENT, std::string(kProofTarget) + " works on f32 only");
   }
   int64_t count = 1;
   for (int64_t d = 0; d < in->rank; ++d) count *= in->dims[d];
   int64_t out_count = 1;
   for (int64_t d = 0; d < out->rank; ++d) out_count *= out->dims[d];
   if (count != out_count) {
-    return MakeError(api, XLA_FFI_Error_Code_INVALID_ARGUMENT,
+    return MakeFfiError(api, XLA_FFI_Error_Code_INVALID_ARGUMENT,
                      std::string(kProofTarget) + " needs a result with as many elements as its argument: expected " +
                          std::to_string(count) + ", got " + std::to_string(out_count));
   }

@@ -70,15 +70,6 @@ int64_t ElementCount(const XLA_FFI_Buffer* buffer) {
   return n;
 }
 
-XLA_FFI_Error* MakeError(const XLA_FFI_Api* api, int code, const std::string& message) {
-  XLA_FFI_Error_Create_Args args;
-  std::memset(&args, 0, sizeof(args));
-  args.struct_size = XLA_FFI_Error_Create_Args_STRUCT_SIZE;
-  args.message = message.c_str();
-  args.errc = static_cast<XLA_FFI_Error_Code>(code);
-  return api->XLA_FFI_Error_Create(&args);
-}
-
 JNIEnv* AttachedEnv() {
   JavaVM* vm = CachedJavaVm();
   JNIEnv* env = nullptr;
@@ -170,16 +161,7 @@ bool DescribeBuffers(JNIEnv* env, int64_t count, void** buffers, bool copy_data,
 }
 
 XLA_FFI_Error* HostCallbackHandlerImpl(XLA_FFI_CallFrame* frame) {
-  for (XLA_FFI_Extension_Base* ext = frame->extension_start; ext != nullptr; ext = ext->next) {
-    if (ext->type != XLA_FFI_Extension_Metadata) continue;
-    XLA_FFI_Metadata* metadata = reinterpret_cast<XLA_FFI_Metadata_Extension*>(ext)->metadata;
-    metadata->api_version.struct_size = XLA_FFI_Api_Version_STRUCT_SIZE;
-    metadata->api_version.extension_start = nullptr;
-    metadata->api_version.major_version = frame->api->api_version.major_version;
-    metadata->api_version.minor_version = frame->api->api_version.minor_version;
-    metadata->traits = 0;  // blocks on the host: never command-buffer compatible
-    return nullptr;
-  }
+  if (AnswerMetadataProbe(frame)) return nullptr;
   const XLA_FFI_Api* api = frame->api;
   if (frame->stage != XLA_FFI_ExecutionStage_EXECUTE) return nullptr;
 
@@ -192,21 +174,21 @@ XLA_FFI_Error* HostCallbackHandlerImpl(XLA_FFI_CallFrame* frame) {
     }
   }
   if (name.empty()) {
-    return MakeError(api, XLA_FFI_Error_Code_INVALID_ARGUMENT,
+    return MakeFfiError(api, XLA_FFI_Error_Code_INVALID_ARGUMENT,
                      std::string(kHostCallbackTarget) + " needs a string attribute 'callback' in backend_config");
   }
   RunContext* run = RunContextOf(frame);
   if (run == nullptr || run->host_call_sink == nullptr) {
-    return MakeError(api, XLA_FFI_Error_Code_FAILED_PRECONDITION,
+    return MakeFfiError(api, XLA_FFI_Error_Code_FAILED_PRECONDITION,
                      "host callback '" + name + "' was called in a run that has no host-callback sink; run programs "
                      "with host callbacks through the actors module's CallbackRuntime");
   }
   if (run->cancelled.load()) {
-    return MakeError(api, XLA_FFI_Error_Code_CANCELLED, "host callback '" + name + "': the run was cancelled");
+    return MakeFfiError(api, XLA_FFI_Error_Code_CANCELLED, "host callback '" + name + "': the run was cancelled");
   }
   JNIEnv* env = AttachedEnv();
   if (env == nullptr || !CacheJavaClasses(env)) {
-    return MakeError(api, XLA_FFI_Error_Code_INTERNAL, "host callback '" + name + "': cannot attach to the JVM");
+    return MakeFfiError(api, XLA_FFI_Error_Code_INTERNAL, "host callback '" + name + "': cannot attach to the JVM");
   }
   env->PushLocalFrame(16);
   jobjectArray inputs = nullptr;
@@ -221,7 +203,7 @@ XLA_FFI_Error* HostCallbackHandlerImpl(XLA_FFI_CallFrame* frame) {
       !DescribeBuffers(env, frame->rets.size, frame->rets.rets, false, name, "output", &unused, &output_types,
                        &output_dims, &problem)) {
     env->PopLocalFrame(nullptr);
-    return MakeError(api, XLA_FFI_Error_Code_INVALID_ARGUMENT, problem);
+    return MakeFfiError(api, XLA_FFI_Error_Code_INVALID_ARGUMENT, problem);
   }
 
   jlong tag = g_next_tag.fetch_add(1);
@@ -238,7 +220,7 @@ XLA_FFI_Error* HostCallbackHandlerImpl(XLA_FFI_CallFrame* frame) {
     std::string thrown = DescribeAndClear(env);
     env->PopLocalFrame(nullptr);
     EraseCall(tag);
-    return MakeError(api, XLA_FFI_Error_Code_INTERNAL,
+    return MakeFfiError(api, XLA_FFI_Error_Code_INTERNAL,
                      "host callback '" + name + "' could not be dispatched: " + thrown);
   }
   env->PopLocalFrame(nullptr);
@@ -259,7 +241,7 @@ XLA_FFI_Error* HostCallbackHandlerImpl(XLA_FFI_CallFrame* frame) {
   lock.unlock();
   EraseCall(tag);
   if (state == PendingCall::State::kCompleted) return nullptr;
-  return MakeError(api, code, error);
+  return MakeFfiError(api, static_cast<XLA_FFI_Error_Code>(code), error);
 }
 
 }  // namespace
