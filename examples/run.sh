@@ -6,6 +6,8 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 declare -A mains=(
   [quickstart]=dev.xlaactors.examples.Quickstart
+  [batch-inference]=dev.xlaactors.examples.BatchInference
+  [generation]=dev.xlaactors.examples.TextGeneration
 )
 name="${1:-}"
 if [ -z "$name" ] || [ -z "${mains[$name]:-}" ]; then
@@ -13,7 +15,7 @@ if [ -z "$name" ] || [ -z "${mains[$name]:-}" ]; then
   exit 2
 fi
 shift
-if [ ! -f examples/target/classpath.txt ] || [ -n "$(find native/src runtime/src examples/src -newer examples/target/classpath.txt -print -quit)" ]; then
+if [ ! -f examples/target/classpath.txt ] || [ -n "$(find native/src runtime/src actors/src examples/src -newer examples/target/classpath.txt -print -quit)" ]; then
   mvn -q -B -Dstyle.color=never install -DskipTests
   mvn -q -B -Dstyle.color=never -pl examples dependency:build-classpath -Dmdep.outputFile=target/classpath.txt
 fi
