@@ -63,7 +63,10 @@ public final class InferenceJob extends AbstractBehavior<InferenceJob.Command> {
   /** Sends {@code subscriber} the job's progress from now on, and its last progress when it ends. */
   public record Subscribe(ActorRef<Progress> subscriber) implements Command {}
 
-  /** Stops the job; {@code replyTo} (and every starter) gets {@link JobResult.Cancelled}, or the result it already had. */
+  /**
+   * Stops the job; {@code replyTo} and every starter get {@link JobResult.Cancelled}, or the result the
+   * job was already ending with. A job that has ended has stopped, so a late Cancel gets no answer.
+   */
   public record Cancel(String reason, ActorRef<JobResult> replyTo) implements Command {}
 
   private record Opened(JobWork.Plan plan) implements Command {}
@@ -110,6 +113,7 @@ public final class InferenceJob extends AbstractBehavior<InferenceJob.Command> {
   private long lastProgressNanos;
   private JobResult ending;
   private boolean resultSent;
+  private boolean workClosed;
 
   /**
    * A job named {@code name} running {@code step} over {@code work}; it waits for {@link Start}. {@code
@@ -340,7 +344,7 @@ public final class InferenceJob extends AbstractBehavior<InferenceJob.Command> {
 
   private Behavior<Command> onJobTimedOut(JobTimedOut t) {
     return end(new JobResult.TimedOut(name, done(),
-        "job '" + name + "' did not finish within " + settings.timeout() + " (" + JobSettings.TIMEOUT_KEY + ")"));
+        "job '" + name + "' did not finish within " + format(settings.timeout()) + " (" + JobSettings.TIMEOUT_KEY + ")"));
   }
 
   private Behavior<Command> onStepStopped(StepStopped s) {
@@ -371,6 +375,9 @@ public final class InferenceJob extends AbstractBehavior<InferenceJob.Command> {
   }
 
   private Behavior<Command> finish() {
+    // Closed before the result goes out, so a requester may start the same job again at once (the
+    // output file's lock is released). A force and a close: short enough for the actor's thread.
+    closeWork();
     publish(true);
     requesters.forEach(r -> r.tell(ending));
     resultSent = true;
@@ -379,16 +386,24 @@ public final class InferenceJob extends AbstractBehavior<InferenceJob.Command> {
   }
 
   private Behavior<Command> onPostStop(PostStop signal) {
-    try {
-      work.close();
-    } catch (Exception e) {
-      getContext().getLog().warn("job '{}': closing its work failed: {}", name, e.toString());
-    }
+    closeWork();
     if (!resultSent) {
       JobResult result = ending != null ? ending : failed(item, attempt, null, "job '" + name + "' stopped before it ended");
       requesters.forEach(r -> r.tell(result));
     }
     return this;
+  }
+
+  private void closeWork() {
+    if (workClosed) {
+      return;
+    }
+    workClosed = true;
+    try {
+      work.close();
+    } catch (Exception e) {
+      getContext().getLog().warn("job '{}': closing its work failed: {}", name, e.toString());
+    }
   }
 
   private void publish(boolean force) {
@@ -434,6 +449,10 @@ public final class InferenceJob extends AbstractBehavior<InferenceJob.Command> {
       }
     }
     return false;
+  }
+
+  private static String format(Duration d) {
+    return d.toMillis() % 1000 == 0 ? d.toSeconds() + "s" : d.toMillis() + "ms";
   }
 
   private static String describe(Throwable t) {

@@ -155,4 +155,61 @@ class ComputationActorTest {
     }
     testKit.stop(pool);
   }
+
+  @Test
+  void aFullQueueRefusesRequestsAtOnce() throws Exception {
+    java.util.concurrent.CountDownLatch inCallback = new java.util.concurrent.CountDownLatch(1);
+    java.util.concurrent.CountDownLatch release = new java.util.concurrent.CountDownLatch(1);
+    Program gated = JobPrograms.twicePlusOneChecked("gate", (in, s) -> {
+      inCallback.countDown();
+      release.await();
+      return in;
+    });
+    JobSettings twoQueued = new JobSettings(1, 2, 0, Duration.ofMillis(1), Duration.ofMillis(1), Duration.ofMinutes(1), Duration.ofSeconds(1), 1);
+    try (CallbackRuntime callbacks = CallbackRuntime.create(testKit.system(), client)) {
+      ActorRef<ComputationActor.Command> computation = testKit.spawn(ComputationActor.create(gated, client, callbacks, twoQueued));
+      TestProbe<StatusReply<List<HostTensor>>> probe = testKit.createTestProbe();
+      computation.tell(new ComputationActor.Run(List.of(vector(0)), probe.getRef()));
+      assertTrue(inCallback.await(30, java.util.concurrent.TimeUnit.SECONDS), "the first run is in progress");
+      for (int i = 1; i <= 3; i++) {
+        computation.tell(new ComputationActor.Run(List.of(vector(i)), probe.getRef()));
+      }
+      StatusReply<List<HostTensor>> refused = probe.expectMessageClass(StatusReply.class, WAIT);
+      assertEquals("Program(checked_gate) has 2 requests waiting (xla-actors.actors.computations.queue-capacity)",
+          refused.getError().getMessage());
+      release.countDown();
+      for (int i : new int[] {0, 1, 2}) {
+        StatusReply<List<HostTensor>> reply = probe.expectMessageClass(StatusReply.class, WAIT);
+        assertArrayEquals(twicePlusOne(i), reply.getValue().get(0).toFloatArray(), 0f, "request " + i);
+      }
+      testKit.stop(computation);
+    } finally {
+      release.countDown();
+    }
+  }
+
+  @Test
+  void thePoolsWorkersRunAtTheSameTime() throws Exception {
+    // Each run waits in its callback until pool-size runs are inside: this only finishes if they overlap.
+    java.util.concurrent.CountDownLatch allInside = new java.util.concurrent.CountDownLatch(settings.poolSize());
+    Program rendezvous = JobPrograms.twicePlusOneChecked("rendezvous", (in, s) -> {
+      allInside.countDown();
+      if (!allInside.await(20, java.util.concurrent.TimeUnit.SECONDS)) {
+        throw new IllegalStateException("runs did not overlap");
+      }
+      return in;
+    });
+    try (CallbackRuntime callbacks = CallbackRuntime.create(testKit.system(), client)) {
+      ActorRef<ComputationActor.Command> pool = testKit.spawn(ComputationPool.create(rendezvous, client, callbacks, settings));
+      TestProbe<StatusReply<List<HostTensor>>> probe = testKit.createTestProbe();
+      for (int i = 0; i < settings.poolSize(); i++) {
+        pool.tell(new ComputationActor.Run(List.of(vector(i)), probe.getRef()));
+      }
+      for (int i = 0; i < settings.poolSize(); i++) {
+        StatusReply<List<HostTensor>> reply = probe.expectMessageClass(StatusReply.class, WAIT);
+        assertTrue(reply.isSuccess(), () -> reply.getError().toString());
+      }
+      testKit.stop(pool);
+    }
+  }
 }

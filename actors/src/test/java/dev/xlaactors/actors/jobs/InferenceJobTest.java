@@ -116,6 +116,24 @@ class InferenceJobTest {
   }
 
   @Test
+  void theSameJobStartedAgainFindsEverythingDone() throws Exception {
+    Path output = dir.resolve("twice.tsv");
+    TestProbe<JobResult> result = testKit.createTestProbe();
+    startJob("first", JobPrograms.twicePlusOne(),
+        BatchScoring.create(30, i -> List.of(itemInput(i)), output, settings), settings, result, null);
+    expectResult(result, JobResult.Completed.class);
+    // Started as soon as the first one answered: its output file is already closed and unlocked.
+    AtomicInteger inputs = new AtomicInteger();
+    startJob("again", JobPrograms.twicePlusOne(), BatchScoring.create(30, i -> {
+      inputs.incrementAndGet();
+      return List.of(itemInput(i));
+    }, output, settings), settings, result, null);
+    assertEquals(30, expectResult(result, JobResult.Completed.class).done());
+    assertEquals(0, inputs.get(), "nothing computed again");
+    assertEveryItemOnce(output, 30);
+  }
+
+  @Test
   void aFailingStepIsRetriedWithBackoffAndTheJobSucceeds() throws Exception {
     Map<Float, AtomicInteger> attempts = new ConcurrentHashMap<>();
     Program flaky = JobPrograms.twicePlusOneChecked("flaky", (in, s) -> {
@@ -318,7 +336,7 @@ class InferenceJobTest {
     JobResult.TimedOut timedOut = expectResult(result, JobResult.TimedOut.class);
     long millis = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - t0);
     assertTrue(millis >= 300 && millis < 3000, "timed out after " + millis + " ms");
-    assertEquals("job 'slow' did not finish within PT0.3S (xla-actors.actors.jobs.timeout)", timedOut.message());
+    assertEquals("job 'slow' did not finish within 300ms (xla-actors.actors.jobs.timeout)", timedOut.message());
     assertTrue(timedOut.done() > 0 && timedOut.done() < 1000, timedOut.toString());
     Thread.sleep(100); // a write in progress at the timeout may still land; it stays exactly-once
     Map<Long, String> lines = ResultJournal.read(output);
