@@ -11,6 +11,7 @@ import dev.xlaactors.runtime.Executable;
 import dev.xlaactors.runtime.HostTensor;
 import dev.xlaactors.runtime.XlaClient;
 import java.util.List;
+import java.util.concurrent.CancellationException;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.CompletionStage;
@@ -65,6 +66,10 @@ public final class ComputationActor extends AbstractBehavior<ComputationActor.Co
   private XlaException startFailure;
   private boolean busy;
   private RunHandle current;
+  /** Guards the hand-over of the executable between the compiling thread and PostStop. */
+  private final Object lifecycle = new Object();
+  private boolean stopped;
+  private Executable compiledExecutable;
 
   /**
    * A computation of {@code program} on {@code client}; {@code callbacks} runs programs with host
@@ -110,12 +115,23 @@ public final class ComputationActor extends AbstractBehavior<ComputationActor.Co
         .build();
   }
 
-  /** Runs on the blocking dispatcher: registers the program's callbacks, then compiles it. */
+  /**
+   * Runs on the blocking dispatcher: registers the program's callbacks, then compiles it. If the actor
+   * stopped meanwhile, its PostStop has run without this executable, so it is closed here instead.
+   */
   private Executable compile() {
     if (!program.hostCallbacks().isEmpty()) {
       callbacks.registerAll(program.hostCallbacks()).toCompletableFuture().join();
     }
-    return client.compile(program.stablehlo());
+    Executable exe = client.compile(program.stablehlo());
+    synchronized (lifecycle) {
+      if (stopped) {
+        exe.close();
+        throw new CancellationException(program + ": the computation stopped while it compiled");
+      }
+      compiledExecutable = exe;
+    }
+    return exe;
   }
 
   private Behavior<Command> onRun(Run r) {
@@ -181,8 +197,13 @@ public final class ComputationActor extends AbstractBehavior<ComputationActor.Co
     if (current != null) {
       current.cancel(program + " stopped");
     }
-    if (executable != null) {
-      executable.close(); // a run still in progress holds its own lease, so this is safe
+    Executable exe;
+    synchronized (lifecycle) {
+      stopped = true;
+      exe = compiledExecutable; // set even if the Compiled message never arrived
+    }
+    if (exe != null) {
+      exe.close(); // a run still in progress holds its own lease, so this is safe
     }
     return this;
   }
