@@ -7,6 +7,8 @@ cd "$root"
 declare -A mains=(
   [quickstart]=dev.xlaactors.examples.Quickstart
   [jax-model]=dev.xlaactors.examples.JaxModel
+  [batch-inference]=dev.xlaactors.examples.BatchInference
+  [generation]=dev.xlaactors.examples.TextGeneration
 )
 name="${1:-}"
 if [ -z "$name" ] || [ -z "${mains[$name]:-}" ]; then

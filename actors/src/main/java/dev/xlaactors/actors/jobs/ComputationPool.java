@@ -1,0 +1,26 @@
+package dev.xlaactors.actors.jobs;
+
+import dev.xlaactors.actors.CallbackRuntime;
+import dev.xlaactors.runtime.XlaClient;
+import org.apache.pekko.actor.typed.Behavior;
+import org.apache.pekko.actor.typed.javadsl.Routers;
+
+/**
+ * A pool of {@link ComputationActor}s of one program, for concurrent requests: {@code
+ * xla-actors.actors.computations.pool-size} workers, each serving one run at a time, requests handed
+ * round robin. Spawn it and send it {@link ComputationActor.Run} as to a single computation.
+ *
+ * <p>Every worker compiles the program; the client's compile cache makes all but the first compile
+ * cheap. A worker resumes after an internal failure (see {@link ComputationActor#create}), so the pool
+ * keeps its size; if every worker stopped, the pool would stop too.
+ */
+public final class ComputationPool {
+  private ComputationPool() {}
+
+  /** A pool of {@code settings.poolSize()} computations of {@code program}. */
+  public static Behavior<ComputationActor.Command> create(
+      Program program, XlaClient client, CallbackRuntime callbacks, JobSettings settings) {
+    return Routers.pool(settings.poolSize(), ComputationActor.create(program, client, callbacks, settings))
+        .withRoundRobinRouting();
+  }
+}

@@ -1,0 +1,106 @@
+package dev.xlaactors.actors.jobs;
+
+import com.typesafe.config.Config;
+import com.typesafe.config.ConfigException;
+import dev.xlaactors.error.ErrorCode;
+import dev.xlaactors.error.XlaException;
+import java.time.Duration;
+import org.apache.pekko.actor.typed.ActorSystem;
+
+/**
+ * Settings of computations and jobs, read once from {@code xla-actors.actors.computations} and {@code
+ * xla-actors.actors.jobs} (see the actors module's reference.conf) and validated: a missing key, a wrong
+ * type, a non-positive duration or an out-of-range count is an {@link XlaException} naming the key.
+ *
+ * @param poolSize workers in a {@link ComputationPool}
+ * @param queueCapacity requests one {@link ComputationActor} holds while busy or compiling
+ * @param maxRetries retries of a failed item before the job fails
+ * @param backoffMin wait before the first retry of an item
+ * @param backoffMax longest wait between two attempts of an item
+ * @param timeout upper bound on a whole job
+ * @param progressInterval shortest interval between two progress messages
+ * @param syncEvery items between two forces of a batch job's output file to disk
+ */
+public record JobSettings(
+    int poolSize,
+    int queueCapacity,
+    int maxRetries,
+    Duration backoffMin,
+    Duration backoffMax,
+    Duration timeout,
+    Duration progressInterval,
+    int syncEvery) {
+  static final String ROOT = "xla-actors.actors";
+  static final String TIMEOUT_KEY = ROOT + ".jobs.timeout";
+  static final String MAX_RETRIES_KEY = ROOT + ".jobs.max-retries";
+
+  /** Validates every value; the message names the key a bad value would have come from. */
+  public JobSettings {
+    atLeast(poolSize, 1, "computations.pool-size");
+    atLeast(queueCapacity, 1, "computations.queue-capacity");
+    atLeast(maxRetries, 0, "jobs.max-retries");
+    positive(backoffMin, "jobs.backoff-min");
+    positive(backoffMax, "jobs.backoff-max");
+    positive(timeout, "jobs.timeout");
+    positive(progressInterval, "jobs.progress-interval");
+    atLeast(syncEvery, 1, "jobs.sync-every");
+    if (backoffMax.compareTo(backoffMin) < 0) {
+      throw new XlaException(
+          ErrorCode.INVALID_ARGUMENT,
+          ROOT + ".jobs.backoff-max (" + backoffMax + ") must not be shorter than " + ROOT + ".jobs.backoff-min (" + backoffMin + ")");
+    }
+  }
+
+  /** Settings from the actor system's config. */
+  public static JobSettings create(ActorSystem<?> system) {
+    return fromConfig(system.settings().config());
+  }
+
+  public static JobSettings fromConfig(Config config) {
+    try {
+      Config c = config.getConfig(ROOT);
+      return new JobSettings(
+          c.getInt("computations.pool-size"),
+          c.getInt("computations.queue-capacity"),
+          c.getInt("jobs.max-retries"),
+          c.getDuration("jobs.backoff-min"),
+          c.getDuration("jobs.backoff-max"),
+          c.getDuration("jobs.timeout"),
+          c.getDuration("jobs.progress-interval"),
+          c.getInt("jobs.sync-every"));
+    } catch (ConfigException e) {
+      throw new XlaException(ErrorCode.INVALID_ARGUMENT, "bad configuration under " + ROOT + ": " + e.getMessage(), e);
+    }
+  }
+
+  /** These settings with another job timeout (for one job that needs a tighter or looser bound). */
+  public JobSettings withTimeout(Duration newTimeout) {
+    return new JobSettings(poolSize, queueCapacity, maxRetries, backoffMin, backoffMax, newTimeout, progressInterval, syncEvery);
+  }
+
+  /** These settings with another retry count. */
+  public JobSettings withMaxRetries(int newMaxRetries) {
+    return new JobSettings(poolSize, queueCapacity, newMaxRetries, backoffMin, backoffMax, timeout, progressInterval, syncEvery);
+  }
+
+  /** The wait before retry number {@code retry} (1 for the first): backoff-min doubled per retry, capped at backoff-max. */
+  public Duration backoff(int retry) {
+    Duration d = backoffMin;
+    for (int i = 1; i < retry && d.compareTo(backoffMax) < 0; i++) {
+      d = d.multipliedBy(2);
+    }
+    return d.compareTo(backoffMax) <= 0 ? d : backoffMax;
+  }
+
+  private static void atLeast(int value, int min, String key) {
+    if (value < min) {
+      throw new XlaException(ErrorCode.INVALID_ARGUMENT, ROOT + "." + key + " must be at least " + min + ", got " + value);
+    }
+  }
+
+  private static void positive(Duration d, String key) {
+    if (d == null || d.isNegative() || d.isZero()) {
+      throw new XlaException(ErrorCode.INVALID_ARGUMENT, ROOT + "." + key + " must be a positive duration, got " + d);
+    }
+  }
+}
