@@ -1,10 +1,9 @@
 package dev.xlaactors.actors;
 
-import dev.xlaactors.runtime.HostFunction;
-
 import dev.xlaactors.error.CallbackException;
 import dev.xlaactors.error.ErrorCode;
 import dev.xlaactors.runtime.HostCall;
+import dev.xlaactors.runtime.HostFunction;
 import dev.xlaactors.runtime.HostTensor;
 import dev.xlaactors.runtime.TensorType;
 import java.util.HashMap;

@@ -1,13 +1,12 @@
 package dev.xlaactors.actors;
 
-import dev.xlaactors.runtime.HostFunction;
-
 import dev.xlaactors.error.CallbackException;
 import dev.xlaactors.error.ErrorCode;
 import dev.xlaactors.error.ExecutionFailedException;
 import dev.xlaactors.error.XlaException;
 import dev.xlaactors.runtime.Executable;
 import dev.xlaactors.runtime.HostCallback;
+import dev.xlaactors.runtime.HostFunction;
 import dev.xlaactors.runtime.HostTensor;
 import dev.xlaactors.runtime.RunContext;
 import dev.xlaactors.runtime.TensorType;
@@ -15,12 +14,8 @@ import dev.xlaactors.runtime.XlaClient;
 import java.time.Duration;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.CompletionException;
 import java.util.concurrent.CompletionStage;
-import java.util.concurrent.ExecutionException;
 import java.util.concurrent.Executor;
-import java.util.concurrent.TimeUnit;
-import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicLong;
 import org.apache.pekko.actor.Cancellable;
 import org.apache.pekko.actor.typed.ActorRef;
@@ -149,35 +144,31 @@ public final class CallbackRuntime implements AutoCloseable {
         system.scheduler());
   }
 
-  /** Starts a run of {@code executable} on {@code inputs}; returns at once. */
+  /** Starts a run of {@code executable} on {@code inputs} on the run dispatcher; returns at once. */
   public RunHandle start(Executable executable, List<HostTensor> inputs) {
     long runId = RUN_IDS.incrementAndGet();
     RunState state = new RunState();
-    ActorRef<RunSupervisor.Command> supervisor =
-        system.systemActorOf(
-            RunSupervisor.create(runId, state, dispatcher, settings, metrics), "xla-run-" + runId, Props.empty());
+    ActorRef<RunSupervisor.Command> supervisor = spawnSupervisor(runId, state);
     CompletableFuture<List<HostTensor>> result =
         CompletableFuture.supplyAsync(() -> execute(executable, inputs, runId, state, supervisor), runExecutor);
     return new RunHandle(runId, result, supervisor);
   }
 
   /**
-   * Runs {@code executable} on {@code inputs} and waits for its outputs. Throws a {@link CallbackException}
-   * when a callback aborted the run, or another {@link XlaException}.
+   * Runs {@code executable} on {@code inputs} on the calling thread and returns its outputs, as JAX does:
+   * no hand-off to another thread and back. The run is bounded all the same (run and callback timeouts,
+   * native backstop). Throws a {@link CallbackException} when a callback aborted the run, or another
+   * {@link XlaException}. Do not call it from an actor's thread: it blocks.
    */
   public List<HostTensor> run(Executable executable, List<HostTensor> inputs) {
-    CompletableFuture<List<HostTensor>> result = start(executable, inputs).result().toCompletableFuture();
-    try {
-      // The run bounds itself (run timeout, native backstop); the extra minute only guards against a bug.
-      return result.get(settings.runTimeout().plus(nativeBackstop).plusMinutes(1).toMillis(), TimeUnit.MILLISECONDS);
-    } catch (ExecutionException e) {
-      throw rethrow(e.getCause());
-    } catch (InterruptedException e) {
-      Thread.currentThread().interrupt();
-      throw new ExecutionFailedException(ErrorCode.CANCELLED, "interrupted while waiting for the run");
-    } catch (TimeoutException e) {
-      throw new ExecutionFailedException(ErrorCode.DEADLINE_EXCEEDED, "the run did not end in time");
-    }
+    long runId = RUN_IDS.incrementAndGet();
+    RunState state = new RunState();
+    return execute(executable, inputs, runId, state, spawnSupervisor(runId, state));
+  }
+
+  private ActorRef<RunSupervisor.Command> spawnSupervisor(long runId, RunState state) {
+    return system.systemActorOf(
+        RunSupervisor.create(runId, state, dispatcher, settings, metrics), "xla-run-" + runId, Props.empty());
   }
 
   private List<HostTensor> execute(
@@ -205,14 +196,6 @@ public final class CallbackRuntime implements AutoCloseable {
           System.nanoTime() - start, failed, cause != null && cause.code() == ErrorCode.DEADLINE_EXCEEDED);
       MDC.remove("runId");
     }
-  }
-
-  private static RuntimeException rethrow(Throwable t) {
-    Throwable cause = t instanceof CompletionException && t.getCause() != null ? t.getCause() : t;
-    if (cause instanceof RuntimeException r) {
-      return r;
-    }
-    return new ExecutionFailedException(ErrorCode.UNKNOWN, cause.toString(), cause);
   }
 
   private static Duration min(Duration a, Duration b) {

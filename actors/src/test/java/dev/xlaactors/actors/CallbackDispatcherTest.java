@@ -1,12 +1,11 @@
 package dev.xlaactors.actors;
 
-import dev.xlaactors.runtime.HostFunction;
-
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.xlaactors.runtime.DType;
+import dev.xlaactors.runtime.HostFunction;
 import dev.xlaactors.runtime.TensorType;
 import java.util.List;
 import org.apache.pekko.actor.testkit.typed.javadsl.ActorTestKit;

@@ -1,7 +1,5 @@
 package dev.xlaactors.actors;
 
-import dev.xlaactors.runtime.HostFunction;
-
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertInstanceOf;
@@ -13,6 +11,7 @@ import dev.xlaactors.error.ErrorCode;
 import dev.xlaactors.runtime.DType;
 import dev.xlaactors.runtime.Executable;
 import dev.xlaactors.runtime.HostCall;
+import dev.xlaactors.runtime.HostFunction;
 import dev.xlaactors.runtime.HostTensor;
 import dev.xlaactors.runtime.TensorType;
 import dev.xlaactors.runtime.XlaClient;

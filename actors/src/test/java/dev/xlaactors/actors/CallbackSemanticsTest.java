@@ -1,12 +1,11 @@
 package dev.xlaactors.actors;
 
-import dev.xlaactors.runtime.HostFunction;
-
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 
 import dev.xlaactors.runtime.DType;
 import dev.xlaactors.runtime.Executable;
+import dev.xlaactors.runtime.HostFunction;
 import dev.xlaactors.runtime.HostTensor;
 import dev.xlaactors.runtime.TensorType;
 import dev.xlaactors.runtime.XlaClient;
