@@ -17,7 +17,6 @@ gbps=...`; throughput rows `BENCH side=jax name=throughput_<n>_<kind> cbps=...`)
 The callbacks return their input (counted, so the check before timing proves every call happened).
 """
 import itertools
-import math
 import os
 import platform
 import sys
@@ -29,46 +28,14 @@ import jax.numpy as jnp
 import numpy as np
 from jax.experimental import io_callback
 
+from jax_probe import measure
+
 # Keep in step with CallbacksBench.K / BIG_K / BIG_ELEMENTS.
 K = 100
 BIG_K = 8
 BIG_ELEMENTS = 4 << 20
 THROUGHPUT_WARMUP_SECONDS = 1.0
 THROUGHPUT_SECONDS = 3.0
-
-
-def percentile(sorted_ns, fraction):
-    """Nearest-rank percentile; the same definition as LatencyProbe.percentile."""
-    rank = math.ceil(fraction * len(sorted_ns))
-    return sorted_ns[max(0, min(len(sorted_ns) - 1, rank - 1))]
-
-
-def measure(name, payload_bytes, copies, steps, warmup_iterations, iterations, max_seconds, operation):
-    """Warm up, then sample; as LatencyProbe.measure. Times are divided by `steps` (callbacks per run)."""
-    warmup_deadline = time.perf_counter_ns() + int(max_seconds * 0.25e9)
-    for _ in range(warmup_iterations):
-        operation()
-        if time.perf_counter_ns() > warmup_deadline:
-            break
-    samples = []
-    deadline = time.perf_counter_ns() + int(max_seconds * 0.75e9)
-    clock = time.perf_counter_ns
-    while len(samples) < iterations:
-        start = clock()
-        operation()
-        end = clock()
-        samples.append(end - start)
-        if end > deadline:
-            break
-    samples.sort()
-    median_us = percentile(samples, 0.50) / 1e3 / steps
-    p99_us = percentile(samples, 0.99) / 1e3 / steps
-    gbps = copies * payload_bytes / (median_us * 1e-6) / 1e9 if payload_bytes else 0.0
-    print(
-        f"BENCH side=jax name={name} median_us={median_us:.3f} p99_us={p99_us:.3f} "
-        f"samples={len(samples)} bytes={payload_bytes} gbps={gbps:.3f}",
-        flush=True,
-    )
 
 
 def throughput(threads, operation):

@@ -10,50 +10,15 @@ lines (`INFO ...`, `BENCH side=jax name=... median_us=... p99_us=... samples=...
   roundtrip_*_copyout  the same with np.array(..., copy=True): np.asarray of a CPU array is a
                        zero-copy view, so this row is the one that copies both ways, as Java does
 """
-import math
 import os
 import platform
 import sys
-import time
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-
-def percentile(sorted_ns, fraction):
-    """Nearest-rank percentile; the same definition as LatencyProbe.percentile."""
-    rank = math.ceil(fraction * len(sorted_ns))
-    return sorted_ns[max(0, min(len(sorted_ns) - 1, rank - 1))]
-
-
-def measure(name, payload_bytes, warmup_iterations, iterations, max_seconds, operation):
-    """Warm up, then sample; each phase capped by count and wall time, as in LatencyProbe.measure."""
-    warmup_deadline = time.perf_counter_ns() + int(max_seconds * 0.25e9)
-    for _ in range(warmup_iterations):
-        operation()
-        if time.perf_counter_ns() > warmup_deadline:
-            break
-    samples = []
-    deadline = time.perf_counter_ns() + int(max_seconds * 0.75e9)
-    clock = time.perf_counter_ns
-    while len(samples) < iterations:
-        start = clock()
-        operation()
-        end = clock()
-        samples.append(end - start)
-        if end > deadline:
-            break
-    samples.sort()
-    median_us = percentile(samples, 0.50) / 1e3
-    p99_us = percentile(samples, 0.99) / 1e3
-    # A round trip moves the payload across the host/device boundary twice.
-    gbps = 2.0 * payload_bytes / (median_us * 1e-6) / 1e9 if payload_bytes else 0.0
-    print(
-        f"BENCH side=jax name={name} median_us={median_us:.3f} p99_us={p99_us:.3f} "
-        f"samples={len(samples)} bytes={payload_bytes} gbps={gbps:.3f}",
-        flush=True,
-    )
+from jax_probe import measure
 
 
 def main():
@@ -76,8 +41,8 @@ def main():
     device_b = jax.device_put(b, device).block_until_ready()
     # A benchmark of a wrong answer is worthless: check once (this also compiles) before timing.
     np.testing.assert_array_equal(np.asarray(add(device_a, device_b)), expected)
-    measure("execute_f32x8", 0, *tiny, lambda: add(device_a, device_b).block_until_ready())
-    measure("run_f32x8", 0, *tiny, lambda: np.asarray(add(a, b)))
+    measure("execute_f32x8", 0, 0, 1, *tiny, lambda: add(device_a, device_b).block_until_ready())
+    measure("run_f32x8", 0, 0, 1, *tiny, lambda: np.asarray(add(a, b)))
 
     for name, size, budget in (
         ("roundtrip_1MiB", 1 << 20, (50, 500, 4.0)),
@@ -85,9 +50,9 @@ def main():
     ):
         values = np.arange(size // 4, dtype=np.float32)
         np.testing.assert_array_equal(np.asarray(jax.device_put(values, device)), values)
-        measure(name, size, *budget,
+        measure(name, size, 2, 1, *budget,
                 lambda: np.asarray(jax.device_put(values, device).block_until_ready()))
-        measure(name + "_copyout", size, *budget,
+        measure(name + "_copyout", size, 2, 1, *budget,
                 lambda: np.array(jax.device_put(values, device).block_until_ready(), copy=True))
 
 
