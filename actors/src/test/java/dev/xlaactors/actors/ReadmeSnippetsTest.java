@@ -1,0 +1,91 @@
+package dev.xlaactors.actors;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+
+import dev.xlaactors.graph.Composites;
+import dev.xlaactors.graph.Graph;
+import dev.xlaactors.graph.GraphBuilder;
+import dev.xlaactors.graph.Value;
+import dev.xlaactors.runtime.DType;
+import dev.xlaactors.runtime.Executable;
+import dev.xlaactors.runtime.HostCallback;
+import dev.xlaactors.runtime.HostTensor;
+import dev.xlaactors.runtime.TensorType;
+import dev.xlaactors.runtime.XlaClient;
+import java.util.List;
+import org.apache.pekko.actor.typed.ActorSystem;
+import org.apache.pekko.actor.typed.javadsl.Behaviors;
+import org.junit.jupiter.api.Test;
+
+/**
+ * The Java snippets of README.md, compiled and run: keep each test's body in step with its snippet (the
+ * snippets elide setup such as the client, which the tests spell out).
+ */
+class ReadmeSnippetsTest {
+  @Test
+  void usingTheRuntime() {
+    try (XlaClient client = XlaClient.create();
+        Executable add =
+            client.compile(
+                """
+                func.func @main(%a: tensor<4xf32>, %b: tensor<4xf32>) -> tensor<4xf32> {
+                  %0 = stablehlo.add %a, %b : tensor<4xf32>
+                  return %0 : tensor<4xf32>
+                }""")) {
+      List<HostTensor> out =
+          add.run(HostTensor.ofFloats(new float[] {1, 2, 3, 4}), HostTensor.ofFloats(new float[] {10, 20, 30, 40}));
+      float[] sum = out.get(0).toFloatArray(); // [11, 22, 33, 44]
+      assertArrayEquals(new float[] {11, 22, 33, 44}, sum, 0f);
+    }
+  }
+
+  @Test
+  void writingProgramsInJava() {
+    try (XlaClient client = XlaClient.create()) {
+      GraphBuilder b = new GraphBuilder("mlp");
+      Value x = b.parameter(TensorType.of(DType.F32, 4, 8));
+      Value w = b.parameter(TensorType.of(DType.F32, 8, 3));
+      Value logits = b.add(b.matmul(x, w), b.constant(0.1f)); // NumPy-style broadcasting
+      Graph graph = b.build(Composites.softmax(b, logits, -1));
+      try (Executable exe = graph.compile(client)) {
+        float[] p = exe.run(HostTensor.ofFloats(new float[32], 4, 8), HostTensor.ofFloats(new float[24], 8, 3))
+            .get(0).toFloatArray();
+        assertEquals(12, p.length);
+        assertEquals(1f / 3, p[0], 1e-6f); // all logits equal: a uniform softmax
+      }
+    }
+  }
+
+  @Test
+  void hostCallbacks() {
+    ActorSystem<Void> system = ActorSystem.create(Behaviors.empty(), "app");
+    try (XlaClient client = XlaClient.create();
+        CallbackRuntime callbacks = CallbackRuntime.create(system, client)) {
+      HostCallback clip =
+          new HostCallback("clip", List.of(TensorType.of(DType.F32, 3)), 2.5f,
+              (inputs, limit) -> List.of(clipTo(inputs.get(0), (Float) limit)));
+      GraphBuilder b = new GraphBuilder("with_java");
+      Value x = b.parameter(TensorType.of(DType.F32, 3));
+      Value y = b.hostCall(clip, b.multiply(x, b.constant(2f))).get(0); // Java runs here
+      Graph graph = b.build(b.add(y, b.constant(1f)));
+
+      callbacks.registerAll(graph.hostCallbacks()).toCompletableFuture().join();
+      HostTensor input = HostTensor.ofFloats(new float[] {0.5f, 1f, 3f});
+      try (Executable exe = graph.compile(client)) {
+        List<HostTensor> out = callbacks.run(exe, List.of(input)); // or start(...) -> RunHandle
+        assertArrayEquals(new float[] {2f, 3f, 3.5f}, out.get(0).toFloatArray(), 0f);
+      }
+    } finally {
+      system.terminate();
+    }
+  }
+
+  private static HostTensor clipTo(HostTensor tensor, float limit) {
+    float[] values = tensor.toFloatArray();
+    for (int i = 0; i < values.length; i++) {
+      values[i] = Math.min(values[i], limit);
+    }
+    return HostTensor.ofFloats(values, tensor.shape().dims());
+  }
+}
