@@ -19,6 +19,7 @@ import org.apache.pekko.actor.typed.ActorSystem;
  * @param defaultCallbackTimeout how long a callback may take unless overridden by name
  * @param callbackTimeouts per-callback-name overrides
  * @param callbackDispatcher config path of the dispatcher that runs callback functions
+ * @param registrationTimeout how long a registration waits for the dispatcher's answer
  * @param runTimeout upper bound on one run
  * @param nativeBackstopSlack extra native wait beyond the actors' timeouts
  * @param runDispatcher config path of the dispatcher whose threads block in execute
@@ -29,6 +30,7 @@ public record ActorsSettings(
     Duration defaultCallbackTimeout,
     Map<String, Duration> callbackTimeouts,
     String callbackDispatcher,
+    Duration registrationTimeout,
     Duration runTimeout,
     Duration nativeBackstopSlack,
     String runDispatcher,
@@ -59,6 +61,7 @@ public record ActorsSettings(
           positive(c, "callbacks.default-timeout", "callbacks.default-timeout"),
           overrides,
           c.getString("callbacks.dispatcher"),
+          positive(c, "callbacks.registration-timeout", "callbacks.registration-timeout"),
           positive(c, "runs.timeout", "runs.timeout"),
           positive(c, "runs.native-backstop-slack", "runs.native-backstop-slack"),
           c.getString("runs.dispatcher"),

@@ -91,6 +91,7 @@ public final class CallbackRuntime implements AutoCloseable {
     return new CallbackRuntime(system, client, ActorsSettings.create(system));
   }
 
+  /** A runtime with explicit settings (for instance read from another config than the system's). */
   public static CallbackRuntime create(ActorSystem<?> system, XlaClient client, ActorsSettings settings) {
     return new CallbackRuntime(system, client, settings);
   }
@@ -105,6 +106,7 @@ public final class CallbackRuntime implements AutoCloseable {
     return metrics;
   }
 
+  /** The settings this runtime was created with. */
   public ActorsSettings settings() {
     return settings;
   }
@@ -116,7 +118,7 @@ public final class CallbackRuntime implements AutoCloseable {
         dispatcher,
         (ActorRef<StatusReply<CallbackId>> replyTo) ->
             new CallbackDispatcher.Register(name, outputTemplate, staticArgument, function, replyTo),
-        Duration.ofSeconds(10),
+        settings.registrationTimeout(),
         system.scheduler());
   }
 
@@ -140,7 +142,7 @@ public final class CallbackRuntime implements AutoCloseable {
         dispatcher,
         (ActorRef<StatusReply<CallbackId>> replyTo) ->
             new CallbackDispatcher.RegisterServer(name, outputTemplate, server, replyTo),
-        Duration.ofSeconds(10),
+        settings.registrationTimeout(),
         system.scheduler());
   }
 
