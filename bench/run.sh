@@ -74,30 +74,37 @@ machine_summary() {
   echo "machine: ${cpu:-unknown cpu}, $(nproc) cores online, $(uname -sr)"
 }
 
-# Merges the BENCH lines of both sides into a table. Each row names a java measurement and a jax
-# measurement; they differ only where JAX has a variant worth showing (see README).
+# Shared by the tables below: reads the BENCH lines of both sides, and row() prints one Java-vs-JAX
+# latency row (label, java measurement, jax measurement); rows missing a side are collected in `missing`.
+readonly TABLE_AWK_LIB='
+  function field(line, key,   n, i, parts, kv) {
+    n = split(line, parts, " ")
+    for (i = 1; i <= n; i++) { split(parts[i], kv, "="); if (kv[1] == key) return kv[2] }
+    return ""
+  }
+  /^BENCH / { side = field($0, "side"); name = field($0, "name")
+              median[side, name] = field($0, "median_us"); p99[side, name] = field($0, "p99_us")
+              gbps[side, name] = field($0, "gbps"); cbps[side, name] = field($0, "cbps"); seen[side, name] = 1 }
+  function header(first) {
+    printf "%-44s %12s %12s %8s %12s %12s %9s %9s\n", first, "java med us", "jax med us", "java/jax", \
+      "java p99 us", "jax p99 us", "java GB/s", "jax GB/s"
+  }
+  function row(label, jname, xname,   jg, xg) {
+    if (!((("java", jname) in seen) && (("jax", xname) in seen))) { missing = missing " " label; return }
+    jg = gbps["java", jname] + 0 > 0 ? sprintf("%.2f", gbps["java", jname]) : "-"
+    xg = gbps["jax", xname] + 0 > 0 ? sprintf("%.2f", gbps["jax", xname]) : "-"
+    printf "%-44s %12.1f %12.1f %8.2f %12.1f %12.1f %9s %9s\n", label, median["java", jname], \
+      median["jax", xname], median["java", jname] / median["jax", xname], p99["java", jname], p99["jax", xname], jg, xg
+  }
+'
+
+# The execute table. Each row names a java measurement and a jax measurement; they differ only where
+# JAX has a variant worth showing (see bench/README.md).
 print_table() {
   local java_file="$1" jax_file="$2"
-  awk '
-    function field(line, key,   n, i, parts, kv) {
-      n = split(line, parts, " ")
-      for (i = 1; i <= n; i++) { split(parts[i], kv, "="); if (kv[1] == key) return kv[2] }
-      return ""
-    }
-    /^BENCH / { side = field($0, "side"); name = field($0, "name")
-                median[side, name] = field($0, "median_us"); p99[side, name] = field($0, "p99_us")
-                gbps[side, name] = field($0, "gbps"); seen[side, name] = 1 }
-    function row(label, jname, xname,   ratio, jg, xg) {
-      if (!((("java", jname) in seen) && (("jax", xname) in seen))) { missing = missing " " label; return }
-      ratio = median["java", jname] / median["jax", xname]
-      jg = gbps["java", jname] + 0 > 0 ? sprintf("%.2f", gbps["java", jname]) : "-"
-      xg = gbps["jax", xname] + 0 > 0 ? sprintf("%.2f", gbps["jax", xname]) : "-"
-      printf "%-38s %12.1f %12.1f %8.2f %12.1f %12.1f %8s %8s\n", label, median["java", jname], \
-        median["jax", xname], ratio, p99["java", jname], p99["jax", xname], jg, xg
-    }
+  awk "$TABLE_AWK_LIB"'
     END {
-      printf "%-38s %12s %12s %8s %12s %12s %8s %8s\n", "measurement", "java med us", "jax med us", \
-        "java/jax", "java p99 us", "jax p99 us", "java GB/s", "jax GB/s"
+      header("measurement")
       row("execute f32[8] add (device buffers)", "execute_f32x8", "execute_f32x8")
       row("run f32[8] add (upload+exec+download)", "run_f32x8", "run_f32x8")
       row("round trip 1 MiB", "roundtrip_1MiB", "roundtrip_1MiB")
@@ -138,25 +145,11 @@ run_execute() {
     }' "$java_out" "$jax_out"
 }
 
-# The callbacks table: each row names a java measurement and a jax one (pure_callback or io_callback).
+# The callbacks table: each row names a java measurement and a jax one (pure_callback or io_callback);
+# rate() prints a throughput row against the better of the two JAX callback kinds.
 print_callbacks_table() {
   local java_file="$1" jax_file="$2"
-  awk '
-    function field(line, key,   n, i, parts, kv) {
-      n = split(line, parts, " ")
-      for (i = 1; i <= n; i++) { split(parts[i], kv, "="); if (kv[1] == key) return kv[2] }
-      return ""
-    }
-    /^BENCH / { side = field($0, "side"); name = field($0, "name")
-                median[side, name] = field($0, "median_us"); p99[side, name] = field($0, "p99_us")
-                gbps[side, name] = field($0, "gbps"); cbps[side, name] = field($0, "cbps"); seen[side, name] = 1 }
-    function row(label, jname, xname,   jg, xg) {
-      if (!((("java", jname) in seen) && (("jax", xname) in seen))) { missing = missing " " label; return }
-      jg = gbps["java", jname] + 0 > 0 ? sprintf("%.2f", gbps["java", jname]) : "-"
-      xg = gbps["jax", xname] + 0 > 0 ? sprintf("%.2f", gbps["jax", xname]) : "-"
-      printf "%-44s %11.1f %11.1f %8.2f %11.1f %11.1f %8s %8s\n", label, median["java", jname], \
-        median["jax", xname], median["java", jname] / median["jax", xname], p99["java", jname], p99["jax", xname], jg, xg
-    }
+  awk "$TABLE_AWK_LIB"'
     function rate(label, n,   j, p, i) {
       j = "throughput_" n; p = "throughput_" n "_pure"; i = "throughput_" n "_io"
       if (!((("java", j) in seen) && (("jax", p) in seen) && (("jax", i) in seen))) { missing = missing " " label; return }
@@ -164,8 +157,7 @@ print_callbacks_table() {
         cbps["java", j] / (cbps["jax", p] > cbps["jax", i] ? cbps["jax", p] : cbps["jax", i])
     }
     END {
-      printf "%-44s %11s %11s %8s %11s %11s %8s %8s\n", "latency", "ours med us", "jax med us", "ours/jax", \
-        "ours p99 us", "jax p99 us", "ours GB/s", "jax GB/s"
+      header("latency")
       row("f32[8] per call, K=100 calls (pure_callback)", "loop_f32x8", "loop_f32x8_pure")
       row("f32[8] per call, K=100 calls (io_callback)", "loop_f32x8", "loop_f32x8_io")
       row("f32[8] single-call run (pure_callback)", "single_f32x8", "single_f32x8_pure")
