@@ -49,6 +49,8 @@ struct Executable {
 struct Buffer {
   Client* owner;
   PJRT_Buffer* buffer;
+  // Whether the bytes can be read in place (host memory, dense row-major): -1 not yet known, 0, 1.
+  std::atomic<int> host_readable{-1};
 };
 
 // Per-run state handed to FFI handlers through a PJRT execute context.

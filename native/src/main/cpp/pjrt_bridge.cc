@@ -546,11 +546,110 @@ JNIEXPORT jlong JNICALL Java_dev_xlaactors_nativebridge_PjrtNative_bufferFromHos
   return ToHandle(new Buffer{client, args.buffer});
 }
 
+}  // extern "C"
+
+namespace xla_actors {
+namespace {
+
+// Whether a buffer's bytes can be read in place: it lives in host memory (the CPU plugin) with the
+// default dense row-major layout, so copying from its pointer gives exactly what ToHostBuffer would,
+// without ToHostBuffer's hand-off to a worker thread (about 10 us here). Cached per buffer.
+bool HostReadable(const PJRT_Api* api, Buffer* buffer) {
+  int known = buffer->host_readable.load();
+  if (known >= 0) return known == 1;
+  bool readable = false;
+  int code;
+  if (api->PJRT_Buffer_IsOnCpu != nullptr && api->PJRT_Buffer_GetMemoryLayout != nullptr &&
+      api->PJRT_Buffer_UnsafePointer != nullptr && api->PJRT_Buffer_ReadyEvent != nullptr &&
+      api->PJRT_Buffer_OnDeviceSizeInBytes != nullptr) {
+    PJRT_Buffer_IsOnCpu_Args cpu_args;
+    std::memset(&cpu_args, 0, sizeof(cpu_args));
+    cpu_args.struct_size = PJRT_Buffer_IsOnCpu_Args_STRUCT_SIZE;
+    cpu_args.buffer = buffer->buffer;
+    PJRT_Error* error = api->PJRT_Buffer_IsOnCpu(&cpu_args);
+    if (error != nullptr) {
+      ConsumeError(api, error, &code);
+    } else if (cpu_args.is_on_cpu) {
+      PJRT_Buffer_GetMemoryLayout_Args layout_args;
+      std::memset(&layout_args, 0, sizeof(layout_args));
+      layout_args.struct_size = PJRT_Buffer_GetMemoryLayout_Args_STRUCT_SIZE;
+      layout_args.buffer = buffer->buffer;
+      error = api->PJRT_Buffer_GetMemoryLayout(&layout_args);
+      if (error != nullptr) {
+        ConsumeError(api, error, &code);
+      } else if (layout_args.layout.type == PJRT_Buffer_MemoryLayout_Type_Tiled &&
+                 layout_args.layout.tiled.num_tiles == 0) {
+        // Row-major means minor_to_major = [rank-1, ..., 1, 0].
+        const PJRT_Buffer_MemoryLayout_Tiled& tiled = layout_args.layout.tiled;
+        readable = true;
+        for (size_t i = 0; i < tiled.minor_to_major_size; ++i) {
+          if (tiled.minor_to_major[i] != static_cast<int64_t>(tiled.minor_to_major_size - 1 - i)) readable = false;
+        }
+      }
+    }
+  }
+  buffer->host_readable.store(readable ? 1 : 0);
+  return readable;
+}
+
+// Copies a host-readable buffer (see HostReadable) into `dst`, which has `room` bytes. Returns the
+// PJRT error, if any; sets *copied to false (and copies nothing) if the buffer needs more room.
+PJRT_Error* CopyInPlace(const PJRT_Api* api, Buffer* buffer, char* dst, jlong room, bool* copied, size_t* needed) {
+  *copied = false;
+  PJRT_Buffer_ReadyEvent_Args ready_args;
+  std::memset(&ready_args, 0, sizeof(ready_args));
+  ready_args.struct_size = PJRT_Buffer_ReadyEvent_Args_STRUCT_SIZE;
+  ready_args.buffer = buffer->buffer;
+  PJRT_Error* error = api->PJRT_Buffer_ReadyEvent(&ready_args);
+  if (error == nullptr) error = AwaitAndDestroy(api, ready_args.event);  // at once when already computed
+  if (error != nullptr) return error;
+
+  PJRT_Buffer_OnDeviceSizeInBytes_Args size_args;
+  std::memset(&size_args, 0, sizeof(size_args));
+  size_args.struct_size = PJRT_Buffer_OnDeviceSizeInBytes_Args_STRUCT_SIZE;
+  size_args.buffer = buffer->buffer;
+  error = api->PJRT_Buffer_OnDeviceSizeInBytes(&size_args);
+  if (error != nullptr) return error;
+  *needed = size_args.on_device_size_in_bytes;
+  if (room < static_cast<jlong>(*needed)) return nullptr;
+
+  PJRT_Buffer_UnsafePointer_Args pointer_args;
+  std::memset(&pointer_args, 0, sizeof(pointer_args));
+  pointer_args.struct_size = PJRT_Buffer_UnsafePointer_Args_STRUCT_SIZE;
+  pointer_args.buffer = buffer->buffer;
+  error = api->PJRT_Buffer_UnsafePointer(&pointer_args);
+  if (error != nullptr) return error;
+  if (*needed > 0) std::memcpy(dst, reinterpret_cast<const void*>(pointer_args.buffer_pointer), *needed);
+  *copied = true;
+  return nullptr;
+}
+
+}  // namespace
+}  // namespace xla_actors
+
+extern "C" {
+
 // Copies a device buffer into a direct ByteBuffer (from `byte_offset`) that has room for it.
 JNIEXPORT void JNICALL Java_dev_xlaactors_nativebridge_PjrtNative_bufferToHost(JNIEnv* env, jclass, jlong handle,
                                                                              jobject data, jlong byte_offset) {
   Buffer* buffer = FromHandle<Buffer>(handle);
   const PJRT_Api* api = buffer->owner->plugin->api;
+  char* base = static_cast<char*>(env->GetDirectBufferAddress(data));
+  jlong room = env->GetDirectBufferCapacity(data) - byte_offset;
+  if (base == nullptr) {
+    ThrowXla(env, FailureKind::kInvalidArgument, kCodeInvalidArgument, "destination must be a direct ByteBuffer");
+    return;
+  }
+  if (HostReadable(api, buffer)) {
+    bool copied = false;
+    size_t needed = 0;
+    if (ThrowIfError(env, api, CopyInPlace(api, buffer, base + byte_offset, room, &copied, &needed),
+                     FailureKind::kGeneric, "reading a host buffer")) {
+      return;
+    }
+    if (copied) return;
+    // Sizes differ (padding, or too little room): ToHostBuffer below converts, or says what is wrong.
+  }
   PJRT_Buffer_ToHostBuffer_Args size_args;
   std::memset(&size_args, 0, sizeof(size_args));
   size_args.struct_size = PJRT_Buffer_ToHostBuffer_Args_STRUCT_SIZE;
@@ -559,12 +658,10 @@ JNIEXPORT void JNICALL Java_dev_xlaactors_nativebridge_PjrtNative_bufferToHost(J
                    "PJRT_Buffer_ToHostBuffer (size)")) {
     return;
   }
-  char* base = static_cast<char*>(env->GetDirectBufferAddress(data));
-  jlong capacity = env->GetDirectBufferCapacity(data);
-  if (base == nullptr || capacity - byte_offset < static_cast<jlong>(size_args.dst_size)) {
+  if (room < static_cast<jlong>(size_args.dst_size)) {
     ThrowXla(env, FailureKind::kInvalidArgument, kCodeInvalidArgument,
              "destination must be a direct ByteBuffer with room for " + std::to_string(size_args.dst_size) +
-                 " bytes, got " + std::to_string(capacity - byte_offset));
+                 " bytes, got " + std::to_string(room));
     return;
   }
   PJRT_Buffer_ToHostBuffer_Args args;

@@ -121,6 +121,25 @@ class ProgramsTest {
   }
 
   @Test
+  void outputsOfLayoutChangingOpsDownloadInRowMajorOrder() {
+    String program =
+        """
+        func.func @main(%x: tensor<2x3xf32>) -> (tensor<3x2xf32>, tensor<2x2xf32>, tensor<3x2xf32>) {
+          %t = stablehlo.transpose %x, dims = [1, 0] : (tensor<2x3xf32>) -> tensor<3x2xf32>
+          %s = stablehlo.slice %x [0:2, 1:3] : (tensor<2x3xf32>) -> tensor<2x2xf32>
+          %r = stablehlo.reshape %x : (tensor<2x3xf32>) -> tensor<3x2xf32>
+          return %t, %s, %r : tensor<3x2xf32>, tensor<2x2xf32>, tensor<3x2xf32>
+        }
+        """;
+    try (Executable exe = client.compile(program)) {
+      List<HostTensor> out = exe.run(HostTensor.ofFloats(new float[] {1, 2, 3, 4, 5, 6}, 2, 3));
+      assertArrayEquals(new float[] {1, 4, 2, 5, 3, 6}, out.get(0).toFloatArray(), 0f);
+      assertArrayEquals(new float[] {2, 3, 5, 6}, out.get(1).toFloatArray(), 0f);
+      assertArrayEquals(new float[] {1, 2, 3, 4, 5, 6}, out.get(2).toFloatArray(), 0f);
+    }
+  }
+
+  @Test
   void compileOnceRunMany() {
     try (Executable exe = client.compile(TestPrograms.ADD_F32_4)) {
       for (int i = 0; i < 200; i++) {
