@@ -65,11 +65,17 @@ public final class CallbackDispatcher extends AbstractBehavior<CallbackDispatche
   /** Stops the dispatcher; calls that arrive afterwards fail when their supervisor times them out. */
   public record Stop() implements Command {}
 
-  /** Runs one host call of a run; the outcome goes to {@code supervisor}. Sent by {@link RunSupervisor}. */
+  /**
+   * Runs one host call of a run; the outcome goes to {@code supervisor}. Sent by {@link RunSupervisor},
+   * with the runtime's {@code metrics} and when the call reached Java ({@code arrivedNanos}), so a
+   * successful call is counted before the waiting XLA thread is released.
+   */
   record Dispatch(
       HostCall call,
       ActorRef<RunSupervisor.Command> supervisor,
-      ActorRef<CallbackServer.Response> serverReplies)
+      ActorRef<CallbackServer.Response> serverReplies,
+      RuntimeMetrics metrics,
+      long arrivedNanos)
       implements Command {}
 
   private sealed interface Entry {
@@ -231,9 +237,10 @@ public final class CallbackDispatcher extends AbstractBehavior<CallbackDispatche
                   call.tag(), new CallbackException(call.callbackName(), ErrorCode.INVALID_ARGUMENT, mismatch.get())));
       return;
     }
-    // Tell the supervisor first: once complete() returns, XLA may finish the run and the run's
-    // RunEnded must not overtake this message. complete() is false if the supervisor already gave up
-    // on the call (it aborted the run and knows).
+    // Count it and tell the supervisor first: once complete() returns, XLA may finish the run, whose
+    // caller may read the metrics at once, and whose RunEnded must not overtake this message.
+    // complete() is false if the supervisor already gave up on the call (it aborted the run and knows).
+    d.metrics().recordCallback(call.callbackName(), System.nanoTime() - d.arrivedNanos(), false, false);
     d.supervisor().tell(new RunSupervisor.CallbackSucceeded(call.tag()));
     call.complete(outputs);
   }

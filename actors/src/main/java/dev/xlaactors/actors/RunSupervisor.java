@@ -156,14 +156,15 @@ public final class RunSupervisor extends AbstractBehavior<RunSupervisor.Command>
     HostCall call = next.call();
     inFlight.put(call.tag(), next);
     timers.startSingleTimer(call.tag(), new CallTimedOut(call.tag()), settings.callbackTimeout(call.callbackName()).duration());
-    dispatcher.tell(new CallbackDispatcher.Dispatch(call, getContext().getSelf(), serverReplies));
+    dispatcher.tell(
+        new CallbackDispatcher.Dispatch(call, getContext().getSelf(), serverReplies, metrics, next.arrivedNanos()));
   }
 
+  /** Bookkeeping only: whoever answered the call has counted it (before releasing XLA). */
   private Behavior<Command> onCallbackSucceeded(CallbackSucceeded m) {
     Pending done = inFlight.remove(m.tag());
     if (done != null) {
       timers.cancel(m.tag());
-      metrics.recordCallback(done.call().callbackName(), System.nanoTime() - done.arrivedNanos(), false, false);
       unwatch(done);
     }
     dispatchNext();
@@ -200,6 +201,7 @@ public final class RunSupervisor extends AbstractBehavior<RunSupervisor.Command>
       abort(new CallbackException(call.callbackName(), ErrorCode.INVALID_ARGUMENT, mismatch.get()), false);
       return this;
     }
+    metrics.recordCallback(call.callbackName(), System.nanoTime() - pending.arrivedNanos(), false, false);
     call.complete(response.outputs());
     return onCallbackSucceeded(new CallbackSucceeded(response.tag()));
   }
@@ -282,9 +284,11 @@ public final class RunSupervisor extends AbstractBehavior<RunSupervisor.Command>
     CallbackException first = state.abortCause();
     String message = first.getMessage();
     for (Pending p : inFlight.values()) {
-      p.call().fail(first.code(), message);
+      // Count before failing: the failure releases the XLA thread, and the run's caller may read the
+      // metrics as soon as the run ends.
       metrics.recordCallback(p.call().callbackName(), System.nanoTime() - p.arrivedNanos(), true, timedOut);
       timers.cancel(p.call().tag());
+      p.call().fail(first.code(), message);
     }
     for (Pending p : queued) {
       p.call().fail(ErrorCode.CANCELLED, "run " + runId + " was aborted: " + message);

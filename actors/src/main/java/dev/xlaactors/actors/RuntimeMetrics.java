@@ -11,6 +11,10 @@ import java.util.concurrent.ConcurrentHashMap;
  * and for runs as a whole. Thread-safe. Latency percentiles are computed over the most recent {@value
  * #WINDOW} events of each kind. {@link CallbackRuntime} also logs them periodically (see {@code
  * xla-actors.actors.metrics} in reference.conf).
+ *
+ * <p>A call is counted before its XLA thread is released, so the figures include every call of a run
+ * by the time the run returns. A call that times out at the very moment its function returns may be
+ * counted once as answered and once as failed.
  */
 public final class RuntimeMetrics {
   static final int WINDOW = 4096;
