@@ -134,14 +134,13 @@ run_execute() {
   echo
   print_table "$java_out" "$jax_out"
   echo
-  awk '
-    /^BENCH / && /name=execute_f32x8 / {
-      for (i = 1; i <= NF; i++) { split($i, kv, "="); f[kv[1]] = kv[2] }
-      median[f["side"]] = f["median_us"]
-    }
+  awk "$TABLE_AWK_LIB"'
     END {
-      if (!("java" in median) || !("jax" in median)) { print "no execute_f32x8 result" > "/dev/stderr"; exit 1 }
-      printf "RESULT execute java_us=%.3f jax_us=%.3f ratio=%.3f\n", median["java"], median["jax"], median["java"] / median["jax"]
+      if (!((("java", "execute_f32x8") in seen) && (("jax", "execute_f32x8") in seen))) {
+        print "no execute_f32x8 result" > "/dev/stderr"; exit 1
+      }
+      j = median["java", "execute_f32x8"]; x = median["jax", "execute_f32x8"]
+      printf "RESULT execute java_us=%.3f jax_us=%.3f ratio=%.3f\n", j, x, j / x
     }' "$java_out" "$jax_out"
 }
 
@@ -193,15 +192,11 @@ run_callbacks() {
   echo
   print_callbacks_table "$java_out" "$jax_out"
   echo
-  awk '
-    /^BENCH / {
-      for (i = 1; i <= NF; i++) { split($i, kv, "="); f[kv[1]] = kv[2] }
-      if (f["side"] == "java" && f["name"] == "loop_f32x8") ours = f["median_us"]
-      if (f["side"] == "jax" && (f["name"] == "loop_f32x8_pure" || f["name"] == "loop_f32x8_io")) {
-        if (jax == "" || f["median_us"] + 0 < jax + 0) jax = f["median_us"]
-      }
-    }
+  awk "$TABLE_AWK_LIB"'
     END {
+      ours = median["java", "loop_f32x8"]
+      pure = median["jax", "loop_f32x8_pure"]; io = median["jax", "loop_f32x8_io"]
+      jax = pure == "" ? io : io == "" || pure + 0 <= io + 0 ? pure : io
       if (ours == "" || jax == "") { print "no loop_f32x8 result" > "/dev/stderr"; exit 1 }
       printf "RESULT callbacks ours_median_us=%.3f jax_median_us=%.3f ratio=%.3f\n", ours, jax, ours / jax
     }' "$java_out" "$jax_out"
