@@ -677,37 +677,6 @@ JNIEXPORT void JNICALL Java_dev_xlaactors_nativebridge_PjrtNative_bufferToHost(J
   ThrowIfError(env, api, AwaitAndDestroy(api, args.event), FailureKind::kGeneric, "device-to-host transfer");
 }
 
-JNIEXPORT jint JNICALL Java_dev_xlaactors_nativebridge_PjrtNative_bufferElementType(JNIEnv* env, jclass, jlong handle) {
-  Buffer* buffer = FromHandle<Buffer>(handle);
-  const PJRT_Api* api = buffer->owner->plugin->api;
-  PJRT_Buffer_ElementType_Args args;
-  std::memset(&args, 0, sizeof(args));
-  args.struct_size = PJRT_Buffer_ElementType_Args_STRUCT_SIZE;
-  args.buffer = buffer->buffer;
-  if (ThrowIfError(env, api, api->PJRT_Buffer_ElementType(&args), FailureKind::kGeneric, "PJRT_Buffer_ElementType")) {
-    return 0;
-  }
-  return static_cast<jint>(args.type);
-}
-
-JNIEXPORT jlongArray JNICALL Java_dev_xlaactors_nativebridge_PjrtNative_bufferDimensions(JNIEnv* env, jclass,
-                                                                                       jlong handle) {
-  Buffer* buffer = FromHandle<Buffer>(handle);
-  const PJRT_Api* api = buffer->owner->plugin->api;
-  PJRT_Buffer_Dimensions_Args args;
-  std::memset(&args, 0, sizeof(args));
-  args.struct_size = PJRT_Buffer_Dimensions_Args_STRUCT_SIZE;
-  args.buffer = buffer->buffer;
-  if (ThrowIfError(env, api, api->PJRT_Buffer_Dimensions(&args), FailureKind::kGeneric, "PJRT_Buffer_Dimensions")) {
-    return nullptr;
-  }
-  jlongArray result = env->NewLongArray(static_cast<jsize>(args.num_dims));
-  if (result != nullptr && args.num_dims > 0) {
-    env->SetLongArrayRegion(result, 0, static_cast<jsize>(args.num_dims), reinterpret_cast<const jlong*>(args.dims));
-  }
-  return result;
-}
-
 JNIEXPORT void JNICALL Java_dev_xlaactors_nativebridge_PjrtNative_bufferDestroy(JNIEnv*, jclass, jlong handle) {
   Buffer* buffer = FromHandle<Buffer>(handle);
   DestroyBuffer(buffer->owner->plugin->api, buffer->buffer);

@@ -17,11 +17,6 @@ public final class PjrtNative {
 
   private PjrtNative() {}
 
-  /** Forces the bridge library to load (and fail early, with a clear exception, if it cannot). */
-  public static void ensureLoaded() {
-    // The static initialiser did the work.
-  }
-
   // ---- plugin (loaded once, never unloaded) ----
   public static native long pluginLoad(String path);
 
@@ -56,10 +51,6 @@ public final class PjrtNative {
       long client, int deviceIndex, ByteBuffer data, long byteOffset, long byteLength, int type, long[] dims);
 
   public static native void bufferToHost(long buffer, ByteBuffer data, long byteOffset);
-
-  public static native int bufferElementType(long buffer);
-
-  public static native long[] bufferDimensions(long buffer);
 
   public static native void bufferDestroy(long buffer);
 

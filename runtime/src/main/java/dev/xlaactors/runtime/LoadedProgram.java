@@ -45,10 +45,6 @@ final class LoadedProgram extends NativeHandle {
     return outputTypes;
   }
 
-  Lease leaseProgram() {
-    return lease();
-  }
-
   @Override
   protected void destroy(long handle) {
     PjrtNative.executableDestroy(handle);
