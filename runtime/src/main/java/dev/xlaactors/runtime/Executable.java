@@ -49,6 +49,11 @@ public final class Executable extends NativeHandle {
   public List<DeviceBuffer> execute(List<DeviceBuffer> arguments, RunContext context) {
     Objects.requireNonNull(arguments, "arguments");
     checkArguments(arguments);
+    return executeChecked(arguments, context);
+  }
+
+  /** Runs on arguments already known to match the parameters and to live on this client. */
+  private List<DeviceBuffer> executeChecked(List<DeviceBuffer> arguments, RunContext context) {
     List<NativeHandle.Lease> leases = new ArrayList<>(arguments.size() + 2);
     try {
       leases.add(lease());
@@ -90,7 +95,7 @@ public final class Executable extends NativeHandle {
       for (HostTensor input : inputs) {
         arguments.add(program.client().upload(input));
       }
-      outputs = execute(arguments, context);
+      outputs = executeChecked(arguments, context); // checked above, uploaded to this client
       List<HostTensor> result = new ArrayList<>(outputs.size());
       for (DeviceBuffer output : outputs) {
         result.add(output.toHost());
