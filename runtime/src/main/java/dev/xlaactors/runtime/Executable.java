@@ -54,8 +54,8 @@ public final class Executable extends NativeHandle {
   }
 
   /**
-   * The devices the program was compiled for, as PJRT reports them. {@link #execute(List, RunContext,
-   * Device)} can also run it on any other device of the client.
+   * The devices a run can use: every device of the client for a portable executable (the default, see
+   * {@link CompileOptions}), else the devices it was compiled for.
    */
   public List<Device> addressableDevices() {
     return program.addressableDevices();
@@ -85,9 +85,18 @@ public final class Executable extends NativeHandle {
    */
   public List<DeviceBuffer> execute(List<DeviceBuffer> arguments, RunContext context, Device device) {
     Objects.requireNonNull(arguments, "arguments");
-    client().checkDevice(device, "execution device");
+    checkDevice(device);
     checkArguments(arguments, device);
     return executeChecked(arguments, context, device);
+  }
+
+  private void checkDevice(Device device) {
+    client().checkDevice(device, "execution device");
+    if (!addressableDevices().contains(device)) {
+      throw new InvalidArgumentException(
+          "this executable was compiled for " + addressableDevices() + ", not for " + device
+              + ": compile it with CompileOptions.defaults() (portable) to run it on any device");
+    }
   }
 
   /** Runs on arguments already known to match the parameters and to live on {@code device}. */
@@ -150,7 +159,7 @@ public final class Executable extends NativeHandle {
   /** As {@link #run(List, RunContext)}, on {@code device}. */
   public List<HostTensor> run(List<HostTensor> inputs, RunContext context, Device device) {
     Objects.requireNonNull(inputs, "inputs");
-    client().checkDevice(device, "execution device");
+    checkDevice(device);
     for (int i = 0; i < inputs.size(); i++) {
       Objects.requireNonNull(inputs.get(i), "input " + i);
     }

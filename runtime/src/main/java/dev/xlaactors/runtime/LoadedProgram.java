@@ -115,6 +115,9 @@ final class LoadedProgram extends NativeHandle {
       args.struct_size(PJRT_LoadedExecutable_AddressableDevices_Args_STRUCT_SIZE).executable(loaded);
       api.check(
           api.loadedAddressableDevices.call(args), PjrtApi.Failure.COMPILE, "PJRT_LoadedExecutable_AddressableDevices");
+      if (args.num_addressable_devices() == 0) {
+        return client.devices(); // a portable executable: compiled for no device, it runs on any
+      }
       List<Device> devices = new ArrayList<>();
       for (int i = 0; i < args.num_addressable_devices(); i++) {
         Device device = client.deviceOf(args.addressable_devices(i));

@@ -419,6 +419,38 @@ final class PjrtApi {
     return result;
   }
 
+  /**
+   * Fills {@code target} with one named value; native strings and arrays it points to are added to
+   * {@code keepAlive}, which the caller closes after the call. Refuses value types PJRT has no kind for.
+   */
+  static void namedValue(PJRT_NamedValue target, String name, Object value, List<Pointer> keepAlive) {
+    BytePointer nativeName = bytes(name.getBytes(StandardCharsets.UTF_8));
+    keepAlive.add(nativeName);
+    target.struct_size(PJRT_NamedValue_STRUCT_SIZE).name(nativeName).name_size(nativeName.capacity());
+    if (value instanceof String s) {
+      BytePointer text = bytes(s.getBytes(StandardCharsets.UTF_8));
+      keepAlive.add(text);
+      target.type(PJRT_NamedValue_kString).string_value(text).value_size(text.capacity());
+    } else if (value instanceof Long || value instanceof Integer) {
+      target.type(PJRT_NamedValue_kInt64).int64_value(((Number) value).longValue()).value_size(1);
+    } else if (value instanceof Boolean b) {
+      target.type(PJRT_NamedValue_kBool).bool_value(b).value_size(1);
+    } else if (value instanceof Float f) {
+      target.type(PJRT_NamedValue_kFloat).float_value(f).value_size(1);
+    } else if (value instanceof long[] list) {
+      LongPointer array = new LongPointer(Math.max(1, list.length));
+      if (list.length > 0) {
+        array.put(list);
+      }
+      keepAlive.add(array);
+      target.type(PJRT_NamedValue_kInt64List).int64_array_value(array).value_size(list.length);
+    } else {
+      throw new dev.xlaactors.error.InvalidArgumentException(
+          "client option '" + name + "' must be a String, Long, Integer, Boolean, Float or long[], got "
+              + (value == null ? "null" : value.getClass().getSimpleName()));
+    }
+  }
+
   private static Long[] boxed(long[] values) {
     Long[] result = new Long[values.length];
     for (int i = 0; i < values.length; i++) {

@@ -82,35 +82,40 @@ public final class XlaClient extends NativeHandle {
   }
 
   public static XlaClient create(RuntimeSettings settings) {
-    return create(Plugin.load(settings), settings.clientAsynchronous(), settings.compileCacheSize());
+    return create(
+        Plugin.load(settings),
+        Map.of("asynchronous", settings.clientAsynchronous()),
+        settings.compileCacheSize());
   }
 
   /**
-   * A client of {@code plugin} (any loaded plugin: a second one, say a GPU plugin, serves its own
-   * clients). {@code asynchronous} is passed as the client option of that name; {@code compileCacheSize}
-   * executables are kept for reuse (0 disables the cache).
+   * A client of {@code plugin}: any loaded plugin, so a second one (say a GPU plugin) serves its own
+   * clients. {@code options} are the plugin's client options ({@code PJRT_Client_Create}'s named values:
+   * String, Long or Integer, Boolean, Float or long[] values; the CPU plugin knows {@code asynchronous},
+   * other plugins refuse names they do not know). {@code compileCacheSize} executables are kept for reuse
+   * (0 disables the cache).
    */
-  public static XlaClient create(Plugin plugin, boolean asynchronous, int compileCacheSize) {
+  public static XlaClient create(Plugin plugin, Map<String, ?> options, int compileCacheSize) {
     Objects.requireNonNull(plugin, "plugin");
+    Objects.requireNonNull(options, "options");
     if (compileCacheSize < 0) {
       throw new InvalidArgumentException("compileCacheSize must be >= 0, got " + compileCacheSize);
     }
     PjrtApi api = plugin.api();
-    PJRT_Client client;
-    try (PJRT_NamedValue option = new PJRT_NamedValue();
-        BytePointer name = PjrtApi.bytes("asynchronous".getBytes(StandardCharsets.UTF_8));
+    List<Pointer> keepAlive = new ArrayList<>();
+    int n = options.size();
+    try (PJRT_NamedValue values = new PJRT_NamedValue(Math.max(1, n));
         PJRT_Client_Create_Args args = new PJRT_Client_Create_Args()) {
-      option.struct_size(PJRT_NamedValue_STRUCT_SIZE)
-          .name(name)
-          .name_size(name.capacity())
-          .type(PJRT_NamedValue_kBool)
-          .bool_value(asynchronous)
-          .value_size(1);
-      args.struct_size(PJRT_Client_Create_Args_STRUCT_SIZE).create_options(option).num_options(1);
+      int i = 0;
+      for (Map.Entry<String, ?> option : options.entrySet()) {
+        PjrtApi.namedValue(values.getPointer(i++), option.getKey(), option.getValue(), keepAlive);
+      }
+      args.struct_size(PJRT_Client_Create_Args_STRUCT_SIZE).create_options(values).num_options(n);
       api.check(api.clientCreate.call(args), PjrtApi.Failure.PLUGIN, "PJRT_Client_Create of " + plugin);
-      client = args.client();
+      return new XlaClient(plugin, args.client(), compileCacheSize);
+    } finally {
+      keepAlive.forEach(Pointer::close);
     }
-    return new XlaClient(plugin, client, compileCacheSize);
   }
 
   private List<Device> readDevices() {
