@@ -2,7 +2,7 @@
 # Fetches the pinned XLA CPU PJRT plugin (with its pjrt_c_api.h) and the XLA FFI headers (from jaxlib)
 # into a cache outside the repository, verifying each wheel's sha256. Idempotent: a complete cache is reused.
 #
-#   cache: ${XLA_ACTORS_CACHE:-$HOME/.cache/xla-actors}
+#   cache: ${XLA_ACTORS_CACHE:-$HOME/.cache/xla-actors}; headers for the build under $cache/include
 #   prints the cache directory on its last line.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -66,6 +66,11 @@ with zipfile.ZipFile(sys.argv[1]) as z:
 PY
   touch "$ffi_dir/.complete"
 fi
+# One include root for the build (JavaCPP's parser and g++): xla/pjrt from the plugin wheel, xla/ffi from
+# jaxlib, as links to the pinned versions.
+mkdir -p "$cache/include/xla"
+ln -sfn "$plugin_dir/include/xla/pjrt" "$cache/include/xla/pjrt"
+ln -sfn "$ffi_dir/include/xla/ffi" "$cache/include/xla/ffi"
 # The wheels are unpacked and marked complete; keep the cache small.
 rm -f "$cache"/wheels/*.whl
 echo "$cache"

@@ -1,23 +1,60 @@
 package dev.xlaactors.runtime;
 
+import static dev.xlaactors.nativebridge.pjrt.global.Pjrt.*;
+
+import dev.xlaactors.error.ErrorCode;
 import dev.xlaactors.error.InvalidArgumentException;
-import dev.xlaactors.nativebridge.PjrtNative;
+import dev.xlaactors.error.XlaException;
+import dev.xlaactors.nativebridge.pjrt.PJRT_Buffer;
+import dev.xlaactors.nativebridge.pjrt.PJRT_Buffer_CopyToDevice_Args;
+import dev.xlaactors.nativebridge.pjrt.PJRT_Buffer_Destroy_Args;
+import dev.xlaactors.nativebridge.pjrt.PJRT_Buffer_Device_Args;
+import dev.xlaactors.nativebridge.pjrt.PJRT_Buffer_GetMemoryLayout_Args;
+import dev.xlaactors.nativebridge.pjrt.PJRT_Buffer_IsOnCpu_Args;
+import dev.xlaactors.nativebridge.pjrt.PJRT_Buffer_Memory_Args;
+import dev.xlaactors.nativebridge.pjrt.PJRT_Buffer_MemoryLayout_Tiled;
+import dev.xlaactors.nativebridge.pjrt.PJRT_Buffer_OnDeviceSizeInBytes_Args;
+import dev.xlaactors.nativebridge.pjrt.PJRT_Buffer_ReadyEvent_Args;
+import dev.xlaactors.nativebridge.pjrt.PJRT_Buffer_ToHostBuffer_Args;
+import dev.xlaactors.nativebridge.pjrt.PJRT_Buffer_UnsafePointer_Args;
+import dev.xlaactors.nativebridge.pjrt.PJRT_Error;
+import dev.xlaactors.nativebridge.pjrt.PJRT_Event;
 import java.nio.ByteBuffer;
+import java.util.concurrent.CompletableFuture;
+import org.bytedeco.javacpp.Pointer;
 
 /**
- * A tensor held by a device (for the CPU plugin, memory owned by XLA). Created by {@link
- * XlaClient#upload} or returned by {@link Executable#execute}; the caller owns it and closes it. It
- * keeps its client alive. Thread-safe; reading it while another thread closes it is either completed
- * or refused with {@link IllegalStateException}, never a crash.
+ * A tensor held by a device (for the CPU plugin, memory owned by XLA). Created by {@link XlaClient#upload}
+ * or returned by {@link Executable#execute}; the caller owns it and closes it. It keeps its client alive.
+ * Thread-safe; reading it while another thread closes it is either completed or refused with {@link
+ * IllegalStateException}, never a crash.
  */
 public final class DeviceBuffer extends NativeHandle {
   private final XlaClient client;
+  private final PJRT_Buffer buffer;
   private final TensorType type;
+  private volatile Device device; // known at creation, or read from PJRT on first use
+  // Whether the bytes can be read in place (host memory, dense row-major): 0 unknown, 1 yes, -1 no.
+  private volatile int hostReadable;
 
-  DeviceBuffer(XlaClient client, long handle, TensorType type) {
-    super(handle, client);
+  /** Takes ownership of {@code buffer}; the caller holds a lease on {@code client}. */
+  DeviceBuffer(XlaClient client, PJRT_Buffer buffer, TensorType type) {
+    this(client, buffer, type, null);
+  }
+
+  DeviceBuffer(XlaClient client, PJRT_Buffer buffer, TensorType type, Device device) {
+    super(client, () -> destroy(client.api(), buffer));
     this.client = client;
+    this.buffer = buffer;
     this.type = type;
+    this.device = device;
+  }
+
+  static void destroy(PjrtApi api, PJRT_Buffer buffer) {
+    try (PJRT_Buffer_Destroy_Args args = new PJRT_Buffer_Destroy_Args()) {
+      args.struct_size(PJRT_Buffer_Destroy_Args_STRUCT_SIZE).buffer(buffer);
+      api.check(api.bufferDestroy.call(args), PjrtApi.Failure.GENERIC, "PJRT_Buffer_Destroy");
+    }
   }
 
   public TensorType type() {
@@ -28,11 +65,77 @@ public final class DeviceBuffer extends NativeHandle {
     return client;
   }
 
+  PJRT_Buffer pointer() {
+    return buffer;
+  }
+
+  /** The device the buffer lives on. */
+  public Device device() {
+    Device known = device;
+    if (known != null) {
+      return known;
+    }
+    PjrtApi api = client.api();
+    api.need(api.bufferDevice, "PJRT_Buffer_Device");
+    try (Lease lease = lease();
+        PJRT_Buffer_Device_Args args = new PJRT_Buffer_Device_Args()) {
+      args.struct_size(PJRT_Buffer_Device_Args_STRUCT_SIZE).buffer(buffer);
+      api.check(api.bufferDevice.call(args), PjrtApi.Failure.GENERIC, "PJRT_Buffer_Device");
+      Device found = client.deviceOf(args.device());
+      if (found == null) {
+        throw new XlaException(ErrorCode.INTERNAL, "PJRT placed a buffer on a device the client does not list");
+      }
+      device = found;
+      return found;
+    }
+  }
+
+  /** The memory space the buffer lives in. */
+  public MemorySpace memory() {
+    PjrtApi api = client.api();
+    api.need(api.bufferMemory, "PJRT_Buffer_Memory");
+    try (Lease lease = lease();
+        PJRT_Buffer_Memory_Args args = new PJRT_Buffer_Memory_Args()) {
+      args.struct_size(PJRT_Buffer_Memory_Args_STRUCT_SIZE).buffer(buffer);
+      api.check(api.bufferMemory.call(args), PjrtApi.Failure.GENERIC, "PJRT_Buffer_Memory");
+      return MemorySpace.describe(api, args.memory());
+    }
+  }
+
+  /** The bytes the buffer takes on its device (may exceed {@code type().byteSize()} with padding). */
+  public long onDeviceSizeInBytes() {
+    PjrtApi api = client.api();
+    api.need(api.bufferOnDeviceSize, "PJRT_Buffer_OnDeviceSizeInBytes");
+    try (Lease lease = lease()) {
+      return onDeviceSize(api);
+    }
+  }
+
+  private long onDeviceSize(PjrtApi api) {
+    try (PJRT_Buffer_OnDeviceSizeInBytes_Args args = new PJRT_Buffer_OnDeviceSizeInBytes_Args()) {
+      args.struct_size(PJRT_Buffer_OnDeviceSizeInBytes_Args_STRUCT_SIZE).buffer(buffer);
+      api.check(api.bufferOnDeviceSize.call(args), PjrtApi.Failure.GENERIC, "PJRT_Buffer_OnDeviceSizeInBytes");
+      return args.on_device_size_in_bytes();
+    }
+  }
+
+  /** A future completed when the buffer's data is ready on its device (exceptionally if computing it failed). */
+  public CompletableFuture<Void> ready() {
+    PjrtApi api = client.api();
+    api.need(api.bufferReadyEvent, "PJRT_Buffer_ReadyEvent");
+    try (Lease lease = lease();
+        PJRT_Buffer_ReadyEvent_Args args = new PJRT_Buffer_ReadyEvent_Args()) {
+      args.struct_size(PJRT_Buffer_ReadyEvent_Args_STRUCT_SIZE).buffer(buffer);
+      api.check(api.bufferReadyEvent.call(args), PjrtApi.Failure.GENERIC, "PJRT_Buffer_ReadyEvent");
+      return api.onReady(args.event(), "buffer " + type);
+    }
+  }
+
   /** Copies the buffer into a new host tensor. */
   public HostTensor toHost() {
     HostTensor tensor = HostTensor.zeros(type);
     try (Lease lease = lease()) {
-      PjrtNative.bufferToHost(lease.handle(), tensor.nativeData(), 0);
+      download(tensor.nativeData());
     }
     return tensor;
   }
@@ -40,8 +143,8 @@ public final class DeviceBuffer extends NativeHandle {
   /**
    * Copies the buffer into {@code destination}, a direct buffer with exactly {@code type().byteSize()}
    * bytes remaining (written little-endian, row-major, from its position; the position is not moved).
-   * Lets callers that download often reuse one host buffer: a fresh direct buffer per download costs
-   * more than the copy itself for large tensors (the new pages must be faulted in and zeroed).
+   * Lets callers that download often reuse one host buffer: a fresh direct buffer per download costs more
+   * than the copy itself for large tensors (the new pages must be faulted in and zeroed).
    */
   public void copyTo(ByteBuffer destination) {
     if (!destination.isDirect() || destination.isReadOnly() || destination.remaining() != type.byteSize()) {
@@ -51,18 +154,161 @@ public final class DeviceBuffer extends NativeHandle {
               + " bytes remaining" + (destination.isReadOnly() ? " (read-only)" : ""));
     }
     try (Lease lease = lease()) {
-      // The native side writes from the buffer's start; slice so the position is respected.
-      PjrtNative.bufferToHost(lease.handle(), destination.slice(), 0);
+      download(destination.slice());
+    }
+  }
+
+  /**
+   * Starts copying the buffer to a new host tensor and returns at once; the future completes with the
+   * tensor when the copy is done (exceptionally if it fails). The buffer stays alive until then, even if
+   * closed meanwhile.
+   */
+  public CompletableFuture<HostTensor> toHostAsync() {
+    PjrtApi api = client.api();
+    HostTensor tensor = HostTensor.zeros(type);
+    Lease lease = lease(); // released when the copy is done
+    try (PJRT_Buffer_ToHostBuffer_Args args = new PJRT_Buffer_ToHostBuffer_Args()) {
+      args.struct_size(PJRT_Buffer_ToHostBuffer_Args_STRUCT_SIZE)
+          .src(buffer)
+          .dst(new Pointer(tensor.nativeData()))
+          .dst_size(type.byteSize());
+      api.check(api.bufferToHostBuffer.call(args), PjrtApi.Failure.GENERIC, "PJRT_Buffer_ToHostBuffer");
+      return api.onReady(args.event(), "device-to-host transfer")
+          .handle(
+              (ignored, error) -> {
+                lease.close();
+                if (error != null) {
+                  throw error instanceof RuntimeException r ? r : new RuntimeException(error);
+                }
+                return tensor;
+              });
+    } catch (RuntimeException e) {
+      lease.close();
+      throw e;
+    }
+  }
+
+  /**
+   * A copy of this buffer on {@code target}: a direct device-to-device copy when {@code target} belongs to
+   * this buffer's client, through the host when it belongs to another client (another plugin, say). The
+   * caller owns the copy; this buffer is unchanged.
+   */
+  public DeviceBuffer copyToDevice(Device target) {
+    java.util.Objects.requireNonNull(target, "target");
+    if (target.client() != client) {
+      return target.client().upload(toHost(), target);
+    }
+    PjrtApi api = client.api();
+    api.need(api.bufferCopyToDevice, "PJRT_Buffer_CopyToDevice");
+    try (Lease lease = lease();
+        PJRT_Buffer_CopyToDevice_Args args = new PJRT_Buffer_CopyToDevice_Args()) {
+      args.struct_size(PJRT_Buffer_CopyToDevice_Args_STRUCT_SIZE).buffer(buffer).dst_device(target.pointer());
+      api.check(api.bufferCopyToDevice.call(args), PjrtApi.Failure.GENERIC, "PJRT_Buffer_CopyToDevice to " + target);
+      DeviceBuffer copy = new DeviceBuffer(client, args.dst_buffer(), type, target);
+      try {
+        copy.ready().join();
+      } catch (java.util.concurrent.CompletionException e) {
+        copy.close();
+        throw e.getCause() instanceof RuntimeException r ? r : e;
+      }
+      return copy;
+    }
+  }
+
+  /** Downloads into {@code destination} (direct, exactly the tensor's size, from its start). */
+  private void download(ByteBuffer destination) {
+    PjrtApi api = client.api();
+    Pointer dst = new Pointer(destination);
+    if (isHostReadable(api) && readInPlace(api, dst, destination.capacity())) {
+      return;
+    }
+    try (PJRT_Buffer_ToHostBuffer_Args args = new PJRT_Buffer_ToHostBuffer_Args()) {
+      args.struct_size(PJRT_Buffer_ToHostBuffer_Args_STRUCT_SIZE).src(buffer).dst(dst).dst_size(type.byteSize());
+      api.check(api.bufferToHostBuffer.call(args), PjrtApi.Failure.GENERIC, "PJRT_Buffer_ToHostBuffer");
+      api.awaitAndDestroy(args.event(), PjrtApi.Failure.GENERIC, "device-to-host transfer");
+    }
+  }
+
+  /**
+   * Whether the bytes can be read in place: the buffer lives in host memory (the CPU plugin) with the
+   * default dense row-major layout, so copying from its pointer gives exactly what ToHostBuffer would,
+   * without ToHostBuffer's hand-off to a worker thread (about 10 us on the CPU plugin). Cached.
+   */
+  private boolean isHostReadable(PjrtApi api) {
+    int known = hostReadable;
+    if (known != 0) {
+      return known > 0;
+    }
+    boolean readable = false;
+    if (api.bufferIsOnCpu != null && api.bufferGetMemoryLayout != null && api.bufferUnsafePointer != null
+        && api.bufferReadyEvent != null && api.bufferOnDeviceSize != null) {
+      try (PJRT_Buffer_IsOnCpu_Args cpu = new PJRT_Buffer_IsOnCpu_Args();
+          PJRT_Buffer_GetMemoryLayout_Args layout = new PJRT_Buffer_GetMemoryLayout_Args()) {
+        cpu.struct_size(PJRT_Buffer_IsOnCpu_Args_STRUCT_SIZE).buffer(buffer);
+        PJRT_Error error = api.bufferIsOnCpu.call(cpu);
+        if (error != null) {
+          api.toException(error, PjrtApi.Failure.GENERIC, "PJRT_Buffer_IsOnCpu"); // freed; fall back
+        } else if (cpu.is_on_cpu()) {
+          layout.struct_size(PJRT_Buffer_GetMemoryLayout_Args_STRUCT_SIZE).buffer(buffer);
+          error = api.bufferGetMemoryLayout.call(layout);
+          if (error != null) {
+            api.toException(error, PjrtApi.Failure.GENERIC, "PJRT_Buffer_GetMemoryLayout");
+          } else if (layout.layout().type() == PJRT_Buffer_MemoryLayout_Type_Tiled
+              && layout.layout().tiled().num_tiles() == 0) {
+            PJRT_Buffer_MemoryLayout_Tiled tiled = layout.layout().tiled();
+            long rank = tiled.minor_to_major_size();
+            readable = true; // row-major means minor_to_major = [rank-1, ..., 1, 0]
+            for (long i = 0; i < rank; i++) {
+              if (tiled.minor_to_major().get(i) != rank - 1 - i) {
+                readable = false;
+              }
+            }
+          }
+        }
+      }
+    }
+    hostReadable = readable ? 1 : -1;
+    return readable;
+  }
+
+  /** Copies a host-readable buffer's bytes into {@code dst}; false (nothing copied) when sizes differ. */
+  private boolean readInPlace(PjrtApi api, Pointer dst, long room) {
+    InPlaceScratch s = IN_PLACE.get();
+    Pointer.memset(s.ready, 0, s.ready.sizeof());
+    s.ready.struct_size(PJRT_Buffer_ReadyEvent_Args_STRUCT_SIZE).buffer(buffer);
+    api.check(api.bufferReadyEvent.call(s.ready), PjrtApi.Failure.GENERIC, "PJRT_Buffer_ReadyEvent");
+    PJRT_Event event = s.ready.event();
+    api.awaitAndDestroy(event, PjrtApi.Failure.EXECUTION, "computing the buffer failed"); // at once when computed
+    long needed = onDeviceSize(api);
+    if (needed != room) {
+      return false; // padding, or too little room: ToHostBuffer converts, or says what is wrong
+    }
+    Pointer.memset(s.pointer, 0, s.pointer.sizeof());
+    s.pointer.struct_size(PJRT_Buffer_UnsafePointer_Args_STRUCT_SIZE).buffer(buffer);
+    api.check(api.bufferUnsafePointer.call(s.pointer), PjrtApi.Failure.GENERIC, "PJRT_Buffer_UnsafePointer");
+    if (needed > 0) {
+      Pointer.memcpy(dst, new InPlaceScratch.Address(s.pointer.buffer_pointer()), needed);
+    }
+    return true;
+  }
+
+  private static final ThreadLocal<InPlaceScratch> IN_PLACE = ThreadLocal.withInitial(InPlaceScratch::new);
+
+  /** Per-thread args structs for in-place reads. */
+  private static final class InPlaceScratch {
+    final PJRT_Buffer_ReadyEvent_Args ready = new PJRT_Buffer_ReadyEvent_Args();
+    final PJRT_Buffer_UnsafePointer_Args pointer = new PJRT_Buffer_UnsafePointer_Args();
+
+    /** A raw address as a Pointer, for memcpy; owns nothing. */
+    static final class Address extends Pointer {
+      Address(long address) {
+        this.address = address;
+      }
     }
   }
 
   NativeHandle.Lease leaseBuffer() {
     return lease();
-  }
-
-  @Override
-  protected void destroy(long handle) {
-    PjrtNative.bufferDestroy(handle);
   }
 
   @Override

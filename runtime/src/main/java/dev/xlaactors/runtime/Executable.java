@@ -1,25 +1,41 @@
 package dev.xlaactors.runtime;
 
+import static dev.xlaactors.nativebridge.pjrt.global.Pjrt.*;
+
 import dev.xlaactors.error.InvalidArgumentException;
-import dev.xlaactors.nativebridge.PjrtNative;
+import dev.xlaactors.nativebridge.pjrt.PJRT_Buffer;
+import dev.xlaactors.nativebridge.pjrt.PJRT_Error;
+import dev.xlaactors.nativebridge.pjrt.PJRT_Event;
+import dev.xlaactors.nativebridge.pjrt.PJRT_ExecuteContext;
+import dev.xlaactors.nativebridge.pjrt.PJRT_ExecuteContext_Create_Args;
+import dev.xlaactors.nativebridge.pjrt.PJRT_ExecuteOptions;
+import dev.xlaactors.nativebridge.pjrt.PJRT_Executable_Fingerprint_Args;
+import dev.xlaactors.nativebridge.pjrt.PJRT_Executable_GetCostAnalysis_Args;
+import dev.xlaactors.nativebridge.pjrt.PJRT_Executable_Name_Args;
+import dev.xlaactors.nativebridge.pjrt.PJRT_Executable_Serialize_Args;
+import dev.xlaactors.nativebridge.pjrt.PJRT_Executable_SizeOfGeneratedCodeInBytes_Args;
+import dev.xlaactors.nativebridge.pjrt.PJRT_LoadedExecutable_Execute_Args;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
+import java.util.Map;
 import java.util.Objects;
+import org.bytedeco.javacpp.Pointer;
+import org.bytedeco.javacpp.PointerPointer;
 
 /**
- * A compiled program, ready to run many times, from many threads at once. Every run validates its
- * arguments against the program's parameter types in Java (count, dtype, shape) before anything reaches
- * the plugin.
+ * A compiled program, ready to run many times, from many threads at once, on any device of its client.
+ * Every run validates its arguments against the program's parameter types in Java (count, dtype, shape,
+ * client, device) before anything reaches the plugin.
  *
- * <p>Lifetime: this is the caller's view of a compiled program that the client's compile cache may
- * share with other callers; closing it releases only this view. It keeps its client alive.
+ * <p>Lifetime: this is the caller's view of a compiled program that the client's compile cache may share
+ * with other callers; closing it releases only this view. It keeps its client alive.
  */
 public final class Executable extends NativeHandle {
   private final LoadedProgram program;
 
   Executable(LoadedProgram program) {
-    super(program.rawHandle(), program);
+    super(program, () -> {}); // a view: the LoadedProgram parent owns the native executable
     this.program = program;
   }
 
@@ -37,42 +53,92 @@ public final class Executable extends NativeHandle {
     return program.client();
   }
 
-  /** Runs on device buffers; the caller owns (and closes) the returned buffers. */
+  /**
+   * The devices a run can use: every device of the client for a portable executable (the default, see
+   * {@link CompileOptions}), else the devices it was compiled for.
+   */
+  public List<Device> addressableDevices() {
+    return program.addressableDevices();
+  }
+
+  /**
+   * Runs on device buffers, on the device that holds the first argument (the first device when there are
+   * none); the caller owns (and closes) the returned buffers.
+   */
   public List<DeviceBuffer> execute(DeviceBuffer... arguments) {
     return execute(Arrays.asList(arguments), null);
   }
 
   /**
-   * Runs on device buffers with an optional per-run context that XLA FFI handlers can read (null for
-   * none). Blocks until the run is complete.
+   * As {@link #execute(DeviceBuffer...)}, with an optional per-run context that XLA FFI handlers can read
+   * (null for none). Blocks until the run is complete.
    */
   public List<DeviceBuffer> execute(List<DeviceBuffer> arguments, RunContext context) {
     Objects.requireNonNull(arguments, "arguments");
-    checkArguments(arguments);
-    return executeChecked(arguments, context);
+    Device device = arguments.isEmpty() || arguments.get(0) == null ? client().devices().get(0) : arguments.get(0).device();
+    return execute(arguments, context, device);
   }
 
-  /** Runs on arguments already known to match the parameters and to live on this client. */
-  private List<DeviceBuffer> executeChecked(List<DeviceBuffer> arguments, RunContext context) {
+  /**
+   * Runs on {@code device}, one of the client's devices; every argument must already live there (move
+   * one with {@link DeviceBuffer#copyToDevice}). The outputs are on {@code device}.
+   */
+  public List<DeviceBuffer> execute(List<DeviceBuffer> arguments, RunContext context, Device device) {
+    Objects.requireNonNull(arguments, "arguments");
+    checkDevice(device);
+    checkArguments(arguments, device);
+    return executeChecked(arguments, context, device);
+  }
+
+  private void checkDevice(Device device) {
+    client().checkDevice(device, "execution device");
+    if (!addressableDevices().contains(device)) {
+      throw new InvalidArgumentException(
+          "this executable was compiled for " + addressableDevices() + ", not for " + device
+              + ": compile it with CompileOptions.defaults() (portable) to run it on any device");
+    }
+  }
+
+  /** Runs on arguments already known to match the parameters and to live on {@code device}. */
+  private List<DeviceBuffer> executeChecked(List<DeviceBuffer> arguments, RunContext context, Device device) {
+    PjrtApi api = client().api();
     List<NativeHandle.Lease> leases = new ArrayList<>(arguments.size() + 2);
     try {
       leases.add(lease());
-      long[] handles = new long[arguments.size()];
-      for (int i = 0; i < handles.length; i++) {
-        NativeHandle.Lease l = arguments.get(i).leaseBuffer();
-        leases.add(l);
-        handles[i] = l.handle();
+      ExecuteScratch s = SCRATCH.get();
+      int numOutputs = outputTypes().size();
+      s.reserve(arguments.size(), numOutputs);
+      for (int i = 0; i < arguments.size(); i++) {
+        DeviceBuffer b = arguments.get(i);
+        leases.add(b.leaseBuffer());
+        s.arguments.put(i, b.pointer());
       }
-      long contextHandle = 0;
+      PJRT_ExecuteContext executeContext;
       if (context != null) {
-        NativeHandle.Lease l = context.leaseContext();
-        leases.add(l);
-        contextHandle = l.handle();
+        leases.add(context.leaseContext());
+        executeContext = context.executeContext();
+      } else {
+        // Every run carries an execute context: an FFI handler that asks a run without one for its user
+        // data makes the CPU plugin dereference a null pointer.
+        executeContext = s.emptyContext(api);
       }
-      long[] outputs = PjrtNative.execute(leases.get(0).handle(), handles, contextHandle);
-      List<DeviceBuffer> result = new ArrayList<>(outputs.length);
-      for (int i = 0; i < outputs.length; i++) {
-        result.add(new DeviceBuffer(program.client(), outputs[i], outputTypes().get(i)));
+      PJRT_LoadedExecutable_Execute_Args args = s.prepare(program.loaded(), executeContext, arguments.size(), device);
+      PJRT_Error error = api.loadedExecute.call(args);
+      if (error == null) {
+        PJRT_Event done = s.events.get(PJRT_Event.class, 0);
+        try {
+          api.awaitAndDestroy(done, PjrtApi.Failure.EXECUTION, "execution failed");
+        } catch (RuntimeException e) {
+          s.destroyOutputs(client(), numOutputs);
+          throw e;
+        }
+      } else {
+        s.destroyOutputs(client(), numOutputs);
+        api.check(error, PjrtApi.Failure.EXECUTION, "execution failed");
+      }
+      List<DeviceBuffer> result = new ArrayList<>(numOutputs);
+      for (int i = 0; i < numOutputs; i++) {
+        result.add(new DeviceBuffer(client(), s.outputs.get(PJRT_Buffer.class, i), outputTypes().get(i), device));
       }
       return result;
     } finally {
@@ -87,15 +153,24 @@ public final class Executable extends NativeHandle {
 
   /** As {@link #run(HostTensor...)}, with a per-run context for FFI handlers (null for none). */
   public List<HostTensor> run(List<HostTensor> inputs, RunContext context) {
+    return run(inputs, context, client().devices().get(0));
+  }
+
+  /** As {@link #run(List, RunContext)}, on {@code device}. */
+  public List<HostTensor> run(List<HostTensor> inputs, RunContext context, Device device) {
     Objects.requireNonNull(inputs, "inputs");
+    checkDevice(device);
+    for (int i = 0; i < inputs.size(); i++) {
+      Objects.requireNonNull(inputs.get(i), "input " + i);
+    }
     checkTypes(inputs.stream().map(HostTensor::type).toList());
     List<DeviceBuffer> arguments = new ArrayList<>(inputs.size());
     List<DeviceBuffer> outputs = List.of();
     try {
       for (HostTensor input : inputs) {
-        arguments.add(program.client().upload(input));
+        arguments.add(program.client().upload(input, device));
       }
-      outputs = executeChecked(arguments, context); // checked above, uploaded to this client
+      outputs = executeChecked(arguments, context, device); // checked above, uploaded to this device
       List<HostTensor> result = new ArrayList<>(outputs.size());
       for (DeviceBuffer output : outputs) {
         result.add(output.toHost());
@@ -107,12 +182,19 @@ public final class Executable extends NativeHandle {
     }
   }
 
-  private void checkArguments(List<DeviceBuffer> arguments) {
+  private void checkArguments(List<DeviceBuffer> arguments, Device device) {
     List<TensorType> types = new ArrayList<>(arguments.size());
     for (int i = 0; i < arguments.size(); i++) {
       DeviceBuffer b = Objects.requireNonNull(arguments.get(i), "argument " + i);
       if (b.client() != program.client()) {
-        throw new InvalidArgumentException("argument " + i + " lives on another client than this executable");
+        throw new InvalidArgumentException(
+            "argument " + i + " lives on another client than this executable's " + program.client()
+                + ": move it with copyToDevice(one of this client's devices)");
+      }
+      Device where = b.device();
+      if (!where.equals(device)) {
+        throw new InvalidArgumentException(
+            "argument " + i + " lives on " + where + ", the run is on " + device + ": move it with copyToDevice");
       }
       types.add(b.type());
     }
@@ -133,13 +215,164 @@ public final class Executable extends NativeHandle {
     }
   }
 
-  @Override
-  protected void destroy(long handle) {
-    // A view: the LoadedProgram parent owns the native executable.
+  // ---- what PJRT knows about the executable ------------------------------------------------------
+
+  /** The executable's name, as XLA gives it (the module name). */
+  public String name() {
+    PjrtApi api = client().api();
+    api.need(api.executableName, "PJRT_Executable_Name");
+    try (Lease lease = lease();
+        PJRT_Executable_Name_Args args = new PJRT_Executable_Name_Args()) {
+      args.struct_size(PJRT_Executable_Name_Args_STRUCT_SIZE).executable(program.executable());
+      api.check(api.executableName.call(args), PjrtApi.Failure.GENERIC, "PJRT_Executable_Name");
+      return PjrtApi.utf8(args.executable_name(), args.executable_name_size());
+    }
+  }
+
+  /** Size of the generated code in bytes, or -1 when the plugin cannot say. */
+  public long generatedCodeSize() {
+    PjrtApi api = client().api();
+    api.need(api.executableCodeSize, "PJRT_Executable_SizeOfGeneratedCodeInBytes");
+    try (Lease lease = lease();
+        PJRT_Executable_SizeOfGeneratedCodeInBytes_Args args = new PJRT_Executable_SizeOfGeneratedCodeInBytes_Args()) {
+      args.struct_size(PJRT_Executable_SizeOfGeneratedCodeInBytes_Args_STRUCT_SIZE).executable(program.executable());
+      api.check(api.executableCodeSize.call(args), PjrtApi.Failure.GENERIC, "PJRT_Executable_SizeOfGeneratedCodeInBytes");
+      return args.size_in_bytes();
+    }
+  }
+
+  /** XLA's cost analysis (e.g. {@code flops}, {@code bytes accessed}); UNIMPLEMENTED where the plugin has none. */
+  public Map<String, Object> costAnalysis() {
+    PjrtApi api = client().api();
+    api.need(api.executableCostAnalysis, "PJRT_Executable_GetCostAnalysis");
+    try (Lease lease = lease();
+        PJRT_Executable_GetCostAnalysis_Args args = new PJRT_Executable_GetCostAnalysis_Args()) {
+      args.struct_size(PJRT_Executable_GetCostAnalysis_Args_STRUCT_SIZE).executable(program.executable());
+      api.check(api.executableCostAnalysis.call(args), PjrtApi.Failure.GENERIC, "PJRT_Executable_GetCostAnalysis");
+      return Map.copyOf(PjrtApi.namedValues(args.properties(), args.num_properties()));
+    }
+  }
+
+  /** The executable's fingerprint; UNIMPLEMENTED where the plugin does not compute one. */
+  public String fingerprint() {
+    PjrtApi api = client().api();
+    api.need(api.executableFingerprint, "PJRT_Executable_Fingerprint");
+    try (Lease lease = lease();
+        PJRT_Executable_Fingerprint_Args args = new PJRT_Executable_Fingerprint_Args()) {
+      args.struct_size(PJRT_Executable_Fingerprint_Args_STRUCT_SIZE).executable(program.executable());
+      api.check(api.executableFingerprint.call(args), PjrtApi.Failure.GENERIC, "PJRT_Executable_Fingerprint");
+      return PjrtApi.utf8(args.executable_fingerprint(), args.executable_fingerprint_size());
+    }
+  }
+
+  /**
+   * The executable serialized by the plugin, loadable again with {@link XlaClient#deserialize} by the same
+   * plugin version; UNIMPLEMENTED where the plugin cannot serialize.
+   */
+  public byte[] serialize() {
+    PjrtApi api = client().api();
+    api.need(api.executableSerialize, "PJRT_Executable_Serialize");
+    try (Lease lease = lease();
+        PJRT_Executable_Serialize_Args args = new PJRT_Executable_Serialize_Args()) {
+      args.struct_size(PJRT_Executable_Serialize_Args_STRUCT_SIZE).executable(program.executable());
+      api.check(api.executableSerialize.call(args), PjrtApi.Failure.GENERIC, "PJRT_Executable_Serialize");
+      try {
+        long size = args.serialized_bytes_size();
+        if (size > Integer.MAX_VALUE - 8) {
+          throw new InvalidArgumentException("the serialized executable is " + size + " bytes, over 2 GiB");
+        }
+        byte[] bytes = new byte[(int) size];
+        args.serialized_bytes().position(0).capacity(size).get(bytes);
+        return bytes;
+      } finally {
+        if (args.serialized_executable_deleter() != null && !args.serialized_executable_deleter().isNull()) {
+          args.serialized_executable_deleter().call(args.serialized_executable());
+        }
+      }
+    }
   }
 
   @Override
   public String toString() {
     return "Executable(" + parameterTypes() + " -> " + outputTypes() + ")";
+  }
+
+  /**
+   * Per-thread native structs for execute calls, reused so the hot path allocates nothing native: an
+   * args struct and its options, the argument and output lists, the completion event slot, and an empty
+   * execute context for runs without one (a run on this thread is complete before the next starts).
+   */
+  private static final ThreadLocal<ExecuteScratch> SCRATCH = ThreadLocal.withInitial(ExecuteScratch::new);
+
+  private static final class ExecuteScratch {
+    final PJRT_LoadedExecutable_Execute_Args args = new PJRT_LoadedExecutable_Execute_Args();
+    final PJRT_ExecuteOptions options = new PJRT_ExecuteOptions();
+    final PointerPointer<Pointer> argumentLists = new PointerPointer<>(1);
+    final PointerPointer<Pointer> outputLists = new PointerPointer<>(1);
+    final PointerPointer<PJRT_Event> events = new PointerPointer<>(1);
+    PointerPointer<PJRT_Buffer> arguments = new PointerPointer<>(8);
+    PointerPointer<PJRT_Buffer> outputs = new PointerPointer<>(8);
+    private PJRT_ExecuteContext emptyContext;
+    private PjrtApi emptyContextApi;
+
+    void reserve(int numArguments, int numOutputs) {
+      if (numArguments > arguments.capacity()) {
+        arguments.close();
+        arguments = new PointerPointer<>(numArguments);
+      }
+      if (numOutputs > outputs.capacity()) {
+        outputs.close();
+        outputs = new PointerPointer<>(numOutputs);
+      }
+      for (int i = 0; i < numOutputs; i++) {
+        outputs.put(i, (Pointer) null);
+      }
+    }
+
+    PJRT_ExecuteContext emptyContext(PjrtApi api) {
+      if (emptyContext == null || emptyContextApi != api) {
+        try (PJRT_ExecuteContext_Create_Args create = new PJRT_ExecuteContext_Create_Args()) {
+          create.struct_size(PJRT_ExecuteContext_Create_Args_STRUCT_SIZE);
+          api.check(api.api.PJRT_ExecuteContext_Create().call(create), PjrtApi.Failure.GENERIC,
+              "PJRT_ExecuteContext_Create");
+          emptyContext = create.context(); // kept for the thread's life: one small object per thread
+          emptyContextApi = api;
+        }
+      }
+      return emptyContext;
+    }
+
+    PJRT_LoadedExecutable_Execute_Args prepare(
+        dev.xlaactors.nativebridge.pjrt.PJRT_LoadedExecutable executable,
+        PJRT_ExecuteContext context,
+        int numArguments,
+        Device device) {
+      Pointer.memset(options, 0, options.sizeof());
+      options.struct_size(PJRT_ExecuteOptions_STRUCT_SIZE).context(context);
+      argumentLists.put(0, arguments);
+      outputLists.put(0, outputs);
+      events.put(0, (Pointer) null);
+      Pointer.memset(args, 0, args.sizeof());
+      return args.struct_size(PJRT_LoadedExecutable_Execute_Args_STRUCT_SIZE)
+          .executable(executable)
+          .options(options)
+          .argument_lists(argumentLists)
+          .num_devices(1)
+          .num_args(numArguments)
+          .output_lists(outputLists)
+          .device_complete_events(events)
+          .execute_device(device.pointer());
+    }
+
+    /** Destroys whatever outputs a failed run left behind. */
+    void destroyOutputs(XlaClient client, int numOutputs) {
+      for (int i = 0; i < numOutputs; i++) {
+        PJRT_Buffer output = outputs.get(PJRT_Buffer.class, i);
+        if (output != null && !output.isNull()) {
+          DeviceBuffer.destroy(client.api(), output);
+        }
+        outputs.put(i, (Pointer) null);
+      }
+    }
   }
 }

@@ -4,7 +4,11 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import dev.xlaactors.nativebridge.PjrtNative;
+import static dev.xlaactors.nativebridge.pjrt.global.Pjrt.*;
+
+import dev.xlaactors.nativebridge.pjrt.PJRT_Client_BufferFromHostBuffer_Args;
+import org.bytedeco.javacpp.LongPointer;
+import org.bytedeco.javacpp.Pointer;
 import java.nio.ByteBuffer;
 import java.util.ArrayList;
 import java.util.List;
@@ -41,9 +45,19 @@ class AbortGuardTest {
 
   private static void rawInvalidDtype() {
     try (XlaClient client = XlaClient.create()) {
-      try (NativeHandle.Lease lease = client.lease()) {
-        ByteBuffer data = ByteBuffer.allocateDirect(16);
-        PjrtNative.bufferFromHost(lease.handle(), 0, data, 0, 16, /* PJRT_Buffer_Type_INVALID */ 0, new long[] {4});
+      ByteBuffer data = ByteBuffer.allocateDirect(16);
+      try (PJRT_Client_BufferFromHostBuffer_Args args = new PJRT_Client_BufferFromHostBuffer_Args();
+          LongPointer dims = new LongPointer(1)) {
+        dims.put(0, 4);
+        args.struct_size(PJRT_Client_BufferFromHostBuffer_Args_STRUCT_SIZE)
+            .client(client.pointer())
+            .data(new Pointer(data))
+            .type(PJRT_Buffer_Type_INVALID)
+            .dims(dims)
+            .num_dims(1)
+            .host_buffer_semantics(PJRT_HostBufferSemantics_kImmutableUntilTransferCompletes)
+            .device(client.devices().get(0).pointer());
+        client.api().clientBufferFromHostBuffer.call(args);
       }
       System.out.println("RETURNED");
     }
