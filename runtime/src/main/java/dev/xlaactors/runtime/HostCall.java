@@ -21,6 +21,10 @@ import org.bytedeco.javacpp.PointerPointer;
  * constructor lets code outside the runtime forge one). Thread-safe and immutable.
  */
 public final class HostCall {
+  static {
+    NativeLibrary.load();
+  }
+
   private final long runId;
   private final long tag;
   private final String callbackName;

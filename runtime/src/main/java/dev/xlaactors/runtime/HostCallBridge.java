@@ -20,6 +20,10 @@ import org.bytedeco.javacpp.Pointer;
  * plugin can call it for as long as the process lives.
  */
 final class HostCallBridge {
+  static {
+    NativeLibrary.load(); // before CALLBACK, the first JavaCPP object of this class
+  }
+
   /** A registered run sink and the native wait's backstop for its calls. */
   private record Registration(HostCallSink sink, long backstopMillis) {}
 

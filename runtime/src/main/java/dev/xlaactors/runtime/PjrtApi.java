@@ -32,9 +32,7 @@ import org.bytedeco.javacpp.Pointer;
  */
 final class PjrtApi {
   static {
-    // Loads the one JNI library (the generated binding, JavaCPP's own natives and the bridge's C++)
-    // before any Pointer is allocated.
-    Loader.load(dev.xlaactors.nativebridge.pjrt.global.Pjrt.class);
+    NativeLibrary.load();
   }
 
   /** Which exception class a failed call becomes. */

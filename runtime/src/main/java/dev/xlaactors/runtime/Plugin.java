@@ -21,6 +21,10 @@ import java.util.concurrent.ConcurrentHashMap;
  */
 public final class Plugin {
   private static final Map<Path, Plugin> LOADED = new ConcurrentHashMap<>();
+  static {
+    NativeLibrary.load();
+  }
+
 
   private final Path path;
   private final PjrtApi api;

@@ -18,6 +18,10 @@ import java.util.Objects;
  * Thread-safe.
  */
 public final class RunContext extends NativeHandle {
+  static {
+    NativeLibrary.load();
+  }
+
   private final long runId;
   private final XlaActors_RunContext context;
 

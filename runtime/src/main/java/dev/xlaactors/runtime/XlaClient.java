@@ -45,6 +45,10 @@ import org.bytedeco.javacpp.Pointer;
  * Executables held by the compile cache are closed with the client. Thread-safe.
  */
 public final class XlaClient extends NativeHandle {
+  static {
+    NativeLibrary.load();
+  }
+
   private final Plugin plugin;
   private final PjrtApi api;
   private final PJRT_Client client;
