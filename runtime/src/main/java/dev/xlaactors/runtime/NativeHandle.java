@@ -94,6 +94,11 @@ public abstract class NativeHandle implements AutoCloseable {
     return state.closed.get();
   }
 
+  /** Whether the native object has been destroyed (its last reference released); for tests. */
+  final boolean nativeDestroyed() {
+    return state.references.get() == 0;
+  }
+
   /** Releases the owner's reference. Safe to call any number of times from any thread. */
   @Override
   public final void close() {
