@@ -85,6 +85,29 @@ int XlaActors_FailHostCall(int64_t tag, int code, const char* message, int64_t m
 // Host calls currently waiting for an answer, across all runs.
 int64_t XlaActors_PendingHostCallCount(void);
 
+// ---- Hot paths: one JNI crossing instead of one per args field (hot_paths.cc) ----
+// Each is a fixed sequence of PJRT calls that Java could make one by one through the binding; they
+// exist because a run, an upload and a download are made millions of times and each field set from
+// Java is a JNI call. Each returns the PJRT error (the caller destroys it) or null.
+
+// Runs `executable` on `device` with one argument list and waits until the run is complete.
+// `outputs` receives `num_outputs` new buffers (left null on failure; nothing leaks).
+PJRT_Error* XlaActors_ExecuteAndWait(const PJRT_Api* api, PJRT_LoadedExecutable* executable,
+                                     PJRT_Buffer* const* arguments, size_t num_arguments, PJRT_Device* device,
+                                     PJRT_ExecuteContext* context, PJRT_Buffer** outputs, size_t num_outputs);
+
+// Copies dense row-major host data into a new buffer on `device`, waiting until the plugin is done
+// reading `data`.
+PJRT_Error* XlaActors_BufferFromHost(const PJRT_Api* api, PJRT_Client* client, const void* data, int type,
+                                     const int64_t* dims, size_t num_dims, PJRT_Device* device,
+                                     PJRT_Buffer** buffer);
+
+// Copies `buffer` into `dst` (`size` bytes, dense row-major), waiting for the buffer to be ready. A
+// buffer in host memory with the default layout is read in place (a memcpy), which skips
+// ToHostBuffer's hand-off to a worker thread; `*readable` caches whether that holds (-1 unknown, 0, 1).
+PJRT_Error* XlaActors_BufferToHost(const PJRT_Api* api, PJRT_Buffer* buffer, void* dst, int64_t size,
+                                   int* readable);
+
 #ifdef __cplusplus
 }
 #endif

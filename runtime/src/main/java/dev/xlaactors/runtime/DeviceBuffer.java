@@ -7,18 +7,11 @@ import dev.xlaactors.error.InvalidArgumentException;
 import dev.xlaactors.error.XlaException;
 import dev.xlaactors.nativebridge.pjrt.PJRT_Buffer;
 import dev.xlaactors.nativebridge.pjrt.PJRT_Buffer_CopyToDevice_Args;
-import dev.xlaactors.nativebridge.pjrt.PJRT_Buffer_Destroy_Args;
 import dev.xlaactors.nativebridge.pjrt.PJRT_Buffer_Device_Args;
-import dev.xlaactors.nativebridge.pjrt.PJRT_Buffer_GetMemoryLayout_Args;
-import dev.xlaactors.nativebridge.pjrt.PJRT_Buffer_IsOnCpu_Args;
 import dev.xlaactors.nativebridge.pjrt.PJRT_Buffer_Memory_Args;
-import dev.xlaactors.nativebridge.pjrt.PJRT_Buffer_MemoryLayout_Tiled;
-import dev.xlaactors.nativebridge.pjrt.PJRT_Buffer_OnDeviceSizeInBytes_Args;
 import dev.xlaactors.nativebridge.pjrt.PJRT_Buffer_ReadyEvent_Args;
 import dev.xlaactors.nativebridge.pjrt.PJRT_Buffer_ToHostBuffer_Args;
-import dev.xlaactors.nativebridge.pjrt.PJRT_Buffer_UnsafePointer_Args;
 import dev.xlaactors.nativebridge.pjrt.PJRT_Error;
-import dev.xlaactors.nativebridge.pjrt.PJRT_Event;
 import java.nio.ByteBuffer;
 import java.util.concurrent.CompletableFuture;
 import org.bytedeco.javacpp.Pointer;
@@ -36,6 +29,10 @@ public final class DeviceBuffer extends NativeHandle {
   private volatile Device device; // known at creation, or read from PJRT on first use
   // Whether the bytes can be read in place (host memory, dense row-major): 0 unknown, 1 yes, -1 no.
   private volatile int hostReadable;
+  // Where an executable's output shares that answer with the later outputs at the same position, which
+  // have the same layout: null for other buffers.
+  private final int[] readableByOutput;
+  private final int outputIndex;
 
   /** Takes ownership of {@code buffer}; the caller holds a lease on {@code client}. */
   DeviceBuffer(XlaClient client, PJRT_Buffer buffer, TensorType type) {
@@ -43,18 +40,26 @@ public final class DeviceBuffer extends NativeHandle {
   }
 
   DeviceBuffer(XlaClient client, PJRT_Buffer buffer, TensorType type, Device device) {
+    this(client, buffer, type, device, null, 0);
+  }
+
+  /** Output {@code outputIndex} of a run; {@code readableByOutput} is its executable's per-output cache. */
+  DeviceBuffer(
+      XlaClient client, PJRT_Buffer buffer, TensorType type, Device device, int[] readableByOutput, int outputIndex) {
     super(client, () -> destroy(client.api(), buffer));
     this.client = client;
     this.buffer = buffer;
     this.type = type;
     this.device = device;
+    this.readableByOutput = readableByOutput;
+    this.outputIndex = outputIndex;
+    if (readableByOutput != null) {
+      hostReadable = readableByOutput[outputIndex];
+    }
   }
 
   static void destroy(PjrtApi api, PJRT_Buffer buffer) {
-    try (PJRT_Buffer_Destroy_Args args = new PJRT_Buffer_Destroy_Args()) {
-      args.struct_size(PJRT_Buffer_Destroy_Args_STRUCT_SIZE).buffer(buffer);
-      api.check(api.bufferDestroy.call(args), PjrtApi.Failure.GENERIC, "PJRT_Buffer_Destroy");
-    }
+    api.destroyBuffer(buffer);
   }
 
   public TensorType type() {
@@ -104,18 +109,8 @@ public final class DeviceBuffer extends NativeHandle {
 
   /** The bytes the buffer takes on its device (may exceed {@code type().byteSize()} with padding). */
   public long onDeviceSizeInBytes() {
-    PjrtApi api = client.api();
-    api.need(api.bufferOnDeviceSize, "PJRT_Buffer_OnDeviceSizeInBytes");
     try (Lease lease = lease()) {
-      return onDeviceSize(api);
-    }
-  }
-
-  private long onDeviceSize(PjrtApi api) {
-    try (PJRT_Buffer_OnDeviceSizeInBytes_Args args = new PJRT_Buffer_OnDeviceSizeInBytes_Args()) {
-      args.struct_size(PJRT_Buffer_OnDeviceSizeInBytes_Args_STRUCT_SIZE).buffer(buffer);
-      api.check(api.bufferOnDeviceSize.call(args), PjrtApi.Failure.GENERIC, "PJRT_Buffer_OnDeviceSizeInBytes");
-      return args.on_device_size_in_bytes();
+      return client.api().onDeviceSize(buffer);
     }
   }
 
@@ -215,96 +210,27 @@ public final class DeviceBuffer extends NativeHandle {
     }
   }
 
-  /** Downloads into {@code destination} (direct, exactly the tensor's size, from its start). */
+  /**
+   * Downloads into {@code destination} (direct, exactly the tensor's size, from its start). A buffer in
+   * host memory with the default dense row-major layout (the CPU plugin's) is read in place, a memcpy
+   * once it is ready, which skips ToHostBuffer's hand-off to a worker thread (about 10 us); whether that
+   * holds is found once and shared by the later outputs of the same executable.
+   */
   private void download(ByteBuffer destination) {
     PjrtApi api = client.api();
-    Pointer dst = new Pointer(destination);
-    if (isHostReadable(api) && readInPlace(api, dst, destination.capacity())) {
-      return;
+    int[] readable = {hostReadable};
+    if (readable[0] == 0 && readableByOutput != null) {
+      readable[0] = readableByOutput[outputIndex];
     }
-    try (PJRT_Buffer_ToHostBuffer_Args args = new PJRT_Buffer_ToHostBuffer_Args()) {
-      args.struct_size(PJRT_Buffer_ToHostBuffer_Args_STRUCT_SIZE).src(buffer).dst(dst).dst_size(type.byteSize());
-      api.check(api.bufferToHostBuffer.call(args), PjrtApi.Failure.GENERIC, "PJRT_Buffer_ToHostBuffer");
-      api.awaitAndDestroy(args.event(), PjrtApi.Failure.GENERIC, "device-to-host transfer");
+    readable[0] = readable[0] == 0 ? -1 : Math.max(0, readable[0]); // the native cache: -1 unknown, 0 no, 1 yes
+    PJRT_Error error =
+        XlaActors_BufferToHost(api.api, buffer, new Pointer(destination), type.byteSize(), readable);
+    int known = readable[0] == 1 ? 1 : readable[0] == 0 ? -1 : 0;
+    hostReadable = known;
+    if (readableByOutput != null && known != 0) {
+      readableByOutput[outputIndex] = known; // benign race: every writer writes the same answer
     }
-  }
-
-  /**
-   * Whether the bytes can be read in place: the buffer lives in host memory (the CPU plugin) with the
-   * default dense row-major layout, so copying from its pointer gives exactly what ToHostBuffer would,
-   * without ToHostBuffer's hand-off to a worker thread (about 10 us on the CPU plugin). Cached.
-   */
-  private boolean isHostReadable(PjrtApi api) {
-    int known = hostReadable;
-    if (known != 0) {
-      return known > 0;
-    }
-    boolean readable = false;
-    if (api.bufferIsOnCpu != null && api.bufferGetMemoryLayout != null && api.bufferUnsafePointer != null
-        && api.bufferReadyEvent != null && api.bufferOnDeviceSize != null) {
-      try (PJRT_Buffer_IsOnCpu_Args cpu = new PJRT_Buffer_IsOnCpu_Args();
-          PJRT_Buffer_GetMemoryLayout_Args layout = new PJRT_Buffer_GetMemoryLayout_Args()) {
-        cpu.struct_size(PJRT_Buffer_IsOnCpu_Args_STRUCT_SIZE).buffer(buffer);
-        PJRT_Error error = api.bufferIsOnCpu.call(cpu);
-        if (error != null) {
-          api.toException(error, PjrtApi.Failure.GENERIC, "PJRT_Buffer_IsOnCpu"); // freed; fall back
-        } else if (cpu.is_on_cpu()) {
-          layout.struct_size(PJRT_Buffer_GetMemoryLayout_Args_STRUCT_SIZE).buffer(buffer);
-          error = api.bufferGetMemoryLayout.call(layout);
-          if (error != null) {
-            api.toException(error, PjrtApi.Failure.GENERIC, "PJRT_Buffer_GetMemoryLayout");
-          } else if (layout.layout().type() == PJRT_Buffer_MemoryLayout_Type_Tiled
-              && layout.layout().tiled().num_tiles() == 0) {
-            PJRT_Buffer_MemoryLayout_Tiled tiled = layout.layout().tiled();
-            long rank = tiled.minor_to_major_size();
-            readable = true; // row-major means minor_to_major = [rank-1, ..., 1, 0]
-            for (long i = 0; i < rank; i++) {
-              if (tiled.minor_to_major().get(i) != rank - 1 - i) {
-                readable = false;
-              }
-            }
-          }
-        }
-      }
-    }
-    hostReadable = readable ? 1 : -1;
-    return readable;
-  }
-
-  /** Copies a host-readable buffer's bytes into {@code dst}; false (nothing copied) when sizes differ. */
-  private boolean readInPlace(PjrtApi api, Pointer dst, long room) {
-    InPlaceScratch s = IN_PLACE.get();
-    Pointer.memset(s.ready, 0, s.ready.sizeof());
-    s.ready.struct_size(PJRT_Buffer_ReadyEvent_Args_STRUCT_SIZE).buffer(buffer);
-    api.check(api.bufferReadyEvent.call(s.ready), PjrtApi.Failure.GENERIC, "PJRT_Buffer_ReadyEvent");
-    PJRT_Event event = s.ready.event();
-    api.awaitAndDestroy(event, PjrtApi.Failure.EXECUTION, "computing the buffer failed"); // at once when computed
-    long needed = onDeviceSize(api);
-    if (needed != room) {
-      return false; // padding, or too little room: ToHostBuffer converts, or says what is wrong
-    }
-    Pointer.memset(s.pointer, 0, s.pointer.sizeof());
-    s.pointer.struct_size(PJRT_Buffer_UnsafePointer_Args_STRUCT_SIZE).buffer(buffer);
-    api.check(api.bufferUnsafePointer.call(s.pointer), PjrtApi.Failure.GENERIC, "PJRT_Buffer_UnsafePointer");
-    if (needed > 0) {
-      Pointer.memcpy(dst, new InPlaceScratch.Address(s.pointer.buffer_pointer()), needed);
-    }
-    return true;
-  }
-
-  private static final ThreadLocal<InPlaceScratch> IN_PLACE = ThreadLocal.withInitial(InPlaceScratch::new);
-
-  /** Per-thread args structs for in-place reads. */
-  private static final class InPlaceScratch {
-    final PJRT_Buffer_ReadyEvent_Args ready = new PJRT_Buffer_ReadyEvent_Args();
-    final PJRT_Buffer_UnsafePointer_Args pointer = new PJRT_Buffer_UnsafePointer_Args();
-
-    /** A raw address as a Pointer, for memcpy; owns nothing. */
-    static final class Address extends Pointer {
-      Address(long address) {
-        this.address = address;
-      }
-    }
+    api.check(error, PjrtApi.Failure.GENERIC, "device-to-host transfer");
   }
 
   NativeHandle.Lease leaseBuffer() {

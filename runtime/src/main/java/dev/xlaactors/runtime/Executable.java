@@ -5,16 +5,13 @@ import static dev.xlaactors.nativebridge.pjrt.global.Pjrt.*;
 import dev.xlaactors.error.InvalidArgumentException;
 import dev.xlaactors.nativebridge.pjrt.PJRT_Buffer;
 import dev.xlaactors.nativebridge.pjrt.PJRT_Error;
-import dev.xlaactors.nativebridge.pjrt.PJRT_Event;
 import dev.xlaactors.nativebridge.pjrt.PJRT_ExecuteContext;
 import dev.xlaactors.nativebridge.pjrt.PJRT_ExecuteContext_Create_Args;
-import dev.xlaactors.nativebridge.pjrt.PJRT_ExecuteOptions;
 import dev.xlaactors.nativebridge.pjrt.PJRT_Executable_Fingerprint_Args;
 import dev.xlaactors.nativebridge.pjrt.PJRT_Executable_GetCostAnalysis_Args;
 import dev.xlaactors.nativebridge.pjrt.PJRT_Executable_Name_Args;
 import dev.xlaactors.nativebridge.pjrt.PJRT_Executable_Serialize_Args;
 import dev.xlaactors.nativebridge.pjrt.PJRT_Executable_SizeOfGeneratedCodeInBytes_Args;
-import dev.xlaactors.nativebridge.pjrt.PJRT_LoadedExecutable_Execute_Args;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
@@ -105,7 +102,7 @@ public final class Executable extends NativeHandle {
     List<NativeHandle.Lease> leases = new ArrayList<>(arguments.size() + 2);
     try {
       leases.add(lease());
-      ExecuteScratch s = SCRATCH.get();
+      ExecuteScratch s = ExecuteScratch.acquire();
       int numOutputs = outputTypes().size();
       s.reserve(arguments.size(), numOutputs);
       for (int i = 0; i < arguments.size(); i++) {
@@ -122,27 +119,22 @@ public final class Executable extends NativeHandle {
         // data makes the CPU plugin dereference a null pointer.
         executeContext = s.emptyContext(api);
       }
-      PJRT_LoadedExecutable_Execute_Args args = s.prepare(program.loaded(), executeContext, arguments.size(), device);
-      PJRT_Error error = api.loadedExecute.call(args);
-      if (error == null) {
-        PJRT_Event done = s.events.get(PJRT_Event.class, 0);
-        try {
-          api.awaitAndDestroy(done, PjrtApi.Failure.EXECUTION, "execution failed");
-        } catch (RuntimeException e) {
-          s.destroyOutputs(client(), numOutputs);
-          throw e;
-        }
-      } else {
-        s.destroyOutputs(client(), numOutputs);
-        api.check(error, PjrtApi.Failure.EXECUTION, "execution failed");
-      }
+      api.check(
+          XlaActors_ExecuteAndWait(
+              api.api, program.loaded(), s.arguments, arguments.size(), device.pointer(), executeContext, s.outputs,
+              numOutputs),
+          PjrtApi.Failure.EXECUTION,
+          "execution failed");
       List<DeviceBuffer> result = new ArrayList<>(numOutputs);
       for (int i = 0; i < numOutputs; i++) {
-        result.add(new DeviceBuffer(client(), s.outputs.get(PJRT_Buffer.class, i), outputTypes().get(i), device));
+        result.add(
+            new DeviceBuffer(
+                client(), s.outputs.get(PJRT_Buffer.class, i), outputTypes().get(i), device, program.readableByOutput(), i));
       }
       return result;
     } finally {
       leases.forEach(NativeHandle.Lease::close);
+      ExecuteScratch.release();
     }
   }
 
@@ -161,9 +153,15 @@ public final class Executable extends NativeHandle {
     Objects.requireNonNull(inputs, "inputs");
     checkDevice(device);
     for (int i = 0; i < inputs.size(); i++) {
-      Objects.requireNonNull(inputs.get(i), "input " + i);
+      if (inputs.get(i) == null) {
+        throw new NullPointerException("input " + i);
+      }
     }
-    checkTypes(inputs.stream().map(HostTensor::type).toList());
+    List<TensorType> types = new ArrayList<>(inputs.size());
+    for (HostTensor input : inputs) {
+      types.add(input.type());
+    }
+    checkTypes(types);
     List<DeviceBuffer> arguments = new ArrayList<>(inputs.size());
     List<DeviceBuffer> outputs = List.of();
     try {
@@ -185,7 +183,10 @@ public final class Executable extends NativeHandle {
   private void checkArguments(List<DeviceBuffer> arguments, Device device) {
     List<TensorType> types = new ArrayList<>(arguments.size());
     for (int i = 0; i < arguments.size(); i++) {
-      DeviceBuffer b = Objects.requireNonNull(arguments.get(i), "argument " + i);
+      DeviceBuffer b = arguments.get(i);
+      if (b == null) {
+        throw new NullPointerException("argument " + i);
+      }
       if (b.client() != program.client()) {
         throw new InvalidArgumentException(
             "argument " + i + " lives on another client than this executable's " + program.client()
@@ -298,18 +299,30 @@ public final class Executable extends NativeHandle {
   }
 
   /**
-   * Per-thread native structs for execute calls, reused so the hot path allocates nothing native: an
-   * args struct and its options, the argument and output lists, the completion event slot, and an empty
-   * execute context for runs without one (a run on this thread is complete before the next starts).
+   * Per-thread native lists for execute calls, reused so the hot path allocates nothing native: the
+   * argument and output buffer lists, and an empty execute context for runs without one (a run on this
+   * thread is complete before the next starts, so one context per thread serves them all).
    */
   private static final ThreadLocal<ExecuteScratch> SCRATCH = ThreadLocal.withInitial(ExecuteScratch::new);
 
   private static final class ExecuteScratch {
-    final PJRT_LoadedExecutable_Execute_Args args = new PJRT_LoadedExecutable_Execute_Args();
-    final PJRT_ExecuteOptions options = new PJRT_ExecuteOptions();
-    final PointerPointer<Pointer> argumentLists = new PointerPointer<>(1);
-    final PointerPointer<Pointer> outputLists = new PointerPointer<>(1);
-    final PointerPointer<PJRT_Event> events = new PointerPointer<>(1);
+    /** The scratch of this thread's runs; a run started from inside another on the same thread gets its own. */
+    static ExecuteScratch acquire() {
+      ExecuteScratch s = SCRATCH.get();
+      if (s.depth++ == 0) {
+        return s;
+      }
+      ExecuteScratch nested = new ExecuteScratch();
+      nested.emptyContext = s.emptyContext;
+      nested.emptyContextApi = s.emptyContextApi;
+      return nested;
+    }
+
+    static void release() {
+      SCRATCH.get().depth--;
+    }
+
+    private int depth;
     PointerPointer<PJRT_Buffer> arguments = new PointerPointer<>(8);
     PointerPointer<PJRT_Buffer> outputs = new PointerPointer<>(8);
     private PJRT_ExecuteContext emptyContext;
@@ -324,9 +337,6 @@ public final class Executable extends NativeHandle {
         outputs.close();
         outputs = new PointerPointer<>(numOutputs);
       }
-      for (int i = 0; i < numOutputs; i++) {
-        outputs.put(i, (Pointer) null);
-      }
     }
 
     PJRT_ExecuteContext emptyContext(PjrtApi api) {
@@ -340,39 +350,6 @@ public final class Executable extends NativeHandle {
         }
       }
       return emptyContext;
-    }
-
-    PJRT_LoadedExecutable_Execute_Args prepare(
-        dev.xlaactors.nativebridge.pjrt.PJRT_LoadedExecutable executable,
-        PJRT_ExecuteContext context,
-        int numArguments,
-        Device device) {
-      Pointer.memset(options, 0, options.sizeof());
-      options.struct_size(PJRT_ExecuteOptions_STRUCT_SIZE).context(context);
-      argumentLists.put(0, arguments);
-      outputLists.put(0, outputs);
-      events.put(0, (Pointer) null);
-      Pointer.memset(args, 0, args.sizeof());
-      return args.struct_size(PJRT_LoadedExecutable_Execute_Args_STRUCT_SIZE)
-          .executable(executable)
-          .options(options)
-          .argument_lists(argumentLists)
-          .num_devices(1)
-          .num_args(numArguments)
-          .output_lists(outputLists)
-          .device_complete_events(events)
-          .execute_device(device.pointer());
-    }
-
-    /** Destroys whatever outputs a failed run left behind. */
-    void destroyOutputs(XlaClient client, int numOutputs) {
-      for (int i = 0; i < numOutputs; i++) {
-        PJRT_Buffer output = outputs.get(PJRT_Buffer.class, i);
-        if (output != null && !output.isNull()) {
-          DeviceBuffer.destroy(client.api(), output);
-        }
-        outputs.put(i, (Pointer) null);
-      }
     }
   }
 }

@@ -28,6 +28,8 @@ final class LoadedProgram extends NativeHandle {
   private final ProgramSignature signature;
   private final List<TensorType> outputTypes;
   private final List<Device> addressableDevices;
+  // Per output: whether its buffers can be read in place (see DeviceBuffer); 0 until the first download.
+  private final int[] readableByOutput;
 
   /** Takes ownership of {@code loaded}; the caller holds a lease on {@code client}. */
   LoadedProgram(XlaClient client, PJRT_LoadedExecutable loaded, ProgramSignature signature) {
@@ -44,6 +46,7 @@ final class LoadedProgram extends NativeHandle {
     try {
       this.outputTypes = readOutputTypes(client.api());
       this.addressableDevices = readAddressableDevices(client.api());
+      this.readableByOutput = new int[outputTypes.size()];
     } catch (RuntimeException e) {
       close();
       throw e;
@@ -151,6 +154,10 @@ final class LoadedProgram extends NativeHandle {
 
   List<Device> addressableDevices() {
     return addressableDevices;
+  }
+
+  int[] readableByOutput() {
+    return readableByOutput;
   }
 
   /** A reference held while a run or query uses the native executable. */

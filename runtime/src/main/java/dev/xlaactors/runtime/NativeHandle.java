@@ -130,15 +130,19 @@ public abstract class NativeHandle implements AutoCloseable {
     return new IllegalStateException(getClass().getSimpleName() + " is closed");
   }
 
-  /** One in-flight use of the handle: the native object lives at least until this lease is closed. */
+  /**
+   * One in-flight use of the handle: the native object lives at least until this lease is closed. A lease
+   * belongs to the thread that took it (try-with-resources); closing it twice releases once.
+   */
   protected final class Lease implements AutoCloseable {
-    private final AtomicBoolean released = new AtomicBoolean();
+    private boolean released;
 
     private Lease() {}
 
     @Override
     public void close() {
-      if (released.compareAndSet(false, true)) {
+      if (!released) {
+        released = true;
         state.release();
       }
     }

@@ -272,13 +272,32 @@ final class PjrtApi {
 
   // ---- events --------------------------------------------------------------------------------
 
+  /**
+   * Per-thread args structs for the calls every execute, upload and download makes (event await and
+   * destroy, buffer destroy, on-device size): allocating one per call would cost a native allocation
+   * and a deallocator registration each time. Each user sets struct_size and its inputs before a call.
+   */
+  static final class Scratch {
+    final PJRT_Event_Await_Args await = new PJRT_Event_Await_Args();
+    final PJRT_Event_Destroy_Args eventDestroy = new PJRT_Event_Destroy_Args();
+    final PJRT_Buffer_Destroy_Args bufferDestroy = new PJRT_Buffer_Destroy_Args();
+    final PJRT_Buffer_OnDeviceSizeInBytes_Args onDeviceSize = new PJRT_Buffer_OnDeviceSizeInBytes_Args();
+  }
+
+  private static final ThreadLocal<Scratch> SCRATCH = ThreadLocal.withInitial(Scratch::new);
+
+  static Scratch scratch() {
+    return SCRATCH.get();
+  }
+
   /** Waits for {@code event} (null means already done) and destroys it; throws its error, if any. */
   void awaitAndDestroy(PJRT_Event event, Failure failure, String what) {
     if (event == null) {
       return;
     }
+    PJRT_Event_Await_Args a = scratch().await;
     PJRT_Error error;
-    try (PJRT_Event_Await_Args a = new PJRT_Event_Await_Args()) {
+    try {
       a.struct_size(PJRT_Event_Await_Args_STRUCT_SIZE).event(event);
       error = eventAwait.call(a);
     } finally {
@@ -288,13 +307,28 @@ final class PjrtApi {
   }
 
   void destroyEvent(PJRT_Event event) {
-    try (PJRT_Event_Destroy_Args d = new PJRT_Event_Destroy_Args()) {
-      d.struct_size(PJRT_Event_Destroy_Args_STRUCT_SIZE).event(event);
-      PJRT_Error error = eventDestroy.call(d);
-      if (error != null) {
-        toException(error, Failure.GENERIC, "PJRT_Event_Destroy"); // freed; nothing else to do
-      }
+    PJRT_Event_Destroy_Args d = scratch().eventDestroy;
+    d.struct_size(PJRT_Event_Destroy_Args_STRUCT_SIZE).event(event);
+    PJRT_Error error = eventDestroy.call(d);
+    if (error != null) {
+      toException(error, Failure.GENERIC, "PJRT_Event_Destroy"); // freed; nothing else to do
     }
+  }
+
+  /** Destroys a buffer, throwing the plugin's error, if any. */
+  void destroyBuffer(PJRT_Buffer buffer) {
+    PJRT_Buffer_Destroy_Args d = scratch().bufferDestroy;
+    d.struct_size(PJRT_Buffer_Destroy_Args_STRUCT_SIZE).buffer(buffer);
+    check(bufferDestroy.call(d), Failure.GENERIC, "PJRT_Buffer_Destroy");
+  }
+
+  /** The bytes {@code buffer} takes on its device. */
+  long onDeviceSize(PJRT_Buffer buffer) {
+    PJRT_Buffer_OnDeviceSizeInBytes_Args s = scratch().onDeviceSize;
+    s.struct_size(PJRT_Buffer_OnDeviceSizeInBytes_Args_STRUCT_SIZE).buffer(buffer);
+    check(need(bufferOnDeviceSize, "PJRT_Buffer_OnDeviceSizeInBytes").call(s), Failure.GENERIC,
+        "PJRT_Buffer_OnDeviceSizeInBytes");
+    return s.on_device_size_in_bytes();
   }
 
   /**

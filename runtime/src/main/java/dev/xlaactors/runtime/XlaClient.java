@@ -5,6 +5,7 @@ import static dev.xlaactors.nativebridge.pjrt.global.Pjrt.*;
 import dev.xlaactors.error.ErrorCode;
 import dev.xlaactors.error.InvalidArgumentException;
 import dev.xlaactors.error.PluginException;
+import dev.xlaactors.nativebridge.pjrt.PJRT_Buffer;
 import dev.xlaactors.nativebridge.pjrt.PJRT_Client;
 import dev.xlaactors.nativebridge.pjrt.PJRT_Client_AddressableDevices_Args;
 import dev.xlaactors.nativebridge.pjrt.PJRT_Client_AddressableMemories_Args;
@@ -340,18 +341,15 @@ public final class XlaClient extends NativeHandle {
     Objects.requireNonNull(tensor, "tensor");
     checkDevice(device, "device");
     try (Lease lease = lease()) {
-      UploadScratch s = UPLOAD_SCRATCH.get();
-      PJRT_Client_BufferFromHostBuffer_Args args = s.prepare(client, tensor, device);
-      api.check(api.clientBufferFromHostBuffer.call(args), PjrtApi.Failure.GENERIC, "PJRT_Client_BufferFromHostBuffer");
-      DeviceBuffer buffer = new DeviceBuffer(this, args.buffer(), tensor.type());
-      try {
-        // The host bytes belong to a Java buffer that may move on once we return: wait for the copy.
-        api.awaitAndDestroy(args.done_with_host_buffer(), PjrtApi.Failure.GENERIC, "host-to-device transfer");
-      } catch (RuntimeException e) {
-        buffer.close();
-        throw e;
-      }
-      return buffer;
+      PJRT_Buffer buffer = new PJRT_Buffer();
+      long[] dims = tensor.shape().dims();
+      api.check(
+          XlaActors_BufferFromHost(
+              api.api, client, new Pointer(tensor.nativeData()), tensor.dtype().pjrtType(), dims, dims.length,
+              device.pointer(), buffer),
+          PjrtApi.Failure.GENERIC,
+          "host-to-device transfer");
+      return new DeviceBuffer(this, buffer, tensor.type(), device);
     }
   }
 
@@ -415,34 +413,6 @@ public final class XlaClient extends NativeHandle {
   /** Number of executables in the compile cache and how many compiles it saved. */
   public CompileCache.Stats compileCacheStats() {
     return cache.stats();
-  }
-
-  /** Per-thread reusable native structs for uploads: the hot path allocates nothing native. */
-  private static final ThreadLocal<UploadScratch> UPLOAD_SCRATCH = ThreadLocal.withInitial(UploadScratch::new);
-
-  private static final class UploadScratch {
-    private final PJRT_Client_BufferFromHostBuffer_Args args = new PJRT_Client_BufferFromHostBuffer_Args();
-    private LongPointer dims = new LongPointer(8);
-
-    PJRT_Client_BufferFromHostBuffer_Args prepare(PJRT_Client client, HostTensor tensor, Device device) {
-      long[] shape = tensor.shape().dims();
-      if (shape.length > dims.capacity()) {
-        dims.close();
-        dims = new LongPointer(shape.length);
-      }
-      if (shape.length > 0) {
-        dims.position(0).put(shape);
-      }
-      Pointer.memset(args, 0, args.sizeof());
-      return args.struct_size(PJRT_Client_BufferFromHostBuffer_Args_STRUCT_SIZE)
-          .client(client)
-          .data(new Pointer(tensor.nativeData()))
-          .type(tensor.dtype().pjrtType())
-          .dims(dims)
-          .num_dims(shape.length)
-          .host_buffer_semantics(PJRT_HostBufferSemantics_kImmutableUntilTransferCompletes)
-          .device(device.pointer());
-    }
   }
 
   /**
