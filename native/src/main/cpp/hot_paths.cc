@@ -104,8 +104,11 @@ using namespace xla_actors;
 extern "C" {
 
 PJRT_Error* XlaActors_ExecuteAndWait(const PJRT_Api* api, PJRT_LoadedExecutable* executable,
-                                     PJRT_Buffer* const* arguments, size_t num_arguments, PJRT_Device* device,
-                                     PJRT_ExecuteContext* context, PJRT_Buffer** outputs, size_t num_outputs) {
+                                     const int64_t* argument_addresses, size_t num_arguments, PJRT_Device* device,
+                                     PJRT_ExecuteContext* context, int64_t* output_addresses, size_t num_outputs) {
+  static_assert(sizeof(int64_t) == sizeof(PJRT_Buffer*), "buffer addresses cross as int64");
+  PJRT_Buffer* const* arguments = reinterpret_cast<PJRT_Buffer* const*>(argument_addresses);
+  PJRT_Buffer** outputs = reinterpret_cast<PJRT_Buffer**>(output_addresses);
   for (size_t i = 0; i < num_outputs; ++i) outputs[i] = nullptr;
   PJRT_ExecuteOptions options;
   std::memset(&options, 0, sizeof(options));
@@ -132,6 +135,14 @@ PJRT_Error* XlaActors_ExecuteAndWait(const PJRT_Api* api, PJRT_LoadedExecutable*
     }
   }
   return error;
+}
+
+PJRT_Error* XlaActors_BufferDestroy(const PJRT_Api* api, PJRT_Buffer* buffer) {
+  PJRT_Buffer_Destroy_Args args;
+  std::memset(&args, 0, sizeof(args));
+  args.struct_size = PJRT_Buffer_Destroy_Args_STRUCT_SIZE;
+  args.buffer = buffer;
+  return api->PJRT_Buffer_Destroy(&args);
 }
 
 PJRT_Error* XlaActors_BufferFromHost(const PJRT_Api* api, PJRT_Client* client, const void* data, int type,

@@ -91,10 +91,14 @@ int64_t XlaActors_PendingHostCallCount(void);
 // Java is a JNI call. Each returns the PJRT error (the caller destroys it) or null.
 
 // Runs `executable` on `device` with one argument list and waits until the run is complete.
-// `outputs` receives `num_outputs` new buffers (left null on failure; nothing leaks).
+// `outputs` receives `num_outputs` new buffers (all 0 on failure; nothing leaks). Buffers cross as
+// their addresses (PJRT_Buffer* as int64), so each list is one array copy, not a JNI call per element.
 PJRT_Error* XlaActors_ExecuteAndWait(const PJRT_Api* api, PJRT_LoadedExecutable* executable,
-                                     PJRT_Buffer* const* arguments, size_t num_arguments, PJRT_Device* device,
-                                     PJRT_ExecuteContext* context, PJRT_Buffer** outputs, size_t num_outputs);
+                                     const int64_t* arguments, size_t num_arguments, PJRT_Device* device,
+                                     PJRT_ExecuteContext* context, int64_t* outputs, size_t num_outputs);
+
+// Destroys a buffer (one JNI crossing for the most frequent destroy).
+PJRT_Error* XlaActors_BufferDestroy(const PJRT_Api* api, PJRT_Buffer* buffer);
 
 // Copies dense row-major host data into a new buffer on `device`, waiting until the plugin is done
 // reading `data`.

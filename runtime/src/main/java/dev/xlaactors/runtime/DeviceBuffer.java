@@ -27,8 +27,8 @@ public final class DeviceBuffer extends NativeHandle {
   private final PJRT_Buffer buffer;
   private final TensorType type;
   private volatile Device device; // known at creation, or read from PJRT on first use
-  // Whether the bytes can be read in place (host memory, dense row-major): 0 unknown, 1 yes, -1 no.
-  private volatile int hostReadable;
+  // Whether the bytes can be read in place (host memory, dense row-major): -1 unknown, 0 no, 1 yes.
+  private volatile int hostReadable = -1;
   // Where an executable's output shares that answer with the later outputs at the same position, which
   // have the same layout: null for other buffers.
   private final int[] readableByOutput;
@@ -56,6 +56,17 @@ public final class DeviceBuffer extends NativeHandle {
     if (readableByOutput != null) {
       hostReadable = readableByOutput[outputIndex];
     }
+  }
+
+  /**
+   * Downloads {@code buffer} ({@code byteSize} bytes) into {@code destination} (direct, from its start). A
+   * buffer in host memory with the default dense row-major layout (the CPU plugin's) is read in place, a
+   * memcpy once it is ready, which skips ToHostBuffer's hand-off to a worker thread (about 10 us);
+   * {@code readable[0]} caches whether that holds (-1 unknown, 0 no, 1 yes) and is updated.
+   */
+  static void download(PjrtApi api, PJRT_Buffer buffer, long byteSize, ByteBuffer destination, int[] readable) {
+    PJRT_Error error = XlaActors_BufferToHost(api.api, buffer, new Pointer(destination), byteSize, readable);
+    api.check(error, PjrtApi.Failure.GENERIC, "device-to-host transfer");
   }
 
   static void destroy(PjrtApi api, PJRT_Buffer buffer) {
@@ -210,27 +221,17 @@ public final class DeviceBuffer extends NativeHandle {
     }
   }
 
-  /**
-   * Downloads into {@code destination} (direct, exactly the tensor's size, from its start). A buffer in
-   * host memory with the default dense row-major layout (the CPU plugin's) is read in place, a memcpy
-   * once it is ready, which skips ToHostBuffer's hand-off to a worker thread (about 10 us); whether that
-   * holds is found once and shared by the later outputs of the same executable.
-   */
+  /** Downloads into {@code destination}, sharing what is learnt about readability with its executable. */
   private void download(ByteBuffer destination) {
-    PjrtApi api = client.api();
     int[] readable = {hostReadable};
-    if (readable[0] == 0 && readableByOutput != null) {
-      readable[0] = readableByOutput[outputIndex];
+    try {
+      download(client.api(), buffer, type.byteSize(), destination, readable);
+    } finally {
+      hostReadable = readable[0];
+      if (readableByOutput != null && readable[0] >= 0) {
+        readableByOutput[outputIndex] = readable[0]; // benign race: every writer writes the same answer
+      }
     }
-    readable[0] = readable[0] == 0 ? -1 : Math.max(0, readable[0]); // the native cache: -1 unknown, 0 no, 1 yes
-    PJRT_Error error =
-        XlaActors_BufferToHost(api.api, buffer, new Pointer(destination), type.byteSize(), readable);
-    int known = readable[0] == 1 ? 1 : readable[0] == 0 ? -1 : 0;
-    hostReadable = known;
-    if (readableByOutput != null && known != 0) {
-      readableByOutput[outputIndex] = known; // benign race: every writer writes the same answer
-    }
-    api.check(error, PjrtApi.Failure.GENERIC, "device-to-host transfer");
   }
 
   NativeHandle.Lease leaseBuffer() {

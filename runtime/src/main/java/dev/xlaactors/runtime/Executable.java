@@ -17,8 +17,6 @@ import java.util.Arrays;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
-import org.bytedeco.javacpp.Pointer;
-import org.bytedeco.javacpp.PointerPointer;
 
 /**
  * A compiled program, ready to run many times, from many threads at once, on any device of its client.
@@ -98,43 +96,47 @@ public final class Executable extends NativeHandle {
 
   /** Runs on arguments already known to match the parameters and to live on {@code device}. */
   private List<DeviceBuffer> executeChecked(List<DeviceBuffer> arguments, RunContext context, Device device) {
-    PjrtApi api = client().api();
-    List<NativeHandle.Lease> leases = new ArrayList<>(arguments.size() + 2);
+    List<NativeHandle.Lease> leases = new ArrayList<>(arguments.size() + 1);
     try {
       leases.add(lease());
-      ExecuteScratch s = ExecuteScratch.acquire();
-      int numOutputs = outputTypes().size();
-      s.reserve(arguments.size(), numOutputs);
-      for (int i = 0; i < arguments.size(); i++) {
+      int n = arguments.size();
+      long[] argumentAddresses = new long[n];
+      for (int i = 0; i < n; i++) {
         DeviceBuffer b = arguments.get(i);
         leases.add(b.leaseBuffer());
-        s.arguments.put(i, b.pointer());
+        argumentAddresses[i] = b.pointer().address();
       }
-      PJRT_ExecuteContext executeContext;
-      if (context != null) {
-        leases.add(context.leaseContext());
-        executeContext = context.executeContext();
-      } else {
-        // Every run carries an execute context: an FFI handler that asks a run without one for its user
-        // data makes the CPU plugin dereference a null pointer.
-        executeContext = s.emptyContext(api);
-      }
-      api.check(
-          XlaActors_ExecuteAndWait(
-              api.api, program.loaded(), s.arguments, arguments.size(), device.pointer(), executeContext, s.outputs,
-              numOutputs),
-          PjrtApi.Failure.EXECUTION,
-          "execution failed");
+      int numOutputs = outputTypes().size();
+      long[] outputAddresses = new long[numOutputs];
+      executeAddresses(argumentAddresses, n, context, device, outputAddresses);
       List<DeviceBuffer> result = new ArrayList<>(numOutputs);
       for (int i = 0; i < numOutputs; i++) {
-        result.add(
-            new DeviceBuffer(
-                client(), s.outputs.get(PJRT_Buffer.class, i), outputTypes().get(i), device, program.readableByOutput(), i));
+        PJRT_Buffer output = new PJRT_Buffer(new PjrtApi.Address(outputAddresses[i]));
+        result.add(new DeviceBuffer(client(), output, outputTypes().get(i), device, program.readableByOutput(), i));
       }
       return result;
     } finally {
       leases.forEach(NativeHandle.Lease::close);
-      ExecuteScratch.release();
+    }
+  }
+
+  /**
+   * One run on buffer addresses that the caller keeps alive; writes the outputs' addresses (all 0 when the
+   * run fails, which throws).
+   */
+  private void executeAddresses(
+      long[] argumentAddresses, int numArguments, RunContext context, Device device, long[] outputAddresses) {
+    PjrtApi api = client().api();
+    try (NativeHandle.Lease contextLease = context == null ? null : context.leaseContext()) {
+      // Every run carries an execute context: an FFI handler that asks a run without one for its user
+      // data makes the CPU plugin dereference a null pointer.
+      PJRT_ExecuteContext executeContext = context != null ? context.executeContext() : EmptyContexts.of(api);
+      api.check(
+          XlaActors_ExecuteAndWait(
+              api.api, program.loaded(), argumentAddresses, numArguments, device.pointer(), executeContext,
+              outputAddresses, outputAddresses.length),
+          PjrtApi.Failure.EXECUTION,
+          "execution failed");
     }
   }
 
@@ -162,21 +164,48 @@ public final class Executable extends NativeHandle {
       types.add(input.type());
     }
     checkTypes(types);
-    List<DeviceBuffer> arguments = new ArrayList<>(inputs.size());
-    List<DeviceBuffer> outputs = List.of();
-    try {
-      for (HostTensor input : inputs) {
-        arguments.add(program.client().upload(input, device));
+    // The buffers of a run() never reach the caller, so they stay unowned native buffers: no handle
+    // objects, no cleaner registrations, destroyed here whatever happens.
+    XlaClient client = program.client();
+    PjrtApi api = client.api();
+    int n = inputs.size();
+    int numOutputs = outputTypes().size();
+    long[] argumentAddresses = new long[n];
+    long[] outputAddresses = new long[numOutputs];
+    try (Lease self = lease();
+        NativeHandle.Lease clientLease = client.leaseClient()) {
+      for (int i = 0; i < n; i++) {
+        argumentAddresses[i] = client.uploadUnowned(inputs.get(i), device).address();
       }
-      outputs = executeChecked(arguments, context, device); // checked above, uploaded to this device
-      List<HostTensor> result = new ArrayList<>(outputs.size());
-      for (DeviceBuffer output : outputs) {
-        result.add(output.toHost());
+      executeAddresses(argumentAddresses, n, context, device, outputAddresses);
+      List<HostTensor> result = new ArrayList<>(numOutputs);
+      int[] readable = program.readableByOutput();
+      for (int i = 0; i < numOutputs; i++) {
+        HostTensor tensor = HostTensor.zeros(outputTypes().get(i));
+        int[] cache = {readable[i]};
+        DeviceBuffer.download(
+            api, new PJRT_Buffer(new PjrtApi.Address(outputAddresses[i])), tensor.type().byteSize(), tensor.nativeData(),
+            cache);
+        readable[i] = cache[0];
+        result.add(tensor);
       }
       return result;
     } finally {
-      arguments.forEach(DeviceBuffer::close);
-      outputs.forEach(DeviceBuffer::close);
+      for (long address : argumentAddresses) {
+        destroyQuietly(api, address);
+      }
+      for (long address : outputAddresses) {
+        destroyQuietly(api, address);
+      }
+    }
+  }
+
+  private static void destroyQuietly(PjrtApi api, long address) {
+    if (address != 0) {
+      PJRT_Error error = XlaActors_BufferDestroy(api.api, new PJRT_Buffer(new PjrtApi.Address(address)));
+      if (error != null) {
+        api.toException(error, PjrtApi.Failure.GENERIC, "PJRT_Buffer_Destroy"); // freed; the run's outcome stands
+      }
     }
   }
 
@@ -299,57 +328,24 @@ public final class Executable extends NativeHandle {
   }
 
   /**
-   * Per-thread native lists for execute calls, reused so the hot path allocates nothing native: the
-   * argument and output buffer lists, and an empty execute context for runs without one (a run on this
-   * thread is complete before the next starts, so one context per thread serves them all).
+   * One empty execute context per plugin, for runs that bring none. A context carries no state of a run
+   * (nothing is added to it), so concurrent runs share it.
    */
-  private static final ThreadLocal<ExecuteScratch> SCRATCH = ThreadLocal.withInitial(ExecuteScratch::new);
+  private static final class EmptyContexts {
+    private static final java.util.Map<PjrtApi, PJRT_ExecuteContext> CONTEXTS =
+        new java.util.concurrent.ConcurrentHashMap<>();
 
-  private static final class ExecuteScratch {
-    /** The scratch of this thread's runs; a run started from inside another on the same thread gets its own. */
-    static ExecuteScratch acquire() {
-      ExecuteScratch s = SCRATCH.get();
-      if (s.depth++ == 0) {
-        return s;
-      }
-      ExecuteScratch nested = new ExecuteScratch();
-      nested.emptyContext = s.emptyContext;
-      nested.emptyContextApi = s.emptyContextApi;
-      return nested;
-    }
-
-    static void release() {
-      SCRATCH.get().depth--;
-    }
-
-    private int depth;
-    PointerPointer<PJRT_Buffer> arguments = new PointerPointer<>(8);
-    PointerPointer<PJRT_Buffer> outputs = new PointerPointer<>(8);
-    private PJRT_ExecuteContext emptyContext;
-    private PjrtApi emptyContextApi;
-
-    void reserve(int numArguments, int numOutputs) {
-      if (numArguments > arguments.capacity()) {
-        arguments.close();
-        arguments = new PointerPointer<>(numArguments);
-      }
-      if (numOutputs > outputs.capacity()) {
-        outputs.close();
-        outputs = new PointerPointer<>(numOutputs);
-      }
-    }
-
-    PJRT_ExecuteContext emptyContext(PjrtApi api) {
-      if (emptyContext == null || emptyContextApi != api) {
-        try (PJRT_ExecuteContext_Create_Args create = new PJRT_ExecuteContext_Create_Args()) {
-          create.struct_size(PJRT_ExecuteContext_Create_Args_STRUCT_SIZE);
-          api.check(api.api.PJRT_ExecuteContext_Create().call(create), PjrtApi.Failure.GENERIC,
-              "PJRT_ExecuteContext_Create");
-          emptyContext = create.context(); // kept for the thread's life: one small object per thread
-          emptyContextApi = api;
-        }
-      }
-      return emptyContext;
+    static PJRT_ExecuteContext of(PjrtApi api) {
+      return CONTEXTS.computeIfAbsent(
+          api,
+          a -> {
+            try (PJRT_ExecuteContext_Create_Args create = new PJRT_ExecuteContext_Create_Args()) {
+              create.struct_size(PJRT_ExecuteContext_Create_Args_STRUCT_SIZE);
+              a.check(
+                  a.api.PJRT_ExecuteContext_Create().call(create), PjrtApi.Failure.GENERIC, "PJRT_ExecuteContext_Create");
+              return create.context(); // lives as long as the plugin, which is never unloaded
+            }
+          });
     }
   }
 }

@@ -28,7 +28,7 @@ final class LoadedProgram extends NativeHandle {
   private final ProgramSignature signature;
   private final List<TensorType> outputTypes;
   private final List<Device> addressableDevices;
-  // Per output: whether its buffers can be read in place (see DeviceBuffer); 0 until the first download.
+  // Per output: whether its buffers can be read in place (see DeviceBuffer); -1 until the first download.
   private final int[] readableByOutput;
 
   /** Takes ownership of {@code loaded}; the caller holds a lease on {@code client}. */
@@ -47,6 +47,7 @@ final class LoadedProgram extends NativeHandle {
       this.outputTypes = readOutputTypes(client.api());
       this.addressableDevices = readAddressableDevices(client.api());
       this.readableByOutput = new int[outputTypes.size()];
+      java.util.Arrays.fill(readableByOutput, -1);
     } catch (RuntimeException e) {
       close();
       throw e;

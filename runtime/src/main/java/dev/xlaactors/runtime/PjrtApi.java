@@ -274,13 +274,12 @@ final class PjrtApi {
 
   /**
    * Per-thread args structs for the calls every execute, upload and download makes (event await and
-   * destroy, buffer destroy, on-device size): allocating one per call would cost a native allocation
+   * destroy, on-device size): allocating one per call would cost a native allocation
    * and a deallocator registration each time. Each user sets struct_size and its inputs before a call.
    */
   static final class Scratch {
     final PJRT_Event_Await_Args await = new PJRT_Event_Await_Args();
     final PJRT_Event_Destroy_Args eventDestroy = new PJRT_Event_Destroy_Args();
-    final PJRT_Buffer_Destroy_Args bufferDestroy = new PJRT_Buffer_Destroy_Args();
     final PJRT_Buffer_OnDeviceSizeInBytes_Args onDeviceSize = new PJRT_Buffer_OnDeviceSizeInBytes_Args();
   }
 
@@ -317,9 +316,7 @@ final class PjrtApi {
 
   /** Destroys a buffer, throwing the plugin's error, if any. */
   void destroyBuffer(PJRT_Buffer buffer) {
-    PJRT_Buffer_Destroy_Args d = scratch().bufferDestroy;
-    d.struct_size(PJRT_Buffer_Destroy_Args_STRUCT_SIZE).buffer(buffer);
-    check(bufferDestroy.call(d), Failure.GENERIC, "PJRT_Buffer_Destroy");
+    check(XlaActors_BufferDestroy(api, buffer), Failure.GENERIC, "PJRT_Buffer_Destroy");
   }
 
   /** The bytes {@code buffer} takes on its device. */
@@ -358,7 +355,7 @@ final class PjrtApi {
       args.struct_size(PJRT_Event_OnReady_Args_STRUCT_SIZE)
           .event(event)
           .callback(EventCallbacks.CALLBACK)
-          .user_arg(new IdPointer(id));
+          .user_arg(new Address(id));
       PJRT_Error error = eventOnReady.call(args);
       if (error != null) {
         EventCallbacks.forget(id);
@@ -369,10 +366,10 @@ final class PjrtApi {
     return future;
   }
 
-  /** A pointer-sized id passed as a callback's user argument; never dereferenced. */
-  private static final class IdPointer extends Pointer {
-    IdPointer(long id) {
-      address = id;
+  /** A raw address as a Pointer (a callback's id argument, a buffer address from a hot path); owns nothing. */
+  static final class Address extends Pointer {
+    Address(long address) {
+      this.address = address;
     }
   }
 

@@ -341,16 +341,26 @@ public final class XlaClient extends NativeHandle {
     Objects.requireNonNull(tensor, "tensor");
     checkDevice(device, "device");
     try (Lease lease = lease()) {
-      PJRT_Buffer buffer = new PJRT_Buffer();
-      long[] dims = tensor.shape().dims();
-      api.check(
-          XlaActors_BufferFromHost(
-              api.api, client, new Pointer(tensor.nativeData()), tensor.dtype().pjrtType(), dims, dims.length,
-              device.pointer(), buffer),
-          PjrtApi.Failure.GENERIC,
-          "host-to-device transfer");
-      return new DeviceBuffer(this, buffer, tensor.type(), device);
+      return new DeviceBuffer(this, uploadUnowned(tensor, device), tensor.type(), device);
     }
+  }
+
+  /** Uploads to a new native buffer that the caller, holding a lease on this client, must destroy. */
+  PJRT_Buffer uploadUnowned(HostTensor tensor, Device device) {
+    PJRT_Buffer buffer = new PJRT_Buffer();
+    long[] dims = tensor.shape().dims();
+    api.check(
+        XlaActors_BufferFromHost(
+            api.api, client, new Pointer(tensor.nativeData()), tensor.dtype().pjrtType(), dims, dims.length,
+            device.pointer(), buffer),
+        PjrtApi.Failure.GENERIC,
+        "host-to-device transfer");
+    return buffer;
+  }
+
+  /** A lease on the client, for callers that use unowned buffers ({@link #uploadUnowned}). */
+  Lease leaseClient() {
+    return lease();
   }
 
   /**
