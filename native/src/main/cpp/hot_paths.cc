@@ -33,12 +33,8 @@ void DestroyBuffer(const PJRT_Api* api, PJRT_Buffer* buffer) {
 }
 
 // Whether a buffer's bytes can be read in place: in host memory with the default dense row-major layout.
+// Called only when Java found every function it uses in the plugin's table (see XlaActors_BufferToHost).
 bool HostReadable(const PJRT_Api* api, PJRT_Buffer* buffer) {
-  if (api->PJRT_Buffer_IsOnCpu == nullptr || api->PJRT_Buffer_GetMemoryLayout == nullptr ||
-      api->PJRT_Buffer_UnsafePointer == nullptr || api->PJRT_Buffer_ReadyEvent == nullptr ||
-      api->PJRT_Buffer_OnDeviceSizeInBytes == nullptr) {
-    return false;
-  }
   PJRT_Buffer_IsOnCpu_Args cpu_args;
   std::memset(&cpu_args, 0, sizeof(cpu_args));
   cpu_args.struct_size = PJRT_Buffer_IsOnCpu_Args_STRUCT_SIZE;

@@ -109,6 +109,7 @@ PJRT_Error* XlaActors_BufferFromHost(const PJRT_Api* api, PJRT_Client* client, c
 // Copies `buffer` into `dst` (`size` bytes, dense row-major), waiting for the buffer to be ready. A
 // buffer in host memory with the default layout is read in place (a memcpy), which skips
 // ToHostBuffer's hand-off to a worker thread; `*readable` caches whether that holds (-1 unknown, 0, 1).
+// The caller passes 0 for a plugin that lacks any function the in-place read uses.
 PJRT_Error* XlaActors_BufferToHost(const PJRT_Api* api, PJRT_Buffer* buffer, void* dst, int64_t size,
                                    int* readable);
 

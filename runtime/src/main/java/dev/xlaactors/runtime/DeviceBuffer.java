@@ -28,7 +28,7 @@ public final class DeviceBuffer extends NativeHandle {
   private final TensorType type;
   private volatile Device device; // known at creation, or read from PJRT on first use
   // Whether the bytes can be read in place (host memory, dense row-major): -1 unknown, 0 no, 1 yes.
-  private volatile int hostReadable = -1;
+  private volatile int hostReadable;
   // Where an executable's output shares that answer with the later outputs at the same position, which
   // have the same layout: null for other buffers.
   private final int[] readableByOutput;
@@ -53,9 +53,8 @@ public final class DeviceBuffer extends NativeHandle {
     this.device = device;
     this.readableByOutput = readableByOutput;
     this.outputIndex = outputIndex;
-    if (readableByOutput != null) {
-      hostReadable = readableByOutput[outputIndex];
-    }
+    this.hostReadable =
+        readableByOutput != null ? readableByOutput[outputIndex] : client.api().inPlaceReadPossible ? -1 : 0;
   }
 
   /**

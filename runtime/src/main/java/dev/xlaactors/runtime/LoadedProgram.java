@@ -47,7 +47,7 @@ final class LoadedProgram extends NativeHandle {
       this.outputTypes = readOutputTypes(client.api());
       this.addressableDevices = readAddressableDevices(client.api());
       this.readableByOutput = new int[outputTypes.size()];
-      java.util.Arrays.fill(readableByOutput, -1);
+      java.util.Arrays.fill(readableByOutput, client.api().inPlaceReadPossible ? -1 : 0);
     } catch (RuntimeException e) {
       close();
       throw e;

@@ -64,7 +64,6 @@ final class PjrtApi {
   final PJRT_Client_Compile clientCompile;
   final PJRT_Client_BufferFromHostBuffer clientBufferFromHostBuffer;
   final PJRT_DeviceDescription_Id descriptionId;
-  final PJRT_DeviceDescription_ProcessIndex descriptionProcessIndex;
   final PJRT_DeviceDescription_Attributes descriptionAttributes;
   final PJRT_DeviceDescription_Kind descriptionKind;
   final PJRT_DeviceDescription_DebugString descriptionDebugString;
@@ -89,17 +88,17 @@ final class PjrtApi {
   final PJRT_LoadedExecutable_Destroy loadedDestroy;
   final PJRT_LoadedExecutable_GetExecutable loadedGetExecutable;
   final PJRT_LoadedExecutable_AddressableDevices loadedAddressableDevices;
-  final PJRT_LoadedExecutable_Execute loadedExecute;
-  final PJRT_Buffer_Destroy bufferDestroy;
   final PJRT_Buffer_OnDeviceSizeInBytes bufferOnDeviceSize;
   final PJRT_Buffer_Device bufferDevice;
   final PJRT_Buffer_Memory bufferMemory;
-  final PJRT_Buffer_IsOnCpu bufferIsOnCpu;
-  final PJRT_Buffer_GetMemoryLayout bufferGetMemoryLayout;
   final PJRT_Buffer_ReadyEvent bufferReadyEvent;
-  final PJRT_Buffer_UnsafePointer bufferUnsafePointer;
   final PJRT_Buffer_ToHostBuffer bufferToHostBuffer;
   final PJRT_Buffer_CopyToDevice bufferCopyToDevice;
+  /**
+   * Whether the bridge's download may read host buffers in place: the plugin has every function that
+   * needs (hot_paths.cc reads them only when Java says so, since they may lie past a short table).
+   */
+  final boolean inPlaceReadPossible;
 
   private final long tableSize;
 
@@ -125,7 +124,6 @@ final class PjrtApi {
     clientCompile = required(api::PJRT_Client_Compile, "PJRT_Client_Compile");
     clientBufferFromHostBuffer = required(api::PJRT_Client_BufferFromHostBuffer, "PJRT_Client_BufferFromHostBuffer");
     descriptionId = required(api::PJRT_DeviceDescription_Id, "PJRT_DeviceDescription_Id");
-    descriptionProcessIndex = optional(api::PJRT_DeviceDescription_ProcessIndex, "PJRT_DeviceDescription_ProcessIndex");
     descriptionAttributes = optional(api::PJRT_DeviceDescription_Attributes, "PJRT_DeviceDescription_Attributes");
     descriptionKind = required(api::PJRT_DeviceDescription_Kind, "PJRT_DeviceDescription_Kind");
     descriptionDebugString = optional(api::PJRT_DeviceDescription_DebugString, "PJRT_DeviceDescription_DebugString");
@@ -154,17 +152,21 @@ final class PjrtApi {
     loadedGetExecutable = required(api::PJRT_LoadedExecutable_GetExecutable, "PJRT_LoadedExecutable_GetExecutable");
     loadedAddressableDevices =
         required(api::PJRT_LoadedExecutable_AddressableDevices, "PJRT_LoadedExecutable_AddressableDevices");
-    loadedExecute = required(api::PJRT_LoadedExecutable_Execute, "PJRT_LoadedExecutable_Execute");
-    bufferDestroy = required(api::PJRT_Buffer_Destroy, "PJRT_Buffer_Destroy");
+    // Called from the bridge's hot paths (hot_paths.cc), which trust these checks.
+    required(api::PJRT_LoadedExecutable_Execute, "PJRT_LoadedExecutable_Execute");
+    required(api::PJRT_Buffer_Destroy, "PJRT_Buffer_Destroy");
     bufferOnDeviceSize = optional(api::PJRT_Buffer_OnDeviceSizeInBytes, "PJRT_Buffer_OnDeviceSizeInBytes");
     bufferDevice = optional(api::PJRT_Buffer_Device, "PJRT_Buffer_Device");
     bufferMemory = optional(api::PJRT_Buffer_Memory, "PJRT_Buffer_Memory");
-    bufferIsOnCpu = optional(api::PJRT_Buffer_IsOnCpu, "PJRT_Buffer_IsOnCpu");
-    bufferGetMemoryLayout = optional(api::PJRT_Buffer_GetMemoryLayout, "PJRT_Buffer_GetMemoryLayout");
     bufferReadyEvent = optional(api::PJRT_Buffer_ReadyEvent, "PJRT_Buffer_ReadyEvent");
-    bufferUnsafePointer = optional(api::PJRT_Buffer_UnsafePointer, "PJRT_Buffer_UnsafePointer");
     bufferToHostBuffer = required(api::PJRT_Buffer_ToHostBuffer, "PJRT_Buffer_ToHostBuffer");
     bufferCopyToDevice = optional(api::PJRT_Buffer_CopyToDevice, "PJRT_Buffer_CopyToDevice");
+    inPlaceReadPossible =
+        optional(api::PJRT_Buffer_IsOnCpu, "PJRT_Buffer_IsOnCpu") != null
+            && optional(api::PJRT_Buffer_GetMemoryLayout, "PJRT_Buffer_GetMemoryLayout") != null
+            && optional(api::PJRT_Buffer_UnsafePointer, "PJRT_Buffer_UnsafePointer") != null
+            && bufferReadyEvent != null
+            && bufferOnDeviceSize != null;
   }
 
   /** The API version, e.g. {@code 0.81}. */
