@@ -44,6 +44,7 @@ class AbortGuardTest {
       case "null-failure-message" -> nullFailureMessage();
       case "throwing-sink-and-forged-tags" -> throwingSinkAndForgedTags();
       case "utf8-callback-name" -> utf8CallbackName();
+      case "huge-output" -> hugeOutput();
       default -> throw new IllegalArgumentException(args[0]);
     }
     System.out.println(CHILD_ALIVE);
@@ -75,6 +76,16 @@ class AbortGuardTest {
     assertTrue(result.output().contains("REFUSED RESOURCE_EXHAUSTED"), result.output());
     assertTrue(result.output().contains("input 0 is f32[1073741826] (4294967304 bytes)"), result.output());
     assertTrue(result.output().contains("SINK CALLS 0"), result.output());
+    assertTrue(result.output().contains(CHILD_ALIVE), result.output());
+  }
+
+  /** Sizes are 64-bit: a 2 GiB + 8 byte output lives on the device, and a download refuses it by name. */
+  @Test
+  void anOutputOverTwoGibibytesIsABufferAndItsDownloadSaysWhy() throws Exception {
+    ChildJvm.Result result = child("huge-output", "-Xmx512m");
+    assertEquals(0, result.exitCode(), result.output());
+    assertTrue(result.output().contains("ON DEVICE 2147483656 BYTES"), result.output());
+    assertTrue(result.output().contains("REFUSED tensors over 2 GiB are not supported, got 2147483656 bytes"), result.output());
     assertTrue(result.output().contains(CHILD_ALIVE), result.output());
   }
 
@@ -290,6 +301,29 @@ class AbortGuardTest {
       runAndReport(client, program, answerLater, List.of(HostTensor.scalar(1f)));
       runAndReport(client, program, answerLater, List.of(HostTensor.scalar(1f)));
       System.out.println("FORGED ANSWERS ACCEPTED " + forgedAccepted[0]);
+    }
+  }
+
+  private static void hugeOutput() {
+    String program =
+        """
+        func.func @main(%x: tensor<f32>) -> tensor<536870914xf32> {
+          %0 = stablehlo.broadcast_in_dim %x, dims = [] : (tensor<f32>) -> tensor<536870914xf32>
+          return %0 : tensor<536870914xf32>
+        }
+        """;
+    try (XlaClient client = XlaClient.create();
+        Executable exe = client.compile(program);
+        DeviceBuffer x = client.upload(HostTensor.scalar(1f))) {
+      List<DeviceBuffer> out = exe.execute(x);
+      System.out.println("ON DEVICE " + out.get(0).onDeviceSizeInBytes() + " BYTES");
+      try {
+        out.get(0).toHost();
+        System.out.println("NOT REFUSED");
+      } catch (dev.xlaactors.error.InvalidArgumentException e) {
+        System.out.println("REFUSED " + e.getMessage());
+      }
+      out.forEach(DeviceBuffer::close);
     }
   }
 
