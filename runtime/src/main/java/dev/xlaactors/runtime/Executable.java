@@ -131,12 +131,66 @@ public final class Executable extends NativeHandle {
       // Every run carries an execute context: an FFI handler that asks a run without one for its user
       // data makes the CPU plugin dereference a null pointer.
       PJRT_ExecuteContext executeContext = context != null ? context.executeContext() : EmptyContexts.of(api);
-      api.check(
-          XlaActors_ExecuteAndWait(
-              api.api, program.loaded(), argumentAddresses, numArguments, device.pointer(), executeContext,
-              outputAddresses, outputAddresses.length),
-          PjrtApi.Failure.EXECUTION,
-          "execution failed");
+      // The lists cross in direct buffers the native side reads in place (a long[] would be copied
+      // through a malloc'd array each way).
+      AddressLists lists = AddressLists.acquire(numArguments, outputAddresses.length);
+      PJRT_Error error;
+      try {
+        for (int i = 0; i < numArguments; i++) {
+          lists.arguments.put(i, argumentAddresses[i]);
+        }
+        error =
+            XlaActors_ExecuteAndWait(
+                api.api, program.loaded(), lists.arguments, numArguments, device.pointer(), executeContext,
+                lists.outputs, outputAddresses.length);
+        for (int i = 0; i < outputAddresses.length; i++) {
+          outputAddresses[i] = lists.outputs.get(i);
+        }
+      } finally {
+        lists.release();
+      }
+      api.check(error, PjrtApi.Failure.EXECUTION, "execution failed");
+    }
+  }
+
+  /**
+   * Per-thread direct buffers for a run's argument and output addresses. A run that starts while another
+   * run of the same thread is in progress (a host-call sink that runs a program inline) gets its own.
+   */
+  private static final class AddressLists {
+    private static final ThreadLocal<AddressLists> LISTS = ThreadLocal.withInitial(() -> new AddressLists(8, 8));
+
+    final java.nio.LongBuffer arguments;
+    final java.nio.LongBuffer outputs;
+    private boolean inUse;
+
+    private AddressLists(int numArguments, int numOutputs) {
+      arguments = direct(numArguments);
+      outputs = direct(numOutputs);
+    }
+
+    private static java.nio.LongBuffer direct(int count) {
+      return java.nio.ByteBuffer.allocateDirect(Math.max(1, count) * Long.BYTES)
+          .order(java.nio.ByteOrder.nativeOrder())
+          .asLongBuffer();
+    }
+
+    static AddressLists acquire(int numArguments, int numOutputs) {
+      AddressLists lists = LISTS.get();
+      if (lists.inUse) {
+        return new AddressLists(numArguments, numOutputs); // nested: not the thread's own, never marked
+      }
+      if (numArguments > lists.arguments.capacity() || numOutputs > lists.outputs.capacity()) {
+        lists = new AddressLists(
+            Math.max(numArguments, lists.arguments.capacity()), Math.max(numOutputs, lists.outputs.capacity()));
+        LISTS.set(lists);
+      }
+      lists.inUse = true;
+      return lists;
+    }
+
+    void release() {
+      inUse = false;
     }
   }
 
