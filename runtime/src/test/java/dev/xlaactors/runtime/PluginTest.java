@@ -48,6 +48,15 @@ class PluginTest {
   }
 
   @Test
+  void aDirectoryIsReportedAsADirectoryAndTheConfigKeyAsTheOrigin(@TempDir Path dir) {
+    RuntimeSettings settings = RuntimeSettings.load().withPluginPath(dir);
+    PluginException e = assertThrows(PluginException.class, () -> XlaClient.create(settings));
+    assertEquals(ErrorCode.INVALID_ARGUMENT, e.code());
+    assertTrue(e.getMessage().startsWith("the PJRT plugin path " + dir + " is a directory; it must name the plugin file itself"), e.getMessage());
+    assertTrue(e.getMessage().endsWith("the path came from the config key " + RuntimeSettings.PLUGIN_PATH_KEY), e.getMessage());
+  }
+
+  @Test
   void aFileThatIsNotASharedLibraryIsRefused(@TempDir Path dir) throws IOException {
     Path file = Files.writeString(dir.resolve("plugin.so"), "not an ELF file");
     PluginException e = assertThrows(PluginException.class, () -> Plugin.load(file));
