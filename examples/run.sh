@@ -1,6 +1,15 @@
 #!/usr/bin/env bash
-# Runs an example by name, building the project first if needed (the first build fetches the XLA
-# CPU plugin into ~/.cache/xla-actors, about a minute). Usage: examples/run.sh <example> [args...]
+# Runs an example by name, or any main class on the project's classpath, building the project first if
+# a source or pom changed since the last build (the first build fetches the XLA CPU plugin into
+# ~/.cache/xla-actors, about a minute). The build stays inside this checkout: the reactor packages the
+# modules and the classpath points at their target/ folders, so nothing is installed into ~/.m2.
+#
+#   examples/run.sh <example> [args...]            quickstart, jax-model, batch-inference, generation
+#   examples/run.sh --class <main-class> [args...] any class on the classpath (add yours with EXTRA_CLASSPATH)
+#   examples/run.sh --classpath                    prints the classpath (after building if needed)
+#
+# Environment: JAVA_OPTS (JVM options, e.g. JAVA_OPTS='-Dxla-actors.actors.runs.timeout=1m'),
+# EXTRA_CLASSPATH (entries put before the project's classes, e.g. your own compiled classes).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -10,22 +19,39 @@ declare -A mains=(
   [batch-inference]=dev.xlaactors.examples.BatchInference
   [generation]=dev.xlaactors.examples.TextGeneration
 )
-name="${1:-}"
-if [ -z "$name" ] || [ -z "${mains[$name]:-}" ]; then
-  echo "usage: examples/run.sh <example> [args...]; examples: ${!mains[*]}" >&2
+usage() {
+  echo "usage: examples/run.sh <example> [args...] | --class <main-class> [args...] | --classpath" >&2
+  echo "examples: ${!mains[*]}; JVM options go in JAVA_OPTS, your own classes in EXTRA_CLASSPATH" >&2
   exit 2
-fi
-shift
-if [ ! -f examples/target/classpath.txt ] || [ -n "$(find native/src runtime/src actors/src examples/src -newer examples/target/classpath.txt -print -quit)" ]; then
+}
+name="${1:-}"
+main=""
+case "$name" in
+  --class) [ -n "${2:-}" ] || usage; main="$2"; shift 2 ;;
+  --classpath) shift ;;
+  *) { [ -n "$name" ] && [ -n "${mains[$name]:-}" ]; } || usage; main="${mains[$name]}"; shift ;;
+esac
+
+stamp=examples/target/.built
+classpath_file=examples/target/classpath.txt
+if [ ! -f "$stamp" ] || [ ! -f "$classpath_file" ] ||
+  [ -n "$(find native/src runtime/src actors/src examples/src pom.xml native/pom.xml runtime/pom.xml actors/pom.xml examples/pom.xml \
+    -newer "$stamp" -print -quit)" ]; then
   mkdir -p examples/target
-  # Build quietly; show the log only if the build fails.
-  if ! { mvn -B -Dstyle.color=never -DskipTests -pl examples -am install &&
-    mvn -B -Dstyle.color=never -pl examples dependency:build-classpath -Dmdep.outputFile=target/classpath.txt; } \
-    > examples/target/build.log 2>&1; then
+  # Build quietly in the reactor (package, not install: ~/.m2 may be shared); show the log only if it fails.
+  if ! mvn -B -Dstyle.color=never -DskipTests -pl examples -am package dependency:build-classpath \
+    -Dmdep.outputFile=target/classpath.txt > examples/target/build.log 2>&1; then
     cat examples/target/build.log >&2
     echo "build failed (log: examples/target/build.log)" >&2
     exit 1
   fi
+  touch "$stamp" # rewritten on every build, so an unchanged tree is not built again
 fi
-exec java -Dslf4j.internal.verbosity=ERROR -Dconfig.file=conf/application.conf -Dlogback.configurationFile=conf/logback.xml \
-  -cp "examples/target/classes:$(cat examples/target/classpath.txt)" "${mains[$name]}" "$@"
+classpath="${EXTRA_CLASSPATH:+$EXTRA_CLASSPATH:}examples/target/classes:$(cat "$classpath_file")"
+if [ -z "$main" ]; then
+  echo "$classpath"
+  exit 0
+fi
+# shellcheck disable=SC2086 # JAVA_OPTS holds several options on purpose
+exec java -Dconfig.file=conf/application.conf -Dlogback.configurationFile=conf/logback.xml ${JAVA_OPTS:-} \
+  -cp "$classpath" "$main" "$@"
