@@ -279,7 +279,9 @@ public final class RunSupervisor extends AbstractBehavior<RunSupervisor.Command>
    */
   private void abort(CallbackException cause, boolean timedOut) {
     if (state.recordAbort(cause)) {
-      getContext().getLog().warn("aborting run {}: {}", runId, cause.getMessage());
+      // DEBUG: the run's caller gets the cause as its exception (a job logs its retry), so a WARN here
+      // would report every failure twice.
+      getContext().getLog().debug("aborting run {}: {}", runId, cause.getMessage());
     }
     CallbackException first = state.abortCause();
     String message = first.getMessage();

@@ -342,8 +342,8 @@ public final class InferenceJob extends AbstractBehavior<InferenceJob.Command> {
               + "); last error: " + describe(cause)));
     }
     Duration backoff = settings.backoff(attempt);
-    getContext().getLog().warn("job '{}': item {} failed (attempt {}), retrying in {} ms: {}",
-        name, item, attempt, backoff.toMillis(), describe(cause));
+    getContext().getLog().warn("job '{}': item {} failed (attempt {} of {}), retrying in {} ms: {}",
+        name, item, attempt, settings.maxRetries() + 1, backoff.toMillis(), brief(cause));
     attempt++;
     timers.startSingleTimer(RETRY_TIMER, new RetryDue(attemptId), backoff);
     return this;
@@ -497,6 +497,11 @@ public final class InferenceJob extends AbstractBehavior<InferenceJob.Command> {
 
   private static String describe(Throwable t) {
     return t == null ? "unknown" : t.getClass().getName() + ": " + t.getMessage();
+  }
+
+  /** The cause's own message, with its class's simple name only if the message is empty. */
+  private static String brief(Throwable t) {
+    return t == null ? "unknown" : t.getMessage() != null && !t.getMessage().isBlank() ? t.getMessage() : t.getClass().getSimpleName();
   }
 
   private static Throwable unwrap(Throwable t) {
