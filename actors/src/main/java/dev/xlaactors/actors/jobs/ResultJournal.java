@@ -35,7 +35,7 @@ import java.util.zip.CRC32;
  */
 public final class ResultJournal implements AutoCloseable {
   /** What a journal line looks like, for messages that refuse a file. */
-  public static final String LINE_FORMAT = "'index<TAB>values<TAB>crc32' (e.g. '7\t0.25,0.75\t1c291ca3')";
+  public static final String LINE_FORMAT = "'index<TAB>values<TAB>crc32' (e.g. '7\t0.25,0.75\t3f386333')";
 
   private static final Pattern LINE = Pattern.compile("(\\d{1,18})\t([^\t]*)\t([0-9a-f]{8})");
   // What a line cut short or NUL-filled by a crash can look like: a prefix of a line (NULs removed).
