@@ -118,9 +118,18 @@ public record ActorsSettings(
     }
     Config d = config.getConfig(path);
     for (String pool : new String[] {"thread-pool-executor.fixed-pool-size", "fork-join-executor.parallelism-min"}) {
-      if (d.hasPath(pool) && d.getValue(pool).valueType() == ConfigValueType.NUMBER && d.getInt(pool) < 1) {
+      if (!d.hasPath(pool)) {
+        continue;
+      }
+      int size;
+      try {
+        size = d.getInt(pool); // a -D value arrives as a string: getInt parses it
+      } catch (ConfigException e) {
+        size = 0;
+      }
+      if (size < 1) {
         throw new XlaException(ErrorCode.INVALID_ARGUMENT,
-            path + "." + pool + " (the dispatcher named by " + full + ") must be >= 1, got " + asWritten(d.getValue(pool)));
+            path + "." + pool + " (the dispatcher named by " + full + ") must be a count >= 1, got " + asWritten(d.getValue(pool)));
       }
     }
     return path;

@@ -78,7 +78,17 @@ class ActorsSettingsTest {
     XlaException zero = assertThrows(XlaException.class, () -> ActorsSettings.fromConfig(
         with("xla-actors.actors.callback-dispatcher.thread-pool-executor.fixed-pool-size = 0")));
     assertEquals("xla-actors.actors.callback-dispatcher.thread-pool-executor.fixed-pool-size (the dispatcher named by"
-        + " xla-actors.actors.callbacks.dispatcher) must be >= 1, got 0", zero.getMessage());
+        + " xla-actors.actors.callbacks.dispatcher) must be a count >= 1, got 0", zero.getMessage());
+    String key = "xla-actors.actors.run-dispatcher.thread-pool-executor.fixed-pool-size";
+    System.setProperty(key, "0"); // as -D gives it: a string
+    try {
+      ConfigFactory.invalidateCaches();
+      XlaException fromProperty = assertThrows(XlaException.class, () -> ActorsSettings.fromConfig(ConfigFactory.load()));
+      assertTrue(fromProperty.getMessage().startsWith(key + " (the dispatcher named by xla-actors.actors.runs.dispatcher)"), fromProperty.getMessage());
+    } finally {
+      System.clearProperty(key);
+      ConfigFactory.invalidateCaches();
+    }
     XlaException unknown = assertThrows(XlaException.class, () -> ActorsSettings.fromConfig(
         with("xla-actors.actors.callbacks.dispatcher = \"my-dispatcher\"")));
     assertTrue(unknown.getMessage().startsWith("xla-actors.actors.callbacks.dispatcher must be the config path of a dispatcher"

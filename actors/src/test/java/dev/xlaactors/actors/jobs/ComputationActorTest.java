@@ -28,6 +28,7 @@ import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 
 /** Computations as actors, on the real plugin: serving, failed runs, compile failures, the pool. */
+@SuppressWarnings("unchecked") // TestProbe.expectMessageClass(StatusReply.class) on a probe of StatusReply<List<HostTensor>>
 class ComputationActorTest {
   private static final ActorTestKit testKit = ActorTestKit.create();
   private static final Duration WAIT = Duration.ofSeconds(30);

@@ -120,7 +120,7 @@ class InferenceJobTest {
       @Override public java.util.OptionalLong next(long previous) { return batch.next(previous); }
       @Override public List<HostTensor> input(long item) throws Exception { return batch.input(item); }
       @Override public boolean accept(long item, List<HostTensor> outputs) throws Exception { return batch.accept(item, outputs); }
-      @Override public void close() throws Exception {
+      @Override public void close() throws java.io.IOException {
         closes.incrementAndGet();
         batch.close();
       }
