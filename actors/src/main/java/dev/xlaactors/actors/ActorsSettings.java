@@ -3,6 +3,7 @@ package dev.xlaactors.actors;
 import com.typesafe.config.Config;
 import com.typesafe.config.ConfigException;
 import com.typesafe.config.ConfigValue;
+import com.typesafe.config.ConfigValueType;
 import dev.xlaactors.error.ErrorCode;
 import dev.xlaactors.error.XlaException;
 import dev.xlaactors.runtime.KnownConfigKeys;
@@ -57,14 +58,16 @@ public record ActorsSettings(
         String name = e.getKey();
         overrides.put(name, positive(timeouts, "\"" + name + "\"", "callbacks.timeouts." + name));
       }
+      String callbackDispatcher = dispatcher(config, c, "callbacks.dispatcher");
+      String runDispatcher = dispatcher(config, c, "runs.dispatcher");
       return new ActorsSettings(
           positive(c, "callbacks.default-timeout", "callbacks.default-timeout"),
           overrides,
-          c.getString("callbacks.dispatcher"),
+          callbackDispatcher,
           positive(c, "callbacks.registration-timeout", "callbacks.registration-timeout"),
           positive(c, "runs.timeout", "runs.timeout"),
           positive(c, "runs.native-backstop-slack", "runs.native-backstop-slack"),
-          c.getString("runs.dispatcher"),
+          runDispatcher,
           c.getBoolean("metrics.log"),
           positive(c, "metrics.log-interval", "metrics.log-interval"));
     } catch (ConfigException e) {
@@ -87,8 +90,48 @@ public record ActorsSettings(
     Duration d = c.getDuration(path);
     if (d.isNegative() || d.isZero()) {
       throw new XlaException(
-          ErrorCode.INVALID_ARGUMENT, ROOT + "." + keyForMessage + " must be a positive duration, got " + d);
+          ErrorCode.INVALID_ARGUMENT,
+          ROOT + "." + keyForMessage + " must be a positive duration (e.g. 30s), got " + asWritten(c.getValue(path)));
     }
     return d;
+  }
+
+  /** A value as the user wrote it ({@code -5s}, not {@code PT-5S}). */
+  static String asWritten(ConfigValue v) {
+    return String.valueOf(v.unwrapped());
+  }
+
+  /**
+   * The dispatcher named by {@code key}, checked now so that a bad one fails at start naming the key: it
+   * must be the config path of a Pekko dispatcher section ({@code type = Dispatcher}), and a thread pool's
+   * {@code fixed-pool-size} in it must be at least 1.
+   */
+  private static String dispatcher(Config config, Config c, String key) {
+    String path = c.getString(key);
+    String full = ROOT + "." + key;
+    boolean isSection = !path.isBlank() && config.hasPath(path) && config.getValue(path).valueType() == ConfigValueType.OBJECT;
+    if (!isSection || !config.getConfig(path).hasPath("type")) {
+      throw new XlaException(ErrorCode.INVALID_ARGUMENT,
+          full + " must be the config path of a dispatcher section (with type = Dispatcher), got \"" + path
+              + "\", which " + (isSection ? "has no type key" : "is not a section of the configuration")
+              + "; e.g. " + full + " = \"" + ROOT + (key.startsWith("runs") ? ".run-dispatcher" : ".callback-dispatcher") + "\"");
+    }
+    Config d = config.getConfig(path);
+    for (String pool : new String[] {"thread-pool-executor.fixed-pool-size", "fork-join-executor.parallelism-min"}) {
+      if (!d.hasPath(pool)) {
+        continue;
+      }
+      int size;
+      try {
+        size = d.getInt(pool); // a -D value arrives as a string: getInt parses it
+      } catch (ConfigException e) {
+        size = 0;
+      }
+      if (size < 1) {
+        throw new XlaException(ErrorCode.INVALID_ARGUMENT,
+            path + "." + pool + " (the dispatcher named by " + full + ") must be a count >= 1, got " + asWritten(d.getValue(pool)));
+      }
+    }
+    return path;
   }
 }

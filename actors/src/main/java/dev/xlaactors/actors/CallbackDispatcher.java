@@ -198,7 +198,7 @@ public final class CallbackDispatcher extends AbstractBehavior<CallbackDispatche
       }
     } else if (entry instanceof ServerEntry s) {
       d.supervisor().tell(new RunSupervisor.ServedBy(call.tag(), s.server()));
-      s.server().tell(new CallbackServer.Request(call, null, d.serverReplies()));
+      s.server().tell(new CallbackServer.Request(call, d.serverReplies()));
     }
     return this;
   }

@@ -14,8 +14,11 @@ import org.apache.pekko.actor.typed.ActorRef;
 public final class CallbackServer {
   private CallbackServer() {}
 
-  /** One call to serve. */
-  public record Request(HostCall call, Object staticArgument, ActorRef<Response> replyTo) {}
+  /**
+   * One call to serve. A served callback has no static argument: the serving actor holds whatever state
+   * it needs.
+   */
+  public record Request(HostCall call, ActorRef<Response> replyTo) {}
 
   /**
    * The answer to a request: outputs matching the callback's template, or the error that made it fail.

@@ -3,13 +3,17 @@ package dev.xlaactors.actors;
 import dev.xlaactors.error.CallbackException;
 import dev.xlaactors.error.ErrorCode;
 import dev.xlaactors.runtime.HostCall;
+import dev.xlaactors.runtime.HostTensor;
 import java.time.Duration;
 import java.util.ArrayDeque;
 import java.util.HashMap;
+import java.util.List;
 import java.util.Map;
 import java.util.Optional;
+import java.util.concurrent.Executor;
 import org.apache.pekko.actor.typed.ActorRef;
 import org.apache.pekko.actor.typed.Behavior;
+import org.apache.pekko.actor.typed.DispatcherSelector;
 import org.apache.pekko.actor.typed.PostStop;
 import org.apache.pekko.actor.typed.javadsl.AbstractBehavior;
 import org.apache.pekko.actor.typed.javadsl.ActorContext;
@@ -76,6 +80,7 @@ public final class RunSupervisor extends AbstractBehavior<RunSupervisor.Command>
   private final RuntimeMetrics metrics;
   private final TimerScheduler<Command> timers;
   private final ActorRef<CallbackServer.Response> serverReplies;
+  private final Executor copyExecutor;
   private final ArrayDeque<Pending> queued = new ArrayDeque<>();
   private final Map<Long, Pending> inFlight = new HashMap<>();
 
@@ -114,6 +119,7 @@ public final class RunSupervisor extends AbstractBehavior<RunSupervisor.Command>
     this.metrics = metrics;
     this.timers = timers;
     this.serverReplies = context.messageAdapter(CallbackServer.Response.class, ServerAnswered::new);
+    this.copyExecutor = context.getSystem().dispatchers().lookup(DispatcherSelector.fromConfig(settings.callbackDispatcher()));
     timers.startSingleTimer(RUN_TIMER, new RunTimedOut(), settings.runTimeout());
     context.watchWith(dispatcher, new DispatcherStopped());
   }
@@ -202,8 +208,13 @@ public final class RunSupervisor extends AbstractBehavior<RunSupervisor.Command>
       return this;
     }
     metrics.recordCallback(call.callbackName(), System.nanoTime() - pending.arrivedNanos(), false, false);
-    call.complete(response.outputs());
-    return onCallbackSucceeded(new CallbackSucceeded(response.tag()));
+    // Bookkeeping first (as the function path does: RunEnded must not overtake it), then the copy of the
+    // outputs into XLA's memory, which can be large: on the callback dispatcher, not this actor's thread.
+    // complete() is a no-op if the run was aborted meanwhile.
+    Behavior<Command> next = onCallbackSucceeded(new CallbackSucceeded(response.tag()));
+    List<HostTensor> outputs = response.outputs();
+    copyExecutor.execute(() -> call.complete(outputs));
+    return next;
   }
 
   private Behavior<Command> onCallTimedOut(CallTimedOut m) {
@@ -279,7 +290,9 @@ public final class RunSupervisor extends AbstractBehavior<RunSupervisor.Command>
    */
   private void abort(CallbackException cause, boolean timedOut) {
     if (state.recordAbort(cause)) {
-      getContext().getLog().warn("aborting run {}: {}", runId, cause.getMessage());
+      // DEBUG: the run's caller gets the cause as its exception (a job logs its retry), so a WARN here
+      // would report every failure twice.
+      getContext().getLog().debug("aborting run {}: {}", runId, cause.getMessage());
     }
     CallbackException first = state.abortCause();
     String message = first.getMessage();

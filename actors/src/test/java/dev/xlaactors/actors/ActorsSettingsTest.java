@@ -55,6 +55,48 @@ class ActorsSettingsTest {
   void negativeTimeoutNamesTheKey() {
     XlaException e = assertThrows(XlaException.class, () -> ActorsSettings.fromConfig(with("xla-actors.actors.callbacks.default-timeout = -5s")));
     assertTrue(e.getMessage().contains("xla-actors.actors.callbacks.default-timeout must be a positive duration"), e.getMessage());
+    assertTrue(e.getMessage().endsWith("got -5s"), "echoed as written: " + e.getMessage());
+  }
+
+  @Test
+  void aMisspeltKeyGivenAsASystemPropertyIsCaughtWithTheNearestKey() {
+    String key = "xla-actors.actors.callbacks.default-timout";
+    System.setProperty(key, "5s");
+    try {
+      ConfigFactory.invalidateCaches();
+      XlaException e = assertThrows(XlaException.class, () -> ActorsSettings.fromConfig(ConfigFactory.load()));
+      assertTrue(e.getMessage().startsWith("unknown configuration key " + key + " (system properties)"), e.getMessage());
+      assertTrue(e.getMessage().contains("did you mean xla-actors.actors.callbacks.default-timeout?"), e.getMessage());
+    } finally {
+      System.clearProperty(key);
+      ConfigFactory.invalidateCaches();
+    }
+  }
+
+  @Test
+  void badDispatchersFailAtStartNamingTheKey() {
+    XlaException zero = assertThrows(XlaException.class, () -> ActorsSettings.fromConfig(
+        with("xla-actors.actors.callback-dispatcher.thread-pool-executor.fixed-pool-size = 0")));
+    assertEquals("xla-actors.actors.callback-dispatcher.thread-pool-executor.fixed-pool-size (the dispatcher named by"
+        + " xla-actors.actors.callbacks.dispatcher) must be a count >= 1, got 0", zero.getMessage());
+    String key = "xla-actors.actors.run-dispatcher.thread-pool-executor.fixed-pool-size";
+    System.setProperty(key, "0"); // as -D gives it: a string
+    try {
+      ConfigFactory.invalidateCaches();
+      XlaException fromProperty = assertThrows(XlaException.class, () -> ActorsSettings.fromConfig(ConfigFactory.load()));
+      assertTrue(fromProperty.getMessage().startsWith(key + " (the dispatcher named by xla-actors.actors.runs.dispatcher)"), fromProperty.getMessage());
+    } finally {
+      System.clearProperty(key);
+      ConfigFactory.invalidateCaches();
+    }
+    XlaException unknown = assertThrows(XlaException.class, () -> ActorsSettings.fromConfig(
+        with("xla-actors.actors.callbacks.dispatcher = \"my-dispatcher\"")));
+    assertTrue(unknown.getMessage().startsWith("xla-actors.actors.callbacks.dispatcher must be the config path of a dispatcher"
+        + " section (with type = Dispatcher), got \"my-dispatcher\", which is not a section of the configuration"), unknown.getMessage());
+    XlaException run = assertThrows(XlaException.class, () -> ActorsSettings.fromConfig(
+        with("xla-actors.actors.runs.dispatcher = \"xla-actors.actors.runs\"")));
+    assertTrue(run.getMessage().contains("which has no type key"), run.getMessage());
+    ActorsSettings.fromConfig(with("xla-actors.actors.callbacks.dispatcher = \"pekko.actor.default-blocking-io-dispatcher\""));
   }
 
   @Test
@@ -73,6 +115,7 @@ class ActorsSettingsTest {
   void unknownKeyUnderOurNamespaceNamesTheKey() {
     XlaException e = assertThrows(XlaException.class, () -> ActorsSettings.fromConfig(with("xla-actors.actors.callbacks.default-timout = 5s")));
     assertTrue(e.getMessage().contains("unknown configuration key xla-actors.actors.callbacks.default-timout"), e.getMessage());
+    assertTrue(e.getMessage().contains("did you mean xla-actors.actors.callbacks.default-timeout?"), e.getMessage());
     assertThrows(XlaException.class, () -> ActorsSettings.fromConfig(with("xla-actors.actorz.runs.timeout = 5s")));
   }
 

@@ -67,6 +67,24 @@ class GraphHostCallTest {
   }
 
   @Test
+  void aTypedStaticArgumentAndOneElementVectors() {
+    TensorType f32x1 = TensorType.of(DType.F32, 1);
+    // HostCallback.of: the static argument arrives as a Float, no cast.
+    HostCallback scale = HostCallback.of("scale-by-static", List.of(f32x1), 3f,
+        (in, factor) -> List.of(HostTensor.vector(in.get(0).toFloatArray()[0] * factor)));
+    GraphBuilder b = new GraphBuilder("scale_in_java");
+    Value x = b.parameter(f32x1);
+    Graph graph = b.build(b.hostCall(scale, x).get(0));
+    callbacks.registerAll(graph.hostCallbacks()).toCompletableFuture().join();
+    assertEquals(TensorType.of(DType.F32), HostTensor.ofFloats(new float[] {2f}).type(), "one value without dims: a scalar");
+    assertEquals(f32x1, HostTensor.vector(2f).type(), "vector(): always rank 1");
+    try (Executable exe = graph.compile(client)) {
+      List<HostTensor> out = callbacks.run(exe, List.of(HostTensor.vector(2f)));
+      assertArrayEquals(new float[] {6f}, out.get(0).toFloatArray(), 0f);
+    }
+  }
+
+  @Test
   void tupleResultsNoInputsAndPureCalls() {
     AtomicInteger calls = new AtomicInteger();
     HostCallback source =

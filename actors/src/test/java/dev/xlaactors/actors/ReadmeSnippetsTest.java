@@ -7,6 +7,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import dev.xlaactors.graph.Composites;
 import dev.xlaactors.graph.Graph;
 import dev.xlaactors.graph.GraphBuilder;
+import dev.xlaactors.graph.ImportedProgram;
 import dev.xlaactors.graph.Value;
 import dev.xlaactors.error.PluginException;
 import dev.xlaactors.runtime.DType;
@@ -20,6 +21,7 @@ import dev.xlaactors.runtime.RuntimeSettings;
 import dev.xlaactors.runtime.TensorType;
 import dev.xlaactors.runtime.XlaClient;
 import java.nio.file.Files;
+import java.nio.file.Path;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
@@ -72,9 +74,8 @@ class ReadmeSnippetsTest {
     ActorSystem<Void> system = ActorSystem.create(Behaviors.empty(), "app");
     try (XlaClient client = XlaClient.create();
         CallbackRuntime callbacks = CallbackRuntime.create(system, client)) {
-      HostCallback clip =
-          new HostCallback("clip", List.of(TensorType.of(DType.F32, 3)), 2.5f,
-              (inputs, limit) -> List.of(clipTo(inputs.get(0), (Float) limit)));
+      HostCallback clip = HostCallback.of("clip", List.of(TensorType.of(DType.F32, 3)), 2.5f,
+          (inputs, limit) -> List.of(clipTo(inputs.get(0), limit)));       // limit is a Float
       GraphBuilder b = new GraphBuilder("with_java");
       Value x = b.parameter(TensorType.of(DType.F32, 3));
       Value y = b.hostCall(clip, b.multiply(x, b.constant(2f))).get(0); // Java runs here
@@ -120,6 +121,27 @@ class ReadmeSnippetsTest {
     }
   }
 
+  @Test
+  void runAJaxModelFromJava() throws Exception {
+    // The README's mlp.mlir is the JAX export of tools/jax_fixtures.py's mlp, committed as a fixture.
+    Path mlpFile = Path.of("../runtime/src/test/resources/fixtures/mlp.mlir");
+    try (XlaClient client = XlaClient.create()) {
+      HostTensor x = HostTensor.ofFloats(new float[32], 4, 8);
+      HostTensor w1 = HostTensor.ofFloats(new float[128], 8, 16);
+      HostTensor b1 = HostTensor.ofFloats(new float[16], 16);
+      HostTensor w2 = HostTensor.ofFloats(new float[64], 16, 4);
+      HostTensor b2 = HostTensor.ofFloats(new float[4], 4);
+      ImportedProgram mlp = ImportedProgram.fromFile(mlpFile);
+      System.out.println(mlp.parameterTypes()); // [f32[4,8], f32[8,16], f32[16], f32[16,4], f32[4]]
+      assertEquals("[f32[4,8], f32[8,16], f32[16], f32[16,4], f32[4]]", mlp.parameterTypes().toString());
+      try (Executable exe = mlp.compile(client)) {
+        List<HostTensor> out = exe.run(x, w1, b1, w2, b2);
+        assertArrayEquals(new float[] {0.25f, 0.25f, 0.25f, 0.25f}, java.util.Arrays.copyOf(out.get(0).toFloatArray(), 4), 1e-6f);
+      }
+    }
+  }
+
+  // Defined in the README's snippet too.
   private static HostTensor clipTo(HostTensor tensor, float limit) {
     float[] values = tensor.toFloatArray();
     for (int i = 0; i < values.length; i++) {

@@ -17,7 +17,12 @@ import dev.xlaactors.runtime.HostCallback;
 import dev.xlaactors.runtime.HostTensor;
 import dev.xlaactors.runtime.TensorType;
 import dev.xlaactors.runtime.XlaClient;
+import dev.xlaactors.actors.jobs.FatalJobException;
 import java.nio.file.Path;
+import java.util.Map;
+import java.util.concurrent.atomic.AtomicReference;
+import org.apache.pekko.Done;
+import org.apache.pekko.actor.CoordinatedShutdown;
 import java.time.Duration;
 import java.util.List;
 import java.util.Random;
@@ -40,24 +45,59 @@ import org.apache.pekko.actor.typed.javadsl.Behaviors;
  * </ul>
  *
  * <p>Usage: {@code examples/run.sh batch-inference [output.tsv] [items] [delay-ms]}; defaults {@code
- * examples/target/batch-inference.tsv}, 300 items, 20 ms per item (so there is time to kill it).
+ * examples/target/batch-inference.tsv}, 300 items, 100 ms per item (about 30 s: time to kill it half way).
  */
 public final class BatchInference {
   private static final int FEATURES = 8;
   private static final int HIDDEN = 16;
   private static final int CLASSES = 4;
   private static final long FLAKY_ITEM = 42;
+  private static final String USAGE =
+      "usage: examples/run.sh batch-inference [output.tsv] [items >= 1] [delay-ms >= 0]"
+          + " (defaults: examples/target/batch-inference.tsv 300 100)";
 
   private BatchInference() {}
 
   public static void main(String[] args) throws Exception {
-    Path output = Path.of(args.length > 0 ? args[0] : "examples/target/batch-inference.tsv");
-    int items = args.length > 1 ? Integer.parseInt(args[1]) : 300;
-    long delayMs = args.length > 2 ? Long.parseLong(args[2]) : 20;
+    Path output;
+    int items;
+    long delayMs;
+    try {
+      if (args.length > 3) {
+        throw new IllegalArgumentException("too many arguments");
+      }
+      output = Path.of(args.length > 0 ? args[0] : "examples/target/batch-inference.tsv");
+      items = args.length > 1 ? Integer.parseInt(args[1]) : 300;
+      delayMs = args.length > 2 ? Long.parseLong(args[2]) : 100;
+      if (items < 1 || delayMs < 0) {
+        throw new IllegalArgumentException("items must be >= 1 and delay-ms >= 0");
+      }
+    } catch (IllegalArgumentException e) { // NumberFormatException included
+      System.err.println("bad arguments " + java.util.Arrays.toString(args) + ": " + e.getMessage());
+      System.err.println(USAGE);
+      System.exit(2);
+      return;
+    }
 
-    int already = ResultJournal.read(output).size();
+    Map<Long, String> existing;
+    try {
+      existing = ResultJournal.read(output);
+    } catch (FatalJobException e) {
+      System.err.println(e.getMessage());
+      System.exit(1);
+      return;
+    }
+    long already = existing.keySet().stream().filter(i -> i < items).count();
+    long beyond = existing.size() - already;
     System.out.printf("output: %s%n", output.toAbsolutePath());
-    System.out.printf(already > 0 ? "resuming: %d of %d items already done%n" : "starting: %2$d items%n", already, items);
+    if (already == items) {
+      System.out.printf("all %d items are already in %s: nothing to do. To start over, delete it"
+          + " (rm %s) or give another output file.%n", items, output, output);
+      return;
+    }
+    System.out.printf(already > 0 ? "resuming: %d of %d items already done" : "starting: %2$d items", already, items);
+    System.out.println(beyond > 0 ? " (the file also holds " + beyond + " items beyond " + items + ", kept as they are)" : "");
+    System.out.println("press Ctrl-C to stop it; run the same command again to resume");
 
     ActorSystem<Void> system = ActorSystem.create(Behaviors.empty(), "batch-inference");
     try (XlaClient client = XlaClient.create();
@@ -72,15 +112,26 @@ public final class BatchInference {
           system.systemActorOf(
               InferenceJob.create("batch-inference", Program.of(classifier()), client, callbacks, work, settings),
               "batch-inference", Props.empty());
+      AtomicReference<Progress> last = new AtomicReference<>();
       ActorRef<Progress> bar =
           system.systemActorOf(
               Behaviors.receive(Progress.class).onMessage(Progress.class, p -> {
+                last.set(p);
                 System.out.print("\r" + progressBar(p) + "   ");
                 System.out.flush();
                 return Behaviors.same();
               }).build(),
               "progress-bar", Props.empty());
       job.tell(new InferenceJob.Subscribe(bar));
+      // Ctrl-C: cancel the job first (it closes its output file), then let the actor system stop.
+      CoordinatedShutdown.get(system).addTask(CoordinatedShutdown.PhaseBeforeServiceUnbind(), "cancel-batch-inference", () ->
+          AskPattern.<InferenceJob.Command, JobResult>ask(job, r -> new InferenceJob.Cancel("Ctrl-C", r), Duration.ofSeconds(4), system.scheduler())
+              .handle((r, e) -> {
+                Progress p = last.get();
+                long done = r != null ? r.done() : p != null ? p.done() : already;
+                System.out.printf("%ninterrupted (Ctrl-C) at %d/%d; run the same command again to resume%n", done, items);
+                return Done.getInstance();
+              }));
       JobResult result =
           AskPattern.<InferenceJob.Command, JobResult>ask(job, InferenceJob.Start::new, Duration.ofDays(1), system.scheduler())
               .toCompletableFuture()
@@ -88,7 +139,8 @@ public final class BatchInference {
       Thread.sleep(50); // let the bar draw its last state before the summary
       System.out.println();
       System.out.println("result: " + result);
-      System.out.printf("%s holds %d of %d items%n", output, ResultJournal.read(output).size(), items);
+      System.out.printf("%s holds %d of %d items%n", output,
+          ResultJournal.read(output).keySet().stream().filter(i -> i < items).count(), items);
     } finally {
       system.terminate();
     }

@@ -27,14 +27,19 @@ public final class Quickstart {
 
   public static void main(String[] args) {
     TensorType hidden = TensorType.of(DType.F32, 2, 3);
+    // HostCallback.of: the static argument (the threshold) reaches the function as a Float.
     HostCallback threshold =
-        new HostCallback("threshold", List.of(hidden), 0.2f, (inputs, limit) -> {
-          float[] h = inputs.get(0).toFloatArray();
-          System.out.println("  [java] callback got h = " + Arrays.toString(h) + " on " + Thread.currentThread().getName());
+        HostCallback.of("threshold", List.of(hidden), 0.2f, (inputs, limit) -> {
+          HostTensor before = inputs.get(0);
+          System.out.println("  [java] callback on thread " + Thread.currentThread().getName());
+          System.out.println(rows("  [java] got h = ", before));
+          float[] h = before.toFloatArray();
           for (int i = 0; i < h.length; i++) {
-            h[i] = h[i] < (Float) limit ? 0f : h[i];
+            h[i] = h[i] < limit ? 0f : h[i];
           }
-          return List.of(HostTensor.ofFloats(h, 2, 3));
+          HostTensor after = HostTensor.ofFloats(h, 2, 3);
+          System.out.println(rows("  [java] returns (entries below " + limit + " zeroed) = ", after));
+          return List.of(after);
         });
 
     GraphBuilder b = new GraphBuilder("quickstart");
@@ -51,14 +56,30 @@ public final class Quickstart {
         Executable program = graph.compile(client)) {
       System.out.println("client:  " + client);
       System.out.println("program: " + graph);
+      System.out.println("StableHLO that XLA compiled:");
+      System.out.println(graph.stablehlo().strip().indent(2));
       callbacks.registerAll(graph.hostCallbacks()).toCompletableFuture().join();
       HostTensor xs = HostTensor.ofFloats(new float[] {1, 0, 0, 1, 0, 1, 1, 0}, 2, 4);
       HostTensor ws = HostTensor.ofFloats(new float[] {0.5f, -0.3f, 0.1f, 0.2f, 0.4f, -0.6f, 0.3f, 0.1f, 0.9f, -0.2f, 0.5f, 0.05f}, 4, 3);
+      System.out.println(rows("x = ", xs));
+      System.out.println(rows("w = ", ws));
       List<HostTensor> out = callbacks.run(program, List.of(xs, ws));
-      System.out.println("softmax: " + Arrays.toString(out.get(0).toFloatArray()));
+      System.out.println(rows("softmax(4 h') = ", out.get(0)));
       System.out.println("metrics: " + callbacks.metrics());
     } finally {
       system.terminate();
     }
+  }
+
+  /** {@code label} and a 2-D f32 tensor as rows, one per line, aligned under the first. */
+  private static String rows(String label, HostTensor t) {
+    long[] dims = t.type().shape().dims();
+    float[] v = t.toFloatArray();
+    int columns = dims.length == 2 ? (int) dims[1] : v.length;
+    StringBuilder sb = new StringBuilder(label);
+    for (int r = 0; r * columns < v.length; r++) {
+      sb.append(r == 0 ? "" : "\n" + " ".repeat(label.length())).append(Arrays.toString(Arrays.copyOfRange(v, r * columns, (r + 1) * columns)));
+    }
+    return sb.toString();
   }
 }

@@ -32,6 +32,22 @@ public record ImportedProgram(String name, String text, List<TensorType> paramet
     parameterTypes = List.copyOf(parameterTypes);
   }
 
+  /** The module's StableHLO text, unchanged: the same name as {@link Graph#stablehlo()}. */
+  public String stablehlo() {
+    return text;
+  }
+
+  /**
+   * The module text.
+   *
+   * @deprecated use {@link #stablehlo()}, the name {@link Graph} uses for the same thing
+   */
+  @Deprecated
+  @Override
+  public String text() {
+    return text;
+  }
+
   /** Reads a module from text; a {@link CompileException} if it has no usable {@code @main}. */
   public static ImportedProgram fromText(String name, String text) {
     if (text == null || text.isBlank()) {

@@ -27,6 +27,18 @@ public record HostCallback(String name, List<TensorType> outputTemplate, Object 
     outputTemplate = List.copyOf(outputTemplate);
   }
 
+  /**
+   * A host callback whose function receives {@code staticArgument} as an {@code S}, not an {@code Object}:
+   * {@code HostCallback.of("threshold", List.of(type), 0.2f, (inputs, limit) -> ... limit ...)} with
+   * {@code limit} a {@code Float}.
+   */
+  public static <S> HostCallback of(String name, List<TensorType> outputTemplate, S staticArgument, HostFunction.Typed<S> function) {
+    Objects.requireNonNull(function, "function");
+    @SuppressWarnings("unchecked") // the only value ever passed is staticArgument itself, an S
+    HostFunction untyped = (inputs, s) -> function.apply(inputs, (S) s);
+    return new HostCallback(name, outputTemplate, staticArgument, untyped);
+  }
+
   /** The name of the FFI handler the native bridge registers for host callbacks. */
   public static final String TARGET = "xla_actors.host_callback";
 }

@@ -11,4 +11,15 @@ import java.util.List;
 @FunctionalInterface
 public interface HostFunction {
   List<HostTensor> apply(List<HostTensor> inputs, Object staticArgument) throws Exception;
+
+  /**
+   * A host function whose static argument has the type {@code S} it was built with (see {@link
+   * HostCallback#of}), so it needs no cast.
+   *
+   * @param <S> the static argument's type
+   */
+  @FunctionalInterface
+  interface Typed<S> {
+    List<HostTensor> apply(List<HostTensor> inputs, S staticArgument) throws Exception;
+  }
 }

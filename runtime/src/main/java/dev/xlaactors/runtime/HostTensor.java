@@ -9,6 +9,11 @@ import java.util.Objects;
  * An immutable tensor in host memory: a {@link TensorType} and its row-major elements in a direct
  * little-endian {@link ByteBuffer}, which is what PJRT copies from and to without an extra hop.
  *
+ * <p>Shapes: the {@code of...(values, dims...)} factories take the shape as {@code dims}. Without dims,
+ * one value makes a scalar (shape {@code []}) and any other number of values a vector ({@code [n]}); so
+ * {@code ofFloats(new float[] {x})} is a scalar, while {@code ofFloats(new float[] {x}, 1)} and {@link
+ * #vector(float...)} are one-element vectors. Pass dims whenever the count could be 1.
+ *
  * <p>Thread-safe: the contents never change after construction and readers get read-only views.
  */
 public final class HostTensor {
@@ -60,6 +65,17 @@ public final class HostTensor {
     return new HostTensor(type, b);
   }
 
+  /** A rank-1 f32 tensor of {@code values}, whatever their number (one value is a vector of one). */
+  public static HostTensor vector(float... values) {
+    return ofFloats(values, values.length);
+  }
+
+  /** A rank-1 s32 tensor of {@code values}, whatever their number (one value is a vector of one). */
+  public static HostTensor vector(int... values) {
+    return ofInts(values, values.length);
+  }
+
+  /** f32 values of shape {@code dims}; without dims a scalar for one value, else a vector (see the class doc). */
   public static HostTensor ofFloats(float[] values, long... dims) {
     TensorType type = checked(DType.F32, values.length, dims);
     ByteBuffer b = allocate(type.byteSize());

@@ -2,11 +2,13 @@ package dev.xlaactors.runtime;
 
 import com.typesafe.config.Config;
 import com.typesafe.config.ConfigFactory;
+import com.typesafe.config.ConfigResolveOptions;
 import com.typesafe.config.ConfigUtil;
 import com.typesafe.config.ConfigValue;
 import com.typesafe.config.ConfigValueType;
 import dev.xlaactors.error.ErrorCode;
 import dev.xlaactors.error.XlaException;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.TreeSet;
@@ -23,9 +25,13 @@ public final class KnownConfigKeys {
 
   private KnownConfigKeys() {}
 
-  /** Checks {@code config} against the reference configuration of the modules on the classpath. */
+  /**
+   * Checks {@code config} against the reference configuration of the modules on the classpath: their
+   * reference.conf files alone, without system properties (ConfigFactory.defaultReference() includes
+   * them, which would make a misspelt {@code -D} key look known).
+   */
   public static void check(Config config) {
-    check(config, ConfigFactory.defaultReference());
+    check(config, ConfigFactory.defaultReferenceUnresolved().resolve(ConfigResolveOptions.defaults().setAllowUnresolved(true)));
   }
 
   static void check(Config config, Config reference) {
@@ -40,12 +46,54 @@ public final class KnownConfigKeys {
       }
     }
     if (!unknown.isEmpty()) {
+      List<String> known = new ArrayList<>();
+      reference.getConfig(ROOT).entrySet().forEach(e -> known.add(ROOT + "." + e.getKey()));
+      List<String> described = new ArrayList<>();
+      for (String key : unknown) {
+        String origin = config.getValue(key).origin().description();
+        String nearest = nearest(key, known);
+        described.add(key + " (" + origin + ")" + (nearest != null ? ", did you mean " + nearest + "?" : ""));
+      }
       throw new XlaException(
           ErrorCode.INVALID_ARGUMENT,
-          "unknown configuration key" + (unknown.size() > 1 ? "s " : " ") + String.join(", ", unknown)
+          "unknown configuration key" + (unknown.size() > 1 ? "s " : " ") + String.join("; ", described)
               + ": no xla-actors module defines " + (unknown.size() > 1 ? "them" : "it")
               + " (check the spelling against the modules' reference.conf, listed in the README)");
     }
+  }
+
+  /** The known key closest to {@code key} by edit distance, if it is close enough to be a misspelling. */
+  static String nearest(String key, List<String> known) {
+    String best = null;
+    int bestDistance = Integer.MAX_VALUE;
+    for (String k : known) {
+      int d = distance(key, k);
+      if (d < bestDistance) {
+        best = k;
+        bestDistance = d;
+      }
+    }
+    String last = key.substring(key.lastIndexOf('.') + 1);
+    return best != null && bestDistance <= Math.max(2, last.length() / 3) ? best : null;
+  }
+
+  private static int distance(String a, String b) {
+    int[] previous = new int[b.length() + 1];
+    int[] current = new int[b.length() + 1];
+    for (int j = 0; j <= b.length(); j++) {
+      previous[j] = j;
+    }
+    for (int i = 1; i <= a.length(); i++) {
+      current[0] = i;
+      for (int j = 1; j <= b.length(); j++) {
+        int substitute = previous[j - 1] + (a.charAt(i - 1) == b.charAt(j - 1) ? 0 : 1);
+        current[j] = Math.min(substitute, Math.min(previous[j] + 1, current[j - 1] + 1));
+      }
+      int[] t = previous;
+      previous = current;
+      current = t;
+    }
+    return previous[b.length()];
   }
 
   private static boolean insideOpenSection(String path, Config reference) {

@@ -48,7 +48,23 @@ public final class Plugin {
 
   /** The plugin named by the settings. */
   public static Plugin load(RuntimeSettings settings) {
-    return load(settings.pluginPath());
+    try {
+      return load(settings.pluginPath());
+    } catch (PluginException e) {
+      throw new PluginException(e.code(), e.getMessage() + "; the path came from " + originOf(settings.pluginPath()));
+    }
+  }
+
+  /** Where a plugin path was most likely set: the environment variable, the default, or the config key. */
+  private static String originOf(Path path) {
+    String env = System.getenv(RuntimeSettings.PLUGIN_ENV);
+    if (env != null && !env.isBlank() && Path.of(env.trim()).equals(path)) {
+      return "the environment variable " + RuntimeSettings.PLUGIN_ENV + "=" + env.trim();
+    }
+    if (path.equals(RuntimeSettings.defaultPluginPath())) {
+      return "the default location (" + RuntimeSettings.PLUGIN_PATH_KEY + " is empty)";
+    }
+    return "the config key " + RuntimeSettings.PLUGIN_PATH_KEY;
   }
 
   /**
@@ -59,6 +75,11 @@ public final class Plugin {
    */
   public static Plugin load(Path path) {
     Path key = path.toAbsolutePath().normalize();
+    if (Files.isDirectory(key)) {
+      throw new PluginException(ErrorCode.INVALID_ARGUMENT,
+          "the PJRT plugin path " + key + " is a directory; it must name the plugin file itself, e.g. "
+              + key.resolve("xla_cpu_pjrt.so") + hint());
+    }
     if (!Files.isRegularFile(key)) {
       throw new PluginException(ErrorCode.NOT_FOUND, "PJRT plugin not found at " + key + hint());
     }

@@ -22,7 +22,8 @@ public record ProgramSignature(List<TensorType> parameters) {
   }
 
   /** Reads {@code @main}'s parameters; a program without one is a {@link CompileException}. */
-  public static ProgramSignature parse(String program) {
+  public static ProgramSignature parse(String text) {
+    String program = withoutComments(text); // same length: a position in it is a position in text
     Matcher m = MAIN.matcher(program);
     if (!m.find()) {
       throw new CompileException(
@@ -76,6 +77,26 @@ public record ProgramSignature(List<TensorType> parameters) {
       }
     }
     return new ProgramSignature(types);
+  }
+
+  /**
+   * {@code text} with every {@code //} comment (outside string literals) blanked out, so that {@code
+   * func.func @main(...)} written in a comment is not taken for the real one.
+   */
+  static String withoutComments(String text) {
+    StringBuilder out = new StringBuilder(text);
+    for (int i = 0; i < text.length(); i++) {
+      char c = text.charAt(i);
+      if (c == '"') {
+        i = skipString(text, i);
+      } else if (c == '/' && i + 1 < text.length() && text.charAt(i + 1) == '/') {
+        while (i < text.length() && text.charAt(i) != '\n') {
+          out.setCharAt(i, ' ');
+          i++;
+        }
+      }
+    }
+    return out.toString();
   }
 
   private static int skipString(String s, int quote) {

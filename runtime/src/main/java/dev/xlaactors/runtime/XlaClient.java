@@ -2,6 +2,7 @@ package dev.xlaactors.runtime;
 
 import static dev.xlaactors.nativebridge.pjrt.global.Pjrt.*;
 
+import dev.xlaactors.error.CompileException;
 import dev.xlaactors.error.ErrorCode;
 import dev.xlaactors.error.InvalidArgumentException;
 import dev.xlaactors.error.PluginException;
@@ -273,7 +274,28 @@ public final class XlaClient extends NativeHandle {
     Objects.requireNonNull(stablehlo, "stablehlo");
     Objects.requireNonNull(options, "options");
     checkOpen();
-    return cache.getOrCompile(stablehlo, options, () -> compileUncached(stablehlo, options));
+    try {
+      return cache.getOrCompile(stablehlo, options, () -> compileUncached(stablehlo, options));
+    } catch (CompileException e) {
+      throw asInvalidProgram(e);
+    }
+  }
+
+  // MLIR's diagnostics: "-:2:8: error: ..." (line:column in the text) or StableHLO's "Failed to parse".
+  private static final java.util.regex.Pattern TEXT_DIAGNOSTIC =
+      java.util.regex.Pattern.compile("(?m)^-:\\d+:\\d+: error:|Failed to parse");
+
+  /**
+   * The plugin reports text that does not parse or verify with code UNKNOWN; it is the caller's bad
+   * argument, so it becomes INVALID_ARGUMENT (with the same message). Other compile failures keep their code.
+   */
+  private static CompileException asInvalidProgram(CompileException e) {
+    if (e.code() != ErrorCode.UNKNOWN || e.getMessage() == null || !TEXT_DIAGNOSTIC.matcher(e.getMessage()).find()) {
+      return e;
+    }
+    CompileException invalid = new CompileException(ErrorCode.INVALID_ARGUMENT, e.getMessage());
+    invalid.initCause(e);
+    return invalid;
   }
 
   private LoadedProgram compileUncached(String stablehlo, CompileOptions options) {

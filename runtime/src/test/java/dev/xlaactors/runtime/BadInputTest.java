@@ -1,5 +1,7 @@
 package dev.xlaactors.runtime;
 
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -39,6 +41,24 @@ class BadInputTest {
         """;
     CompileException e = assertThrows(CompileException.class, () -> client.compile(program));
     assertTrue(e.getMessage().contains("frobnicate"), e.getMessage());
+    assertEquals(dev.xlaactors.error.ErrorCode.INVALID_ARGUMENT, e.code(), "text that does not parse is a bad argument: " + e.getMessage());
+  }
+
+  @Test
+  void mainIsFoundByItsDefinitionNotInsideAComment() {
+    String program =
+        """
+        // func.func @main(%unused: tensor<2xf32>) -> tensor<2xf32>, the old signature
+        func.func @main(%a: tensor<4xf32>) -> tensor<4xf32> { // "quoted // text" stays
+          %0 = stablehlo.add %a, %a : tensor<4xf32>
+          return %0 : tensor<4xf32>
+        }
+        """;
+    try (Executable twice = client.compile(program)) {
+      assertArrayEquals(new float[] {2, 4, 6, 8}, twice.run(HostTensor.ofFloats(new float[] {1, 2, 3, 4})).get(0).toFloatArray(), 0f);
+      InvalidArgumentException e = assertThrows(InvalidArgumentException.class, () -> twice.run(HostTensor.ofFloats(new float[] {1, 2})));
+      assertTrue(e.getMessage().contains("expected f32[4], got f32[2]"), e.getMessage());
+    }
   }
 
   @Test

@@ -16,6 +16,12 @@ final class ChildJvm {
 
   static Result run(Class<?> mainClass, List<String> jvmOptions, String... args)
       throws IOException, InterruptedException {
+    return run(mainClass, jvmOptions, java.util.Map.of(), args);
+  }
+
+  /** As {@link #run(Class, List, String...)}, with {@code environment} added to the child's environment. */
+  static Result run(Class<?> mainClass, List<String> jvmOptions, java.util.Map<String, String> environment, String... args)
+      throws IOException, InterruptedException {
     List<String> command = new ArrayList<>();
     command.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
     command.addAll(jvmOptions);
@@ -23,7 +29,9 @@ final class ChildJvm {
     command.add(System.getProperty("java.class.path"));
     command.add(mainClass.getName());
     command.addAll(List.of(args));
-    Process process = new ProcessBuilder(command).redirectErrorStream(true).start();
+    ProcessBuilder builder = new ProcessBuilder(command).redirectErrorStream(true);
+    builder.environment().putAll(environment);
+    Process process = builder.start();
     // Read while waiting, so a chatty child cannot block on a full pipe.
     byte[] output = process.getInputStream().readAllBytes();
     if (!process.waitFor(180, TimeUnit.SECONDS)) {

@@ -13,6 +13,7 @@ import dev.xlaactors.error.XlaException;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.List;
 import java.util.Map;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
@@ -45,6 +46,36 @@ class PluginTest {
     assertTrue(e.getMessage().contains(RuntimeSettings.PLUGIN_PATH_KEY), e.getMessage());
     assertTrue(e.getMessage().contains(RuntimeSettings.PLUGIN_ENV), e.getMessage());
     assertTrue(e.getMessage().contains(RuntimeSettings.FETCH_COMMAND), e.getMessage());
+  }
+
+  @Test
+  void aDirectoryIsReportedAsADirectoryAndTheConfigKeyAsTheOrigin(@TempDir Path dir) {
+    RuntimeSettings settings = RuntimeSettings.load().withPluginPath(dir);
+    PluginException e = assertThrows(PluginException.class, () -> XlaClient.create(settings));
+    assertEquals(ErrorCode.INVALID_ARGUMENT, e.code());
+    assertTrue(e.getMessage().startsWith("the PJRT plugin path " + dir + " is a directory; it must name the plugin file itself"), e.getMessage());
+    assertTrue(e.getMessage().endsWith("the path came from the config key " + RuntimeSettings.PLUGIN_PATH_KEY), e.getMessage());
+  }
+
+  @Test
+  void aBadPathFromTheEnvironmentVariableSaysSo(@TempDir Path dir) throws Exception {
+    Path missing = dir.resolve("from-env.so");
+    ChildJvm.Result r = ChildJvm.run(LoadConfiguredPlugin.class, List.of(), Map.of(RuntimeSettings.PLUGIN_ENV, missing.toString()));
+    assertEquals(3, r.exitCode(), r.output());
+    assertTrue(r.output().contains("PJRT plugin not found at " + missing), r.output());
+    assertTrue(r.output().contains("the path came from the environment variable " + RuntimeSettings.PLUGIN_ENV + "=" + missing), r.output());
+  }
+
+  /** Child JVM: creates a client from the configured settings and prints why it could not. */
+  static final class LoadConfiguredPlugin {
+    public static void main(String[] args) {
+      try (XlaClient client = XlaClient.create(RuntimeSettings.load())) {
+        System.out.println("loaded " + client);
+      } catch (PluginException e) {
+        System.out.println(e.getMessage());
+        System.exit(3);
+      }
+    }
   }
 
   @Test

@@ -126,7 +126,7 @@ public final class BatchScoring implements JobWork {
   }
 
   @Override
-  public void close() throws Exception {
+  public void close() throws java.io.IOException {
     if (journal != null) {
       journal.close();
     }

@@ -154,12 +154,18 @@ public final class ComputationActor extends AbstractBehavior<ComputationActor.Co
   private void start(Run r) {
     busy = true;
     CompletionStage<List<HostTensor>> outputs;
-    if (program.callsHost()) {
-      current = callbacks.start(executable, r.inputs());
-      outputs = current.result();
-    } else {
-      Executable exe = executable;
-      outputs = CompletableFuture.supplyAsync(() -> exe.run(r.inputs(), null), blocking);
+    try {
+      if (program.callsHost()) {
+        current = callbacks.start(executable, r.inputs());
+        outputs = current.result();
+      } else {
+        Executable exe = executable;
+        outputs = CompletableFuture.supplyAsync(() -> exe.run(r.inputs(), null), blocking);
+      }
+    } catch (RuntimeException e) {
+      // The run could not even start (e.g. its callback runtime's actor system is gone): answer this
+      // request with the error, and stay free for the next one instead of busy forever.
+      outputs = CompletableFuture.failedFuture(e);
     }
     getContext().pipeToSelf(outputs, (out, failure) -> new RunFinished(r, out, failure == null ? null : unwrap(failure)));
   }

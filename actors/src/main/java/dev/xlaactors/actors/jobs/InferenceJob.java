@@ -26,6 +26,7 @@ import org.apache.pekko.actor.typed.javadsl.ActorContext;
 import org.apache.pekko.actor.typed.javadsl.Behaviors;
 import org.apache.pekko.actor.typed.javadsl.Receive;
 import org.apache.pekko.actor.typed.javadsl.TimerScheduler;
+import org.slf4j.LoggerFactory;
 
 /**
  * A supervised long-running inference job: it runs a compiled step (a child {@link ComputationActor})
@@ -87,6 +88,8 @@ public final class InferenceJob extends AbstractBehavior<InferenceJob.Command> {
 
   private record StepStopped() implements Command {}
 
+  private record WorkClosed(Throwable failure) implements Command {}
+
   private static final Object RETRY_TIMER = "retry";
   private static final Object TIMEOUT_TIMER = "timeout";
   @SuppressWarnings("unchecked")
@@ -114,6 +117,9 @@ public final class InferenceJob extends AbstractBehavior<InferenceJob.Command> {
   private JobResult ending;
   private boolean resultSent;
   private boolean workClosed;
+  // The work call (open, input or accept) running on the blocking dispatcher, if any: the work is closed
+  // only after it has returned, as JobWork promises.
+  private CompletableFuture<?> inFlight = CompletableFuture.completedFuture(null);
 
   /**
    * A job named {@code name} running {@code step} over {@code work}; it waits for {@link Start}. {@code
@@ -178,6 +184,7 @@ public final class InferenceJob extends AbstractBehavior<InferenceJob.Command> {
         .onMessage(RetryDue.class, this::onRetryDue)
         .onMessage(JobTimedOut.class, this::onJobTimedOut)
         .onMessage(StepStopped.class, this::onStepStopped)
+        .onMessage(WorkClosed.class, this::onWorkClosed)
         .onSignal(PostStop.class, this::onPostStop)
         .build();
   }
@@ -192,9 +199,16 @@ public final class InferenceJob extends AbstractBehavior<InferenceJob.Command> {
     timers.startSingleTimer(TIMEOUT_TIMER, new JobTimedOut(), settings.timeout());
     getContext()
         .pipeToSelf(
-            CompletableFuture.supplyAsync(this::openWork, blocking),
+            onBlocking(this::openWork),
             (opened, failure) -> failure == null ? new Opened(opened) : new OpenFailed(unwrap(failure)));
     return this;
+  }
+
+  /** Runs one work call on the blocking dispatcher and remembers it, so the work is closed after it. */
+  private <T> CompletableFuture<T> onBlocking(java.util.function.Supplier<T> call) {
+    CompletableFuture<T> f = CompletableFuture.supplyAsync(call, blocking);
+    inFlight = f;
+    return f;
   }
 
   private JobWork.Plan openWork() {
@@ -253,7 +267,7 @@ public final class InferenceJob extends AbstractBehavior<InferenceJob.Command> {
     long current = item;
     getContext()
         .pipeToSelf(
-            CompletableFuture.supplyAsync(() -> inputOf(current), blocking),
+            onBlocking(() -> inputOf(current)),
             (inputs, failure) -> failure == null ? new InputReady(id, inputs) : new AttemptFailed(id, unwrap(failure)));
   }
 
@@ -288,7 +302,7 @@ public final class InferenceJob extends AbstractBehavior<InferenceJob.Command> {
     long current = item;
     getContext()
         .pipeToSelf(
-            CompletableFuture.supplyAsync(() -> acceptOutputs(current, d.outputs()), blocking),
+            onBlocking(() -> acceptOutputs(current, d.outputs())),
             (goOn, failure) -> failure == null ? new Accepted(id, goOn) : new AttemptFailed(id, unwrap(failure)));
     return this;
   }
@@ -328,8 +342,8 @@ public final class InferenceJob extends AbstractBehavior<InferenceJob.Command> {
               + "); last error: " + describe(cause)));
     }
     Duration backoff = settings.backoff(attempt);
-    getContext().getLog().warn("job '{}': item {} failed (attempt {}), retrying in {} ms: {}",
-        name, item, attempt, backoff.toMillis(), describe(cause));
+    getContext().getLog().warn("job '{}': item {} failed (attempt {} of {}), retrying in {} ms: {}",
+        name, item, attempt, settings.maxRetries() + 1, backoff.toMillis(), brief(cause));
     attempt++;
     timers.startSingleTimer(RETRY_TIMER, new RetryDue(attemptId), backoff);
     return this;
@@ -375,14 +389,36 @@ public final class InferenceJob extends AbstractBehavior<InferenceJob.Command> {
   }
 
   private Behavior<Command> finish() {
+    if (workClosed) {
+      return this; // closing already
+    }
     // Closed before the result goes out, so a requester may start the same job again at once (the
-    // output file's lock is released). A force and a close: short enough for the actor's thread.
-    closeWork();
+    // output file's lock is released); closed after the work call in flight has returned (an open that
+    // is still reading a large file would otherwise take the lock after the close); closed on the
+    // blocking dispatcher, because closing forces the file to disk.
+    workClosed = true;
+    CompletableFuture<Void> closed = inFlight.handle((r, e) -> null).thenRunAsync(this::closeWorkOrThrow, blocking);
+    getContext().pipeToSelf(closed, (ok, failure) -> new WorkClosed(failure == null ? null : unwrap(failure)));
+    return this;
+  }
+
+  private Behavior<Command> onWorkClosed(WorkClosed c) {
+    if (c.failure() != null) {
+      getContext().getLog().warn("job '{}': closing its work failed: {}", name, describe(c.failure()));
+    }
     publish(true);
     requesters.forEach(r -> r.tell(ending));
     resultSent = true;
     getContext().getLog().info("job '{}' ended: {}", name, ending);
     return Behaviors.stopped();
+  }
+
+  private void closeWorkOrThrow() {
+    try {
+      work.close();
+    } catch (Exception e) {
+      throw new CompletionException(e);
+    }
   }
 
   private Behavior<Command> onPostStop(PostStop signal) {
@@ -399,11 +435,15 @@ public final class InferenceJob extends AbstractBehavior<InferenceJob.Command> {
       return;
     }
     workClosed = true;
-    try {
-      work.close();
-    } catch (Exception e) {
-      getContext().getLog().warn("job '{}': closing its work failed: {}", name, e.toString());
-    }
+    // The actor stopped without finishing (a bug in it): close after the call in flight, off this thread.
+    String job = name;
+    inFlight.handle((r, e) -> null).thenRunAsync(() -> {
+      try {
+        work.close();
+      } catch (Exception e) {
+        LoggerFactory.getLogger(InferenceJob.class).warn("job '{}': closing its work failed: {}", job, e.toString());
+      }
+    }, blocking);
   }
 
   private void publish(boolean force) {
@@ -457,6 +497,11 @@ public final class InferenceJob extends AbstractBehavior<InferenceJob.Command> {
 
   private static String describe(Throwable t) {
     return t == null ? "unknown" : t.getClass().getName() + ": " + t.getMessage();
+  }
+
+  /** The cause's own message, with its class's simple name only if the message is empty. */
+  private static String brief(Throwable t) {
+    return t == null ? "unknown" : t.getMessage() != null && !t.getMessage().isBlank() ? t.getMessage() : t.getClass().getSimpleName();
   }
 
   private static Throwable unwrap(Throwable t) {

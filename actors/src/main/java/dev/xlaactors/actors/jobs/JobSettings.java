@@ -98,9 +98,17 @@ public record JobSettings(
     }
   }
 
+  /** A duration the way HOCON writes it ({@code -5s}, {@code 250ms}), not ISO-8601 ({@code PT-5S}). */
+  private static String asWritten(Duration d) {
+    if (d == null) {
+      return "nothing";
+    }
+    return d.toNanos() % 1_000_000 != 0 ? d.toNanos() + "ns" : d.toMillis() % 1000 != 0 ? d.toMillis() + "ms" : d.toSeconds() + "s";
+  }
+
   private static void positive(Duration d, String key) {
     if (d == null || d.isNegative() || d.isZero()) {
-      throw new XlaException(ErrorCode.INVALID_ARGUMENT, ROOT + "." + key + " must be a positive duration, got " + d);
+      throw new XlaException(ErrorCode.INVALID_ARGUMENT, ROOT + "." + key + " must be a positive duration (e.g. 30s), got " + asWritten(d));
     }
   }
 }

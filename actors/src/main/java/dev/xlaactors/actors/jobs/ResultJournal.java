@@ -6,23 +6,41 @@ import java.nio.channels.FileChannel;
 import java.nio.channels.FileLock;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
+import java.nio.file.LinkOption;
 import java.nio.file.Path;
 import java.nio.file.StandardOpenOption;
+import java.nio.file.attribute.PosixFilePermission;
+import java.nio.file.attribute.PosixFilePermissions;
 import java.util.BitSet;
+import java.util.EnumSet;
 import java.util.LinkedHashMap;
 import java.util.Map;
+import java.util.Set;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+import java.util.zip.CRC32;
 
 /**
  * A batch job's output file, which is also its journal: one line per finished item, {@code
- * index<TAB>values}, appended in the order items finish. Opening it reads the lines already there (the
- * items a previous run finished), cuts off a partial last line (a run killed in the middle of a write),
- * and locks the file so two processes cannot write it at once. Each appended line is forced to disk every
+ * index<TAB>values<TAB>crc}, appended in the order items finish, where {@code crc} is the CRC-32 of {@code
+ * index<TAB>values} as 8 lowercase hex digits. Opening it reads and checks every line first and changes
+ * nothing in a file it refuses; then it cuts a torn last line (a run killed in the middle of a write, or a
+ * line left NUL-filled or half-written by a power loss, which its CRC exposes), and locks the file so two
+ * processes cannot write it at once. A new file is created owner-only ({@code rw-------}) and its directory
+ * is forced to disk, so the file itself survives a crash. Each appended line is forced to disk every
  * {@code syncEvery} items, so after a crash the file holds every finished item exactly once, and a new run
  * computes only the others.
  *
  * <p>Not thread-safe: a job uses it from one item at a time.
  */
 public final class ResultJournal implements AutoCloseable {
+  /** What a journal line looks like, for messages that refuse a file. */
+  public static final String LINE_FORMAT = "'index<TAB>values<TAB>crc32' (e.g. '7\t0.25,0.75\t3f386333')";
+
+  private static final Pattern LINE = Pattern.compile("(\\d{1,18})\t([^\t]*)\t([0-9a-f]{8})");
+  // What a line cut short or NUL-filled by a crash can look like: a prefix of a line (NULs removed).
+  private static final Pattern TORN = Pattern.compile("\\d{0,18}(\t[^\t]*(\t[0-9a-f]{0,8})?)?");
+
   private final Path file;
   private final FileChannel channel;
   private final FileLock lock;
@@ -31,6 +49,7 @@ public final class ResultJournal implements AutoCloseable {
   private final long recovered;
   private final long truncatedBytes;
   private int sinceSync;
+  private IOException broken;
 
   private ResultJournal(Path file, FileChannel channel, FileLock lock, int syncEvery, long truncatedBytes, Map<Long, String> lines) {
     this.file = file;
@@ -43,16 +62,30 @@ public final class ResultJournal implements AutoCloseable {
   }
 
   /**
-   * Opens (or creates) {@code file}. Throws {@link FatalJobException} when another process holds it or
-   * when a complete line is not {@code index<TAB>values}: then it is not this job's output.
+   * Opens (or creates) {@code file}. Throws {@link FatalJobException}, and leaves the file as it was, when
+   * another process holds it or when a line other than a torn last one is not a journal line: then it is
+   * not this job's output.
    */
   public static ResultJournal open(Path file, int syncEvery) throws IOException {
     Path parent = file.toAbsolutePath().getParent();
     if (parent != null) {
       Files.createDirectories(parent);
     }
-    FileChannel channel = FileChannel.open(file, StandardOpenOption.CREATE, StandardOpenOption.READ, StandardOpenOption.WRITE);
+    if (Files.isDirectory(file)) {
+      throw new FatalJobException(file + " is a directory; give the job a file to write its results to");
+    }
+    boolean created = !Files.exists(file, LinkOption.NOFOLLOW_LINKS);
+    Set<StandardOpenOption> options = Set.of(StandardOpenOption.CREATE, StandardOpenOption.READ, StandardOpenOption.WRITE);
+    FileChannel channel;
     try {
+      channel = FileChannel.open(file, options, PosixFilePermissions.asFileAttribute(OWNER_ONLY));
+    } catch (UnsupportedOperationException notPosix) {
+      channel = FileChannel.open(file, options);
+    }
+    try {
+      if (created && parent != null) {
+        forceDirectory(parent);
+      }
       FileLock lock;
       try {
         lock = channel.tryLock();
@@ -63,19 +96,26 @@ public final class ResultJournal implements AutoCloseable {
         throw new FatalJobException(file + " is being written by another job or process");
       }
       byte[] bytes = Files.readAllBytes(file);
-      int end = bytes.length;
-      while (end > 0 && bytes[end - 1] != '\n') {
-        end--; // a partial last line: the previous run was killed while writing it
-      }
-      if (end < bytes.length) {
-        channel.truncate(end);
+      Parsed parsed = parse(file, bytes);
+      if (parsed.end() < bytes.length) {
+        channel.truncate(parsed.end());
         channel.force(true);
       }
-      Map<Long, String> lines = parse(file, new String(bytes, 0, end, StandardCharsets.UTF_8));
-      return new ResultJournal(file, channel, lock, syncEvery, bytes.length - end, lines);
+      return new ResultJournal(file, channel, lock, syncEvery, bytes.length - parsed.end(), parsed.lines());
     } catch (IOException | RuntimeException e) {
       channel.close();
       throw e;
+    }
+  }
+
+  private static final Set<PosixFilePermission> OWNER_ONLY =
+      EnumSet.of(PosixFilePermission.OWNER_READ, PosixFilePermission.OWNER_WRITE);
+
+  private static void forceDirectory(Path dir) {
+    try (FileChannel d = FileChannel.open(dir, StandardOpenOption.READ)) {
+      d.force(true);
+    } catch (IOException | UnsupportedOperationException e) {
+      // Some file systems cannot open or force a directory; the file's own force still holds its lines.
     }
   }
 
@@ -84,29 +124,59 @@ public final class ResultJournal implements AutoCloseable {
     if (!Files.exists(file)) {
       return Map.of();
     }
-    String text = Files.readString(file);
-    return parse(file, text.substring(0, text.lastIndexOf('\n') + 1));
+    return parse(file, Files.readAllBytes(file)).lines();
   }
 
-  private static Map<Long, String> parse(Path file, String text) {
+  /** The journal line of {@code index} with {@code values}, newline included. */
+  static String line(long index, String values) {
+    String body = index + "\t" + values;
+    return body + "\t" + crc(body) + "\n";
+  }
+
+  private static String crc(String body) {
+    CRC32 crc = new CRC32();
+    crc.update(body.getBytes(StandardCharsets.UTF_8));
+    return String.format("%08x", crc.getValue());
+  }
+
+  private record Parsed(Map<Long, String> lines, int end) {}
+
+  /**
+   * Reads every line; {@code end} is where the good lines end. Only the last line may be bad, and only in
+   * the way a crash leaves it (cut short, NUL-filled, or failing its CRC); any other bad line refuses the
+   * whole file.
+   */
+  private static Parsed parse(Path file, byte[] bytes) {
     Map<Long, String> lines = new LinkedHashMap<>();
+    int start = 0;
     int lineNumber = 0;
-    for (String line : text.split("\n")) {
+    while (start < bytes.length) {
       lineNumber++;
-      if (line.isEmpty()) {
+      int newline = start;
+      while (newline < bytes.length && bytes[newline] != '\n') {
+        newline++;
+      }
+      boolean last = newline >= bytes.length - 1;
+      String text = new String(bytes, start, newline - start, StandardCharsets.UTF_8);
+      Matcher m = LINE.matcher(text);
+      boolean complete = newline < bytes.length;
+      if (complete && m.matches() && crc(m.group(1) + "\t" + m.group(2)).equals(m.group(3))) {
+        long index = Long.parseLong(m.group(1));
+        if (lines.putIfAbsent(index, m.group(2)) != null) {
+          throw new FatalJobException(file + ":" + lineNumber + ": index " + index + " appears twice; a journal holds each item once");
+        }
+        start = newline + 1;
         continue;
       }
-      int tab = line.indexOf('\t');
-      try {
-        long index = Long.parseLong(line.substring(0, tab));
-        if (index < 0 || lines.putIfAbsent(index, line.substring(tab + 1)) != null) {
-          throw new FatalJobException(file + ":" + lineNumber + ": index " + index + " is negative or appears twice");
-        }
-      } catch (NumberFormatException | StringIndexOutOfBoundsException e) {
-        throw new FatalJobException(file + ":" + lineNumber + " is not 'index<TAB>values': " + line, e);
+      if (last && TORN.matcher(text.replace("\0", "")).matches()) {
+        return new Parsed(lines, start); // a torn last line: cut it
       }
+      String shown = text.length() > 80 ? text.substring(0, 80) + "..." : text;
+      throw new FatalJobException(file + ":" + lineNumber + " is not a result journal line: '" + shown.replace("\t", "<TAB>")
+          + "'; a journal line is " + LINE_FORMAT + ". Give the job a new file, or delete this one to start over"
+          + " (nothing in it was changed)");
     }
-    return lines;
+    return new Parsed(lines, bytes.length);
   }
 
   /** Whether a line for {@code index} is in the file. */
@@ -134,18 +204,23 @@ public final class ResultJournal implements AutoCloseable {
   }
 
   /**
-   * Appends {@code index<TAB>values} and forces it to disk if {@code syncEvery} items have been appended
+   * Appends the line of {@code index} and forces it to disk if {@code syncEvery} items have been appended
    * since the last force. If the write fails half way, the partial line is cut off again before the
-   * exception is thrown, so a retry cannot leave a broken line behind.
+   * exception is thrown, so a retry cannot leave a broken line behind; if cutting it fails too, the journal
+   * refuses every later append (a {@link FatalJobException}), so no line is ever written twice, and the
+   * next open cuts the torn line by its CRC.
    */
   public void append(long index, String values) throws IOException {
     if (values.indexOf('\n') >= 0 || values.indexOf('\t') >= 0) {
       throw new FatalJobException("the values of item " + index + " contain a tab or a newline: " + values);
     }
+    if (broken != null) {
+      throw new FatalJobException(file + " could not be repaired after a failed write; run the job again to resume", broken);
+    }
     if (isDone(index)) {
       return; // already written: never twice
     }
-    ByteBuffer line = ByteBuffer.wrap((index + "\t" + values + "\n").getBytes(StandardCharsets.UTF_8));
+    ByteBuffer line = ByteBuffer.wrap(line(index, values).getBytes(StandardCharsets.UTF_8));
     long start = channel.size();
     try {
       long position = start;
@@ -161,6 +236,7 @@ public final class ResultJournal implements AutoCloseable {
         channel.truncate(start);
       } catch (IOException suppressed) {
         e.addSuppressed(suppressed);
+        broken = e;
       }
       throw e;
     }

@@ -28,6 +28,7 @@ import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 
 /** Computations as actors, on the real plugin: serving, failed runs, compile failures, the pool. */
+@SuppressWarnings("unchecked") // TestProbe.expectMessageClass(StatusReply.class) on a probe of StatusReply<List<HostTensor>>
 class ComputationActorTest {
   private static final ActorTestKit testKit = ActorTestKit.create();
   private static final Duration WAIT = Duration.ofSeconds(30);
@@ -117,6 +118,29 @@ class ComputationActorTest {
       assertArrayEquals(new float[] {10, 20, 30, 40}, ok.getValue().get(0).toFloatArray(), 0f);
       testKit.stop(computation);
     }
+  }
+
+  @Test
+  void aRunThatCannotStartIsAnErrorReplyAndTheActorStaysFree() {
+    TensorType f32x4 = TensorType.of(DType.F32, 4);
+    GraphBuilder b = new GraphBuilder("unstartable");
+    Value x = b.parameter(f32x4);
+    Value same = b.hostCall(new HostCallback("same", List.of(f32x4), null, (in, s) -> in), x).get(0);
+    Program program = Program.of(b.build(same));
+    // Callbacks served by an actor system that has terminated: CallbackRuntime.start throws.
+    org.apache.pekko.actor.typed.ActorSystem<Void> gone =
+        org.apache.pekko.actor.typed.ActorSystem.create(org.apache.pekko.actor.typed.javadsl.Behaviors.empty(), "gone");
+    CallbackRuntime callbacks = CallbackRuntime.create(gone, client);
+    gone.terminate();
+    gone.getWhenTerminated().toCompletableFuture().join();
+    ActorRef<ComputationActor.Command> computation = testKit.spawn(ComputationActor.create(program, client, callbacks, settings));
+    TestProbe<StatusReply<List<HostTensor>>> probe = testKit.createTestProbe();
+    for (int i = 0; i < 2; i++) {
+      computation.tell(new ComputationActor.Run(List.of(vector(i)), probe.getRef()));
+      StatusReply<List<HostTensor>> reply = probe.expectMessageClass(StatusReply.class, WAIT);
+      assertTrue(reply.isError(), "request " + i + " answered with an error, not left waiting: " + reply);
+    }
+    testKit.stop(computation);
   }
 
   @Test

@@ -105,6 +105,45 @@ class InferenceJobTest {
   }
 
   @Test
+  void aCancelDuringOpenWaitsForTheOpenBeforeClosingSoTheFileIsFreeAfterwards() throws Exception {
+    Path output = dir.resolve("late-open.tsv");
+    CountDownLatch opening = new CountDownLatch(1);
+    CountDownLatch finishOpen = new CountDownLatch(1);
+    AtomicInteger closes = new AtomicInteger();
+    BatchScoring batch = BatchScoring.create(30, i -> List.of(itemInput(i)), output, settings);
+    JobWork slowOpen = new JobWork() {
+      @Override public Plan open() throws Exception {
+        opening.countDown();
+        finishOpen.await(); // e.g. reading a large journal
+        return batch.open();
+      }
+      @Override public java.util.OptionalLong next(long previous) { return batch.next(previous); }
+      @Override public List<HostTensor> input(long item) throws Exception { return batch.input(item); }
+      @Override public boolean accept(long item, List<HostTensor> outputs) throws Exception { return batch.accept(item, outputs); }
+      @Override public void close() throws java.io.IOException {
+        closes.incrementAndGet();
+        batch.close();
+      }
+    };
+    TestProbe<JobResult> result = testKit.createTestProbe();
+    ActorRef<InferenceJob.Command> job = startJob("late-open", JobPrograms.twicePlusOne(), slowOpen, settings, result, null);
+    assertTrue(opening.await(30, TimeUnit.SECONDS));
+    TestProbe<JobResult> canceller = testKit.createTestProbe();
+    job.tell(new InferenceJob.Cancel("cancelled at once", canceller.getRef()));
+    canceller.expectNoMessage(Duration.ofMillis(300)); // the open is still running: the work is not closed under it
+    assertEquals(0, closes.get());
+    finishOpen.countDown();
+    expectResult(canceller, JobResult.Cancelled.class);
+    assertEquals(1, closes.get(), "closed once, after the open");
+    // The late open's lock was released by the close: the same job starts again at once.
+    TestProbe<JobResult> again = testKit.createTestProbe();
+    startJob("late-open-again", JobPrograms.twicePlusOne(),
+        BatchScoring.create(30, i -> List.of(itemInput(i)), output, settings), settings, again, null);
+    assertEquals(30, expectResult(again, JobResult.Completed.class).done());
+    assertEveryItemOnce(output, 30);
+  }
+
+  @Test
   void aBatchJobWritesEveryItemsResult() throws Exception {
     Path output = dir.resolve("scores.tsv");
     TestProbe<JobResult> result = testKit.createTestProbe();

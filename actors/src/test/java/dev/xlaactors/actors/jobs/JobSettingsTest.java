@@ -43,7 +43,7 @@ class JobSettingsTest {
 
   @Test
   void badValuesNameTheirKey() {
-    assertBad("xla-actors.actors.jobs.timeout = 0s", "xla-actors.actors.jobs.timeout must be a positive duration, got PT0S");
+    assertBad("xla-actors.actors.jobs.timeout = 0s", "xla-actors.actors.jobs.timeout must be a positive duration (e.g. 30s), got 0s");
     assertBad("xla-actors.actors.jobs.backoff-min = -1s", "xla-actors.actors.jobs.backoff-min must be a positive duration");
     assertBad("xla-actors.actors.jobs.progress-interval = 0ms", "xla-actors.actors.jobs.progress-interval must be a positive duration");
     assertBad("xla-actors.actors.jobs.max-retries = -1", "xla-actors.actors.jobs.max-retries must be at least 0, got -1");
