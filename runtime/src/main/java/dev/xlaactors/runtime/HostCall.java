@@ -17,9 +17,27 @@ import java.util.Optional;
  * @param callbackName the {@code callback} attribute of the program's custom call
  * @param inputs copies of the call's inputs, owned by Java (safe to keep after the call)
  * @param expectedOutputs the result types the program declared for this call
+ * @param javaAnswer where the answer goes when Java made the call (a segmented run), or null when a
+ *     compiled program waits for it in the native bridge
  */
 public record HostCall(
-    long runId, long tag, String callbackName, List<HostTensor> inputs, List<TensorType> expectedOutputs) {
+    long runId, long tag, String callbackName, List<HostTensor> inputs, List<TensorType> expectedOutputs,
+    JavaAnswer javaAnswer) {
+
+  /** Receives the answer of a host call that Java made, rather than a running program. */
+  public interface JavaAnswer {
+    /** The call's outputs (already checked against its template); false if it was already answered. */
+    boolean complete(List<HostTensor> outputs);
+
+    /** The call failed; false if it was already answered. */
+    boolean fail(ErrorCode code, String message);
+  }
+
+  /** A call a compiled program made, answered through the native bridge. */
+  public HostCall(long runId, long tag, String callbackName, List<HostTensor> inputs, List<TensorType> expectedOutputs) {
+    this(runId, tag, callbackName, inputs, expectedOutputs, null);
+  }
+
   public HostCall {
     Objects.requireNonNull(callbackName, "callbackName");
     inputs = List.copyOf(inputs);
@@ -77,6 +95,9 @@ public record HostCall(
     if (problem.isPresent()) {
       return fail(ErrorCode.INVALID_ARGUMENT, problem.get());
     }
+    if (javaAnswer != null) {
+      return javaAnswer.complete(outputs);
+    }
     ByteBuffer[] data = new ByteBuffer[outputs.size()];
     for (int i = 0; i < data.length; i++) {
       data[i] = outputs.get(i).nativeData();
@@ -86,6 +107,9 @@ public record HostCall(
 
   /** Fails the call: the run aborts with {@code message}. False when the call was no longer waiting. */
   public boolean fail(ErrorCode code, String message) {
+    if (javaAnswer != null) {
+      return javaAnswer.fail(code, message);
+    }
     return PjrtNative.failHostCall(tag, code.ordinal(), message);
   }
 
