@@ -113,6 +113,9 @@ class SegmenterTest {
     assertEquals(3, r.outputs().get(1).toIntArray()[0]);
     assertEquals(3, r.stats().hostCalls());
     assertEquals(4, r.stats().predicateReads());
+    // stage 0 once, the condition 4 times, the body's two stages 3 times, the sum once
+    assertEquals(List.of(0, 1, 2, 3, 1, 2, 3, 1, 2, 3, 1, 4),
+        r.stats().stageExecutions().stream().map(SegmentedProgram.Executed::stage).toList());
     // the carried values never come down: predicates (4 x 1 B), callback inputs (3 x 16 B), outputs (4 + 4 B)
     assertEquals(4 + 3 * 16 + 8, r.stats().bytesToHost());
   }
