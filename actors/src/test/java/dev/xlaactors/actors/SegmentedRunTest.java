@@ -276,6 +276,7 @@ class SegmentedRunTest {
     assertEquals("seg-throws", segmented.callbackName());
     assertInstanceOf(IllegalStateException.class, segmented.getCause());
     assertEquals(0, HostCall.pendingCount());
+    assertEquals(0, callbacks.segmented(g).openBuffers());
   }
 
   @Test
@@ -313,6 +314,7 @@ class SegmentedRunTest {
     assertEquals(ErrorCode.CANCELLED, cause.code());
     assertTrue(cause.getMessage().contains("test is done"), cause.getMessage());
     assertEquals(0, HostCall.pendingCount());
+    assertEquals(0, callbacks.segmented(g).openBuffers(), "the cancelled run freed every buffer it made");
   }
 
   @Test

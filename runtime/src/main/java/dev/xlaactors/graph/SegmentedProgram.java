@@ -110,6 +110,7 @@ public final class SegmentedProgram implements AutoCloseable {
   private final SegmentedGraph graph;
   private final Target[] targets;
   private final Executable[] executables;
+  private final java.util.concurrent.atomic.AtomicLong openBuffers = new java.util.concurrent.atomic.AtomicLong();
 
   /** Compiles every stage for the target {@code placement} gives it. */
   public SegmentedProgram(SegmentedGraph graph, Placement placement) {
@@ -155,6 +156,14 @@ public final class SegmentedProgram implements AutoCloseable {
     return graph;
   }
 
+  /**
+   * Device buffers the runs of this program hold right now: zero whenever no run is in progress, however
+   * the runs ended (a check that nothing leaks).
+   */
+  public long openBuffers() {
+    return openBuffers.get();
+  }
+
   /** Where stage {@code index} runs. */
   public Target target(int index) {
     return targets[index];
@@ -177,7 +186,7 @@ public final class SegmentedProgram implements AutoCloseable {
     Frame root = new Frame(null);
     try {
       for (int i = 0; i < inputs.size(); i++) {
-        root.create(graph.parameters().get(i), Slot.onHost(inputs.get(i)));
+        root.create(graph.parameters().get(i), onHost(inputs.get(i)));
       }
       run.plan(graph.plan(), root);
       List<HostTensor> outputs = new ArrayList<>();
@@ -207,27 +216,30 @@ public final class SegmentedProgram implements AutoCloseable {
   // ---------------------------------------------------------------------------------------------
 
   /** A value of a run: on the host, on a device, or both (a download is kept for the next host use). */
-  private static final class Slot {
+  private final class Slot {
     HostTensor host;
     DeviceBuffer device;
-
-    static Slot onHost(HostTensor t) {
-      Slot s = new Slot();
-      s.host = t;
-      return s;
-    }
-
-    static Slot onDevice(DeviceBuffer b) {
-      Slot s = new Slot();
-      s.device = b;
-      return s;
-    }
 
     void close() {
       if (device != null) {
         device.close();
+        device = null;
+        openBuffers.decrementAndGet();
       }
     }
+  }
+
+  private Slot onHost(HostTensor t) {
+    Slot s = new Slot();
+    s.host = t;
+    return s;
+  }
+
+  private Slot onDevice(DeviceBuffer b) {
+    openBuffers.incrementAndGet();
+    Slot s = new Slot();
+    s.device = b;
+    return s;
   }
 
   /** The values of one scope (the run, one loop iteration, one branch) and the slots it owns. */
@@ -327,10 +339,13 @@ public final class SegmentedProgram implements AutoCloseable {
         executed.add(new Executed(index, new Target(outs.isEmpty() ? target.client() : outs.get(0).client(),
             target.device())));
         for (int i = 0; i < outs.size(); i++) {
-          frame.create(s.outputs().get(i), Slot.onDevice(outs.get(i)));
+          frame.create(s.outputs().get(i), onDevice(outs.get(i)));
         }
       } finally {
-        temporaries.forEach(DeviceBuffer::close);
+        for (DeviceBuffer t : temporaries) {
+          t.close();
+          openBuffers.decrementAndGet();
+        }
       }
     }
 
@@ -348,6 +363,7 @@ public final class SegmentedProgram implements AutoCloseable {
       }
       HostTensor host = toHost(slot);
       DeviceBuffer uploaded = target.client().upload(host, target.device());
+      openBuffers.incrementAndGet();
       bytesToDevice += host.type().byteSize();
       if (slot.device == null) {
         slot.device = uploaded;
@@ -387,7 +403,7 @@ public final class SegmentedProgram implements AutoCloseable {
         throw new dev.xlaactors.error.CallbackException(callback.name(), ErrorCode.INVALID_ARGUMENT, mismatch.get());
       }
       for (int i = 0; i < outputs.size(); i++) {
-        frame.create(h.results().get(i), Slot.onHost(outputs.get(i)));
+        frame.create(h.results().get(i), onHost(outputs.get(i)));
       }
     }
 

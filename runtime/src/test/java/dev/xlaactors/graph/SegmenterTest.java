@@ -54,7 +54,9 @@ class SegmenterTest {
 
   private static Result run(SegmentedGraph g, HostTensor... inputs) {
     try (SegmentedProgram p = new SegmentedProgram(g, Placement.on(client))) {
-      return p.run(List.of(inputs), HostCallInvoker.direct());
+      Result r = p.run(List.of(inputs), HostCallInvoker.direct());
+      assertEquals(0, p.openBuffers(), "buffers left open after the run");
+      return r;
     }
   }
 
@@ -190,6 +192,7 @@ class SegmenterTest {
         two = p.run(List.of(x, n), HostCallInvoker.direct());
       }
       assertArrayEquals(one.outputs().get(0).toFloatArray(), two.outputs().get(0).toFloatArray());
+      assertEquals(one.outputs().get(1).toIntArray()[0], two.outputs().get(1).toIntArray()[0]);
       assertEquals(0, one.stats().crossClientMoves());
       assertTrue(two.stats().crossClientMoves() > 0, two.stats().toString());
       for (SegmentedProgram.Executed e : two.stats().stageExecutions()) {
@@ -209,6 +212,7 @@ class SegmenterTest {
           () -> p.run(List.of(HostTensor.ofFloats(new float[] {1, 2, 3, 4}), HostTensor.ofInts(new int[] {2})),
               (cb, in) -> List.of(HostTensor.ofFloats(new float[] {1}))));
       assertEquals("callback 'observe' returned f32[] as output 0, expected f32[4]", bad.getMessage());
+      assertEquals(0, p.openBuffers(), "a run that failed half-way through freed its buffers");
     }
     Graph fromText = new Graph("t", List.of(), List.of(F4), "module {}", List.of());
     assertTrue(assertThrows(InvalidArgumentException.class, () -> fromText.segment(SegmentationOptions.defaults()))
