@@ -1,6 +1,12 @@
 #!/usr/bin/env bash
-# Runs an example by name, building the project first if needed (the first build fetches the XLA
-# CPU plugin into ~/.cache/xla-actors, about a minute). Usage: examples/run.sh <example> [args...]
+# Runs an example by name, or any main class on the project's classpath, building the project first if
+# a source changed since the last build (the first build fetches the XLA CPU plugin into
+# ~/.cache/xla-actors, about a minute).
+#
+#   examples/run.sh <example> [args...]           an example below
+#   examples/run.sh --class <main class> [args...] any class with a main method on the project classpath
+#
+# Environment: JAVA_OPTS  extra JVM options, e.g. JAVA_OPTS='-Dxla-actors.actors.runs.timeout=1m'
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -10,22 +16,37 @@ declare -A mains=(
   [batch-inference]=dev.xlaactors.examples.BatchInference
   [generation]=dev.xlaactors.examples.TextGeneration
 )
-name="${1:-}"
-if [ -z "$name" ] || [ -z "${mains[$name]:-}" ]; then
-  echo "usage: examples/run.sh <example> [args...]; examples: ${!mains[*]}" >&2
+usage() {
+  echo "usage: examples/run.sh <example> [args...]  or  examples/run.sh --class <main class> [args...]" >&2
+  echo "examples: ${!mains[*]}" >&2
   exit 2
+}
+name="${1:-}"
+if [ "$name" = "--class" ]; then
+  main="${2:-}"
+  [ -n "$main" ] || usage
+  shift 2
+elif [ -n "$name" ] && [ -n "${mains[$name]:-}" ]; then
+  main="${mains[$name]}"
+  shift
+else
+  usage
 fi
-shift
-if [ ! -f examples/target/classpath.txt ] || [ -n "$(find native/src runtime/src actors/src examples/src -newer examples/target/classpath.txt -print -quit)" ]; then
+stamp=examples/target/classpath.txt
+if [ ! -f "$stamp" ] || [ -n "$(find pom.xml native runtime actors examples -newer "$stamp" -type f -not -path '*/target/*' \
+    \( -name '*.java' -o -name '*.cc' -o -name '*.h' -o -name '*.sh' -o -name 'pom.xml' -o -name '*.conf' -o -name '*.properties' \) \
+    -print -quit)" ]; then
   mkdir -p examples/target
-  # Build quietly; show the log only if the build fails.
-  if ! { mvn -B -Dstyle.color=never -DskipTests -pl examples -am install &&
-    mvn -B -Dstyle.color=never -pl examples dependency:build-classpath -Dmdep.outputFile=target/classpath.txt; } \
-    > examples/target/build.log 2>&1; then
+  # Package in the reactor, never install: the classpath then names this checkout's module jars, not
+  # copies in ~/.m2 that another checkout of the project may have installed. Quiet unless it fails.
+  if ! mvn -B -Dstyle.color=never -DskipTests -pl examples -am package dependency:build-classpath \
+      -Dmdep.outputFile="$root/$stamp" > examples/target/build.log 2>&1; then
     cat examples/target/build.log >&2
     echo "build failed (log: examples/target/build.log)" >&2
     exit 1
   fi
+  touch "$stamp" # the dependency plugin leaves an unchanged classpath file alone; it is the stamp
 fi
+# shellcheck disable=SC2086
 exec java -Dslf4j.internal.verbosity=ERROR -Dconfig.file=conf/application.conf -Dlogback.configurationFile=conf/logback.xml \
-  -cp "examples/target/classes:$(cat examples/target/classpath.txt)" "${mains[$name]}" "$@"
+  ${JAVA_OPTS:-} -cp "examples/target/classes:$(cat "$stamp")" "$main" "$@"

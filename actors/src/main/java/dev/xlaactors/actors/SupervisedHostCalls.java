@@ -41,7 +41,7 @@ final class SupervisedHostCalls implements SegmentedProgram.HostCallInvoker {
   public List<HostTensor> invoke(HostCallback callback, List<HostTensor> inputs) {
     checkContinue();
     CompletableFuture<List<HostTensor>> answer = new CompletableFuture<>();
-    HostCall call = new HostCall(runId, JAVA_TAGS.decrementAndGet(), callback.name(), inputs, callback.outputTemplate(),
+    HostCall call = HostCall.madeByJava(runId, JAVA_TAGS.decrementAndGet(), callback.name(), inputs, callback.outputTemplate(),
         new HostCall.JavaAnswer() {
           @Override
           public boolean complete(List<HostTensor> outputs) {

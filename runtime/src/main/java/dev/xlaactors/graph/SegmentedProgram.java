@@ -107,6 +107,18 @@ public final class SegmentedProgram implements AutoCloseable {
   /** A run's outputs and what it moved. */
   public record Result(List<HostTensor> outputs, RunStats stats) {}
 
+  private static final HostCall.JavaAnswer NO_ANSWER = new HostCall.JavaAnswer() {
+    @Override
+    public boolean complete(List<HostTensor> outputs) {
+      return false;
+    }
+
+    @Override
+    public boolean fail(ErrorCode code, String message) {
+      return false;
+    }
+  };
+
   private final SegmentedGraph graph;
   private final Target[] targets;
   private final Executable[] executables;
@@ -397,8 +409,8 @@ public final class SegmentedProgram implements AutoCloseable {
             + callback.name() + "' threw " + e.getClass().getName() + ": " + e.getMessage(), e);
       }
       hostCalls++;
-      Optional<String> mismatch =
-          new HostCall(0, 0, callback.name(), inputs, callback.outputTemplate()).mismatch(outputs);
+      Optional<String> mismatch = HostCall.madeByJava(0, -1, callback.name(), inputs, callback.outputTemplate(),
+          NO_ANSWER).mismatch(outputs);
       if (mismatch.isPresent()) {
         throw new dev.xlaactors.error.CallbackException(callback.name(), ErrorCode.INVALID_ARGUMENT, mismatch.get());
       }

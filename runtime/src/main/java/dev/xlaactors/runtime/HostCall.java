@@ -1,30 +1,38 @@
 package dev.xlaactors.runtime;
 
+import static dev.xlaactors.nativebridge.pjrt.global.Pjrt.*;
+
 import dev.xlaactors.error.ErrorCode;
-import dev.xlaactors.nativebridge.PjrtNative;
-import java.nio.ByteBuffer;
+import java.nio.charset.StandardCharsets;
 import java.util.List;
 import java.util.Objects;
 import java.util.Optional;
+import org.bytedeco.javacpp.BytePointer;
+import org.bytedeco.javacpp.LongPointer;
+import org.bytedeco.javacpp.Pointer;
+import org.bytedeco.javacpp.PointerPointer;
 
 /**
  * One call of a host callback from inside a running program: the XLA thread that made it is blocked
  * until {@link #complete} or {@link #fail} answers it (or the native backstop expires). Answering twice,
  * or after the call gave up waiting, is harmless: the late answer is dropped and nothing is written.
  *
- * @param runId the run the call belongs to
- * @param tag identifies the waiting call in the native bridge
- * @param callbackName the {@code callback} attribute of the program's custom call
- * @param inputs copies of the call's inputs, owned by Java (safe to keep after the call)
- * @param expectedOutputs the result types the program declared for this call
- * @param javaAnswer where the answer goes when Java made the call (a segmented run), or null when a
- *     compiled program waits for it in the native bridge
+ * <p>Only the runtime creates host calls (a call is named by an unguessable native tag, and no public
+ * constructor lets code outside the runtime forge one). Thread-safe and immutable.
  */
-public record HostCall(
-    long runId, long tag, String callbackName, List<HostTensor> inputs, List<TensorType> expectedOutputs,
-    JavaAnswer javaAnswer) {
+public final class HostCall {
+  static {
+    NativeLibrary.load();
+  }
 
-  /** Receives the answer of a host call that Java made, rather than a running program. */
+  private final long runId;
+  private final long tag;
+  private final String callbackName;
+  private final List<HostTensor> inputs;
+  private final List<TensorType> expectedOutputs;
+  private final JavaAnswer javaAnswer; // null: a compiled program waits for the answer in the native bridge
+
+  /** Receives the answer of a host call that Java made (a segmented run), rather than a running program. */
   public interface JavaAnswer {
     /** The call's outputs (already checked against its template); false if it was already answered. */
     boolean complete(List<HostTensor> outputs);
@@ -33,15 +41,56 @@ public record HostCall(
     boolean fail(ErrorCode code, String message);
   }
 
-  /** A call a compiled program made, answered through the native bridge. */
-  public HostCall(long runId, long tag, String callbackName, List<HostTensor> inputs, List<TensorType> expectedOutputs) {
+  HostCall(long runId, long tag, String callbackName, List<HostTensor> inputs, List<TensorType> expectedOutputs) {
     this(runId, tag, callbackName, inputs, expectedOutputs, null);
   }
 
-  public HostCall {
-    Objects.requireNonNull(callbackName, "callbackName");
-    inputs = List.copyOf(inputs);
-    expectedOutputs = List.copyOf(expectedOutputs);
+  private HostCall(long runId, long tag, String callbackName, List<HostTensor> inputs, List<TensorType> expectedOutputs,
+      JavaAnswer javaAnswer) {
+    this.javaAnswer = javaAnswer;
+    this.runId = runId;
+    this.tag = tag;
+    this.callbackName = Objects.requireNonNull(callbackName, "callbackName");
+    this.inputs = List.copyOf(inputs);
+    this.expectedOutputs = List.copyOf(expectedOutputs);
+  }
+
+  /**
+   * A call that Java makes between the stages of a segmented run: answered through {@code answer}, never
+   * through the native bridge, so it can name no native call. {@code tag} must be negative (native tags
+   * are positive) and unique within the run.
+   */
+  public static HostCall madeByJava(long runId, long tag, String callbackName, List<HostTensor> inputs,
+      List<TensorType> expectedOutputs, JavaAnswer answer) {
+    if (tag >= 0) {
+      throw new IllegalArgumentException("a Java-made host call needs a negative tag, got " + tag);
+    }
+    return new HostCall(runId, tag, callbackName, inputs, expectedOutputs, Objects.requireNonNull(answer, "answer"));
+  }
+
+  /** The run the call belongs to. */
+  public long runId() {
+    return runId;
+  }
+
+  /** Identifies the waiting call in the native bridge. */
+  public long tag() {
+    return tag;
+  }
+
+  /** The {@code callback} attribute of the program's custom call. */
+  public String callbackName() {
+    return callbackName;
+  }
+
+  /** Copies of the call's inputs, owned by Java (safe to keep after the call). */
+  public List<HostTensor> inputs() {
+    return inputs;
+  }
+
+  /** The result types the program declared for this call. */
+  public List<TensorType> expectedOutputs() {
+    return expectedOutputs;
   }
 
   /**
@@ -55,14 +104,8 @@ public record HostCall(
     }
     if (outputs.size() != expectedOutputs.size()) {
       return Optional.of(
-          "callback '"
-              + callbackName
-              + "' returned "
-              + outputs.size()
-              + " tensor(s), expected "
-              + expectedOutputs.size()
-              + " "
-              + expectedOutputs);
+          "callback '" + callbackName + "' returned " + outputs.size() + " tensor(s), expected "
+              + expectedOutputs.size() + " " + expectedOutputs);
     }
     for (int i = 0; i < outputs.size(); i++) {
       HostTensor out = outputs.get(i);
@@ -72,13 +115,7 @@ public record HostCall(
       }
       if (!out.type().equals(expectedOutputs.get(i))) {
         return Optional.of(
-            "callback '"
-                + callbackName
-                + "' returned "
-                + out.type()
-                + " as output "
-                + i
-                + ", expected "
+            "callback '" + callbackName + "' returned " + out.type() + " as output " + i + ", expected "
                 + expectedOutputs.get(i));
       }
     }
@@ -98,23 +135,40 @@ public record HostCall(
     if (javaAnswer != null) {
       return javaAnswer.complete(outputs);
     }
-    ByteBuffer[] data = new ByteBuffer[outputs.size()];
-    for (int i = 0; i < data.length; i++) {
-      data[i] = outputs.get(i).nativeData();
+    int n = outputs.size();
+    try (PointerPointer<Pointer> data = new PointerPointer<>(Math.max(1, n));
+        LongPointer sizes = new LongPointer(Math.max(1, n))) {
+      for (int i = 0; i < n; i++) {
+        data.put(i, new Pointer(outputs.get(i).nativeData()));
+        sizes.put(i, outputs.get(i).type().byteSize());
+      }
+      // A size mismatch fails the call natively; the message reaches the run, so nothing to read here.
+      return XlaActors_CompleteHostCall(tag, data, sizes, n, (org.bytedeco.javacpp.BytePointer) null, 0) == 1;
     }
-    return PjrtNative.completeHostCall(tag, data);
   }
 
-  /** Fails the call: the run aborts with {@code message}. False when the call was no longer waiting. */
+  /**
+   * Fails the call: the run aborts with {@code message} (null gives a generic message). False when the
+   * call was no longer waiting.
+   */
   public boolean fail(ErrorCode code, String message) {
     if (javaAnswer != null) {
-      return javaAnswer.fail(code, message);
+      return javaAnswer.fail(code == null ? ErrorCode.UNKNOWN : code, message);
     }
-    return PjrtNative.failHostCall(tag, code.ordinal(), message);
+    byte[] text = (message == null ? "" : message).getBytes(StandardCharsets.UTF_8);
+    try (BytePointer native_ = PjrtApi.bytes(text)) {
+      int status = code == null ? ErrorCode.UNKNOWN.ordinal() : code.ordinal();
+      return XlaActors_FailHostCall(tag, status, native_, text.length) == 1;
+    }
   }
 
   /** Host calls waiting for an answer right now, across all runs of the process. */
   public static int pendingCount() {
-    return PjrtNative.pendingHostCallCount();
+    return Math.toIntExact(XlaActors_PendingHostCallCount());
+  }
+
+  @Override
+  public String toString() {
+    return "HostCall(run " + runId + ", '" + callbackName + "', " + inputs.size() + " input(s))";
   }
 }
