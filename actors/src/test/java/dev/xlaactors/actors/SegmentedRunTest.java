@@ -360,6 +360,23 @@ class SegmentedRunTest {
   }
 
   @Test
+  void aDevicePerStageThroughTheActors() {
+    int devices = client.devices().size();
+    org.junit.jupiter.api.Assumptions.assumeTrue(devices >= 2, "the CPU client reports one device");
+    Graph g = loopWithTwoCallbacks();
+    try (SegmentedProgram p = new SegmentedProgram(g.segment(SegmentationOptions.defaults()),
+        st -> SegmentedProgram.Target.of(client, st.index() % devices))) {
+      List<HostTensor> in = List.of(HostTensor.scalar(1f), HostTensor.scalar(3));
+      SegmentedProgram.Result r = callbacks.runSegmented(p, in);
+      assertSame(callbacks.run(g, in, RunMode.FUSED), r.outputs(), 0);
+      for (SegmentedProgram.Executed e : r.stats().stageExecutions()) {
+        assertEquals(e.stage() % devices, e.target().device().index(), e.toString());
+      }
+      assertEquals(0, p.openBuffers());
+    }
+  }
+
+  @Test
   void stagesOnASecondClientThroughTheActors() {
     try (XlaClient other = XlaClient.create()) {
       Graph g = loopWithTwoCallbacks();

@@ -44,6 +44,16 @@ public final class SegmentedProgram implements AutoCloseable {
       }
     }
 
+    /** Device {@code index} of {@code client}. */
+    public static Target of(XlaClient client, int index) {
+      List<Device> devices = client.devices();
+      if (index < 0 || index >= devices.size()) {
+        throw new InvalidArgumentException("device index " + index + " out of range: " + client + " has "
+            + devices.size() + " device(s)");
+      }
+      return new Target(client, devices.get(index));
+    }
+
     @Override
     public String toString() {
       return client.platformName() + "@" + System.identityHashCode(client) + ":" + device.index();
@@ -93,15 +103,16 @@ public final class SegmentedProgram implements AutoCloseable {
    * @param bytesToHost bytes downloaded from devices (callback inputs, predicates, outputs, cross-client moves)
    * @param bytesToDevice bytes uploaded (inputs, callback results, cross-client moves)
    * @param crossClientMoves buffers moved between clients through the host
+   * @param deviceMoves buffers copied directly between two devices of one client
    */
   public record RunStats(List<Executed> stageExecutions, int hostCalls, int predicateReads, long bytesToHost,
-      long bytesToDevice, int crossClientMoves) {
+      long bytesToDevice, int crossClientMoves, int deviceMoves) {
     public RunStats {
       stageExecutions = List.copyOf(stageExecutions);
     }
   }
 
-  /** One stage execution: the stage's index and where it ran (from its output buffers' client). */
+  /** One stage execution: the stage's index and where it ran (from its output buffers' client and device). */
   public record Executed(int stage, Target target) {}
 
   /** A run's outputs and what it moved. */
@@ -139,6 +150,10 @@ public final class SegmentedProgram implements AutoCloseable {
         checkPlaceable(t, s);
         targets[s.index()] = t;
         executables[s.index()] = t.client().compile(s.stablehlo());
+        if (!executables[s.index()].addressableDevices().contains(t.device())) {
+          throw new InvalidArgumentException("placement put " + s + " on " + t.device() + ", but its executable "
+              + "can run only on " + executables[s.index()].addressableDevices());
+        }
       }
     } catch (RuntimeException e) {
       close();
@@ -146,20 +161,10 @@ public final class SegmentedProgram implements AutoCloseable {
     }
   }
 
-  /**
-   * Today a stage runs on its client's first device; running on another device of the same client needs
-   * {@code Executable.execute(args, context, device)} (issue 8). The one place to change is {@link
-   * #executeStage}.
-   */
   private static void checkPlaceable(Target t, Stage s) {
     if (!t.client().devices().contains(t.device())) {
       throw new InvalidArgumentException("placement put " + s + " on device " + t.device()
-          + ", which is not a device of " + t.client());
-    }
-    if (t.device().index() != 0) {
-      throw new InvalidArgumentException("placement put " + s + " on device " + t.device().index() + " of "
-          + t.client() + "; stages run on a client's device 0 until per-device execution lands (issue 8): "
-          + "place stages on device 0 of one client or another");
+          + ", which is not a device of " + t.client() + "; use one of " + t.client().devices());
     }
   }
 
@@ -211,9 +216,9 @@ public final class SegmentedProgram implements AutoCloseable {
     }
   }
 
-  /** Runs one stage on its placed target: the single seam where per-device execution plugs in. */
+  /** Runs one stage on its placed device (its arguments already live there). */
   private List<DeviceBuffer> executeStage(int index, List<DeviceBuffer> arguments) {
-    return executables[index].execute(arguments, null);
+    return executables[index].execute(arguments, null, targets[index].device());
   }
 
   @Override
@@ -314,13 +319,15 @@ public final class SegmentedProgram implements AutoCloseable {
     long bytesToHost;
     long bytesToDevice;
     int crossClientMoves;
+    int deviceMoves;
 
     Execution(HostCallInvoker invoker) {
       this.invoker = invoker;
     }
 
     RunStats stats() {
-      return new RunStats(executed, hostCalls, predicateReads, bytesToHost, bytesToDevice, crossClientMoves);
+      return new RunStats(executed, hostCalls, predicateReads, bytesToHost, bytesToDevice, crossClientMoves,
+          deviceMoves);
     }
 
     void plan(Plan plan, Frame frame) {
@@ -348,8 +355,9 @@ public final class SegmentedProgram implements AutoCloseable {
           args.add(onTarget(frame.lookup(v), target, temporaries));
         }
         List<DeviceBuffer> outs = executeStage(index, args);
-        executed.add(new Executed(index, new Target(outs.isEmpty() ? target.client() : outs.get(0).client(),
-            target.device())));
+        // Where it ran, as the output buffers say (not as the placement asked).
+        executed.add(new Executed(index, outs.isEmpty() ? target
+            : new Target(outs.get(0).client(), outs.get(0).device())));
         for (int i = 0; i < outs.size(); i++) {
           frame.create(s.outputs().get(i), onDevice(outs.get(i)));
         }
@@ -368,7 +376,14 @@ public final class SegmentedProgram implements AutoCloseable {
      */
     DeviceBuffer onTarget(Slot slot, Target target, List<DeviceBuffer> temporaries) {
       if (slot.device != null && slot.device.client() == target.client()) {
-        return slot.device;
+        if (slot.device.device().equals(target.device())) {
+          return slot.device;
+        }
+        DeviceBuffer moved = slot.device.copyToDevice(target.device()); // a direct PJRT copy
+        openBuffers.incrementAndGet();
+        temporaries.add(moved);
+        deviceMoves++;
+        return moved;
       }
       if (slot.device != null) {
         crossClientMoves++;

@@ -202,6 +202,33 @@ class SegmenterTest {
   }
 
   @Test
+  void aDevicePerStageRunsEachStageWhereItWasPlaced() {
+    int devices = client.devices().size();
+    org.junit.jupiter.api.Assumptions.assumeTrue(devices >= 2, "the CPU client reports one device: " + client.devices());
+    SegmentedGraph g = loopWithCallback().segment(SegmentationOptions.defaults());
+    HostTensor x = HostTensor.ofFloats(new float[] {1, 2, 3, 4});
+    HostTensor n = HostTensor.ofInts(new int[] {3});
+    Result one = run(g, x, n);
+    Placement spread = s -> SegmentedProgram.Target.of(client, (s.index() + 1) % devices);
+    try (SegmentedProgram p = new SegmentedProgram(g, spread)) {
+      Result r = p.run(List.of(x, n), HostCallInvoker.direct());
+      assertEquals(0, p.openBuffers());
+      assertArrayEquals(one.outputs().get(0).toFloatArray(), r.outputs().get(0).toFloatArray());
+      assertEquals(one.outputs().get(1).toIntArray()[0], r.outputs().get(1).toIntArray()[0]);
+      assertEquals(12, r.stats().stageExecutions().size());
+      for (SegmentedProgram.Executed e : r.stats().stageExecutions()) {
+        // the device comes from the stage's output buffers (DeviceBuffer.device())
+        assertEquals((e.stage() + 1) % devices, e.target().device().index(), e.toString());
+        assertTrue(e.target().client() == client);
+      }
+      assertTrue(r.stats().deviceMoves() > 0, r.stats().toString());
+      assertEquals(0, r.stats().crossClientMoves());
+    }
+    assertTrue(assertThrows(InvalidArgumentException.class, () -> SegmentedProgram.Target.of(client, devices))
+        .getMessage().contains("out of range"));
+  }
+
+  @Test
   void badInputsAndBadCallbackResultsAreClearErrors() {
     SegmentedGraph g = loopWithCallback().segment(SegmentationOptions.defaults());
     try (SegmentedProgram p = new SegmentedProgram(g, Placement.on(client))) {
