@@ -5,6 +5,7 @@
 #   bench/run.sh execute            tiny-program execute latency and host<->device round trips
 #   bench/run.sh callbacks          host-callback latency, throughput and 16 MiB bandwidth vs JAX
 #   bench/run.sh callbacks-profile  where the Java per-callback time goes (Java only)
+#   bench/run.sh segmented          fused (Phase 1) against segmented (Phase 2) runs (Java only)
 #
 # Environment: JAX_PYTHON  a python with jax installed (default: the venv of tools/jax-env.sh)
 #              JAVA_OPTS   extra JVM options for the Java harness
@@ -34,6 +35,12 @@ modes:
   callbacks-profile
             Java only: the per-call time of the K-call program split into the native bridge, thread
             hand-offs and the actors path under several dispatcher settings (PROFILE lines)
+  segmented Java only: a program making K=32 callbacks in sequence (f32[8]) and an MLP with one
+            callback in the middle, run fused and segmented through one CallbackRuntime, with one tiny
+            execute (f32[8] add on device buffers) timed in the same run; 5 repetitions, min/median/max
+            of their medians; bytes moved between host and device per segmented run. Last line:
+            RESULT segmented fused_us=<x> segmented_us=<y> execute_us=<e> boundary_ratio=<(y-x)/e>
+            (x, y: per callback in the K-callback program; goal: boundary_ratio <= 3)
 USAGE
 }
 
@@ -222,8 +229,29 @@ run_callbacks_profile() {
     }' "$java_out"
 }
 
+run_segmented() {
+  ensure_java_built
+  mkdir -p "$out_dir"
+  local java_out="$out_dir/segmented-java.txt"
+  machine_summary
+  java_bench dev.xlaactors.bench.SegmentedBench > "$java_out" 2> "$out_dir/segmented.log"
+  grep '^INFO' "$java_out" | sed 's/^INFO /  /'
+  awk '
+    /^SEG / {
+      for (i = 2; i <= NF; i++) { split($i, kv, "="); f[kv[1]] = kv[2] }
+      rows[++n] = sprintf("| %-36s | %10.2f | %10.2f | %10.2f | %10s |", f["name"], f["min_us"], f["median_us"], f["max_us"], f["bytes_moved"])
+    }
+    END {
+      print "| measurement (us)                     |        min |     median |        max | bytes h<->d |"
+      print "|--------------------------------------|-----------:|-----------:|-----------:|------------:|"
+      for (i = 1; i <= n; i++) print rows[i]
+    }' "$java_out"
+  grep '^RESULT' "$java_out"
+}
+
 case "${1:-}" in
   execute) run_execute ;;
+  segmented) run_segmented ;;
   callbacks) run_callbacks ;;
   callbacks-profile) run_callbacks_profile ;;
   *) usage; exit 2 ;;

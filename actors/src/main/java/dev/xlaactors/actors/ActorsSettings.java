@@ -26,6 +26,7 @@ import org.apache.pekko.actor.typed.ActorSystem;
  * @param runDispatcher config path of the dispatcher whose threads block in execute
  * @param logMetrics whether runtimes log their metrics periodically
  * @param metricsLogInterval how often they do
+ * @param runMode how graphs run unless a run chooses ({@code runs.mode})
  */
 public record ActorsSettings(
     Duration defaultCallbackTimeout,
@@ -36,11 +37,21 @@ public record ActorsSettings(
     Duration nativeBackstopSlack,
     String runDispatcher,
     boolean logMetrics,
-    Duration metricsLogInterval) {
+    Duration metricsLogInterval,
+    RunMode runMode) {
   private static final String ROOT = "xla-actors.actors";
 
   public ActorsSettings {
     callbackTimeouts = Map.copyOf(callbackTimeouts);
+    java.util.Objects.requireNonNull(runMode, "runMode");
+  }
+
+  /** Settings of graphs run fused (the Phase 1 constructor). */
+  public ActorsSettings(Duration defaultCallbackTimeout, Map<String, Duration> callbackTimeouts, String callbackDispatcher,
+      Duration registrationTimeout, Duration runTimeout, Duration nativeBackstopSlack, String runDispatcher,
+      boolean logMetrics, Duration metricsLogInterval) {
+    this(defaultCallbackTimeout, callbackTimeouts, callbackDispatcher, registrationTimeout, runTimeout,
+        nativeBackstopSlack, runDispatcher, logMetrics, metricsLogInterval, RunMode.FUSED);
   }
 
   /** Settings from the actor system's config. */
@@ -69,7 +80,8 @@ public record ActorsSettings(
           positive(c, "runs.native-backstop-slack", "runs.native-backstop-slack"),
           runDispatcher,
           c.getBoolean("metrics.log"),
-          positive(c, "metrics.log-interval", "metrics.log-interval"));
+          positive(c, "metrics.log-interval", "metrics.log-interval"),
+          RunMode.parse(c.getString("runs.mode"), ROOT + ".runs.mode"));
     } catch (ConfigException e) {
       throw new XlaException(ErrorCode.INVALID_ARGUMENT, "bad configuration under " + ROOT + ": " + e.getMessage(), e);
     }

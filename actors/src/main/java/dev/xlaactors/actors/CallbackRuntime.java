@@ -4,6 +4,9 @@ import dev.xlaactors.error.CallbackException;
 import dev.xlaactors.error.ErrorCode;
 import dev.xlaactors.error.ExecutionFailedException;
 import dev.xlaactors.error.XlaException;
+import dev.xlaactors.graph.Graph;
+import dev.xlaactors.graph.SegmentationOptions;
+import dev.xlaactors.graph.SegmentedProgram;
 import dev.xlaactors.runtime.Executable;
 import dev.xlaactors.runtime.HostCallback;
 import dev.xlaactors.runtime.HostFunction;
@@ -40,6 +43,9 @@ import org.slf4j.MDC;
  * List<HostTensor> out = callbacks.run(executable, List.of(x));
  * }</pre>
  *
+ * <p>Graphs run fused (Phase 1) or segmented (Phase 2, {@link RunMode}), chosen per run or by {@code
+ * xla-actors.actors.runs.mode}; both use this runtime's registry, timeouts and supervision.
+ *
  * <p>Thread-safe. Closing it stops the dispatcher; the actor system and the client stay the caller's.
  */
 public final class CallbackRuntime implements AutoCloseable {
@@ -55,6 +61,7 @@ public final class CallbackRuntime implements AutoCloseable {
   private final Executor runExecutor;
   private final Duration nativeBackstop;
   private final Cancellable metricsLogging;
+  private final java.util.Map<Graph, SegmentedProgram> segmentedPrograms = new java.util.concurrent.ConcurrentHashMap<>();
 
   private CallbackRuntime(ActorSystem<?> system, XlaClient client, ActorsSettings settings) {
     this.system = system;
@@ -200,6 +207,94 @@ public final class CallbackRuntime implements AutoCloseable {
     }
   }
 
+  // ---------------------------------------------------------------------------------------------
+  // Graphs, fused or segmented
+
+  /** Runs {@code graph} in the mode of {@code xla-actors.actors.runs.mode}; see {@link #run(Graph, List, RunMode)}. */
+  public List<HostTensor> run(Graph graph, List<HostTensor> inputs) {
+    return run(graph, inputs, settings.runMode());
+  }
+
+  /**
+   * Runs {@code graph} on {@code inputs} on the calling thread, fused (one compiled program) or segmented
+   * (stages on this runtime's client's first device, callbacks through the dispatcher between them). The
+   * outputs are equal; the callbacks must be registered either way. Do not call it from an actor's thread.
+   */
+  public List<HostTensor> run(Graph graph, List<HostTensor> inputs, RunMode mode) {
+    if (mode == RunMode.FUSED) {
+      try (Executable exe = graph.compile(client)) {
+        return run(exe, inputs);
+      }
+    }
+    return runSegmented(segmented(graph), inputs).outputs();
+  }
+
+  /** Starts a run of {@code graph} in {@code mode} on the run dispatcher; returns at once. */
+  public RunHandle start(Graph graph, List<HostTensor> inputs, RunMode mode) {
+    if (mode == RunMode.FUSED) {
+      Executable exe = graph.compile(client);
+      RunHandle handle = start(exe, inputs);
+      handle.result().whenComplete((r, e) -> exe.close());
+      return handle;
+    }
+    return start(segmented(graph), inputs);
+  }
+
+  /**
+   * Runs a segmented program (with the placement it was built with) on the calling thread, supervised
+   * like a fused run; returns the outputs and what crossed between host and devices.
+   */
+  public SegmentedProgram.Result runSegmented(SegmentedProgram program, List<HostTensor> inputs) {
+    long runId = RUN_IDS.incrementAndGet();
+    RunState state = new RunState();
+    return executeSegmented(program, inputs, runId, state, spawnSupervisor(runId, state));
+  }
+
+  /** Starts a run of a segmented program on the run dispatcher; returns at once. */
+  public RunHandle start(SegmentedProgram program, List<HostTensor> inputs) {
+    long runId = RUN_IDS.incrementAndGet();
+    RunState state = new RunState();
+    ActorRef<RunSupervisor.Command> supervisor = spawnSupervisor(runId, state);
+    CompletableFuture<List<HostTensor>> result =
+        CompletableFuture.supplyAsync(
+            () -> executeSegmented(program, inputs, runId, state, supervisor).outputs(), runExecutor);
+    return new RunHandle(runId, result, supervisor);
+  }
+
+  /**
+   * The segmented program of {@code graph} on this runtime's client (all stages on its first device),
+   * made once per graph and kept until the runtime closes.
+   */
+  public SegmentedProgram segmented(Graph graph) {
+    return segmentedPrograms.computeIfAbsent(graph,
+        g -> new SegmentedProgram(g.segment(SegmentationOptions.defaults()), SegmentedProgram.Placement.on(client)));
+  }
+
+  private SegmentedProgram.Result executeSegmented(
+      SegmentedProgram program, List<HostTensor> inputs, long runId, RunState state,
+      ActorRef<RunSupervisor.Command> supervisor) {
+    long start = System.nanoTime();
+    boolean failed = true;
+    MDC.put("runId", Long.toString(runId));
+    try {
+      SegmentedProgram.Result result = program.run(inputs, new SupervisedHostCalls(runId, state, supervisor, nativeBackstop));
+      failed = false;
+      return result;
+    } catch (XlaException e) {
+      CallbackException cause = state.abortCause();
+      if (cause != null && cause != e) {
+        throw cause;
+      }
+      throw e;
+    } finally {
+      supervisor.tell(new RunSupervisor.RunEnded());
+      CallbackException cause = state.abortCause();
+      metrics.recordRun(
+          System.nanoTime() - start, failed, cause != null && cause.code() == ErrorCode.DEADLINE_EXCEEDED);
+      MDC.remove("runId");
+    }
+  }
+
   private static Duration min(Duration a, Duration b) {
     return a.compareTo(b) <= 0 ? a : b;
   }
@@ -211,5 +306,7 @@ public final class CallbackRuntime implements AutoCloseable {
       metricsLogging.cancel();
     }
     dispatcher.tell(new CallbackDispatcher.Stop());
+    segmentedPrograms.values().forEach(SegmentedProgram::close);
+    segmentedPrograms.clear();
   }
 }

@@ -15,17 +15,31 @@ import java.util.List;
  * @param outputTypes the types of {@code @main}'s results, in order
  * @param stablehlo the program text, ready for {@link XlaClient#compile(String)}
  * @param hostCallbacks the host callbacks the program calls, to register before running it
+ * @param body the recorded operations, which {@link Segmenter} cuts into stages (null for a graph made
+ *     from text only, which cannot be segmented)
  */
 public record Graph(
     String name,
     List<TensorType> parameterTypes,
     List<TensorType> outputTypes,
     String stablehlo,
-    List<HostCallback> hostCallbacks) {
+    List<HostCallback> hostCallbacks,
+    GraphBody body) {
   public Graph {
     parameterTypes = List.copyOf(parameterTypes);
     outputTypes = List.copyOf(outputTypes);
     hostCallbacks = List.copyOf(hostCallbacks);
+  }
+
+  /** A graph from text alone (no recorded operations: it runs fused only). */
+  public Graph(String name, List<TensorType> parameterTypes, List<TensorType> outputTypes, String stablehlo,
+      List<HostCallback> hostCallbacks) {
+    this(name, parameterTypes, outputTypes, stablehlo, hostCallbacks, null);
+  }
+
+  /** Cuts the graph at its host calls into stages (see {@link Segmenter}). */
+  public SegmentedGraph segment(SegmentationOptions options) {
+    return Segmenter.segment(this, options);
   }
 
   /** Compiles the program on {@code client} (through its compile cache); the caller closes the result. */

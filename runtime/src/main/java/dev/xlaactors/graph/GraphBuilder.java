@@ -47,6 +47,8 @@ public final class GraphBuilder {
   private final StringBuilder body = new StringBuilder();
   private final List<Value> parameters = new ArrayList<>();
   private final Map<String, HostCallback> hostCallbacks; // shared with region builders
+  private final List<Op> ops = new ArrayList<>(); // the same operations as body, for segmentation
+  private final List<Op.Region> closedRegions = new ArrayList<>(); // regions closed, waiting for their op
   private boolean closed;
 
   /** A builder for a program (an MLIR module) named {@code name}; its entry function is {@code @main}. */
@@ -749,7 +751,39 @@ public final class GraphBuilder {
     return hostCall(callback, false, Arrays.asList(inputs));
   }
 
+  /**
+   * A pure host call that carries its graph equivalent: {@code graphEquivalent} builds, on a region
+   * builder given the call's inputs, the values the callback computes. The compiled program calls Java as
+   * {@link #pureHostCall} does; a segmented run asked to inline callbacks ({@code
+   * SegmentationOptions.inlineCallbacks}) computes the equivalent on the device instead, and the stage
+   * boundary disappears. The equivalent must return values of the callback's output template.
+   */
+  public List<Value> pureHostCall(HostCallback callback,
+      BiFunction<GraphBuilder, List<Value>, List<Value>> graphEquivalent, Value... inputs) {
+    String op = "host_call";
+    if (callback == null || graphEquivalent == null) {
+      throw error(op, "callback and graph equivalent must not be null");
+    }
+    List<Value> in = Arrays.asList(inputs);
+    useAll(op, in);
+    GraphBuilder region = new GraphBuilder(this);
+    List<Value> args = region.blockArguments(types(in));
+    List<Value> results = graphEquivalent.apply(region, args);
+    if (results == null || !types(results).equals(callback.outputTemplate())) {
+      throw error(op, "the graph equivalent of callback '" + callback.name() + "' must return "
+          + callback.outputTemplate() + ", got " + (results == null ? "null" : types(results)));
+    }
+    region.useAll(op, results);
+    region.closed = true;
+    Op.Region equivalent = new Op.Region(List.copyOf(args), List.copyOf(region.ops), List.copyOf(results));
+    return hostCall(callback, false, in, equivalent);
+  }
+
   private List<Value> hostCall(HostCallback callback, boolean effectful, List<Value> inputs) {
+    return hostCall(callback, effectful, inputs, null);
+  }
+
+  private List<Value> hostCall(HostCallback callback, boolean effectful, List<Value> inputs, Op.Region equivalent) {
     String op = "host_call";
     if (callback == null) {
       throw error(op, "callback is null");
@@ -761,7 +795,8 @@ public final class GraphBuilder {
     }
     String attributes = "api_version = 4 : i32, backend_config = {callback = \"" + callback.name()
         + "\"}, call_target_name = \"" + HostCallback.TARGET + "\", has_side_effect = " + effectful;
-    return emitWithRegions("stablehlo.custom_call", inputs, List.of(), attributes, callback.outputTemplate());
+    return emitWithRegions("stablehlo.custom_call", inputs, List.of(), attributes, callback.outputTemplate(),
+        callback, equivalent);
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -794,7 +829,8 @@ public final class GraphBuilder {
     sb.append(body);
     sb.append(indent).append(StableHloWriter.terminator("func.return", outputs)).append('\n');
     sb.append("  }\n}\n");
-    return new Graph(name, types(parameters), outTypes, sb.toString(), List.copyOf(hostCallbacks.values()));
+    return new Graph(name, types(parameters), outTypes, sb.toString(), List.copyOf(hostCallbacks.values()),
+        new GraphBody(List.copyOf(parameters), List.copyOf(ops), List.copyOf(outputs)));
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -821,11 +857,18 @@ public final class GraphBuilder {
     String ssa = fresh();
     body.append(indent).append(StableHloWriter.op(ssa, mlirOp, operands, List.of(), attributes, List.of(result)))
         .append('\n');
-    return new Value(this, ssa, result);
+    Value v = new Value(this, ssa, result);
+    ops.add(new Op(mlirOp, List.copyOf(operands), List.of(), attributes, List.of(v), null, null));
+    return v;
   }
 
   private List<Value> emitWithRegions(String mlirOp, List<Value> operands, List<String> regions, String attributes,
       List<TensorType> results) {
+    return emitWithRegions(mlirOp, operands, regions, attributes, results, null, null);
+  }
+
+  private List<Value> emitWithRegions(String mlirOp, List<Value> operands, List<String> regions, String attributes,
+      List<TensorType> results, HostCallback callback, Op.Region equivalent) {
     checkOpen(mlirOp);
     String ssa = fresh();
     String declared = results.size() == 1 ? ssa : ssa + ":" + results.size();
@@ -835,6 +878,9 @@ public final class GraphBuilder {
     for (int i = 0; i < results.size(); i++) {
       out.add(new Value(this, results.size() == 1 ? ssa : ssa + "#" + i, results.get(i)));
     }
+    List<Op.Region> recorded = List.copyOf(closedRegions);
+    closedRegions.clear();
+    ops.add(new Op(mlirOp, List.copyOf(operands), recorded, attributes, List.copyOf(out), callback, equivalent));
     return out;
   }
 
@@ -858,6 +904,7 @@ public final class GraphBuilder {
   private String closeRegion(List<Value> arguments, List<Value> results) {
     body.append(indent).append(StableHloWriter.terminator("stablehlo.return", results)).append('\n');
     closed = true;
+    parent.closedRegions.add(new Op.Region(List.copyOf(arguments), List.copyOf(ops), List.copyOf(results)));
     return StableHloWriter.region(arguments, body.toString(), parent.indent + "  ");
   }
 

@@ -19,11 +19,18 @@ final class StableHloWriter {
   /** One operation; {@code results} is the SSA name (with {@code :n} for several results) or null. */
   static String op(String results, String opName, List<Value> operands, List<String> regions, String attributes,
       List<TensorType> resultTypes) {
+    return op(results, opName, operands, regions, attributes, resultTypes, Value::ssaName);
+  }
+
+  /** One operation whose operands are written with {@code namer} (segmentation renames stage inputs). */
+  static String op(String results, String opName, List<Value> operands, List<String> regions, String attributes,
+      List<TensorType> resultTypes, java.util.function.Function<Value, String> namer) {
     StringBuilder sb = new StringBuilder();
     if (results != null) {
       sb.append(results).append(" = ");
     }
-    sb.append('"').append(opName).append("\"(").append(names(operands)).append(')');
+    sb.append('"').append(opName).append("\"(")
+        .append(operands.stream().map(namer).collect(Collectors.joining(", "))).append(')');
     if (!regions.isEmpty()) {
       sb.append(" (").append(String.join(", ", regions)).append(')');
     }
@@ -41,7 +48,13 @@ final class StableHloWriter {
 
   /** A terminator ({@code stablehlo.return} or {@code func.return}) of the given values. */
   static String terminator(String opName, List<Value> values) {
-    return '"' + opName + "\"(" + names(values) + ") : (" + types(values.stream().map(Value::type).toList()) + ") -> ()";
+    return terminator(opName, values, Value::ssaName);
+  }
+
+  /** A terminator whose operands are written with {@code namer}. */
+  static String terminator(String opName, List<Value> values, java.util.function.Function<Value, String> namer) {
+    return '"' + opName + "\"(" + values.stream().map(namer).collect(Collectors.joining(", ")) + ") : ("
+        + types(values.stream().map(Value::type).toList()) + ") -> ()";
   }
 
   /** A region: an optional entry block signature, then indented lines. */

@@ -30,13 +30,42 @@ public final class HostCall {
   private final String callbackName;
   private final List<HostTensor> inputs;
   private final List<TensorType> expectedOutputs;
+  private final JavaAnswer javaAnswer; // null: a compiled program waits for the answer in the native bridge
+
+  /** Receives the answer of a host call that Java made (a segmented run), rather than a running program. */
+  public interface JavaAnswer {
+    /** The call's outputs (already checked against its template); false if it was already answered. */
+    boolean complete(List<HostTensor> outputs);
+
+    /** The call failed; false if it was already answered. */
+    boolean fail(ErrorCode code, String message);
+  }
 
   HostCall(long runId, long tag, String callbackName, List<HostTensor> inputs, List<TensorType> expectedOutputs) {
+    this(runId, tag, callbackName, inputs, expectedOutputs, null);
+  }
+
+  private HostCall(long runId, long tag, String callbackName, List<HostTensor> inputs, List<TensorType> expectedOutputs,
+      JavaAnswer javaAnswer) {
+    this.javaAnswer = javaAnswer;
     this.runId = runId;
     this.tag = tag;
     this.callbackName = Objects.requireNonNull(callbackName, "callbackName");
     this.inputs = List.copyOf(inputs);
     this.expectedOutputs = List.copyOf(expectedOutputs);
+  }
+
+  /**
+   * A call that Java makes between the stages of a segmented run: answered through {@code answer}, never
+   * through the native bridge, so it can name no native call. {@code tag} must be negative (native tags
+   * are positive) and unique within the run.
+   */
+  public static HostCall madeByJava(long runId, long tag, String callbackName, List<HostTensor> inputs,
+      List<TensorType> expectedOutputs, JavaAnswer answer) {
+    if (tag >= 0) {
+      throw new IllegalArgumentException("a Java-made host call needs a negative tag, got " + tag);
+    }
+    return new HostCall(runId, tag, callbackName, inputs, expectedOutputs, Objects.requireNonNull(answer, "answer"));
   }
 
   /** The run the call belongs to. */
@@ -103,6 +132,9 @@ public final class HostCall {
     if (problem.isPresent()) {
       return fail(ErrorCode.INVALID_ARGUMENT, problem.get());
     }
+    if (javaAnswer != null) {
+      return javaAnswer.complete(outputs);
+    }
     int n = outputs.size();
     try (PointerPointer<Pointer> data = new PointerPointer<>(Math.max(1, n));
         LongPointer sizes = new LongPointer(Math.max(1, n))) {
@@ -120,6 +152,9 @@ public final class HostCall {
    * call was no longer waiting.
    */
   public boolean fail(ErrorCode code, String message) {
+    if (javaAnswer != null) {
+      return javaAnswer.fail(code == null ? ErrorCode.UNKNOWN : code, message);
+    }
     byte[] text = (message == null ? "" : message).getBytes(StandardCharsets.UTF_8);
     try (BytePointer native_ = PjrtApi.bytes(text)) {
       int status = code == null ? ErrorCode.UNKNOWN.ordinal() : code.ordinal();
