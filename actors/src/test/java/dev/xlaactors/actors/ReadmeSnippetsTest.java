@@ -2,20 +2,30 @@ package dev.xlaactors.actors;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.xlaactors.graph.Composites;
 import dev.xlaactors.graph.Graph;
 import dev.xlaactors.graph.GraphBuilder;
 import dev.xlaactors.graph.ImportedProgram;
 import dev.xlaactors.graph.Value;
+import dev.xlaactors.error.PluginException;
 import dev.xlaactors.runtime.DType;
+import dev.xlaactors.runtime.Device;
+import dev.xlaactors.runtime.DeviceBuffer;
 import dev.xlaactors.runtime.Executable;
 import dev.xlaactors.runtime.HostCallback;
 import dev.xlaactors.runtime.HostTensor;
+import dev.xlaactors.runtime.Plugin;
+import dev.xlaactors.runtime.RuntimeSettings;
 import dev.xlaactors.runtime.TensorType;
 import dev.xlaactors.runtime.XlaClient;
+import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.List;
+import java.util.Map;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
 import org.apache.pekko.actor.typed.ActorSystem;
 import org.apache.pekko.actor.typed.javadsl.Behaviors;
 import org.junit.jupiter.api.Test;
@@ -98,6 +108,35 @@ class ReadmeSnippetsTest {
       try (Executable exe = mlp.compile(client)) {
         List<HostTensor> out = exe.run(x, w1, b1, w2, b2);
         assertArrayEquals(new float[] {0.25f, 0.25f, 0.25f, 0.25f}, java.util.Arrays.copyOf(out.get(0).toFloatArray(), 4), 1e-6f);
+      }
+    }
+  }
+
+  @Test
+  void devicesTransfersAndASecondPlugin() throws Exception {
+    String program =
+        """
+        func.func @main(%a: tensor<2xf32>, %b: tensor<2xf32>) -> tensor<2xf32> {
+          %0 = stablehlo.add %a, %b : tensor<2xf32>
+          return %0 : tensor<2xf32>
+        }""";
+    HostTensor x = HostTensor.ofFloats(new float[] {1, 2}, 2);
+    try (XlaClient client = XlaClient.create();
+        Executable add = client.compile(program)) { // portable: runs on any device
+      Device gpuLike = client.devices().get(1);
+      DeviceBuffer a = client.upload(x, gpuLike); // or uploadAsync(x, device)
+      List<DeviceBuffer> out = add.execute(List.of(a, a), null, gpuLike); // outputs stay on device 1
+      DeviceBuffer there = out.get(0).copyToDevice(client.devices().get(2)); // device to device
+      CompletableFuture<HostTensor> back = there.toHostAsync();
+      assertArrayEquals(new float[] {2, 4}, back.get(30, TimeUnit.SECONDS).toFloatArray(), 0f);
+      assertEquals(client.devices().get(2), there.device());
+    }
+    if (Files.isRegularFile(RuntimeSettings.gpuPluginPath())) {
+      Plugin cuda = Plugin.load(RuntimeSettings.gpuPluginPath()); // after bash native/fetch-cuda-plugin.sh
+      try (XlaClient gpu = XlaClient.create(cuda, Map.of(), 16)) { // its own client options (named values)
+        assertEquals("cuda", gpu.platformName());
+      } catch (PluginException noGpu) {
+        assertTrue(noGpu.getMessage().contains("No visible GPU devices"), noGpu.getMessage());
       }
     }
   }

@@ -1,5 +1,6 @@
 package dev.xlaactors.bench;
 
+import dev.xlaactors.runtime.Device;
 import dev.xlaactors.runtime.DeviceBuffer;
 import dev.xlaactors.runtime.Executable;
 import dev.xlaactors.runtime.HostTensor;
@@ -49,6 +50,8 @@ public final class ExecuteBench {
           System.getProperty("java.vm.version"),
           Runtime.getRuntime().availableProcessors());
       measureExecute(client, add);
+      measureExecuteOnDevice1(client, add);
+      measureDeviceToDevice(client, "copy_d2d_1MiB", 1 << 20);
       measureRoundTrip(client, "roundtrip_1MiB", 1 << 20, ROUND_TRIP_1MIB);
       measureRoundTrip(client, "roundtrip_64MiB", 64 << 20, ROUND_TRIP_64MIB);
     }
@@ -89,6 +92,49 @@ public final class ExecuteBench {
     }
     requireEqual(expected, add.run(hostA, hostB).get(0).toFloatArray());
     print(LatencyProbe.measure("run_f32x8", 0, TINY, () -> add.run(hostA, hostB)));
+  }
+
+  /** The same add on the client's second device: a portable executable runs wherever its inputs are. */
+  private static void measureExecuteOnDevice1(XlaClient client, Executable add) throws Exception {
+    Device device1 = client.devices().get(1);
+    float[] a = {1, 2, 3, 4, 5, 6, 7, 8};
+    try (DeviceBuffer bufferA = client.upload(HostTensor.ofFloats(a, 8), device1)) {
+      List<DeviceBuffer> outputs = add.execute(List.of(bufferA, bufferA), null, device1);
+      try {
+        if (!outputs.get(0).device().equals(device1)) {
+          throw new IllegalStateException("the run did not stay on " + device1 + ": " + outputs.get(0).device());
+        }
+        requireEqual(new float[] {2, 4, 6, 8, 10, 12, 14, 16}, outputs.get(0).toHost().toFloatArray());
+      } finally {
+        outputs.forEach(DeviceBuffer::close);
+      }
+      List<DeviceBuffer> arguments = List.of(bufferA, bufferA);
+      print(
+          LatencyProbe.measure(
+              "execute_f32x8_device1",
+              0,
+              TINY,
+              () -> {
+                for (DeviceBuffer output : add.execute(arguments, null, device1)) {
+                  output.close();
+                }
+              }));
+    }
+  }
+
+  /** A device-to-device copy (device 0 to device 1) of {@code bytes}, waiting until the copy is ready. */
+  private static void measureDeviceToDevice(XlaClient client, String name, int bytes) throws Exception {
+    float[] values = new float[bytes / Float.BYTES];
+    for (int i = 0; i < values.length; i++) {
+      values[i] = i;
+    }
+    Device device1 = client.devices().get(1);
+    try (DeviceBuffer source = client.upload(HostTensor.ofFloats(values, values.length), client.devices().get(0))) {
+      try (DeviceBuffer copy = source.copyToDevice(device1)) {
+        requireEqual(values, copy.toHost().toFloatArray());
+      }
+      print(LatencyProbe.measure(name, bytes, 1, ROUND_TRIP_1MIB, () -> source.copyToDevice(device1).close()));
+    }
   }
 
   private static void measureRoundTrip(XlaClient client, String name, int bytes, LatencyProbe.Budget budget)

@@ -1,23 +1,75 @@
 package dev.xlaactors.runtime;
 
+import static dev.xlaactors.nativebridge.pjrt.global.Pjrt.*;
+
+import dev.xlaactors.error.ErrorCode;
 import dev.xlaactors.error.InvalidArgumentException;
-import dev.xlaactors.nativebridge.PjrtNative;
+import dev.xlaactors.error.XlaException;
+import dev.xlaactors.nativebridge.pjrt.PJRT_Buffer;
+import dev.xlaactors.nativebridge.pjrt.PJRT_Buffer_CopyToDevice_Args;
+import dev.xlaactors.nativebridge.pjrt.PJRT_Buffer_Device_Args;
+import dev.xlaactors.nativebridge.pjrt.PJRT_Buffer_Memory_Args;
+import dev.xlaactors.nativebridge.pjrt.PJRT_Buffer_ReadyEvent_Args;
+import dev.xlaactors.nativebridge.pjrt.PJRT_Buffer_ToHostBuffer_Args;
+import dev.xlaactors.nativebridge.pjrt.PJRT_Error;
 import java.nio.ByteBuffer;
+import java.util.concurrent.CompletableFuture;
+import org.bytedeco.javacpp.Pointer;
 
 /**
- * A tensor held by a device (for the CPU plugin, memory owned by XLA). Created by {@link
- * XlaClient#upload} or returned by {@link Executable#execute}; the caller owns it and closes it. It
- * keeps its client alive. Thread-safe; reading it while another thread closes it is either completed
- * or refused with {@link IllegalStateException}, never a crash.
+ * A tensor held by a device (for the CPU plugin, memory owned by XLA). Created by {@link XlaClient#upload}
+ * or returned by {@link Executable#execute}; the caller owns it and closes it. It keeps its client alive.
+ * Thread-safe; reading it while another thread closes it is either completed or refused with {@link
+ * IllegalStateException}, never a crash.
  */
 public final class DeviceBuffer extends NativeHandle {
   private final XlaClient client;
+  private final PJRT_Buffer buffer;
   private final TensorType type;
+  private volatile Device device; // known at creation, or read from PJRT on first use
+  // Whether the bytes can be read in place (host memory, dense row-major): -1 unknown, 0 no, 1 yes.
+  private volatile int hostReadable;
+  // Where an executable's output shares that answer with the later outputs at the same position, which
+  // have the same layout: null for other buffers.
+  private final int[] readableByOutput;
+  private final int outputIndex;
 
-  DeviceBuffer(XlaClient client, long handle, TensorType type) {
-    super(handle, client);
+  /** Takes ownership of {@code buffer}; the caller holds a lease on {@code client}. */
+  DeviceBuffer(XlaClient client, PJRT_Buffer buffer, TensorType type) {
+    this(client, buffer, type, null);
+  }
+
+  DeviceBuffer(XlaClient client, PJRT_Buffer buffer, TensorType type, Device device) {
+    this(client, buffer, type, device, null, 0);
+  }
+
+  /** Output {@code outputIndex} of a run; {@code readableByOutput} is its executable's per-output cache. */
+  DeviceBuffer(
+      XlaClient client, PJRT_Buffer buffer, TensorType type, Device device, int[] readableByOutput, int outputIndex) {
+    super(client, () -> destroy(client.api(), buffer));
     this.client = client;
+    this.buffer = buffer;
     this.type = type;
+    this.device = device;
+    this.readableByOutput = readableByOutput;
+    this.outputIndex = outputIndex;
+    this.hostReadable =
+        readableByOutput != null ? readableByOutput[outputIndex] : client.api().inPlaceReadPossible ? -1 : 0;
+  }
+
+  /**
+   * Downloads {@code buffer} ({@code byteSize} bytes) into {@code destination} (direct, from its start). A
+   * buffer in host memory with the default dense row-major layout (the CPU plugin's) is read in place, a
+   * memcpy once it is ready, which skips ToHostBuffer's hand-off to a worker thread (about 10 us);
+   * {@code readable[0]} caches whether that holds (-1 unknown, 0 no, 1 yes) and is updated.
+   */
+  static void download(PjrtApi api, PJRT_Buffer buffer, long byteSize, ByteBuffer destination, int[] readable) {
+    PJRT_Error error = XlaActors_BufferToHost(api.api, buffer, new Pointer(destination), byteSize, readable);
+    api.check(error, PjrtApi.Failure.GENERIC, "device-to-host transfer");
+  }
+
+  static void destroy(PjrtApi api, PJRT_Buffer buffer) {
+    api.destroyBuffer(buffer);
   }
 
   public TensorType type() {
@@ -28,11 +80,67 @@ public final class DeviceBuffer extends NativeHandle {
     return client;
   }
 
+  PJRT_Buffer pointer() {
+    return buffer;
+  }
+
+  /** The device the buffer lives on. */
+  public Device device() {
+    Device known = device;
+    if (known != null) {
+      return known;
+    }
+    PjrtApi api = client.api();
+    api.need(api.bufferDevice, "PJRT_Buffer_Device");
+    try (Lease lease = lease();
+        PJRT_Buffer_Device_Args args = new PJRT_Buffer_Device_Args()) {
+      args.struct_size(PJRT_Buffer_Device_Args_STRUCT_SIZE).buffer(buffer);
+      api.check(api.bufferDevice.call(args), PjrtApi.Failure.GENERIC, "PJRT_Buffer_Device");
+      Device found = client.deviceOf(args.device());
+      if (found == null) {
+        throw new XlaException(ErrorCode.INTERNAL, "PJRT placed a buffer on a device the client does not list");
+      }
+      device = found;
+      return found;
+    }
+  }
+
+  /** The memory space the buffer lives in. */
+  public MemorySpace memory() {
+    PjrtApi api = client.api();
+    api.need(api.bufferMemory, "PJRT_Buffer_Memory");
+    try (Lease lease = lease();
+        PJRT_Buffer_Memory_Args args = new PJRT_Buffer_Memory_Args()) {
+      args.struct_size(PJRT_Buffer_Memory_Args_STRUCT_SIZE).buffer(buffer);
+      api.check(api.bufferMemory.call(args), PjrtApi.Failure.GENERIC, "PJRT_Buffer_Memory");
+      return MemorySpace.describe(api, args.memory());
+    }
+  }
+
+  /** The bytes the buffer takes on its device (may exceed {@code type().byteSize()} with padding). */
+  public long onDeviceSizeInBytes() {
+    try (Lease lease = lease()) {
+      return client.api().onDeviceSize(buffer);
+    }
+  }
+
+  /** A future completed when the buffer's data is ready on its device (exceptionally if computing it failed). */
+  public CompletableFuture<Void> ready() {
+    PjrtApi api = client.api();
+    api.need(api.bufferReadyEvent, "PJRT_Buffer_ReadyEvent");
+    try (Lease lease = lease();
+        PJRT_Buffer_ReadyEvent_Args args = new PJRT_Buffer_ReadyEvent_Args()) {
+      args.struct_size(PJRT_Buffer_ReadyEvent_Args_STRUCT_SIZE).buffer(buffer);
+      api.check(api.bufferReadyEvent.call(args), PjrtApi.Failure.GENERIC, "PJRT_Buffer_ReadyEvent");
+      return api.onReady(args.event(), "buffer " + type);
+    }
+  }
+
   /** Copies the buffer into a new host tensor. */
   public HostTensor toHost() {
     HostTensor tensor = HostTensor.zeros(type);
     try (Lease lease = lease()) {
-      PjrtNative.bufferToHost(lease.handle(), tensor.nativeData(), 0);
+      download(tensor.nativeData());
     }
     return tensor;
   }
@@ -40,8 +148,8 @@ public final class DeviceBuffer extends NativeHandle {
   /**
    * Copies the buffer into {@code destination}, a direct buffer with exactly {@code type().byteSize()}
    * bytes remaining (written little-endian, row-major, from its position; the position is not moved).
-   * Lets callers that download often reuse one host buffer: a fresh direct buffer per download costs
-   * more than the copy itself for large tensors (the new pages must be faulted in and zeroed).
+   * Lets callers that download often reuse one host buffer: a fresh direct buffer per download costs more
+   * than the copy itself for large tensors (the new pages must be faulted in and zeroed).
    */
   public void copyTo(ByteBuffer destination) {
     if (!destination.isDirect() || destination.isReadOnly() || destination.remaining() != type.byteSize()) {
@@ -51,18 +159,82 @@ public final class DeviceBuffer extends NativeHandle {
               + " bytes remaining" + (destination.isReadOnly() ? " (read-only)" : ""));
     }
     try (Lease lease = lease()) {
-      // The native side writes from the buffer's start; slice so the position is respected.
-      PjrtNative.bufferToHost(lease.handle(), destination.slice(), 0);
+      download(destination.slice());
+    }
+  }
+
+  /**
+   * Starts copying the buffer to a new host tensor and returns at once; the future completes with the
+   * tensor when the copy is done (exceptionally if it fails). The buffer stays alive until then, even if
+   * closed meanwhile.
+   */
+  public CompletableFuture<HostTensor> toHostAsync() {
+    PjrtApi api = client.api();
+    HostTensor tensor = HostTensor.zeros(type);
+    Lease lease = lease(); // released when the copy is done
+    try (PJRT_Buffer_ToHostBuffer_Args args = new PJRT_Buffer_ToHostBuffer_Args()) {
+      args.struct_size(PJRT_Buffer_ToHostBuffer_Args_STRUCT_SIZE)
+          .src(buffer)
+          .dst(new Pointer(tensor.nativeData()))
+          .dst_size(type.byteSize());
+      api.check(api.bufferToHostBuffer.call(args), PjrtApi.Failure.GENERIC, "PJRT_Buffer_ToHostBuffer");
+      return api.onReady(args.event(), "device-to-host transfer")
+          .handle(
+              (ignored, error) -> {
+                lease.close();
+                if (error != null) {
+                  throw error instanceof RuntimeException r ? r : new RuntimeException(error);
+                }
+                return tensor;
+              });
+    } catch (RuntimeException e) {
+      lease.close();
+      throw e;
+    }
+  }
+
+  /**
+   * A copy of this buffer on {@code target}: a direct device-to-device copy when {@code target} belongs to
+   * this buffer's client, through the host when it belongs to another client (another plugin, say). The
+   * caller owns the copy; this buffer is unchanged.
+   */
+  public DeviceBuffer copyToDevice(Device target) {
+    java.util.Objects.requireNonNull(target, "target");
+    if (target.client() != client) {
+      return target.client().upload(toHost(), target);
+    }
+    PjrtApi api = client.api();
+    api.need(api.bufferCopyToDevice, "PJRT_Buffer_CopyToDevice");
+    try (Lease lease = lease();
+        PJRT_Buffer_CopyToDevice_Args args = new PJRT_Buffer_CopyToDevice_Args()) {
+      args.struct_size(PJRT_Buffer_CopyToDevice_Args_STRUCT_SIZE).buffer(buffer).dst_device(target.pointer());
+      api.check(api.bufferCopyToDevice.call(args), PjrtApi.Failure.GENERIC, "PJRT_Buffer_CopyToDevice to " + target);
+      DeviceBuffer copy = new DeviceBuffer(client, args.dst_buffer(), type, target);
+      try {
+        copy.ready().join();
+      } catch (java.util.concurrent.CompletionException e) {
+        copy.close();
+        throw e.getCause() instanceof RuntimeException r ? r : e;
+      }
+      return copy;
+    }
+  }
+
+  /** Downloads into {@code destination}, sharing what is learnt about readability with its executable. */
+  private void download(ByteBuffer destination) {
+    int[] readable = {hostReadable};
+    try {
+      download(client.api(), buffer, type.byteSize(), destination, readable);
+    } finally {
+      hostReadable = readable[0];
+      if (readableByOutput != null && readable[0] >= 0) {
+        readableByOutput[outputIndex] = readable[0]; // benign race: every writer writes the same answer
+      }
     }
   }
 
   NativeHandle.Lease leaseBuffer() {
     return lease();
-  }
-
-  @Override
-  protected void destroy(long handle) {
-    PjrtNative.bufferDestroy(handle);
   }
 
   @Override

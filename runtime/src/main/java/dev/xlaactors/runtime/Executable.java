@@ -1,25 +1,36 @@
 package dev.xlaactors.runtime;
 
+import static dev.xlaactors.nativebridge.pjrt.global.Pjrt.*;
+
 import dev.xlaactors.error.InvalidArgumentException;
-import dev.xlaactors.nativebridge.PjrtNative;
+import dev.xlaactors.nativebridge.pjrt.PJRT_Buffer;
+import dev.xlaactors.nativebridge.pjrt.PJRT_Error;
+import dev.xlaactors.nativebridge.pjrt.PJRT_ExecuteContext;
+import dev.xlaactors.nativebridge.pjrt.PJRT_ExecuteContext_Create_Args;
+import dev.xlaactors.nativebridge.pjrt.PJRT_Executable_Fingerprint_Args;
+import dev.xlaactors.nativebridge.pjrt.PJRT_Executable_GetCostAnalysis_Args;
+import dev.xlaactors.nativebridge.pjrt.PJRT_Executable_Name_Args;
+import dev.xlaactors.nativebridge.pjrt.PJRT_Executable_Serialize_Args;
+import dev.xlaactors.nativebridge.pjrt.PJRT_Executable_SizeOfGeneratedCodeInBytes_Args;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
+import java.util.Map;
 import java.util.Objects;
 
 /**
- * A compiled program, ready to run many times, from many threads at once. Every run validates its
- * arguments against the program's parameter types in Java (count, dtype, shape) before anything reaches
- * the plugin.
+ * A compiled program, ready to run many times, from many threads at once, on any device of its client.
+ * Every run validates its arguments against the program's parameter types in Java (count, dtype, shape,
+ * client, device) before anything reaches the plugin.
  *
- * <p>Lifetime: this is the caller's view of a compiled program that the client's compile cache may
- * share with other callers; closing it releases only this view. It keeps its client alive.
+ * <p>Lifetime: this is the caller's view of a compiled program that the client's compile cache may share
+ * with other callers; closing it releases only this view. It keeps its client alive.
  */
 public final class Executable extends NativeHandle {
   private final LoadedProgram program;
 
   Executable(LoadedProgram program) {
-    super(program.rawHandle(), program);
+    super(program, () -> {}); // a view: the LoadedProgram parent owns the native executable
     this.program = program;
   }
 
@@ -37,46 +48,149 @@ public final class Executable extends NativeHandle {
     return program.client();
   }
 
-  /** Runs on device buffers; the caller owns (and closes) the returned buffers. */
+  /**
+   * The devices a run can use: every device of the client for a portable executable (the default, see
+   * {@link CompileOptions}), else the devices it was compiled for.
+   */
+  public List<Device> addressableDevices() {
+    return program.addressableDevices();
+  }
+
+  /**
+   * Runs on device buffers, on the device that holds the first argument (the first device when there are
+   * none); the caller owns (and closes) the returned buffers.
+   */
   public List<DeviceBuffer> execute(DeviceBuffer... arguments) {
     return execute(Arrays.asList(arguments), null);
   }
 
   /**
-   * Runs on device buffers with an optional per-run context that XLA FFI handlers can read (null for
-   * none). Blocks until the run is complete.
+   * As {@link #execute(DeviceBuffer...)}, with an optional per-run context that XLA FFI handlers can read
+   * (null for none). Blocks until the run is complete.
    */
   public List<DeviceBuffer> execute(List<DeviceBuffer> arguments, RunContext context) {
     Objects.requireNonNull(arguments, "arguments");
-    checkArguments(arguments);
-    return executeChecked(arguments, context);
+    Device device = arguments.isEmpty() || arguments.get(0) == null ? client().devices().get(0) : arguments.get(0).device();
+    return execute(arguments, context, device);
   }
 
-  /** Runs on arguments already known to match the parameters and to live on this client. */
-  private List<DeviceBuffer> executeChecked(List<DeviceBuffer> arguments, RunContext context) {
-    List<NativeHandle.Lease> leases = new ArrayList<>(arguments.size() + 2);
+  /**
+   * Runs on {@code device}, one of the client's devices; every argument must already live there (move
+   * one with {@link DeviceBuffer#copyToDevice}). The outputs are on {@code device}.
+   */
+  public List<DeviceBuffer> execute(List<DeviceBuffer> arguments, RunContext context, Device device) {
+    Objects.requireNonNull(arguments, "arguments");
+    checkDevice(device);
+    checkArguments(arguments, device);
+    return executeChecked(arguments, context, device);
+  }
+
+  private void checkDevice(Device device) {
+    client().checkDevice(device, "execution device");
+    if (!addressableDevices().contains(device)) {
+      throw new InvalidArgumentException(
+          "this executable was compiled for " + addressableDevices() + ", not for " + device
+              + ": compile it with CompileOptions.defaults() (portable) to run it on any device");
+    }
+  }
+
+  /** Runs on arguments already known to match the parameters and to live on {@code device}. */
+  private List<DeviceBuffer> executeChecked(List<DeviceBuffer> arguments, RunContext context, Device device) {
+    List<NativeHandle.Lease> leases = new ArrayList<>(arguments.size() + 1);
     try {
       leases.add(lease());
-      long[] handles = new long[arguments.size()];
-      for (int i = 0; i < handles.length; i++) {
-        NativeHandle.Lease l = arguments.get(i).leaseBuffer();
-        leases.add(l);
-        handles[i] = l.handle();
+      int n = arguments.size();
+      long[] argumentAddresses = new long[n];
+      for (int i = 0; i < n; i++) {
+        DeviceBuffer b = arguments.get(i);
+        leases.add(b.leaseBuffer());
+        argumentAddresses[i] = b.pointer().address();
       }
-      long contextHandle = 0;
-      if (context != null) {
-        NativeHandle.Lease l = context.leaseContext();
-        leases.add(l);
-        contextHandle = l.handle();
-      }
-      long[] outputs = PjrtNative.execute(leases.get(0).handle(), handles, contextHandle);
-      List<DeviceBuffer> result = new ArrayList<>(outputs.length);
-      for (int i = 0; i < outputs.length; i++) {
-        result.add(new DeviceBuffer(program.client(), outputs[i], outputTypes().get(i)));
+      int numOutputs = outputTypes().size();
+      long[] outputAddresses = new long[numOutputs];
+      executeAddresses(argumentAddresses, n, context, device, outputAddresses);
+      List<DeviceBuffer> result = new ArrayList<>(numOutputs);
+      for (int i = 0; i < numOutputs; i++) {
+        PJRT_Buffer output = new PJRT_Buffer(new PjrtApi.Address(outputAddresses[i]));
+        result.add(new DeviceBuffer(client(), output, outputTypes().get(i), device, program.readableByOutput(), i));
       }
       return result;
     } finally {
       leases.forEach(NativeHandle.Lease::close);
+    }
+  }
+
+  /**
+   * One run on buffer addresses that the caller keeps alive; writes the outputs' addresses (all 0 when the
+   * run fails, which throws).
+   */
+  private void executeAddresses(
+      long[] argumentAddresses, int numArguments, RunContext context, Device device, long[] outputAddresses) {
+    PjrtApi api = client().api();
+    try (NativeHandle.Lease contextLease = context == null ? null : context.leaseContext()) {
+      // Every run carries an execute context: an FFI handler that asks a run without one for its user
+      // data makes the CPU plugin dereference a null pointer.
+      PJRT_ExecuteContext executeContext = context != null ? context.executeContext() : EmptyContexts.of(api);
+      // The lists cross in direct buffers the native side reads in place (a long[] would be copied
+      // through a malloc'd array each way).
+      AddressLists lists = AddressLists.acquire(numArguments, outputAddresses.length);
+      PJRT_Error error;
+      try {
+        for (int i = 0; i < numArguments; i++) {
+          lists.arguments.put(i, argumentAddresses[i]);
+        }
+        error =
+            XlaActors_ExecuteAndWait(
+                api.api, program.loaded(), lists.arguments, numArguments, device.pointer(), executeContext,
+                lists.outputs, outputAddresses.length);
+        for (int i = 0; i < outputAddresses.length; i++) {
+          outputAddresses[i] = lists.outputs.get(i);
+        }
+      } finally {
+        lists.release();
+      }
+      api.check(error, PjrtApi.Failure.EXECUTION, "execution failed");
+    }
+  }
+
+  /**
+   * Per-thread direct buffers for a run's argument and output addresses. A run that starts while another
+   * run of the same thread is in progress (a host-call sink that runs a program inline) gets its own.
+   */
+  private static final class AddressLists {
+    private static final ThreadLocal<AddressLists> LISTS = ThreadLocal.withInitial(() -> new AddressLists(8, 8));
+
+    final java.nio.LongBuffer arguments;
+    final java.nio.LongBuffer outputs;
+    private boolean inUse;
+
+    private AddressLists(int numArguments, int numOutputs) {
+      arguments = direct(numArguments);
+      outputs = direct(numOutputs);
+    }
+
+    private static java.nio.LongBuffer direct(int count) {
+      return java.nio.ByteBuffer.allocateDirect(Math.max(1, count) * Long.BYTES)
+          .order(java.nio.ByteOrder.nativeOrder())
+          .asLongBuffer();
+    }
+
+    static AddressLists acquire(int numArguments, int numOutputs) {
+      AddressLists lists = LISTS.get();
+      if (lists.inUse) {
+        return new AddressLists(numArguments, numOutputs); // nested: not the thread's own, never marked
+      }
+      if (numArguments > lists.arguments.capacity() || numOutputs > lists.outputs.capacity()) {
+        lists = new AddressLists(
+            Math.max(numArguments, lists.arguments.capacity()), Math.max(numOutputs, lists.outputs.capacity()));
+        LISTS.set(lists);
+      }
+      lists.inUse = true;
+      return lists;
+    }
+
+    void release() {
+      inUse = false;
     }
   }
 
@@ -87,32 +201,84 @@ public final class Executable extends NativeHandle {
 
   /** As {@link #run(HostTensor...)}, with a per-run context for FFI handlers (null for none). */
   public List<HostTensor> run(List<HostTensor> inputs, RunContext context) {
+    return run(inputs, context, client().devices().get(0));
+  }
+
+  /** As {@link #run(List, RunContext)}, on {@code device}. */
+  public List<HostTensor> run(List<HostTensor> inputs, RunContext context, Device device) {
     Objects.requireNonNull(inputs, "inputs");
-    checkTypes(inputs.stream().map(HostTensor::type).toList());
-    List<DeviceBuffer> arguments = new ArrayList<>(inputs.size());
-    List<DeviceBuffer> outputs = List.of();
-    try {
-      for (HostTensor input : inputs) {
-        arguments.add(program.client().upload(input));
+    checkDevice(device);
+    for (int i = 0; i < inputs.size(); i++) {
+      if (inputs.get(i) == null) {
+        throw new NullPointerException("input " + i);
       }
-      outputs = executeChecked(arguments, context); // checked above, uploaded to this client
-      List<HostTensor> result = new ArrayList<>(outputs.size());
-      for (DeviceBuffer output : outputs) {
-        result.add(output.toHost());
+    }
+    List<TensorType> types = new ArrayList<>(inputs.size());
+    for (HostTensor input : inputs) {
+      types.add(input.type());
+    }
+    checkTypes(types);
+    // The buffers of a run() never reach the caller, so they stay unowned native buffers: no handle
+    // objects, no cleaner registrations, destroyed here whatever happens.
+    XlaClient client = program.client();
+    PjrtApi api = client.api();
+    int n = inputs.size();
+    int numOutputs = outputTypes().size();
+    long[] argumentAddresses = new long[n];
+    long[] outputAddresses = new long[numOutputs];
+    try (Lease self = lease();
+        NativeHandle.Lease clientLease = client.leaseClient()) {
+      for (int i = 0; i < n; i++) {
+        argumentAddresses[i] = client.uploadUnowned(inputs.get(i), device).address();
+      }
+      executeAddresses(argumentAddresses, n, context, device, outputAddresses);
+      List<HostTensor> result = new ArrayList<>(numOutputs);
+      int[] readable = program.readableByOutput();
+      for (int i = 0; i < numOutputs; i++) {
+        HostTensor tensor = HostTensor.zeros(outputTypes().get(i));
+        int[] cache = {readable[i]};
+        DeviceBuffer.download(
+            api, new PJRT_Buffer(new PjrtApi.Address(outputAddresses[i])), tensor.type().byteSize(), tensor.nativeData(),
+            cache);
+        readable[i] = cache[0];
+        result.add(tensor);
       }
       return result;
     } finally {
-      arguments.forEach(DeviceBuffer::close);
-      outputs.forEach(DeviceBuffer::close);
+      for (long address : argumentAddresses) {
+        destroyQuietly(api, address);
+      }
+      for (long address : outputAddresses) {
+        destroyQuietly(api, address);
+      }
     }
   }
 
-  private void checkArguments(List<DeviceBuffer> arguments) {
+  private static void destroyQuietly(PjrtApi api, long address) {
+    if (address != 0) {
+      PJRT_Error error = XlaActors_BufferDestroy(api.api, new PJRT_Buffer(new PjrtApi.Address(address)));
+      if (error != null) {
+        api.toException(error, PjrtApi.Failure.GENERIC, "PJRT_Buffer_Destroy"); // freed; the run's outcome stands
+      }
+    }
+  }
+
+  private void checkArguments(List<DeviceBuffer> arguments, Device device) {
     List<TensorType> types = new ArrayList<>(arguments.size());
     for (int i = 0; i < arguments.size(); i++) {
-      DeviceBuffer b = Objects.requireNonNull(arguments.get(i), "argument " + i);
+      DeviceBuffer b = arguments.get(i);
+      if (b == null) {
+        throw new NullPointerException("argument " + i);
+      }
       if (b.client() != program.client()) {
-        throw new InvalidArgumentException("argument " + i + " lives on another client than this executable");
+        throw new InvalidArgumentException(
+            "argument " + i + " lives on another client than this executable's " + program.client()
+                + ": move it with copyToDevice(one of this client's devices)");
+      }
+      Device where = b.device();
+      if (!where.equals(device)) {
+        throw new InvalidArgumentException(
+            "argument " + i + " lives on " + where + ", the run is on " + device + ": move it with copyToDevice");
       }
       types.add(b.type());
     }
@@ -133,13 +299,107 @@ public final class Executable extends NativeHandle {
     }
   }
 
-  @Override
-  protected void destroy(long handle) {
-    // A view: the LoadedProgram parent owns the native executable.
+  // ---- what PJRT knows about the executable ------------------------------------------------------
+
+  /** The executable's name, as XLA gives it (the module name). */
+  public String name() {
+    PjrtApi api = client().api();
+    api.need(api.executableName, "PJRT_Executable_Name");
+    try (Lease lease = lease();
+        PJRT_Executable_Name_Args args = new PJRT_Executable_Name_Args()) {
+      args.struct_size(PJRT_Executable_Name_Args_STRUCT_SIZE).executable(program.executable());
+      api.check(api.executableName.call(args), PjrtApi.Failure.GENERIC, "PJRT_Executable_Name");
+      return PjrtApi.utf8(args.executable_name(), args.executable_name_size());
+    }
+  }
+
+  /** Size of the generated code in bytes, or -1 when the plugin cannot say. */
+  public long generatedCodeSize() {
+    PjrtApi api = client().api();
+    api.need(api.executableCodeSize, "PJRT_Executable_SizeOfGeneratedCodeInBytes");
+    try (Lease lease = lease();
+        PJRT_Executable_SizeOfGeneratedCodeInBytes_Args args = new PJRT_Executable_SizeOfGeneratedCodeInBytes_Args()) {
+      args.struct_size(PJRT_Executable_SizeOfGeneratedCodeInBytes_Args_STRUCT_SIZE).executable(program.executable());
+      api.check(api.executableCodeSize.call(args), PjrtApi.Failure.GENERIC, "PJRT_Executable_SizeOfGeneratedCodeInBytes");
+      return args.size_in_bytes();
+    }
+  }
+
+  /** XLA's cost analysis (e.g. {@code flops}, {@code bytes accessed}); UNIMPLEMENTED where the plugin has none. */
+  public Map<String, Object> costAnalysis() {
+    PjrtApi api = client().api();
+    api.need(api.executableCostAnalysis, "PJRT_Executable_GetCostAnalysis");
+    try (Lease lease = lease();
+        PJRT_Executable_GetCostAnalysis_Args args = new PJRT_Executable_GetCostAnalysis_Args()) {
+      args.struct_size(PJRT_Executable_GetCostAnalysis_Args_STRUCT_SIZE).executable(program.executable());
+      api.check(api.executableCostAnalysis.call(args), PjrtApi.Failure.GENERIC, "PJRT_Executable_GetCostAnalysis");
+      return Map.copyOf(PjrtApi.namedValues(args.properties(), args.num_properties()));
+    }
+  }
+
+  /** The executable's fingerprint; UNIMPLEMENTED where the plugin does not compute one. */
+  public String fingerprint() {
+    PjrtApi api = client().api();
+    api.need(api.executableFingerprint, "PJRT_Executable_Fingerprint");
+    try (Lease lease = lease();
+        PJRT_Executable_Fingerprint_Args args = new PJRT_Executable_Fingerprint_Args()) {
+      args.struct_size(PJRT_Executable_Fingerprint_Args_STRUCT_SIZE).executable(program.executable());
+      api.check(api.executableFingerprint.call(args), PjrtApi.Failure.GENERIC, "PJRT_Executable_Fingerprint");
+      return PjrtApi.utf8(args.executable_fingerprint(), args.executable_fingerprint_size());
+    }
+  }
+
+  /**
+   * The executable serialized by the plugin, loadable again with {@link XlaClient#deserialize} by the same
+   * plugin version; UNIMPLEMENTED where the plugin cannot serialize.
+   */
+  public byte[] serialize() {
+    PjrtApi api = client().api();
+    api.need(api.executableSerialize, "PJRT_Executable_Serialize");
+    try (Lease lease = lease();
+        PJRT_Executable_Serialize_Args args = new PJRT_Executable_Serialize_Args()) {
+      args.struct_size(PJRT_Executable_Serialize_Args_STRUCT_SIZE).executable(program.executable());
+      api.check(api.executableSerialize.call(args), PjrtApi.Failure.GENERIC, "PJRT_Executable_Serialize");
+      try {
+        long size = args.serialized_bytes_size();
+        if (size > Integer.MAX_VALUE - 8) {
+          throw new InvalidArgumentException("the serialized executable is " + size + " bytes, over 2 GiB");
+        }
+        byte[] bytes = new byte[(int) size];
+        args.serialized_bytes().position(0).capacity(size).get(bytes);
+        return bytes;
+      } finally {
+        if (args.serialized_executable_deleter() != null && !args.serialized_executable_deleter().isNull()) {
+          args.serialized_executable_deleter().call(args.serialized_executable());
+        }
+      }
+    }
   }
 
   @Override
   public String toString() {
     return "Executable(" + parameterTypes() + " -> " + outputTypes() + ")";
+  }
+
+  /**
+   * One empty execute context per plugin, for runs that bring none. A context carries no state of a run
+   * (nothing is added to it), so concurrent runs share it.
+   */
+  private static final class EmptyContexts {
+    private static final java.util.Map<PjrtApi, PJRT_ExecuteContext> CONTEXTS =
+        new java.util.concurrent.ConcurrentHashMap<>();
+
+    static PJRT_ExecuteContext of(PjrtApi api) {
+      return CONTEXTS.computeIfAbsent(
+          api,
+          a -> {
+            try (PJRT_ExecuteContext_Create_Args create = new PJRT_ExecuteContext_Create_Args()) {
+              create.struct_size(PJRT_ExecuteContext_Create_Args_STRUCT_SIZE);
+              a.check(
+                  a.api.PJRT_ExecuteContext_Create().call(create), PjrtApi.Failure.GENERIC, "PJRT_ExecuteContext_Create");
+              return create.context(); // lives as long as the plugin, which is never unloaded
+            }
+          });
+    }
   }
 }

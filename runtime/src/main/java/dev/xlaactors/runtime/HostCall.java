@@ -1,29 +1,67 @@
 package dev.xlaactors.runtime;
 
+import static dev.xlaactors.nativebridge.pjrt.global.Pjrt.*;
+
 import dev.xlaactors.error.ErrorCode;
-import dev.xlaactors.nativebridge.PjrtNative;
-import java.nio.ByteBuffer;
+import java.nio.charset.StandardCharsets;
 import java.util.List;
 import java.util.Objects;
 import java.util.Optional;
+import org.bytedeco.javacpp.BytePointer;
+import org.bytedeco.javacpp.LongPointer;
+import org.bytedeco.javacpp.Pointer;
+import org.bytedeco.javacpp.PointerPointer;
 
 /**
  * One call of a host callback from inside a running program: the XLA thread that made it is blocked
  * until {@link #complete} or {@link #fail} answers it (or the native backstop expires). Answering twice,
  * or after the call gave up waiting, is harmless: the late answer is dropped and nothing is written.
  *
- * @param runId the run the call belongs to
- * @param tag identifies the waiting call in the native bridge
- * @param callbackName the {@code callback} attribute of the program's custom call
- * @param inputs copies of the call's inputs, owned by Java (safe to keep after the call)
- * @param expectedOutputs the result types the program declared for this call
+ * <p>Only the runtime creates host calls (a call is named by an unguessable native tag, and no public
+ * constructor lets code outside the runtime forge one). Thread-safe and immutable.
  */
-public record HostCall(
-    long runId, long tag, String callbackName, List<HostTensor> inputs, List<TensorType> expectedOutputs) {
-  public HostCall {
-    Objects.requireNonNull(callbackName, "callbackName");
-    inputs = List.copyOf(inputs);
-    expectedOutputs = List.copyOf(expectedOutputs);
+public final class HostCall {
+  static {
+    NativeLibrary.load();
+  }
+
+  private final long runId;
+  private final long tag;
+  private final String callbackName;
+  private final List<HostTensor> inputs;
+  private final List<TensorType> expectedOutputs;
+
+  HostCall(long runId, long tag, String callbackName, List<HostTensor> inputs, List<TensorType> expectedOutputs) {
+    this.runId = runId;
+    this.tag = tag;
+    this.callbackName = Objects.requireNonNull(callbackName, "callbackName");
+    this.inputs = List.copyOf(inputs);
+    this.expectedOutputs = List.copyOf(expectedOutputs);
+  }
+
+  /** The run the call belongs to. */
+  public long runId() {
+    return runId;
+  }
+
+  /** Identifies the waiting call in the native bridge. */
+  public long tag() {
+    return tag;
+  }
+
+  /** The {@code callback} attribute of the program's custom call. */
+  public String callbackName() {
+    return callbackName;
+  }
+
+  /** Copies of the call's inputs, owned by Java (safe to keep after the call). */
+  public List<HostTensor> inputs() {
+    return inputs;
+  }
+
+  /** The result types the program declared for this call. */
+  public List<TensorType> expectedOutputs() {
+    return expectedOutputs;
   }
 
   /**
@@ -37,14 +75,8 @@ public record HostCall(
     }
     if (outputs.size() != expectedOutputs.size()) {
       return Optional.of(
-          "callback '"
-              + callbackName
-              + "' returned "
-              + outputs.size()
-              + " tensor(s), expected "
-              + expectedOutputs.size()
-              + " "
-              + expectedOutputs);
+          "callback '" + callbackName + "' returned " + outputs.size() + " tensor(s), expected "
+              + expectedOutputs.size() + " " + expectedOutputs);
     }
     for (int i = 0; i < outputs.size(); i++) {
       HostTensor out = outputs.get(i);
@@ -54,13 +86,7 @@ public record HostCall(
       }
       if (!out.type().equals(expectedOutputs.get(i))) {
         return Optional.of(
-            "callback '"
-                + callbackName
-                + "' returned "
-                + out.type()
-                + " as output "
-                + i
-                + ", expected "
+            "callback '" + callbackName + "' returned " + out.type() + " as output " + i + ", expected "
                 + expectedOutputs.get(i));
       }
     }
@@ -77,20 +103,37 @@ public record HostCall(
     if (problem.isPresent()) {
       return fail(ErrorCode.INVALID_ARGUMENT, problem.get());
     }
-    ByteBuffer[] data = new ByteBuffer[outputs.size()];
-    for (int i = 0; i < data.length; i++) {
-      data[i] = outputs.get(i).nativeData();
+    int n = outputs.size();
+    try (PointerPointer<Pointer> data = new PointerPointer<>(Math.max(1, n));
+        LongPointer sizes = new LongPointer(Math.max(1, n))) {
+      for (int i = 0; i < n; i++) {
+        data.put(i, new Pointer(outputs.get(i).nativeData()));
+        sizes.put(i, outputs.get(i).type().byteSize());
+      }
+      // A size mismatch fails the call natively; the message reaches the run, so nothing to read here.
+      return XlaActors_CompleteHostCall(tag, data, sizes, n, (org.bytedeco.javacpp.BytePointer) null, 0) == 1;
     }
-    return PjrtNative.completeHostCall(tag, data);
   }
 
-  /** Fails the call: the run aborts with {@code message}. False when the call was no longer waiting. */
+  /**
+   * Fails the call: the run aborts with {@code message} (null gives a generic message). False when the
+   * call was no longer waiting.
+   */
   public boolean fail(ErrorCode code, String message) {
-    return PjrtNative.failHostCall(tag, code.ordinal(), message);
+    byte[] text = (message == null ? "" : message).getBytes(StandardCharsets.UTF_8);
+    try (BytePointer native_ = PjrtApi.bytes(text)) {
+      int status = code == null ? ErrorCode.UNKNOWN.ordinal() : code.ordinal();
+      return XlaActors_FailHostCall(tag, status, native_, text.length) == 1;
+    }
   }
 
   /** Host calls waiting for an answer right now, across all runs of the process. */
   public static int pendingCount() {
-    return PjrtNative.pendingHostCallCount();
+    return Math.toIntExact(XlaActors_PendingHostCallCount());
+  }
+
+  @Override
+  public String toString() {
+    return "HostCall(run " + runId + ", '" + callbackName + "', " + inputs.size() + " input(s))";
   }
 }

@@ -1,40 +1,148 @@
 package dev.xlaactors.runtime;
 
-import dev.xlaactors.nativebridge.PjrtNative;
+import static dev.xlaactors.nativebridge.pjrt.global.Pjrt.*;
+
+import dev.xlaactors.nativebridge.pjrt.PJRT_Executable;
+import dev.xlaactors.nativebridge.pjrt.PJRT_Executable_Destroy_Args;
+import dev.xlaactors.nativebridge.pjrt.PJRT_Executable_NumOutputs_Args;
+import dev.xlaactors.nativebridge.pjrt.PJRT_Executable_OutputDimensions_Args;
+import dev.xlaactors.nativebridge.pjrt.PJRT_Executable_OutputElementTypes_Args;
+import dev.xlaactors.nativebridge.pjrt.PJRT_LoadedExecutable;
+import dev.xlaactors.nativebridge.pjrt.PJRT_LoadedExecutable_AddressableDevices_Args;
+import dev.xlaactors.nativebridge.pjrt.PJRT_LoadedExecutable_Destroy_Args;
+import dev.xlaactors.nativebridge.pjrt.PJRT_LoadedExecutable_GetExecutable_Args;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.List;
 
 /**
- * A compiled program loaded on a client: the native PJRT executable, its parameter types (read from the
- * program) and output types (reported by PJRT). Shared by the compile cache and every {@link Executable}
- * view of it; destroyed when the last of them is closed. Keeps its client alive. Thread-safe.
+ * A compiled program loaded on a client: the native PJRT loaded executable and its executable view, its
+ * parameter types (read from the program), output types (reported by PJRT) and addressable devices.
+ * Shared by the compile cache and every {@link Executable} view of it; destroyed when the last of them is
+ * closed. Keeps its client alive. Thread-safe.
  */
 final class LoadedProgram extends NativeHandle {
   private final XlaClient client;
+  private final PJRT_LoadedExecutable loaded;
+  private final PJRT_Executable executable;
   private final ProgramSignature signature;
   private final List<TensorType> outputTypes;
+  private final List<Device> addressableDevices;
+  // Per output: whether its buffers can be read in place (see DeviceBuffer); -1 until the first download.
+  private final int[] readableByOutput;
 
-  LoadedProgram(XlaClient client, long handle, ProgramSignature signature) {
-    super(handle, client);
+  /** Takes ownership of {@code loaded}; the caller holds a lease on {@code client}. */
+  LoadedProgram(XlaClient client, PJRT_LoadedExecutable loaded, ProgramSignature signature) {
+    this(client, loaded, executableView(client.api(), loaded), signature);
+  }
+
+  private LoadedProgram(
+      XlaClient client, PJRT_LoadedExecutable loaded, PJRT_Executable executable, ProgramSignature signature) {
+    super(client, destroyer(client.api(), loaded, executable));
     this.client = client;
+    this.loaded = loaded;
+    this.executable = executable;
     this.signature = signature;
     try {
-      int[] types = PjrtNative.executableOutputTypes(handle);
-      long[][] dims = PjrtNative.executableOutputDims(handle);
-      List<TensorType> outputs = new ArrayList<>(types.length);
-      for (int i = 0; i < types.length; i++) {
-        outputs.add(new TensorType(DType.fromPjrtType(types[i]), Shape.of(dims[i])));
-      }
-      this.outputTypes = Collections.unmodifiableList(outputs);
+      this.outputTypes = readOutputTypes(client.api());
+      this.addressableDevices = readAddressableDevices(client.api());
+      this.readableByOutput = new int[outputTypes.size()];
+      java.util.Arrays.fill(readableByOutput, client.api().inPlaceReadPossible ? -1 : 0);
     } catch (RuntimeException e) {
       close();
       throw e;
     }
   }
 
+  private static PJRT_Executable executableView(PjrtApi api, PJRT_LoadedExecutable loaded) {
+    try (PJRT_LoadedExecutable_GetExecutable_Args args = new PJRT_LoadedExecutable_GetExecutable_Args()) {
+      args.struct_size(PJRT_LoadedExecutable_GetExecutable_Args_STRUCT_SIZE).loaded_executable(loaded);
+      checkOrDestroy(api, api.loadedGetExecutable.call(args), loaded);
+      return args.executable();
+    }
+  }
+
+  /** Throws the error after destroying {@code loaded}, which nothing else owns yet. */
+  private static void checkOrDestroy(
+      PjrtApi api, dev.xlaactors.nativebridge.pjrt.PJRT_Error error, PJRT_LoadedExecutable loaded) {
+    if (error != null) {
+      RuntimeException failure = api.toException(error, PjrtApi.Failure.COMPILE, "PJRT_LoadedExecutable_GetExecutable");
+      destroyer(api, loaded, null).destroy();
+      throw failure;
+    }
+  }
+
+  private static Destroyer destroyer(PjrtApi api, PJRT_LoadedExecutable loaded, PJRT_Executable executable) {
+    return () -> {
+      if (executable != null) {
+        try (PJRT_Executable_Destroy_Args args = new PJRT_Executable_Destroy_Args()) {
+          args.struct_size(PJRT_Executable_Destroy_Args_STRUCT_SIZE).executable(executable);
+          api.check(api.executableDestroy.call(args), PjrtApi.Failure.GENERIC, "PJRT_Executable_Destroy");
+        }
+      }
+      try (PJRT_LoadedExecutable_Destroy_Args args = new PJRT_LoadedExecutable_Destroy_Args()) {
+        args.struct_size(PJRT_LoadedExecutable_Destroy_Args_STRUCT_SIZE).executable(loaded);
+        api.check(api.loadedDestroy.call(args), PjrtApi.Failure.GENERIC, "PJRT_LoadedExecutable_Destroy");
+      }
+    };
+  }
+
+  private List<TensorType> readOutputTypes(PjrtApi api) {
+    try (PJRT_Executable_NumOutputs_Args count = new PJRT_Executable_NumOutputs_Args();
+        PJRT_Executable_OutputElementTypes_Args types = new PJRT_Executable_OutputElementTypes_Args();
+        PJRT_Executable_OutputDimensions_Args dims = new PJRT_Executable_OutputDimensions_Args()) {
+      count.struct_size(PJRT_Executable_NumOutputs_Args_STRUCT_SIZE).executable(executable);
+      api.check(api.executableNumOutputs.call(count), PjrtApi.Failure.COMPILE, "PJRT_Executable_NumOutputs");
+      types.struct_size(PJRT_Executable_OutputElementTypes_Args_STRUCT_SIZE).executable(executable);
+      api.check(
+          api.executableOutputElementTypes.call(types), PjrtApi.Failure.COMPILE, "PJRT_Executable_OutputElementTypes");
+      dims.struct_size(PJRT_Executable_OutputDimensions_Args_STRUCT_SIZE).executable(executable);
+      api.check(api.executableOutputDimensions.call(dims), PjrtApi.Failure.COMPILE, "PJRT_Executable_OutputDimensions");
+      int n = Math.toIntExact(count.num_outputs());
+      List<TensorType> outputs = new ArrayList<>(n);
+      long offset = 0;
+      for (int i = 0; i < n; i++) {
+        int rank = Math.toIntExact(dims.dim_sizes().get(i));
+        long[] shape = new long[rank];
+        for (int d = 0; d < rank; d++) {
+          shape[d] = dims.dims().get(offset + d);
+        }
+        offset += rank;
+        outputs.add(new TensorType(DType.fromPjrtType(types.output_types().get(i)), Shape.of(shape)));
+      }
+      return Collections.unmodifiableList(outputs);
+    }
+  }
+
+  private List<Device> readAddressableDevices(PjrtApi api) {
+    try (PJRT_LoadedExecutable_AddressableDevices_Args args = new PJRT_LoadedExecutable_AddressableDevices_Args()) {
+      args.struct_size(PJRT_LoadedExecutable_AddressableDevices_Args_STRUCT_SIZE).executable(loaded);
+      api.check(
+          api.loadedAddressableDevices.call(args), PjrtApi.Failure.COMPILE, "PJRT_LoadedExecutable_AddressableDevices");
+      if (args.num_addressable_devices() == 0) {
+        return client.devices(); // a portable executable: compiled for no device, it runs on any
+      }
+      List<Device> devices = new ArrayList<>();
+      for (int i = 0; i < args.num_addressable_devices(); i++) {
+        Device device = client.deviceOf(args.addressable_devices(i));
+        if (device != null) {
+          devices.add(device);
+        }
+      }
+      return List.copyOf(devices);
+    }
+  }
+
   XlaClient client() {
     return client;
+  }
+
+  PJRT_LoadedExecutable loaded() {
+    return loaded;
+  }
+
+  PJRT_Executable executable() {
+    return executable;
   }
 
   ProgramSignature signature() {
@@ -45,8 +153,16 @@ final class LoadedProgram extends NativeHandle {
     return outputTypes;
   }
 
-  @Override
-  protected void destroy(long handle) {
-    PjrtNative.executableDestroy(handle);
+  List<Device> addressableDevices() {
+    return addressableDevices;
+  }
+
+  int[] readableByOutput() {
+    return readableByOutput;
+  }
+
+  /** A reference held while a run or query uses the native executable. */
+  Lease leaseProgram() {
+    return lease();
   }
 }

@@ -1,8 +1,13 @@
 package dev.xlaactors.runtime;
 
+import static dev.xlaactors.nativebridge.pjrt.global.Pjrt.*;
+
 import dev.xlaactors.error.ErrorCode;
 import dev.xlaactors.error.PluginException;
-import dev.xlaactors.nativebridge.PjrtNative;
+import dev.xlaactors.nativebridge.pjrt.PJRT_Api;
+import dev.xlaactors.nativebridge.pjrt.PJRT_Plugin_Attributes_Args;
+import java.nio.charset.StandardCharsets;
+import org.bytedeco.javacpp.BytePointer;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.Map;
@@ -11,24 +16,34 @@ import java.util.concurrent.ConcurrentHashMap;
 /**
  * A loaded PJRT plugin. Loaded once per path per JVM and never unloaded: XLA keeps process-wide
  * registries (FFI handlers among them) inside the plugin, so unloading it would leave dangling state.
- * Thread-safe; not closeable.
+ * Several plugins (say the CPU plugin and a GPU plugin) can be loaded side by side; each serves its own
+ * {@link XlaClient}s. Thread-safe; not closeable.
  */
 public final class Plugin {
   private static final Map<Path, Plugin> LOADED = new ConcurrentHashMap<>();
+  static {
+    NativeLibrary.load();
+  }
+
 
   private final Path path;
-  private final long handle;
-  private final int apiMajor;
-  private final int apiMinor;
+  private final PjrtApi api;
   private final boolean ffiHandlers;
+  private final String ffiProblem;
+  private final Map<String, Object> attributes;
 
-  private Plugin(Path path, long handle) {
+  private Plugin(Path path, PJRT_Api table) {
     this.path = path;
-    this.handle = handle;
-    int[] version = PjrtNative.pluginApiVersion(handle);
-    this.apiMajor = version[0];
-    this.apiMinor = version[1];
-    this.ffiHandlers = PjrtNative.pluginHasFfiHandlers(handle);
+    this.api = new PjrtApi(table, path.getFileName().toString());
+    byte[] error = new byte[1024];
+    int registered = XlaActors_RegisterFfiHandlers(table, error, error.length);
+    if (registered < 0) {
+      throw new PluginException(
+          ErrorCode.INTERNAL, "PJRT plugin " + path + ": registering the bridge's FFI handlers failed: " + text(error));
+    }
+    this.ffiHandlers = registered == 1;
+    this.ffiProblem = registered == 1 ? "" : text(error);
+    this.attributes = readAttributes();
   }
 
   /** The plugin named by the settings. */
@@ -53,8 +68,9 @@ public final class Plugin {
   }
 
   /**
-   * Loads the plugin at {@code path}, or returns the one already loaded from there. A missing file or
-   * a file that is not a PJRT plugin is a {@link PluginException} naming the config key, the
+   * Loads the plugin at {@code path}, or returns the one already loaded from there. A missing file, a file
+   * that is not a PJRT plugin, or a plugin whose API lacks what the runtime needs is a {@link
+   * PluginException} naming the plugin, its version and the missing piece, plus the config key, the
    * environment variable and the fetch command.
    */
   public static Plugin load(Path path) {
@@ -65,21 +81,33 @@ public final class Plugin {
               + key.resolve("xla_cpu_pjrt.so") + hint());
     }
     if (!Files.isRegularFile(key)) {
-      throw new PluginException(ErrorCode.NOT_FOUND, missingMessage(key));
+      throw new PluginException(ErrorCode.NOT_FOUND, "PJRT plugin not found at " + key + hint());
     }
     return LOADED.computeIfAbsent(
         key,
         p -> {
+          byte[] error = new byte[2048];
+          PJRT_Api table;
+          try (BytePointer name = PjrtApi.cString(p.toString())) {
+            table = XlaActors_LoadPlugin(name, error, error.length);
+          }
+          if (table == null) {
+            throw new PluginException(ErrorCode.FAILED_PRECONDITION, text(error) + hint());
+          }
           try {
-            return new Plugin(p, PjrtNative.pluginLoad(p.toString()));
+            return new Plugin(p, table);
           } catch (PluginException e) {
             throw new PluginException(e.code(), e.getMessage() + hint());
           }
         });
   }
 
-  private static String missingMessage(Path path) {
-    return "PJRT plugin not found at " + path + hint();
+  private static String text(byte[] nulTerminated) {
+    int n = 0;
+    while (n < nulTerminated.length && nulTerminated[n] != 0) {
+      n++;
+    }
+    return new String(nulTerminated, 0, n, StandardCharsets.UTF_8);
   }
 
   private static String hint() {
@@ -92,21 +120,37 @@ public final class Plugin {
         + "' to fetch the default CPU plugin)";
   }
 
+  private Map<String, Object> readAttributes() {
+    if (api.pluginAttributes == null) {
+      return Map.of();
+    }
+    try (PJRT_Plugin_Attributes_Args args = new PJRT_Plugin_Attributes_Args()) {
+      args.struct_size(PJRT_Plugin_Attributes_Args_STRUCT_SIZE);
+      api.check(api.pluginAttributes.call(args), PjrtApi.Failure.PLUGIN, "PJRT_Plugin_Attributes");
+      return Map.copyOf(PjrtApi.namedValues(args.attributes(), args.num_attributes()));
+    }
+  }
+
   public Path path() {
     return path;
   }
 
   /** The PJRT C API version the plugin implements, e.g. {@code 0.81}. */
   public String apiVersion() {
-    return apiMajor + "." + apiMinor;
+    return api.version();
   }
 
   public int apiMajorVersion() {
-    return apiMajor;
+    return api.api.pjrt_api_version().major_version();
   }
 
   public int apiMinorVersion() {
-    return apiMinor;
+    return api.minorVersion;
+  }
+
+  /** The plugin's own attributes ({@code PJRT_Plugin_Attributes}), e.g. its XLA version; empty if it has none. */
+  public Map<String, Object> attributes() {
+    return attributes;
   }
 
   /** Whether the bridge's XLA FFI handlers are registered with this plugin (needs its FFI extension). */
@@ -114,8 +158,13 @@ public final class Plugin {
     return ffiHandlers;
   }
 
-  long handle() {
-    return handle;
+  /** Why the FFI handlers are not registered; empty when they are. */
+  public String ffiUnavailableReason() {
+    return ffiProblem;
+  }
+
+  PjrtApi api() {
+    return api;
   }
 
   @Override

@@ -1,13 +1,15 @@
 package dev.xlaactors.runtime;
 
+import static dev.xlaactors.nativebridge.pjrt.global.Pjrt.*;
+
 import dev.xlaactors.error.ErrorCode;
 import dev.xlaactors.error.PluginException;
-import dev.xlaactors.nativebridge.NativeHostCallSink;
-import dev.xlaactors.nativebridge.PjrtNative;
-import java.nio.ByteOrder;
+import dev.xlaactors.error.XlaException;
+import dev.xlaactors.nativebridge.pjrt.PJRT_ExecuteContext;
+import dev.xlaactors.nativebridge.pjrt.XlaActors_RunContext;
+import java.nio.charset.StandardCharsets;
 import java.time.Duration;
-import java.util.ArrayList;
-import java.util.List;
+import java.util.Objects;
 
 /**
  * Per-run state handed to the bridge's XLA FFI handlers through a PJRT execute context, so nothing
@@ -16,11 +18,22 @@ import java.util.List;
  * Thread-safe.
  */
 public final class RunContext extends NativeHandle {
-  private final long runId;
+  static {
+    NativeLibrary.load();
+  }
 
-  private RunContext(long handle, long runId) {
-    super(handle, null);
+  private final long runId;
+  private final XlaActors_RunContext context;
+
+  private RunContext(XlaActors_RunContext context, long runId, long sinkId) {
+    super(null, () -> {
+      XlaActors_RunContext_Destroy(context);
+      if (sinkId != 0) {
+        HostCallBridge.unregister(sinkId);
+      }
+    });
     this.runId = runId;
+    this.context = context;
   }
 
   /**
@@ -29,8 +42,7 @@ public final class RunContext extends NativeHandle {
    * that per-run data reaches FFI handlers.
    */
   public static RunContext create(Plugin plugin, long runId, float scaleAddFactor) {
-    checkFfi(plugin);
-    return new RunContext(PjrtNative.executeContextCreate(plugin.handle(), runId, scaleAddFactor, null), runId);
+    return create(plugin, runId, scaleAddFactor, 0);
   }
 
   /**
@@ -39,30 +51,34 @@ public final class RunContext extends NativeHandle {
    * behind the caller's own timeouts, so no run can hang.
    */
   public static RunContext withHostCalls(Plugin plugin, long runId, HostCallSink sink, Duration nativeBackstop) {
-    checkFfi(plugin);
+    Objects.requireNonNull(sink, "sink");
     long backstopMillis = Math.max(1, nativeBackstop.toMillis());
-    NativeHostCallSink bridge =
-        (id, tag, callback, inputs, inputTypes, inputDims, outputTypes, outputDims) -> {
-          List<HostTensor> in = new ArrayList<>(inputs.length);
-          for (int i = 0; i < inputs.length; i++) {
-            TensorType type = new TensorType(DType.fromPjrtType(inputTypes[i]), Shape.of(inputDims[i]));
-            in.add(HostTensor.of(type, inputs[i].order(ByteOrder.LITTLE_ENDIAN)));
-          }
-          List<TensorType> out = new ArrayList<>(outputTypes.length);
-          for (int i = 0; i < outputTypes.length; i++) {
-            out.add(new TensorType(DType.fromPjrtType(outputTypes[i]), Shape.of(outputDims[i])));
-          }
-          sink.accept(new HostCall(id, tag, callback, in, out));
-          return backstopMillis;
-        };
-    return new RunContext(PjrtNative.executeContextCreate(plugin.handle(), runId, 1f, bridge), runId);
+    long sinkId = HostCallBridge.register(sink, backstopMillis);
+    try {
+      return create(plugin, runId, 1f, sinkId);
+    } catch (RuntimeException e) {
+      HostCallBridge.unregister(sinkId);
+      throw e;
+    }
   }
 
-  private static void checkFfi(Plugin plugin) {
+  private static RunContext create(Plugin plugin, long runId, float scaleAddFactor, long sinkId) {
     if (!plugin.hasFfiHandlers()) {
       throw new PluginException(
-          ErrorCode.UNIMPLEMENTED, plugin + " has no FFI extension with handler registration");
+          ErrorCode.UNIMPLEMENTED,
+          plugin + " cannot run FFI handlers, so per-run data cannot reach them: " + plugin.ffiUnavailableReason());
     }
+    byte[] error = new byte[1024];
+    XlaActors_RunContext context =
+        XlaActors_RunContext_Create(plugin.api().api, runId, scaleAddFactor, sinkId, error, error.length);
+    if (context == null) {
+      int n = 0;
+      while (n < error.length && error[n] != 0) {
+        n++;
+      }
+      throw new XlaException(ErrorCode.INTERNAL, new String(error, 0, n, StandardCharsets.UTF_8));
+    }
+    return new RunContext(context, runId, sinkId);
   }
 
   /**
@@ -71,7 +87,7 @@ public final class RunContext extends NativeHandle {
    */
   public void cancel() {
     try (Lease lease = lease()) {
-      PjrtNative.executeContextCancel(lease.handle());
+      XlaActors_RunContext_Cancel(context);
     }
   }
 
@@ -79,12 +95,11 @@ public final class RunContext extends NativeHandle {
     return runId;
   }
 
-  NativeHandle.Lease leaseContext() {
-    return lease();
+  PJRT_ExecuteContext executeContext() {
+    return XlaActors_RunContext_ExecuteContext(context);
   }
 
-  @Override
-  protected void destroy(long handle) {
-    PjrtNative.executeContextDestroy(handle);
+  NativeHandle.Lease leaseContext() {
+    return lease();
   }
 }

@@ -21,6 +21,12 @@ public record RuntimeSettings(Path pluginPath, boolean clientAsynchronous, int c
   public static final String PLUGIN_ENV = "XLA_ACTORS_PLUGIN";
   /** The command that fetches the default plugin. */
   public static final String FETCH_COMMAND = "bash native/fetch-third-party.sh";
+  /** The environment variable naming the GPU (CUDA) plugin. */
+  public static final String GPU_PLUGIN_ENV = "XLA_ACTORS_GPU_PLUGIN";
+  /** The opt-in command that fetches the CUDA plugin. */
+  public static final String FETCH_GPU_COMMAND = "bash native/fetch-cuda-plugin.sh";
+  /** Version of the {@code jax-cuda13-pjrt} wheel fetch-cuda-plugin.sh fetches; keep in step with third-party.properties. */
+  static final String DEFAULT_GPU_PLUGIN_VERSION = "0.12.0.1";
 
   /** Version of the {@code xla-cpu-pjrt} wheel the build fetches; keep in step with third-party.properties. */
   static final String DEFAULT_PLUGIN_VERSION = "0.0.1";
@@ -56,12 +62,26 @@ public record RuntimeSettings(Path pluginPath, boolean clientAsynchronous, int c
 
   /** Where fetch-third-party.sh puts the plugin: {@code $XLA_ACTORS_CACHE} or {@code ~/.cache/xla-actors}. */
   public static Path defaultPluginPath() {
+    return cacheRoot().resolve("xla-cpu-pjrt-" + DEFAULT_PLUGIN_VERSION).resolve("xla_cpu_pjrt.so");
+  }
+
+  /**
+   * The CUDA plugin: {@code $XLA_ACTORS_GPU_PLUGIN}, else where {@link #FETCH_GPU_COMMAND} puts it. The
+   * file exists only on machines where someone fetched it; load it with {@link Plugin#load(Path)}.
+   */
+  public static Path gpuPluginPath() {
+    String env = System.getenv(GPU_PLUGIN_ENV);
+    if (env != null && !env.isBlank()) {
+      return Path.of(env);
+    }
+    return cacheRoot().resolve("jax-cuda13-pjrt-" + DEFAULT_GPU_PLUGIN_VERSION).resolve("xla_cuda_plugin.so");
+  }
+
+  private static Path cacheRoot() {
     String cache = System.getenv("XLA_ACTORS_CACHE");
-    Path root =
-        cache != null && !cache.isBlank()
-            ? Path.of(cache)
-            : Path.of(System.getProperty("user.home"), ".cache", "xla-actors");
-    return root.resolve("xla-cpu-pjrt-" + DEFAULT_PLUGIN_VERSION).resolve("xla_cpu_pjrt.so");
+    return cache != null && !cache.isBlank()
+        ? Path.of(cache)
+        : Path.of(System.getProperty("user.home"), ".cache", "xla-actors");
   }
 
   public RuntimeSettings withPluginPath(Path path) {

@@ -1,9 +1,30 @@
 package dev.xlaactors.runtime;
 
+import static dev.xlaactors.nativebridge.pjrt.global.Pjrt.*;
+
 import dev.xlaactors.error.CompileException;
 import dev.xlaactors.error.ErrorCode;
 import dev.xlaactors.error.InvalidArgumentException;
-import dev.xlaactors.nativebridge.PjrtNative;
+import dev.xlaactors.error.PluginException;
+import dev.xlaactors.nativebridge.pjrt.PJRT_Buffer;
+import dev.xlaactors.nativebridge.pjrt.PJRT_Client;
+import dev.xlaactors.nativebridge.pjrt.PJRT_Client_AddressableDevices_Args;
+import dev.xlaactors.nativebridge.pjrt.PJRT_Client_AddressableMemories_Args;
+import dev.xlaactors.nativebridge.pjrt.PJRT_Client_BufferFromHostBuffer_Args;
+import dev.xlaactors.nativebridge.pjrt.PJRT_Client_Compile_Args;
+import dev.xlaactors.nativebridge.pjrt.PJRT_Client_Create_Args;
+import dev.xlaactors.nativebridge.pjrt.PJRT_Client_Destroy_Args;
+import dev.xlaactors.nativebridge.pjrt.PJRT_Client_PlatformName_Args;
+import dev.xlaactors.nativebridge.pjrt.PJRT_Client_PlatformVersion_Args;
+import dev.xlaactors.nativebridge.pjrt.PJRT_Client_ProcessIndex_Args;
+import dev.xlaactors.nativebridge.pjrt.PJRT_Device;
+import dev.xlaactors.nativebridge.pjrt.PJRT_DeviceDescription_Id_Args;
+import dev.xlaactors.nativebridge.pjrt.PJRT_DeviceDescription_Kind_Args;
+import dev.xlaactors.nativebridge.pjrt.PJRT_Device_GetDescription_Args;
+import dev.xlaactors.nativebridge.pjrt.PJRT_Executable_DeserializeAndLoad_Args;
+import dev.xlaactors.nativebridge.pjrt.PJRT_Memory;
+import dev.xlaactors.nativebridge.pjrt.PJRT_NamedValue;
+import dev.xlaactors.nativebridge.pjrt.PJRT_Program;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.Collections;
@@ -11,33 +32,54 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
+import java.util.concurrent.CompletableFuture;
+import java.util.function.Supplier;
+import org.bytedeco.javacpp.BytePointer;
+import org.bytedeco.javacpp.LongPointer;
+import org.bytedeco.javacpp.Pointer;
 
 /**
  * A PJRT client: the devices of one plugin, and the entry point for compiling programs and moving
- * tensors to devices.
+ * tensors to devices. Several clients, of one plugin or of different plugins, can live side by side.
  *
  * <p>Lifetime: executables and buffers keep their client alive; closing the client releases the owner's
  * reference, and the native client is destroyed once its last executable and buffer are closed.
  * Executables held by the compile cache are closed with the client. Thread-safe.
  */
 public final class XlaClient extends NativeHandle {
+  static {
+    NativeLibrary.load();
+  }
+
   private final Plugin plugin;
+  private final PjrtApi api;
+  private final PJRT_Client client;
   private final List<Device> devices;
   private final String platformName;
   private final CompileCache cache;
 
-  private XlaClient(Plugin plugin, long handle, int compileCacheSize) {
-    super(handle, null);
+  private XlaClient(Plugin plugin, PJRT_Client client, int compileCacheSize) {
+    super(null, destroyer(plugin.api(), client));
     this.plugin = plugin;
-    int count = PjrtNative.clientDeviceCount(handle);
-    List<Device> list = new ArrayList<>(count);
-    for (int i = 0; i < count; i++) {
-      String[] description = PjrtNative.clientDeviceDescription(handle, i);
-      list.add(new Device(i, description[0], description[1]));
+    this.api = plugin.api();
+    this.client = client;
+    try {
+      this.devices = readDevices();
+      this.platformName = readPlatformName();
+    } catch (RuntimeException e) {
+      close();
+      throw e;
     }
-    this.devices = Collections.unmodifiableList(list);
-    this.platformName = PjrtNative.clientPlatformName(handle);
     this.cache = new CompileCache(compileCacheSize);
+  }
+
+  private static Destroyer destroyer(PjrtApi api, PJRT_Client client) {
+    return () -> {
+      try (PJRT_Client_Destroy_Args args = new PJRT_Client_Destroy_Args()) {
+        args.struct_size(PJRT_Client_Destroy_Args_STRUCT_SIZE).client(client);
+        api.check(api.clientDestroy.call(args), PjrtApi.Failure.GENERIC, "PJRT_Client_Destroy");
+      }
+    };
   }
 
   /** A client of the plugin named by the application's config. */
@@ -46,15 +88,103 @@ public final class XlaClient extends NativeHandle {
   }
 
   public static XlaClient create(RuntimeSettings settings) {
-    Plugin plugin = Plugin.load(settings);
-    return new XlaClient(
-        plugin,
-        PjrtNative.clientCreate(plugin.handle(), settings.clientAsynchronous()),
+    return create(
+        Plugin.load(settings),
+        Map.of("asynchronous", settings.clientAsynchronous()),
         settings.compileCacheSize());
+  }
+
+  /**
+   * A client of {@code plugin}: any loaded plugin, so a second one (say a GPU plugin) serves its own
+   * clients. {@code options} are the plugin's client options ({@code PJRT_Client_Create}'s named values:
+   * String, Long or Integer, Boolean, Float or long[] values; the CPU plugin knows {@code asynchronous},
+   * other plugins refuse names they do not know). {@code compileCacheSize} executables are kept for reuse
+   * (0 disables the cache).
+   */
+  public static XlaClient create(Plugin plugin, Map<String, ?> options, int compileCacheSize) {
+    Objects.requireNonNull(plugin, "plugin");
+    Objects.requireNonNull(options, "options");
+    if (compileCacheSize < 0) {
+      throw new InvalidArgumentException("compileCacheSize must be >= 0, got " + compileCacheSize);
+    }
+    PjrtApi api = plugin.api();
+    List<Pointer> keepAlive = new ArrayList<>();
+    int n = options.size();
+    try (PJRT_NamedValue values = new PJRT_NamedValue(Math.max(1, n));
+        PJRT_Client_Create_Args args = new PJRT_Client_Create_Args()) {
+      int i = 0;
+      for (Map.Entry<String, ?> option : options.entrySet()) {
+        PjrtApi.namedValue(values.getPointer(i++), option.getKey(), option.getValue(), keepAlive);
+      }
+      args.struct_size(PJRT_Client_Create_Args_STRUCT_SIZE).create_options(values).num_options(n);
+      api.check(api.clientCreate.call(args), PjrtApi.Failure.PLUGIN, "PJRT_Client_Create of " + plugin);
+      return new XlaClient(plugin, args.client(), compileCacheSize);
+    } finally {
+      keepAlive.forEach(Pointer::close);
+    }
+  }
+
+  private List<Device> readDevices() {
+    try (PJRT_Client_AddressableDevices_Args args = new PJRT_Client_AddressableDevices_Args()) {
+      args.struct_size(PJRT_Client_AddressableDevices_Args_STRUCT_SIZE).client(client);
+      api.check(api.clientAddressableDevices.call(args), PjrtApi.Failure.PLUGIN, "PJRT_Client_AddressableDevices");
+      long count = args.num_addressable_devices();
+      if (count == 0) {
+        throw new PluginException(ErrorCode.FAILED_PRECONDITION, "the PJRT client of " + plugin + " has no addressable devices");
+      }
+      List<Device> list = new ArrayList<>();
+      for (int i = 0; i < count; i++) {
+        list.add(describe(args.addressable_devices(i), i));
+      }
+      return Collections.unmodifiableList(list);
+    }
+  }
+
+  private Device describe(PJRT_Device device, int index) {
+    try (PJRT_Device_GetDescription_Args d = new PJRT_Device_GetDescription_Args();
+        PJRT_DeviceDescription_Id_Args id = new PJRT_DeviceDescription_Id_Args();
+        PJRT_DeviceDescription_Kind_Args kind = new PJRT_DeviceDescription_Kind_Args()) {
+      d.struct_size(PJRT_Device_GetDescription_Args_STRUCT_SIZE).device(device);
+      api.check(api.deviceGetDescription.call(d), PjrtApi.Failure.GENERIC, "PJRT_Device_GetDescription");
+      id.struct_size(PJRT_DeviceDescription_Id_Args_STRUCT_SIZE).device_description(d.device_description());
+      api.check(api.descriptionId.call(id), PjrtApi.Failure.GENERIC, "PJRT_DeviceDescription_Id");
+      kind.struct_size(PJRT_DeviceDescription_Kind_Args_STRUCT_SIZE).device_description(d.device_description());
+      api.check(api.descriptionKind.call(kind), PjrtApi.Failure.GENERIC, "PJRT_DeviceDescription_Kind");
+      return new Device(
+          this,
+          device,
+          d.device_description(),
+          index,
+          Integer.toString(id.id()),
+          PjrtApi.utf8(kind.device_kind(), kind.device_kind_size()));
+    }
+  }
+
+  private String readPlatformName() {
+    try (PJRT_Client_PlatformName_Args args = new PJRT_Client_PlatformName_Args()) {
+      args.struct_size(PJRT_Client_PlatformName_Args_STRUCT_SIZE).client(client);
+      api.check(api.clientPlatformName.call(args), PjrtApi.Failure.GENERIC, "PJRT_Client_PlatformName");
+      return PjrtApi.utf8(args.platform_name(), args.platform_name_size());
+    }
   }
 
   public Plugin plugin() {
     return plugin;
+  }
+
+  PjrtApi api() {
+    return api;
+  }
+
+  PJRT_Client pointer() {
+    return client;
+  }
+
+  /** Runs {@code query} while holding a reference to the client, so it cannot be destroyed meanwhile. */
+  <T> T withClient(Supplier<T> query) {
+    try (Lease lease = lease()) {
+      return query.get();
+    }
   }
 
   /** The platform PJRT reports, e.g. {@code cpu}. */
@@ -62,9 +192,73 @@ public final class XlaClient extends NativeHandle {
     return platformName;
   }
 
-  /** The addressable devices; programs run on the first. */
+  /** The platform's version string, e.g. the XLA CPU client's {@code cpu}. */
+  public String platformVersion() {
+    api.need(api.clientPlatformVersion, "PJRT_Client_PlatformVersion");
+    return withClient(
+        () -> {
+          try (PJRT_Client_PlatformVersion_Args args = new PJRT_Client_PlatformVersion_Args()) {
+            args.struct_size(PJRT_Client_PlatformVersion_Args_STRUCT_SIZE).client(client);
+            api.check(api.clientPlatformVersion.call(args), PjrtApi.Failure.GENERIC, "PJRT_Client_PlatformVersion");
+            return PjrtApi.utf8(args.platform_version(), args.platform_version_size());
+          }
+        });
+  }
+
+  /** This process's index among the processes of a multi-process client (0 for a single process). */
+  public int processIndex() {
+    api.need(api.clientProcessIndex, "PJRT_Client_ProcessIndex");
+    return withClient(
+        () -> {
+          try (PJRT_Client_ProcessIndex_Args args = new PJRT_Client_ProcessIndex_Args()) {
+            args.struct_size(PJRT_Client_ProcessIndex_Args_STRUCT_SIZE).client(client);
+            api.check(api.clientProcessIndex.call(args), PjrtApi.Failure.GENERIC, "PJRT_Client_ProcessIndex");
+            return args.process_index();
+          }
+        });
+  }
+
+  /** The memory spaces the client can address; empty when the plugin cannot say. */
+  public List<MemorySpace> memories() {
+    if (api.clientAddressableMemories == null) {
+      return List.of();
+    }
+    return withClient(
+        () -> {
+          try (PJRT_Client_AddressableMemories_Args args = new PJRT_Client_AddressableMemories_Args()) {
+            args.struct_size(PJRT_Client_AddressableMemories_Args_STRUCT_SIZE).client(client);
+            api.check(
+                api.clientAddressableMemories.call(args), PjrtApi.Failure.GENERIC, "PJRT_Client_AddressableMemories");
+            List<MemorySpace> result = new ArrayList<>();
+            for (long i = 0; i < args.num_addressable_memories(); i++) {
+              result.add(MemorySpace.describe(api, args.addressable_memories((int) i)));
+            }
+            return List.copyOf(result);
+          }
+        });
+  }
+
+  /** The addressable devices. */
   public List<Device> devices() {
     return devices;
+  }
+
+  /** The device of this client with PJRT pointer {@code device}; null when it is none of ours. */
+  Device deviceOf(PJRT_Device device) {
+    for (Device d : devices) {
+      if (d.pointer().address() == device.address()) {
+        return d;
+      }
+    }
+    return null;
+  }
+
+  /** Throws unless {@code device} is one of this client's devices. */
+  void checkDevice(Device device, String role) {
+    Objects.requireNonNull(device, role);
+    if (device.client() != this) {
+      throw new InvalidArgumentException(role + " " + device + " belongs to " + device.client() + ", not to " + this);
+    }
   }
 
   /** Compiles StableHLO text with default options, reusing a cached executable when there is one. */
@@ -106,13 +300,57 @@ public final class XlaClient extends NativeHandle {
 
   private LoadedProgram compileUncached(String stablehlo, CompileOptions options) {
     ProgramSignature signature = ProgramSignature.parse(stablehlo);
-    long executable;
-    try (Lease lease = lease()) {
-      executable =
-          PjrtNative.compile(
-              lease.handle(), stablehlo.getBytes(StandardCharsets.UTF_8), "mlir", options.toProto());
+    try (Lease lease = lease();
+        BytePointer code = PjrtApi.bytes(stablehlo.getBytes(StandardCharsets.UTF_8));
+        BytePointer format = PjrtApi.bytes("mlir".getBytes(StandardCharsets.UTF_8));
+        BytePointer proto = PjrtApi.bytes(options.toProto());
+        PJRT_Program program = new PJRT_Program();
+        PJRT_Client_Compile_Args args = new PJRT_Client_Compile_Args()) {
+      if (proto.capacity() == 0) {
+        // An empty CompileOptionsProto trips a CHECK inside the plugin and aborts the process.
+        throw new InvalidArgumentException("compile options must not be empty");
+      }
+      program.struct_size(PJRT_Program_STRUCT_SIZE)
+          .code(code)
+          .code_size(code.capacity())
+          .format(format)
+          .format_size(format.capacity());
+      args.struct_size(PJRT_Client_Compile_Args_STRUCT_SIZE)
+          .client(client)
+          .program(program)
+          .compile_options(proto)
+          .compile_options_size(proto.capacity());
+      api.check(api.clientCompile.call(args), PjrtApi.Failure.COMPILE, "XLA compilation failed");
+      // Wrapped while the lease still holds the client: a close() that raced with the compile cannot
+      // have destroyed it, and the new program keeps it alive until the program is closed.
+      return new LoadedProgram(this, args.executable(), signature);
     }
-    return new LoadedProgram(this, executable, signature);
+  }
+
+  /**
+   * Loads an executable serialized by {@link Executable#serialize()} (by this plugin's version), with
+   * {@code stablehlo} giving its parameter types. A plugin that cannot deserialize answers UNIMPLEMENTED.
+   */
+  public Executable deserialize(byte[] serialized, String stablehlo) {
+    Objects.requireNonNull(serialized, "serialized");
+    ProgramSignature signature = ProgramSignature.parse(stablehlo);
+    api.need(api.executableDeserializeAndLoad, "PJRT_Executable_DeserializeAndLoad");
+    try (Lease lease = lease();
+        BytePointer bytes = PjrtApi.bytes(serialized);
+        PJRT_Executable_DeserializeAndLoad_Args args = new PJRT_Executable_DeserializeAndLoad_Args()) {
+      args.struct_size(PJRT_Executable_DeserializeAndLoad_Args_STRUCT_SIZE)
+          .client(client)
+          .serialized_executable(bytes)
+          .serialized_executable_size(bytes.capacity());
+      api.check(
+          api.executableDeserializeAndLoad.call(args), PjrtApi.Failure.COMPILE, "PJRT_Executable_DeserializeAndLoad");
+      LoadedProgram program = new LoadedProgram(this, args.loaded_executable(), signature);
+      try {
+        return new Executable(program);
+      } finally {
+        program.close(); // the view holds the only reference
+      }
+    }
   }
 
   /** Copies a host tensor to the first device. */
@@ -123,32 +361,75 @@ public final class XlaClient extends NativeHandle {
   /** Copies a host tensor to {@code device}; the host tensor can be reused at once. */
   public DeviceBuffer upload(HostTensor tensor, Device device) {
     Objects.requireNonNull(tensor, "tensor");
-    if (device.index() < 0 || device.index() >= devices.size() || !devices.get(device.index()).equals(device)) {
-      throw new InvalidArgumentException("device " + device + " does not belong to this client");
-    }
-    long buffer;
+    checkDevice(device, "device");
     try (Lease lease = lease()) {
-      buffer =
-          PjrtNative.bufferFromHost(
-              lease.handle(),
-              device.index(),
-              tensor.nativeData(),
-              0,
-              tensor.type().byteSize(),
-              tensor.dtype().pjrtType(),
-              tensor.shape().dims());
+      return new DeviceBuffer(this, uploadUnowned(tensor, device), tensor.type(), device);
     }
-    return new DeviceBuffer(this, buffer, tensor.type());
+  }
+
+  /** Uploads to a new native buffer that the caller, holding a lease on this client, must destroy. */
+  PJRT_Buffer uploadUnowned(HostTensor tensor, Device device) {
+    PJRT_Buffer buffer = new PJRT_Buffer();
+    long[] dims = tensor.shape().dims();
+    api.check(
+        XlaActors_BufferFromHost(
+            api.api, client, new Pointer(tensor.nativeData()), tensor.dtype().pjrtType(), dims, dims.length,
+            device.pointer(), buffer),
+        PjrtApi.Failure.GENERIC,
+        "host-to-device transfer");
+    return buffer;
+  }
+
+  /** A lease on the client, for callers that use unowned buffers ({@link #uploadUnowned}). */
+  Lease leaseClient() {
+    return lease();
+  }
+
+  /**
+   * Starts copying a host tensor to {@code device} and returns at once. The future completes with the
+   * buffer when its data is on the device (exceptionally if the transfer fails); {@code tensor} is kept
+   * alive until the plugin is done reading it.
+   */
+  public CompletableFuture<DeviceBuffer> uploadAsync(HostTensor tensor, Device device) {
+    Objects.requireNonNull(tensor, "tensor");
+    checkDevice(device, "device");
+    DeviceBuffer buffer;
+    CompletableFuture<Void> hostDone;
+    try (Lease lease = lease();
+        LongPointer dims = new LongPointer(Math.max(1, tensor.shape().rank()));
+        PJRT_Client_BufferFromHostBuffer_Args args = new PJRT_Client_BufferFromHostBuffer_Args()) {
+      long[] shape = tensor.shape().dims();
+      if (shape.length > 0) {
+        dims.put(shape);
+      }
+      args.struct_size(PJRT_Client_BufferFromHostBuffer_Args_STRUCT_SIZE)
+          .client(client)
+          .data(new Pointer(tensor.nativeData()))
+          .type(tensor.dtype().pjrtType())
+          .dims(dims)
+          .num_dims(shape.length)
+          .host_buffer_semantics(PJRT_HostBufferSemantics_kImmutableUntilTransferCompletes)
+          .device(device.pointer());
+      api.check(api.clientBufferFromHostBuffer.call(args), PjrtApi.Failure.GENERIC, "PJRT_Client_BufferFromHostBuffer");
+      buffer = new DeviceBuffer(this, args.buffer(), tensor.type());
+      hostDone = api.onReady(args.done_with_host_buffer(), "host-to-device transfer");
+    }
+    return hostDone
+        .whenComplete((ignored, error) -> Objects.requireNonNull(tensor)) // keeps the bytes reachable until done
+        .thenCompose(ignored -> buffer.ready())
+        .handle(
+            (ignored, error) -> {
+              if (error != null) {
+                buffer.close();
+                throw error instanceof RuntimeException r ? r : new RuntimeException(error);
+              }
+              return buffer;
+            });
   }
 
   @Override
   protected void onClose() {
-    cache.clear();
-  }
-
-  @Override
-  protected void destroy(long handle) {
-    PjrtNative.clientDestroy(handle);
+    cache.close();
   }
 
   @Override
@@ -182,6 +463,7 @@ public final class XlaClient extends NativeHandle {
 
     private final int capacity;
     private final Map<Key, LoadedProgram> entries = new LinkedHashMap<>(16, 0.75f, true);
+    private boolean closed; // the client was closed: nothing more is cached (it would keep the client alive)
     private long hits;
     private long misses;
 
@@ -211,9 +493,12 @@ public final class XlaClient extends NativeHandle {
       LoadedProgram compiled = compiler.compile();
       synchronized (this) {
         LoadedProgram raced = entries.get(key);
-        if (raced != null) {
-          compiled.close();
-          return new Executable(raced);
+        if (raced != null || closed) {
+          try {
+            return new Executable(raced != null ? raced : compiled);
+          } finally {
+            compiled.close();
+          }
         }
         entries.put(key, compiled);
         Executable view = new Executable(compiled);
@@ -230,6 +515,12 @@ public final class XlaClient extends NativeHandle {
     synchronized void clear() {
       entries.values().forEach(LoadedProgram::close);
       entries.clear();
+    }
+
+    /** Clears the cache for good: the client is closing. */
+    synchronized void close() {
+      closed = true;
+      clear();
     }
 
     synchronized Stats stats() {

@@ -94,6 +94,30 @@ class HostCallTest {
   }
 
   @Test
+  void aSinkThatRunsAnotherProgramOnTheXlaThreadLeavesTheOuterRunIntact() {
+    // The sink runs on the XLA thread of the outer run, which is this test's thread: the inner runs
+    // (execute, and run()) start while the outer one is in progress on the same thread.
+    try (Executable add = client.compile(TestPrograms.ADD_F32_4)) {
+      HostCallSink sink =
+          call -> {
+            HostTensor in = call.inputs().get(0);
+            float[] doubled;
+            try (DeviceBuffer a = client.upload(in)) {
+              List<DeviceBuffer> inner = add.execute(a, a);
+              doubled = inner.get(0).toHost().toFloatArray();
+              inner.forEach(DeviceBuffer::close);
+            }
+            float[] again = add.run(in, in).get(0).toFloatArray();
+            assertArrayEquals(doubled, again, 0f);
+            call.complete(List.of(HostTensor.ofFloats(doubled, 4)));
+          };
+      List<HostTensor> out = run(sink, Duration.ofSeconds(10), 1, 2, 3, 4);
+      // x -> x + x -> (Java) doubled again -> negated
+      assertArrayEquals(new float[] {-4, -8, -12, -16}, out.get(0).toFloatArray(), 0f);
+    }
+  }
+
+  @Test
   void wrongResultTypeFailsTheRunWithExpectedAndGot() {
     HostCallSink sink = call -> answerers.submit(() -> call.complete(List.of(HostTensor.ofFloats(new float[3]))));
     ExecutionFailedException e =

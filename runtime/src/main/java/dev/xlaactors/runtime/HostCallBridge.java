@@ -1,0 +1,117 @@
+package dev.xlaactors.runtime;
+
+import static dev.xlaactors.nativebridge.pjrt.global.Pjrt.*;
+
+import dev.xlaactors.error.ErrorCode;
+import dev.xlaactors.nativebridge.pjrt.XlaActors_HostCall;
+import dev.xlaactors.nativebridge.pjrt.XlaActors_HostCallSink;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.AtomicLong;
+import org.bytedeco.javacpp.Pointer;
+
+/**
+ * The bridge's one host-call sink: the native handler describes each call (XLA's input pointers, types,
+ * dims) to this function on the XLA thread that made it; it copies the inputs into Java-owned tensors,
+ * builds a {@link HostCall} and hands it to the run's {@link HostCallSink}. Runs are told apart by a sink
+ * id, never by a pointer to a Java object, and the function object is held by a static field so the
+ * plugin can call it for as long as the process lives.
+ */
+final class HostCallBridge {
+  static {
+    NativeLibrary.load(); // before CALLBACK, the first JavaCPP object of this class
+  }
+
+  /** A registered run sink and the native wait's backstop for its calls. */
+  private record Registration(HostCallSink sink, long backstopMillis) {}
+
+  private static final Map<Long, Registration> SINKS = new ConcurrentHashMap<>();
+  private static final AtomicLong NEXT_ID = new AtomicLong(1);
+
+  private static final XlaActors_HostCallSink CALLBACK =
+      new XlaActors_HostCallSink() {
+        @Override
+        public long call(XlaActors_HostCall call) {
+          try {
+            return dispatch(call);
+          } catch (Throwable t) {
+            // Nothing may unwind into XLA: fail the call with what went wrong.
+            fail(call.tag(), ErrorCode.INTERNAL, "host call could not be dispatched: " + t);
+            return 0;
+          }
+        }
+      };
+
+  static {
+    XlaActors_SetHostCallSink(CALLBACK);
+  }
+
+  private HostCallBridge() {}
+
+  /** Registers {@code sink}; returns its id for XlaActors_RunContext_Create. */
+  static long register(HostCallSink sink, long backstopMillis) {
+    long id = NEXT_ID.getAndIncrement();
+    SINKS.put(id, new Registration(sink, backstopMillis));
+    return id;
+  }
+
+  static void unregister(long id) {
+    SINKS.remove(id);
+  }
+
+  private static long dispatch(XlaActors_HostCall call) {
+    long tag = call.tag();
+    Registration registration = SINKS.get(call.sink_id());
+    String name = PjrtApi.utf8(call.callback(), call.callback_size());
+    if (registration == null) {
+      fail(tag, ErrorCode.FAILED_PRECONDITION, "host callback '" + name + "': its run has ended");
+      return 0;
+    }
+    int numInputs = Math.toIntExact(call.num_inputs());
+    List<HostTensor> inputs = new ArrayList<>(numInputs);
+    long dimOffset = 0;
+    for (int i = 0; i < numInputs; i++) {
+      int rank = Math.toIntExact(call.input_ranks().get(i));
+      TensorType type = typeOf(call.input_types().get(i), call.input_dims(), dimOffset, rank);
+      dimOffset += rank;
+      if (type.byteSize() > Integer.MAX_VALUE - 8) {
+        fail(tag, ErrorCode.RESOURCE_EXHAUSTED,
+            "host callback '" + name + "': input " + i + " is " + type + " (" + type.byteSize()
+                + " bytes); a host-callback tensor holds at most 2 GiB - 8 bytes: pass it in smaller pieces");
+        return 0;
+      }
+      HostTensor tensor = HostTensor.zeros(type);
+      if (type.byteSize() > 0) {
+        Pointer.memcpy(new Pointer(tensor.nativeData()), call.input_data(i), type.byteSize());
+      }
+      inputs.add(tensor);
+    }
+    int numOutputs = Math.toIntExact(call.num_outputs());
+    List<TensorType> outputs = new ArrayList<>(numOutputs);
+    dimOffset = 0;
+    for (int i = 0; i < numOutputs; i++) {
+      int rank = Math.toIntExact(call.output_ranks().get(i));
+      outputs.add(typeOf(call.output_types().get(i), call.output_dims(), dimOffset, rank));
+      dimOffset += rank;
+    }
+    registration.sink().accept(new HostCall(call.run_id(), tag, name, inputs, outputs));
+    return registration.backstopMillis();
+  }
+
+  private static TensorType typeOf(int pjrtType, org.bytedeco.javacpp.LongPointer dims, long offset, int rank) {
+    long[] shape = new long[rank];
+    for (int d = 0; d < rank; d++) {
+      shape[d] = dims.get(offset + d);
+    }
+    return new TensorType(DType.fromPjrtType(pjrtType), Shape.of(shape));
+  }
+
+  private static void fail(long tag, ErrorCode code, String message) {
+    byte[] text = message.getBytes(java.nio.charset.StandardCharsets.UTF_8);
+    try (org.bytedeco.javacpp.BytePointer bytes = PjrtApi.bytes(text)) {
+      XlaActors_FailHostCall(tag, code.ordinal(), bytes, text.length);
+    }
+  }
+}
