@@ -35,8 +35,9 @@ esac
 stamp=examples/target/.built
 classpath_file=examples/target/classpath.txt
 if [ ! -f "$stamp" ] || [ ! -f "$classpath_file" ] ||
-  [ -n "$(find native/src runtime/src actors/src examples/src pom.xml native/pom.xml runtime/pom.xml actors/pom.xml examples/pom.xml \
-    -newer "$stamp" -print -quit)" ]; then
+  [ -n "$(find pom.xml native runtime actors examples -newer "$stamp" -type f -not -path '*/target/*' \
+    \( -name '*.java' -o -name '*.cc' -o -name '*.h' -o -name '*.sh' -o -name 'pom.xml' -o -name '*.conf' -o -name '*.properties' \) \
+    -print -quit)" ]; then
   mkdir -p examples/target
   # Build quietly in the reactor (package, not install: ~/.m2 may be shared); show the log only if it fails.
   if ! mvn -B -Dstyle.color=never -DskipTests -pl examples -am package dependency:build-classpath \

@@ -1,6 +1,5 @@
 package dev.xlaactors.examples;
 
-import com.typesafe.config.ConfigFactory;
 import dev.xlaactors.actors.CallbackRuntime;
 import dev.xlaactors.actors.jobs.Generation;
 import dev.xlaactors.actors.jobs.InferenceJob;
@@ -23,6 +22,8 @@ import java.util.Random;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
+import org.apache.pekko.Done;
+import org.apache.pekko.actor.CoordinatedShutdown;
 import org.apache.pekko.actor.typed.ActorRef;
 import org.apache.pekko.actor.typed.ActorSystem;
 import org.apache.pekko.actor.typed.Props;
@@ -35,7 +36,7 @@ import org.apache.pekko.actor.typed.javadsl.Behaviors;
  * middle of each step XLA calls Java, which samples the next character with a seeded {@link Random},
  * prints it, and decides whether to stop ('.' or the length limit). The job runs one step per character.
  *
- * <p>Ctrl-C cancels it: a JVM shutdown hook sends the job {@code Cancel}, which unblocks the step waiting
+ * <p>Ctrl-C cancels it: a task of Pekko's coordinated shutdown (run by the JVM's shutdown hook) sends the job {@code Cancel}, which unblocks the step waiting
  * on the callback, and waits briefly for the job to report {@code Cancelled}.
  *
  * <p>Usage: {@code examples/run.sh generation [max-chars] [seed] [delay-ms]}; defaults 400, 7, 40 ms per
@@ -52,10 +53,8 @@ public final class TextGeneration {
     long seed = args.length > 1 ? Long.parseLong(args[1]) : 7;
     long delayMs = args.length > 2 ? Long.parseLong(args[2]) : 40;
 
-    // Our own shutdown hook cancels the job; Pekko's would stop the actor system under it first.
     ActorSystem<Void> system =
-        ActorSystem.create(Behaviors.empty(), "generation",
-            ConfigFactory.parseString("pekko.coordinated-shutdown.run-by-jvm-shutdown-hook = off").withFallback(ConfigFactory.load()));
+        ActorSystem.create(Behaviors.empty(), "generation");
     XlaClient client = XlaClient.create();
     CallbackRuntime callbacks = CallbackRuntime.create(system, client);
     Random random = new Random(seed);
@@ -80,27 +79,21 @@ public final class TextGeneration {
         AskPattern.<InferenceJob.Command, JobResult>ask(job, InferenceJob.Start::new, Duration.ofDays(1), system.scheduler())
             .toCompletableFuture();
     AtomicBoolean cancelling = new AtomicBoolean();
-    Thread cancelOnCtrlC = new Thread(() -> {
+    // Ctrl-C: a task of Pekko's coordinated shutdown, which runs it before it stops any actor, so the job
+    // ends as Cancelled("Ctrl-C") rather than being stopped under its step.
+    CoordinatedShutdown.get(system).addTask(CoordinatedShutdown.PhaseBeforeServiceUnbind(), "cancel-generation", () -> {
       if (result.isDone()) {
-        return;
+        return CompletableFuture.completedFuture(Done.getInstance());
       }
       cancelling.set(true);
-      try {
-        JobResult cancelled =
-            AskPattern.<InferenceJob.Command, JobResult>ask(
-                    job, replyTo -> new InferenceJob.Cancel("Ctrl-C", replyTo), Duration.ofSeconds(2), system.scheduler())
-                .toCompletableFuture()
-                .get(2, TimeUnit.SECONDS);
-        System.out.println();
-        System.out.println("result: " + cancelled);
-      } catch (Exception e) {
-        System.out.println();
-        System.out.println("the job did not confirm the cancellation in 2 s: " + e);
-      } finally {
-        system.terminate();
-      }
-    }, "cancel-generation");
-    Runtime.getRuntime().addShutdownHook(cancelOnCtrlC);
+      return AskPattern.<InferenceJob.Command, JobResult>ask(
+              job, replyTo -> new InferenceJob.Cancel("Ctrl-C", replyTo), Duration.ofSeconds(2), system.scheduler())
+          .handle((cancelled, e) -> {
+            System.out.println();
+            System.out.println(e == null ? "result: " + cancelled : "the job did not confirm the cancellation in 2 s: " + e);
+            return Done.getInstance();
+          });
+    });
 
     System.out.print("> ");
     JobResult finished = result.get();
