@@ -21,9 +21,22 @@ public record ProgramSignature(List<TensorType> parameters) {
     parameters = List.copyOf(parameters);
   }
 
+  // Custom-call targets of JAX's Python callbacks (pure_callback, io_callback, debug.print/callback).
+  private static final Pattern PYTHON_CALLBACK =
+      Pattern.compile("@(xla_ffi_python_cpu_callback|xla_ffi_python_gpu_callback|xla_python_cpu_callback|xla_python_gpu_callback)\\b");
+
   /** Reads {@code @main}'s parameters; a program without one is a {@link CompileException}. */
   public static ProgramSignature parse(String text) {
     String program = withoutComments(text); // same length: a position in it is a position in text
+    Matcher python = PYTHON_CALLBACK.matcher(program);
+    if (python.find()) {
+      throw new CompileException(
+          ErrorCode.INVALID_ARGUMENT,
+          "the program calls a Python callback (custom call @" + python.group(1) + ", from jax.pure_callback, "
+              + "io_callback or jax.debug.print): it lives in the Python process that exported the program and "
+              + "cannot cross to the JVM. Call a Java callback instead: jax.ffi.ffi_call(\"xla_actors.host_callback\", "
+              + "result_shape, has_side_effect=True)(x, callback=\"<name>\") and register <name> with CallbackRuntime");
+    }
     Matcher m = MAIN.matcher(program);
     if (!m.find()) {
       throw new CompileException(
@@ -63,6 +76,12 @@ public record ProgramSignature(List<TensorType> parameters) {
     for (int p = 0; p < pieces.size(); p++) {
       String piece = pieces.get(p);
       int colon = piece.indexOf(':');
+      if (piece.contains("!stablehlo.token")) {
+        throw new CompileException(
+            ErrorCode.UNIMPLEMENTED,
+            "parameter " + p + " of @main is a !stablehlo.token (an ordered effect: io_callback(ordered=True), "
+                + "jax.debug.print); token parameters are not supported: export the function without ordered effects");
+      }
       int tensor = piece.indexOf("tensor<", colon < 0 ? 0 : colon);
       if (tensor < 0) {
         throw new CompileException(
@@ -70,6 +89,14 @@ public record ProgramSignature(List<TensorType> parameters) {
             "parameter " + p + " of @main is not a ranked tensor (" + piece.trim() + "); only tensors are supported");
       }
       int end = matchingAngle(piece, tensor + "tensor".length());
+      String type = piece.substring(tensor, end + 1);
+      if (type.contains("?")) {
+        throw new CompileException(
+            ErrorCode.UNIMPLEMENTED,
+            "parameter " + p + " of @main has a symbolic dimension (" + type + "): XLA compiles static shapes, and "
+                + "the plugin does not refine them from the arguments; export with concrete shapes, e.g. "
+                + "jax.jit(f).lower(*example_args).as_text() or jax.export.export(jax.jit(f))(*concrete_shape_dtype_structs)");
+      }
       try {
         types.add(TensorType.parseMlir(piece.substring(tensor, end + 1)));
       } catch (RuntimeException e) {
