@@ -124,7 +124,10 @@ public final class BatchInference {
               "progress-bar", Props.empty());
       job.tell(new InferenceJob.Subscribe(bar));
       // Ctrl-C: cancel the job first (it closes its output file), then let the actor system stop.
+      // The task also runs on the normal terminate() at the end: then the job has ended and it does nothing.
+      java.util.concurrent.atomic.AtomicBoolean ended = new java.util.concurrent.atomic.AtomicBoolean();
       CoordinatedShutdown.get(system).addTask(CoordinatedShutdown.PhaseBeforeServiceUnbind(), "cancel-batch-inference", () ->
+          ended.get() ? java.util.concurrent.CompletableFuture.completedFuture(Done.getInstance()) :
           AskPattern.<InferenceJob.Command, JobResult>ask(job, r -> new InferenceJob.Cancel("Ctrl-C", r), Duration.ofSeconds(4), system.scheduler())
               .handle((r, e) -> {
                 Progress p = last.get();
@@ -136,6 +139,7 @@ public final class BatchInference {
           AskPattern.<InferenceJob.Command, JobResult>ask(job, InferenceJob.Start::new, Duration.ofDays(1), system.scheduler())
               .toCompletableFuture()
               .get();
+      ended.set(true);
       Thread.sleep(50); // let the bar draw its last state before the summary
       System.out.println();
       System.out.println("result: " + result);
