@@ -113,10 +113,16 @@ public final class BatchInference {
               InferenceJob.create("batch-inference", Program.of(classifier()), client, callbacks, work, settings),
               "batch-inference", Props.empty());
       AtomicReference<Progress> last = new AtomicReference<>();
+      // Set when the job has ended or Ctrl-C was pressed. The Ctrl-C task also runs on the normal
+      // terminate() at the end: then the job has ended and it does nothing.
+      java.util.concurrent.atomic.AtomicBoolean ended = new java.util.concurrent.atomic.AtomicBoolean();
       ActorRef<Progress> bar =
           system.systemActorOf(
               Behaviors.receive(Progress.class).onMessage(Progress.class, p -> {
                 last.set(p);
+                if (ended.get()) {
+                  return Behaviors.same(); // interrupted: the summary line is the last word
+                }
                 System.out.print("\r" + progressBar(p) + "   ");
                 System.out.flush();
                 return Behaviors.same();
@@ -125,6 +131,7 @@ public final class BatchInference {
       job.tell(new InferenceJob.Subscribe(bar));
       // Ctrl-C: cancel the job first (it closes its output file), then let the actor system stop.
       CoordinatedShutdown.get(system).addTask(CoordinatedShutdown.PhaseBeforeServiceUnbind(), "cancel-batch-inference", () ->
+          ended.getAndSet(true) ? java.util.concurrent.CompletableFuture.completedFuture(Done.getInstance()) :
           AskPattern.<InferenceJob.Command, JobResult>ask(job, r -> new InferenceJob.Cancel("Ctrl-C", r), Duration.ofSeconds(4), system.scheduler())
               .handle((r, e) -> {
                 Progress p = last.get();
@@ -137,6 +144,7 @@ public final class BatchInference {
               .toCompletableFuture()
               .get();
       Thread.sleep(50); // let the bar draw its last state before the summary
+      ended.set(true);
       System.out.println();
       System.out.println("result: " + result);
       System.out.printf("%s holds %d of %d items%n", output,
