@@ -8,6 +8,10 @@ import dev.xlaactors.graph.Composites;
 import dev.xlaactors.graph.Graph;
 import dev.xlaactors.graph.GraphBuilder;
 import dev.xlaactors.graph.ImportedProgram;
+import dev.xlaactors.graph.SegmentationOptions;
+import dev.xlaactors.graph.SegmentedGraph;
+import dev.xlaactors.graph.SegmentedProgram;
+import dev.xlaactors.graph.SegmentedProgram.Target;
 import dev.xlaactors.graph.Value;
 import dev.xlaactors.error.PluginException;
 import dev.xlaactors.runtime.DType;
@@ -138,6 +142,44 @@ class ReadmeSnippetsTest {
         List<HostTensor> out = exe.run(x, w1, b1, w2, b2);
         assertArrayEquals(new float[] {0.25f, 0.25f, 0.25f, 0.25f}, java.util.Arrays.copyOf(out.get(0).toFloatArray(), 4), 1e-6f);
       }
+    }
+  }
+
+  @Test
+  void segmentedRuns() throws Exception {
+    ActorSystem<Void> system = ActorSystem.create(Behaviors.empty(), "phase2");
+    try (XlaClient client = XlaClient.create();
+        CallbackRuntime callbacks = CallbackRuntime.create(system, client)) {
+      HostCallback clip =
+          new HostCallback("clip", List.of(TensorType.of(DType.F32, 3)), 2.5f,
+              (in, limit) -> List.of(clipTo(in.get(0), (Float) limit)));
+      GraphBuilder b = new GraphBuilder("segmented");
+      Value x = b.parameter(TensorType.of(DType.F32, 3));
+      Value y = b.hostCall(clip, b.multiply(x, b.constant(2f))).get(0);
+      Graph graph = b.build(b.add(y, b.constant(1f))); // the same graph as for a fused run
+      List<HostTensor> inputs = List.of(HostTensor.ofFloats(new float[] {0.5f, 1f, 3f}));
+      XlaClient gpuClient = client; // stands in for a client of a GPU plugin
+      Device gpuDevice = client.devices().get(1);
+
+      callbacks.registerAll(graph.hostCallbacks()).toCompletableFuture().join();
+      List<HostTensor> a = callbacks.run(graph, inputs, RunMode.FUSED);
+      List<HostTensor> s = callbacks.run(graph, inputs, RunMode.SEGMENTED); // equal to a
+      List<HostTensor> c = callbacks.run(graph, inputs); // xla-actors.actors.runs.mode (default fused)
+      RunHandle h = callbacks.start(graph, inputs, RunMode.SEGMENTED); // cancellable between stages
+      assertArrayEquals(a.get(0).toFloatArray(), s.get(0).toFloatArray(), 0f);
+      assertArrayEquals(a.get(0).toFloatArray(), c.get(0).toFloatArray(), 0f);
+      assertArrayEquals(
+          a.get(0).toFloatArray(), h.result().toCompletableFuture().get(30, TimeUnit.SECONDS).get(0).toFloatArray(), 0f);
+
+      SegmentedGraph plan = graph.segment(SegmentationOptions.defaults());
+      System.out.println(plan.describe()); // the stages, host calls and Java-driven loops
+      try (SegmentedProgram p = new SegmentedProgram(plan, stage -> new Target(gpuClient, gpuDevice))) {
+        SegmentedProgram.Result r = callbacks.runSegmented(p, inputs); // outputs + what crossed
+        assertArrayEquals(new float[] {2f, 3f, 3.5f}, r.outputs().get(0).toFloatArray(), 0f);
+      }
+      assertEquals(2, plan.stages().size(), plan.describe());
+    } finally {
+      system.terminate();
     }
   }
 
