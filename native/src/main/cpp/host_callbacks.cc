@@ -50,19 +50,28 @@ void EraseCall(int64_t tag) {
   g_calls.erase(tag);
 }
 
-// XLA FFI dtypes and PJRT buffer types share numbers except bf16 (16 vs 13); -1 for unsupported.
+// The PJRT buffer type of an XLA FFI dtype (the runtime's DType speaks PJRT's numbers): they agree up to
+// f64 and differ after; -1 for a dtype host calls do not carry.
 int PjrtTypeOf(XLA_FFI_DataType dtype) {
-  if (dtype == XLA_FFI_DataType_BF16) return 13;
-  if (dtype >= XLA_FFI_DataType_PRED && dtype <= XLA_FFI_DataType_F64) return static_cast<int>(dtype);
-  return -1;
+  switch (dtype) {
+    case XLA_FFI_DataType_BF16: return PJRT_Buffer_Type_BF16;
+    case XLA_FFI_DataType_C64: return PJRT_Buffer_Type_C64;
+    case XLA_FFI_DataType_C128: return PJRT_Buffer_Type_C128;
+    case XLA_FFI_DataType_F8E5M2: return PJRT_Buffer_Type_F8E5M2;
+    case XLA_FFI_DataType_F8E4M3FN: return PJRT_Buffer_Type_F8E4M3FN;
+    default:
+      if (dtype >= XLA_FFI_DataType_PRED && dtype <= XLA_FFI_DataType_F64) return static_cast<int>(dtype);
+      return -1;
+  }
 }
 
 int64_t ByteSizeOf(int pjrt_type) {
   switch (pjrt_type) {
-    case 1: case 2: case 6: return 1;           // pred, s8, u8
-    case 3: case 7: case 10: case 13: return 2;  // s16, u16, f16, bf16
-    case 4: case 8: case 11: return 4;           // s32, u32, f32
-    case 5: case 9: case 12: return 8;           // s64, u64, f64
+    case 1: case 2: case 6: case 16: case 17: return 1;  // pred, s8, u8, f8e5m2, f8e4m3fn
+    case 3: case 7: case 10: case 13: return 2;          // s16, u16, f16, bf16
+    case 4: case 8: case 11: return 4;                   // s32, u32, f32
+    case 5: case 9: case 12: case 14: return 8;          // s64, u64, f64, c64
+    case 15: return 16;                                  // c128
     default: return -1;
   }
 }

@@ -8,8 +8,10 @@ import java.util.stream.Collectors;
 
 /**
  * Element types the runtime supports, with their PJRT buffer-type ordinal, size in bytes and StableHLO
- * spelling. Types XLA has but the runtime does not (complex, 4- and 8-bit floats, tokens) are rejected
- * in Java: creating a PJRT buffer of an invalid type aborts the process inside the plugin.
+ * spelling. Complex numbers are stored as interleaved (real, imaginary) pairs; the two float8 types are
+ * opaque bytes on the host. Types XLA has but the runtime does not (other float8 and 4-bit types,
+ * tokens) are rejected in Java: creating a PJRT buffer of an invalid type aborts the process inside the
+ * plugin.
  */
 public enum DType {
   PRED(1, 1, "i1"),
@@ -24,7 +26,11 @@ public enum DType {
   F16(10, 2, "f16"),
   F32(11, 4, "f32"),
   F64(12, 8, "f64"),
-  BF16(13, 2, "bf16");
+  BF16(13, 2, "bf16"),
+  C64(14, 8, "complex<f32>"),
+  C128(15, 16, "complex<f64>"),
+  F8E5M2(16, 1, "f8E5M2"),
+  F8E4M3FN(17, 1, "f8E4M3FN");
 
   private final int pjrtType;
   private final int byteSize;
@@ -53,6 +59,16 @@ public enum DType {
 
   public boolean isFloating() {
     return this == F16 || this == F32 || this == F64 || this == BF16;
+  }
+
+  /** Complex: c64 (two f32) or c128 (two f64), interleaved. */
+  public boolean isComplex() {
+    return this == C64 || this == C128;
+  }
+
+  /** An 8-bit float (f8E5M2, f8E4M3FN), held on the host as raw bytes. */
+  public boolean isFloat8() {
+    return this == F8E5M2 || this == F8E4M3FN;
   }
 
   public boolean isSignedInteger() {

@@ -187,6 +187,62 @@ public final class HostTensor {
     return data;
   }
 
+  /**
+   * A c64 tensor from interleaved (real, imaginary) float pairs: {@code values.length / 2} elements,
+   * shaped by {@code dims} (a vector of that length when none are given).
+   */
+  public static HostTensor ofComplex64(float[] interleaved, long... dims) {
+    if (interleaved.length % 2 != 0) {
+      throw new InvalidArgumentException(
+          "complex values come in (real, imaginary) pairs, got an odd count " + interleaved.length);
+    }
+    TensorType type = checkedComplex(DType.C64, interleaved.length / 2, dims);
+    ByteBuffer b = allocate(type.byteSize());
+    b.asFloatBuffer().put(interleaved);
+    return new HostTensor(type, b);
+  }
+
+  /** A c128 tensor from interleaved (real, imaginary) double pairs; see {@link #ofComplex64}. */
+  public static HostTensor ofComplex128(double[] interleaved, long... dims) {
+    if (interleaved.length % 2 != 0) {
+      throw new InvalidArgumentException(
+          "complex values come in (real, imaginary) pairs, got an odd count " + interleaved.length);
+    }
+    TensorType type = checkedComplex(DType.C128, interleaved.length / 2, dims);
+    ByteBuffer b = allocate(type.byteSize());
+    b.asDoubleBuffer().put(interleaved);
+    return new HostTensor(type, b);
+  }
+
+  private static TensorType checkedComplex(DType dtype, long count, long[] dims) {
+    Shape shape = dims.length == 0 ? Shape.of(count) : Shape.of(dims);
+    if (shape.elementCount() != count) {
+      throw new InvalidArgumentException(
+          "shape " + shape + " holds " + shape.elementCount() + " complex elements, got " + count + " pairs");
+    }
+    return new TensorType(dtype, shape);
+  }
+
+  /** Elements of a c64 tensor as interleaved (real, imaginary) floats. */
+  public float[] toComplex64Array() {
+    if (dtype() != DType.C64) {
+      throw wrongAccessor("toComplex64Array", "c64");
+    }
+    float[] out = new float[2 * count()];
+    data().asFloatBuffer().get(out);
+    return out;
+  }
+
+  /** Elements of a c128 tensor as interleaved (real, imaginary) doubles. */
+  public double[] toComplex128Array() {
+    if (dtype() != DType.C128) {
+      throw wrongAccessor("toComplex128Array", "c128");
+    }
+    double[] out = new double[2 * count()];
+    data().asDoubleBuffer().get(out);
+    return out;
+  }
+
   /** Elements as floats: f32 as is, f16/bf16/f64 converted. */
   public float[] toFloatArray() {
     int n = count();

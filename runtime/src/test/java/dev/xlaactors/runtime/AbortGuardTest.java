@@ -198,8 +198,8 @@ class AbortGuardTest {
     try (XlaClient client = XlaClient.create()) {
       List<Runnable> badInputs = new ArrayList<>();
       badInputs.add(() -> DType.fromPjrtType(0));
-      badInputs.add(() -> DType.fromMlirName("f8E4M3FN"));
-      badInputs.add(() -> client.compile("func.func @main(%a: tensor<2xf8E4M3FN>) -> tensor<2xf8E4M3FN> { return %a : tensor<2xf8E4M3FN> }"));
+      badInputs.add(() -> DType.fromMlirName("f8E4M3B11FNUZ"));
+      badInputs.add(() -> client.compile("func.func @main(%a: tensor<2xf8E4M3B11FNUZ>) -> tensor<2xf8E4M3B11FNUZ> { return %a : tensor<2xf8E4M3B11FNUZ> }"));
       badInputs.add(() -> new CompileOptions(0, 1));
       badInputs.add(() -> client.compile("not a program"));
       badInputs.add(

@@ -116,8 +116,8 @@ class BadInputTest {
   void unsupportedDtypeInProgramIsRefusedBeforeCompiling() {
     String program =
         """
-        func.func @main(%a: tensor<2xcomplex<f32>>) -> tensor<2xcomplex<f32>> {
-          return %a : tensor<2xcomplex<f32>>
+        func.func @main(%a: tensor<2xf8E4M3B11FNUZ>) -> tensor<2xf8E4M3B11FNUZ> {
+          return %a : tensor<2xf8E4M3B11FNUZ>
         }
         """;
     CompileException e = assertThrows(CompileException.class, () -> client.compile(program));
@@ -128,9 +128,9 @@ class BadInputTest {
   void unsupportedOutputDtypeIsRefused() {
     String program =
         """
-        func.func @main(%a: tensor<2xf32>) -> tensor<2xcomplex<f32>> {
-          %0 = stablehlo.complex %a, %a : tensor<2xcomplex<f32>>
-          return %0 : tensor<2xcomplex<f32>>
+        func.func @main(%a: tensor<2xf32>) -> tensor<2xf8E4M3B11FNUZ> {
+          %0 = stablehlo.convert %a : (tensor<2xf32>) -> tensor<2xf8E4M3B11FNUZ>
+          return %0 : tensor<2xf8E4M3B11FNUZ>
         }
         """;
     XlaException e = assertThrows(XlaException.class, () -> client.compile(program));

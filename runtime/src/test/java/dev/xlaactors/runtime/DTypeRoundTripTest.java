@@ -72,6 +72,21 @@ class DTypeRoundTripTest {
       floats[i] = random.nextFloat() * 200 - 100;
     }
     return switch (dtype) {
+      case C64 -> {
+        float[] pairs = new float[2 * n];
+        for (int i = 0; i < pairs.length; i++) {
+          pairs[i] = random.nextFloat() * 200 - 100;
+        }
+        yield HostTensor.ofComplex64(pairs, dims);
+      }
+      case C128 -> HostTensor.ofComplex128(random.doubles(2L * n).map(d -> d * 1e6 - 5e5).toArray(), dims);
+      case F8E5M2, F8E4M3FN -> {
+        byte[] bytes = new byte[n];
+        for (int i = 0; i < n; i++) {
+          bytes[i] = (byte) (random.nextInt(0x70) + 1); // finite, non-NaN codes of both formats
+        }
+        yield HostTensor.ofBytes(dtype, bytes, dims);
+      }
       case F32 -> HostTensor.ofFloats(floats, dims);
       case F16 -> HostTensor.ofHalfFloats(floats, dims);
       case BF16 -> HostTensor.ofBFloat16s(floats, dims);

@@ -118,6 +118,32 @@ class HostCallTest {
   }
 
   @Test
+  void complexValuesCrossAHostCallBothWays() {
+    String program =
+        """
+        func.func @main(%z: tensor<2xcomplex<f32>>) -> tensor<2xcomplex<f32>> {
+          %0 = stablehlo.custom_call @xla_actors.host_callback(%z) {api_version = 4 : i32,
+                 backend_config = {callback = "conjugate"}, has_side_effect = true}
+               : (tensor<2xcomplex<f32>>) -> tensor<2xcomplex<f32>>
+          return %0 : tensor<2xcomplex<f32>>
+        }
+        """;
+    HostCallSink conjugate =
+        call -> {
+          float[] z = call.inputs().get(0).toComplex64Array();
+          for (int i = 1; i < z.length; i += 2) {
+            z[i] = -z[i];
+          }
+          call.complete(List.of(HostTensor.ofComplex64(z, 2)));
+        };
+    try (Executable exe = client.compile(program);
+        RunContext context = RunContext.withHostCalls(client.plugin(), 3, conjugate, Duration.ofSeconds(10))) {
+      HostTensor out = exe.run(List.of(HostTensor.ofComplex64(new float[] {1, 2, -3, 4}, 2)), context).get(0);
+      assertArrayEquals(new float[] {1, -2, -3, -4}, out.toComplex64Array(), 0f);
+    }
+  }
+
+  @Test
   void wrongResultTypeFailsTheRunWithExpectedAndGot() {
     HostCallSink sink = call -> answerers.submit(() -> call.complete(List.of(HostTensor.ofFloats(new float[3]))));
     ExecutionFailedException e =
