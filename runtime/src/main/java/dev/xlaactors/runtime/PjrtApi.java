@@ -275,11 +275,12 @@ final class PjrtApi {
   // ---- events --------------------------------------------------------------------------------
 
   /**
-   * Per-thread args structs for the calls every execute, upload and download makes (event await and
-   * destroy, on-device size): allocating one per call would cost a native allocation
-   * and a deallocator registration each time. Each user sets struct_size and its inputs before a call.
+   * Per-thread args structs for the frequent calls made from Java (event await and destroy after async
+   * transfers and device copies, on-device size): allocating one per call would cost a native
+   * allocation and a deallocator registration each time. Each user sets struct_size and its inputs
+   * before a call. (Execute, upload and download go through the bridge's hot paths instead.)
    */
-  static final class Scratch {
+  private static final class Scratch {
     final PJRT_Event_Await_Args await = new PJRT_Event_Await_Args();
     final PJRT_Event_Destroy_Args eventDestroy = new PJRT_Event_Destroy_Args();
     final PJRT_Buffer_OnDeviceSizeInBytes_Args onDeviceSize = new PJRT_Buffer_OnDeviceSizeInBytes_Args();
@@ -287,7 +288,7 @@ final class PjrtApi {
 
   private static final ThreadLocal<Scratch> SCRATCH = ThreadLocal.withInitial(Scratch::new);
 
-  static Scratch scratch() {
+  private static Scratch scratch() {
     return SCRATCH.get();
   }
 
