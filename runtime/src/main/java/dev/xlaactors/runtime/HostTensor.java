@@ -192,11 +192,7 @@ public final class HostTensor {
    * shaped by {@code dims} (a vector of that length when none are given).
    */
   public static HostTensor ofComplex64(float[] interleaved, long... dims) {
-    if (interleaved.length % 2 != 0) {
-      throw new InvalidArgumentException(
-          "complex values come in (real, imaginary) pairs, got an odd count " + interleaved.length);
-    }
-    TensorType type = checkedComplex(DType.C64, interleaved.length / 2, dims);
+    TensorType type = checkedComplex(DType.C64, interleaved.length, dims);
     ByteBuffer b = allocate(type.byteSize());
     b.asFloatBuffer().put(interleaved);
     return new HostTensor(type, b);
@@ -204,17 +200,18 @@ public final class HostTensor {
 
   /** A c128 tensor from interleaved (real, imaginary) double pairs; see {@link #ofComplex64}. */
   public static HostTensor ofComplex128(double[] interleaved, long... dims) {
-    if (interleaved.length % 2 != 0) {
-      throw new InvalidArgumentException(
-          "complex values come in (real, imaginary) pairs, got an odd count " + interleaved.length);
-    }
-    TensorType type = checkedComplex(DType.C128, interleaved.length / 2, dims);
+    TensorType type = checkedComplex(DType.C128, interleaved.length, dims);
     ByteBuffer b = allocate(type.byteSize());
     b.asDoubleBuffer().put(interleaved);
     return new HostTensor(type, b);
   }
 
-  private static TensorType checkedComplex(DType dtype, long count, long[] dims) {
+  /** The type of {@code values} interleaved (real, imaginary) numbers shaped by {@code dims}. */
+  private static TensorType checkedComplex(DType dtype, int values, long[] dims) {
+    if (values % 2 != 0) {
+      throw new InvalidArgumentException("complex values come in (real, imaginary) pairs, got an odd count " + values);
+    }
+    long count = values / 2;
     Shape shape = dims.length == 0 ? Shape.of(count) : Shape.of(dims);
     if (shape.elementCount() != count) {
       throw new InvalidArgumentException(
