@@ -24,14 +24,18 @@ modes:
   execute   time to execute a tiny compiled program (f32[8] add), with pre-uploaded buffers, on the
             second device, and through upload+execute+download; a 1 MiB device-to-device copy;
             1 MiB / 64 MiB host->device->host round trips;
-            Java (xla-actors) and JAX side by side. Last line:
+            Java (xla-actors) and JAX side by side, alternately BENCH_REPS times (default 5),
+            min / median / max over the repetitions. Last line (medians over the repetitions):
             RESULT execute java_us=<median> jax_us=<median> ratio=<java/jax>
   callbacks host callbacks, f32[8] in and out: per call in a program making K=100 calls in sequence
             (median, p99) and in a one-call program; callbacks/s with 1 and 8 concurrent runs; a
             16 MiB in / 16 MiB out callback against memcpy. xla-actors (CallbackRuntime, default
-            settings) against jax.pure_callback and jax.experimental.io_callback. Last line:
-            RESULT callbacks ours_median_us=<x> jax_median_us=<y> ratio=<x/y>
-            (x: ours per call in the K-call program; y: the lower of the two JAX kinds there)
+            settings) against jax.pure_callback and jax.experimental.io_callback, alternately
+            BENCH_REPS times (default 5), min / median / max over the repetitions. Last line:
+            RESULT callbacks ours_median_us=<x> jax_median_us=<y> ratio=<x/y> p99_ratio=<r>
+                   big_memcpy_fraction=<f>
+            (x: ours per call in the K-call program; y: the lower of the two JAX kinds there; all
+            medians over the repetitions; f: the 16 MiB callback's GB/s over a 16 MiB memcpy's)
   callbacks-profile
             Java only: the per-call time of the K-call program split into the native bridge, thread
             hand-offs and the actors path under several dispatcher settings (PROFILE lines)
@@ -99,6 +103,11 @@ readonly TABLE_AWK_LIB='
   }
   function row(label, jname, xname,   jg, xg) {
     if (!((("java", jname) in seen) && (("jax", xname) in seen))) { missing = missing " " label; return }
+    if (raw) {
+      printf "ROW\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", label, median["java", jname], median["jax", xname], \
+        p99["java", jname], p99["jax", xname], gbps["java", jname] + 0, gbps["jax", xname] + 0
+      return
+    }
     jg = gbps["java", jname] + 0 > 0 ? sprintf("%.2f", gbps["java", jname]) : "-"
     xg = gbps["jax", xname] + 0 > 0 ? sprintf("%.2f", gbps["jax", xname]) : "-"
     printf "%-44s %12.1f %12.1f %8.2f %12.1f %12.1f %9s %9s\n", label, median["java", jname], \
@@ -106,11 +115,66 @@ readonly TABLE_AWK_LIB='
   }
 '
 
+# Repetitions of each side (Java, then JAX, alternately): the machines are shared and noisy, so the
+# tables give min / median / max over them and the RESULT ratios are medians.
+reps="${BENCH_REPS:-5}"
+
+# Runs `java_cmd` and `jax_cmd` (functions taking an output file) alternately $reps times, into
+# $out_dir/<name>-{java,jax}-<rep>.txt.
+alternate_sides() {
+  local name="$1" java_cmd="$2" jax_cmd="$3" rep
+  for rep in $(seq 1 "$reps"); do
+    echo "repetition $rep of $reps: Java..." >&2
+    "$java_cmd" "$out_dir/$name-java-$rep.txt"
+    echo "repetition $rep of $reps: JAX..." >&2
+    "$jax_cmd" "$out_dir/$name-jax-$rep.txt"
+  done
+}
+
+# Reads ROW/RATE lines of every repetition (on stdin) and prints, per row, min / median / max of each
+# side's median and of the ratios; SUMMARY lines carry the medians for the RESULT line.
+readonly AGGREGATE_AWK='
+  function sortn(a, n,   i, j, t) { for (i = 2; i <= n; i++) { t = a[i]; for (j = i - 1; j >= 1 && a[j] > t; j--) a[j + 1] = a[j]; a[j + 1] = t } }
+  function stat(key,   n, i, v) { n = cnt[key]; for (i = 1; i <= n; i++) v[i] = vals[key, i]; sortn(v, n)
+    lo = v[1]; hi = v[n]; md = n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2 }
+  function add(key, x) { vals[key, ++cnt[key]] = x }
+  BEGIN { FS = "\t" }
+  $1 == "ROW" { if (!($2 in known)) { order[++rows] = $2; known[$2] = 1 }
+    add($2 SUBSEP "j", $3); add($2 SUBSEP "x", $4); add($2 SUBSEP "r", $3 / $4)
+    if ($6 + 0 > 0) add($2 SUBSEP "p", $5 / $6)
+    if ($7 + 0 > 0) add($2 SUBSEP "jg", $7) }
+  $1 == "RATE" { if (!($2 in rknown)) { rorder[++rates] = $2; rknown[$2] = 1 }
+    best = $4 > $5 ? $4 : $5; add($2 SUBSEP "o", $3); add($2 SUBSEP "b", best); add($2 SUBSEP "q", $3 / best) }
+  function cell(key) { stat(key); return sprintf("%.1f / %.1f / %.1f", lo, md, hi) }
+  function cellr(key) { stat(key); return sprintf("%.2f / %.2f / %.2f", lo, md, hi) }
+  END {
+    printf "%-44s | %-26s | %-26s | %-20s | %-20s\n", "latency (min / median / max over reps)", "java median us", "jax median us", "java/jax", "p99 java/jax"
+    for (i = 1; i <= rows; i++) { k = order[i]
+      printf "%-44s | %-26s | %-26s | %-20s | %-20s\n", k, cell(k SUBSEP "j"), cell(k SUBSEP "x"), cellr(k SUBSEP "r"), \
+        (cnt[k SUBSEP "p"] ? cellr(k SUBSEP "p") : "-")
+      stat(k SUBSEP "r"); printf "SUMMARY\t%s\tratio\t%s\n", k, md > summary
+      stat(k SUBSEP "j"); printf "SUMMARY\t%s\tjava\t%s\n", k, md > summary
+      stat(k SUBSEP "x"); printf "SUMMARY\t%s\tjax\t%s\n", k, md > summary
+      if (cnt[k SUBSEP "p"]) { stat(k SUBSEP "p"); printf "SUMMARY\t%s\tp99ratio\t%s\n", k, md > summary }
+      if (cnt[k SUBSEP "jg"]) { stat(k SUBSEP "jg"); printf "SUMMARY\t%s\tjavagbps\t%s\n", k, md > summary }
+    }
+    if (rates) {
+      printf "\n%-44s | %-26s | %-26s | %-20s\n", "throughput, K=100 program", "ours cb/s", "best jax cb/s", "ours/best"
+      for (i = 1; i <= rates; i++) { k = rorder[i]
+        printf "%-44s | %-26s | %-26s | %-20s\n", k, cell(k SUBSEP "o"), cell(k SUBSEP "b"), cellr(k SUBSEP "q") }
+    }
+  }'
+
+# SUMMARY value of row $2, field $3, from file $1.
+summary_value() {
+  awk -F '\t' -v row="$2" -v what="$3" '$1 == "SUMMARY" && $2 == row && $3 == what { print $4 }' "$1"
+}
+
 # The execute table. Each row names a java measurement and a jax measurement; they differ only where
 # JAX has a variant worth showing (see bench/README.md).
 print_table() {
   local java_file="$1" jax_file="$2"
-  awk "$TABLE_AWK_LIB"'
+  awk -v raw="${RAW:-}" "$TABLE_AWK_LIB"'
     END {
       header("measurement")
       row("execute f32[8] add (device buffers)", "execute_f32x8", "execute_f32x8")
@@ -127,41 +191,44 @@ print_table() {
     }' "$java_file" "$jax_file"
 }
 
+execute_java() { java_bench dev.xlaactors.bench.ExecuteBench > "$1"; }
+execute_jax() { "$python" "$repo/bench/jax_execute.py" > "$1"; }
+
 run_execute() {
   ensure_java_built
-  local python
   python="$(jax_python)"
   mkdir -p "$out_dir"
-  local java_out="$out_dir/execute-java.txt" jax_out="$out_dir/execute-jax.txt"
+  rm -f "$out_dir"/execute-*.txt
   # One side at a time: running them together would make each compete with the other for cores.
-  echo "running Java harness (dev.xlaactors.bench.ExecuteBench)..." >&2
-  java_bench dev.xlaactors.bench.ExecuteBench > "$java_out"
-  echo "running JAX harness (bench/jax_execute.py)..." >&2
-  "$python" "$repo/bench/jax_execute.py" > "$jax_out"
-
+  alternate_sides execute execute_java execute_jax
   machine_summary
-  grep -h '^INFO ' "$java_out" "$jax_out"
+  grep -h '^INFO ' "$out_dir/execute-java-1.txt" "$out_dir/execute-jax-1.txt"
+  echo "repetitions: $reps (Java and JAX alternately)"
   echo
-  print_table "$java_out" "$jax_out"
+  local rep summary="$out_dir/execute-summary.txt"
+  for rep in $(seq 1 "$reps"); do
+    RAW=1 print_table "$out_dir/execute-java-$rep.txt" "$out_dir/execute-jax-$rep.txt"
+  done | awk -v summary="$summary" "$AGGREGATE_AWK"
   echo
-  awk "$TABLE_AWK_LIB"'
-    END {
-      if (!((("java", "execute_f32x8") in seen) && (("jax", "execute_f32x8") in seen))) {
-        print "no execute_f32x8 result" > "/dev/stderr"; exit 1
-      }
-      j = median["java", "execute_f32x8"]; x = median["jax", "execute_f32x8"]
-      printf "RESULT execute java_us=%.3f jax_us=%.3f ratio=%.3f\n", j, x, j / x
-    }' "$java_out" "$jax_out"
+  local j x r
+  j="$(summary_value "$summary" "execute f32[8] add (device buffers)" java)"
+  x="$(summary_value "$summary" "execute f32[8] add (device buffers)" jax)"
+  r="$(summary_value "$summary" "execute f32[8] add (device buffers)" ratio)"
+  printf "RESULT execute java_us=%.3f jax_us=%.3f ratio=%.3f\n" "$j" "$x" "$r"
 }
 
 # The callbacks table: each row names a java measurement and a jax one (pure_callback or io_callback);
 # rate() prints a throughput row against the better of the two JAX callback kinds.
 print_callbacks_table() {
   local java_file="$1" jax_file="$2"
-  awk "$TABLE_AWK_LIB"'
+  awk -v raw="${RAW:-}" "$TABLE_AWK_LIB"'
     function rate(label, n,   j, p, i) {
       j = "throughput_" n; p = "throughput_" n "_pure"; i = "throughput_" n "_io"
       if (!((("java", j) in seen) && (("jax", p) in seen) && (("jax", i) in seen))) { missing = missing " " label; return }
+      if (raw) {
+        printf "RATE\t%s\t%s\t%s\t%s\n", label, cbps["java", j], cbps["jax", p], cbps["jax", i]
+        return
+      }
       printf "%-44s %11.0f %11.0f %11.0f %10.2f\n", label, cbps["java", j], cbps["jax", p], cbps["jax", i], \
         cbps["java", j] / (cbps["jax", p] > cbps["jax", i] ? cbps["jax", p] : cbps["jax", i])
     }
@@ -180,36 +247,50 @@ print_callbacks_table() {
     }' "$java_file" "$jax_file"
 }
 
+# The harness logs at WARN to stderr; keep it out of the table, and count it below.
+callbacks_java() { java_bench dev.xlaactors.bench.CallbacksBench > "$1" 2>> "$out_dir/callbacks-java.log"; }
+callbacks_jax() { "$python" "$repo/bench/jax_callbacks.py" > "$1"; }
+
 run_callbacks() {
   ensure_java_built
-  local python
   python="$(jax_python)"
   mkdir -p "$out_dir"
-  local java_out="$out_dir/callbacks-java.txt" java_log="$out_dir/callbacks-java.log" jax_out="$out_dir/callbacks-jax.txt"
-  echo "running Java harness (dev.xlaactors.bench.CallbacksBench)..." >&2
-  # The harness logs at WARN to stderr; keep it out of the table, and count it below.
-  java_bench dev.xlaactors.bench.CallbacksBench > "$java_out" 2> "$java_log"
-  echo "running JAX harness (bench/jax_callbacks.py)..." >&2
-  "$python" "$repo/bench/jax_callbacks.py" > "$jax_out"
-
+  rm -f "$out_dir"/callbacks-*.txt "$out_dir/callbacks-java.log"
+  alternate_sides callbacks callbacks_java callbacks_jax
   machine_summary
-  grep -h '^INFO ' "$java_out" "$jax_out"
+  grep -h '^INFO ' "$out_dir/callbacks-java-1.txt" "$out_dir/callbacks-jax-1.txt"
+  echo "repetitions: $reps (Java and JAX alternately)"
   local warnings
-  warnings="$(grep -c ' WARN ' "$java_log" || true)"
+  warnings="$(grep -c ' WARN ' "$out_dir/callbacks-java.log" || true)"
   if [ "$warnings" -gt 0 ]; then
     echo "INFO side=java warn_log_lines=$warnings (bench/out/callbacks-java.log; see bench/README.md)"
   fi
   echo
-  print_callbacks_table "$java_out" "$jax_out"
+  local rep summary="$out_dir/callbacks-summary.txt"
+  for rep in $(seq 1 "$reps"); do
+    RAW=1 print_callbacks_table "$out_dir/callbacks-java-$rep.txt" "$out_dir/callbacks-jax-$rep.txt"
+    # The RESULT compares with the better JAX kind of each repetition, as one more row.
+    awk "$TABLE_AWK_LIB"'
+      END {
+        pure = median["jax", "loop_f32x8_pure"]; io = median["jax", "loop_f32x8_io"]
+        best = pure + 0 <= io + 0 ? "loop_f32x8_pure" : "loop_f32x8_io"
+        printf "ROW\tf32[8] per call, K=100 calls (best jax kind)\t%s\t%s\t%s\t%s\t0\t0\n", \
+          median["java", "loop_f32x8"], median["jax", best], p99["java", "loop_f32x8"], p99["jax", best]
+      }' "$out_dir/callbacks-java-$rep.txt" "$out_dir/callbacks-jax-$rep.txt"
+  done | awk -v summary="$summary" "$AGGREGATE_AWK"
   echo
-  awk "$TABLE_AWK_LIB"'
-    END {
-      ours = median["java", "loop_f32x8"]
-      pure = median["jax", "loop_f32x8_pure"]; io = median["jax", "loop_f32x8_io"]
-      jax = pure == "" ? io : io == "" || pure + 0 <= io + 0 ? pure : io
-      if (ours == "" || jax == "") { print "no loop_f32x8 result" > "/dev/stderr"; exit 1 }
-      printf "RESULT callbacks ours_median_us=%.3f jax_median_us=%.3f ratio=%.3f\n", ours, jax, ours / jax
-    }' "$java_out" "$jax_out"
+  local row="f32[8] per call, K=100 calls (best jax kind)" ours jax ratio p99 big memcpy
+  ours="$(summary_value "$summary" "$row" java)"
+  jax="$(summary_value "$summary" "$row" jax)"
+  ratio="$(summary_value "$summary" "$row" ratio)"
+  p99="$(summary_value "$summary" "$row" p99ratio)"
+  big="$(summary_value "$summary" "16 MiB in/out per call, K=8 (pure_callback)" javagbps)"
+  memcpy="$(summary_value "$summary" "memcpy 16 MiB (direct ByteBuffer / numpy)" javagbps)"
+  # big_memcpy_fraction: the 16 MiB callback's bandwidth as a fraction of a plain 16 MiB memcpy's
+  # (medians over the repetitions); the issue's goal is at least 0.5.
+  awk -v o="$ours" -v j="$jax" -v r="$ratio" -v p="$p99" -v b="$big" -v m="$memcpy" 'BEGIN {
+    printf "RESULT callbacks ours_median_us=%.3f jax_median_us=%.3f ratio=%.3f p99_ratio=%.3f big_memcpy_fraction=%.3f\n", \
+      o, j, r, p, (m + 0 > 0 ? b / m : 0) }'
 }
 
 run_callbacks_profile() {

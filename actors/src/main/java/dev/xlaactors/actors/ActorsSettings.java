@@ -19,11 +19,13 @@ import org.apache.pekko.actor.typed.ActorSystem;
  *
  * @param defaultCallbackTimeout how long a callback may take unless overridden by name
  * @param callbackTimeouts per-callback-name overrides
- * @param callbackDispatcher config path of the dispatcher that runs callback functions
+ * @param callbackThreads threads that run callback functions
+ * @param maxStuckThreads how many threads stuck in given-up functions are replaced by new ones
  * @param registrationTimeout how long a registration waits for the dispatcher's answer
  * @param runTimeout upper bound on one run
  * @param nativeBackstopSlack extra native wait beyond the actors' timeouts
  * @param runDispatcher config path of the dispatcher whose threads block in execute
+ * @param runQueueCapacity runs started with {@code start} that may wait for a run thread at once
  * @param logMetrics whether runtimes log their metrics periodically
  * @param metricsLogInterval how often they do
  * @param runMode how graphs run unless a run chooses ({@code runs.mode})
@@ -31,11 +33,13 @@ import org.apache.pekko.actor.typed.ActorSystem;
 public record ActorsSettings(
     Duration defaultCallbackTimeout,
     Map<String, Duration> callbackTimeouts,
-    String callbackDispatcher,
+    int callbackThreads,
+    int maxStuckThreads,
     Duration registrationTimeout,
     Duration runTimeout,
     Duration nativeBackstopSlack,
     String runDispatcher,
+    int runQueueCapacity,
     boolean logMetrics,
     Duration metricsLogInterval,
     RunMode runMode) {
@@ -44,14 +48,6 @@ public record ActorsSettings(
   public ActorsSettings {
     callbackTimeouts = Map.copyOf(callbackTimeouts);
     java.util.Objects.requireNonNull(runMode, "runMode");
-  }
-
-  /** Settings of graphs run fused (the Phase 1 constructor). */
-  public ActorsSettings(Duration defaultCallbackTimeout, Map<String, Duration> callbackTimeouts, String callbackDispatcher,
-      Duration registrationTimeout, Duration runTimeout, Duration nativeBackstopSlack, String runDispatcher,
-      boolean logMetrics, Duration metricsLogInterval) {
-    this(defaultCallbackTimeout, callbackTimeouts, callbackDispatcher, registrationTimeout, runTimeout,
-        nativeBackstopSlack, runDispatcher, logMetrics, metricsLogInterval, RunMode.FUSED);
   }
 
   /** Settings from the actor system's config. */
@@ -69,16 +65,17 @@ public record ActorsSettings(
         String name = e.getKey();
         overrides.put(name, positive(timeouts, "\"" + name + "\"", "callbacks.timeouts." + name));
       }
-      String callbackDispatcher = dispatcher(config, c, "callbacks.dispatcher");
       String runDispatcher = dispatcher(config, c, "runs.dispatcher");
       return new ActorsSettings(
           positive(c, "callbacks.default-timeout", "callbacks.default-timeout"),
           overrides,
-          callbackDispatcher,
+          count(c, "callbacks.threads", 1),
+          count(c, "callbacks.max-stuck-threads", 0),
           positive(c, "callbacks.registration-timeout", "callbacks.registration-timeout"),
           positive(c, "runs.timeout", "runs.timeout"),
           positive(c, "runs.native-backstop-slack", "runs.native-backstop-slack"),
           runDispatcher,
+          count(c, "runs.queue-capacity", 1),
           c.getBoolean("metrics.log"),
           positive(c, "metrics.log-interval", "metrics.log-interval"),
           RunMode.parse(c.getString("runs.mode"), ROOT + ".runs.mode"));
@@ -108,6 +105,20 @@ public record ActorsSettings(
     return d;
   }
 
+  private static int count(Config c, String path, int min) {
+    int n;
+    try {
+      n = c.getInt(path); // a -D value arrives as a string: getInt parses it
+    } catch (ConfigException.WrongType e) {
+      n = Integer.MIN_VALUE;
+    }
+    if (n < min) {
+      throw new XlaException(
+          ErrorCode.INVALID_ARGUMENT, ROOT + "." + path + " must be a count >= " + min + ", got " + asWritten(c.getValue(path)));
+    }
+    return n;
+  }
+
   /** A value as the user wrote it ({@code -5s}, not {@code PT-5S}). */
   static String asWritten(ConfigValue v) {
     return String.valueOf(v.unwrapped());
@@ -126,7 +137,7 @@ public record ActorsSettings(
       throw new XlaException(ErrorCode.INVALID_ARGUMENT,
           full + " must be the config path of a dispatcher section (with type = Dispatcher), got \"" + path
               + "\", which " + (isSection ? "has no type key" : "is not a section of the configuration")
-              + "; e.g. " + full + " = \"" + ROOT + (key.startsWith("runs") ? ".run-dispatcher" : ".callback-dispatcher") + "\"");
+              + "; e.g. " + full + " = \"" + ROOT + ".run-dispatcher\"");
     }
     Config d = config.getConfig(path);
     for (String pool : new String[] {"thread-pool-executor.fixed-pool-size", "fork-join-executor.parallelism-min"}) {

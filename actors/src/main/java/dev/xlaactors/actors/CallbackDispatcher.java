@@ -2,6 +2,8 @@ package dev.xlaactors.actors;
 
 import dev.xlaactors.error.CallbackException;
 import dev.xlaactors.error.ErrorCode;
+import dev.xlaactors.error.InvalidArgumentException;
+import dev.xlaactors.error.XlaException;
 import dev.xlaactors.runtime.HostCall;
 import dev.xlaactors.runtime.HostFunction;
 import dev.xlaactors.runtime.HostTensor;
@@ -12,10 +14,8 @@ import java.util.Map;
 import java.util.Objects;
 import java.util.Optional;
 import java.util.TreeSet;
-import java.util.concurrent.Executor;
 import org.apache.pekko.actor.typed.ActorRef;
 import org.apache.pekko.actor.typed.Behavior;
-import org.apache.pekko.actor.typed.DispatcherSelector;
 import org.apache.pekko.actor.typed.SupervisorStrategy;
 import org.apache.pekko.actor.typed.javadsl.AbstractBehavior;
 import org.apache.pekko.actor.typed.javadsl.ActorContext;
@@ -27,7 +27,7 @@ import org.slf4j.MDC;
 /**
  * The single source of truth for host callbacks, in the role a GenServer plays for EXLA: it registers
  * callbacks, owns their ids, resolves the name a program calls to its callback at run time, and runs
- * callback functions on the blocking callback dispatcher (or forwards the call to the actor that serves
+ * callback functions on the runtime's callback threads (or forwards the call to the actor that serves
  * it). Answers go to the calling run's {@link RunSupervisor}.
  *
  * <p>Callbacks are named in programs ({@code callback = "tokenize"}), never by a process-specific id, so a
@@ -41,7 +41,8 @@ public final class CallbackDispatcher extends AbstractBehavior<CallbackDispatche
   /**
    * Registers a Java function under {@code name} (null: the dispatcher names it {@code callback-<id>}).
    * Registering the same function, template and static argument again yields the same id; a name already
-   * taken by a different callback is an error reply.
+   * taken by a different callback is an error reply ({@link XlaException} with ALREADY_EXISTS): {@link
+   * Unregister} it first to bind the name to something else.
    */
   public record Register(
       String name,
@@ -51,13 +52,22 @@ public final class CallbackDispatcher extends AbstractBehavior<CallbackDispatche
       ActorRef<StatusReply<CallbackId>> replyTo)
       implements Command {}
 
-  /** Registers an actor that serves the callback {@code name} through the {@link CallbackServer} protocol. */
+  /**
+   * Registers an actor that serves the callback {@code name} through the {@link CallbackServer} protocol.
+   * The dispatcher watches it: when it stops, its names are unregistered, so a new actor can take them.
+   */
   public record RegisterServer(
       String name,
       List<TensorType> outputTemplate,
       ActorRef<CallbackServer.Request> server,
       ActorRef<StatusReply<CallbackId>> replyTo)
       implements Command {}
+
+  /**
+   * Unregisters the name {@code name}: later calls to it fail as unknown, calls already dispatched carry
+   * on. Replies the id it had, or an error ({@link XlaException} with NOT_FOUND) if it was not registered.
+   */
+  public record Unregister(String name, ActorRef<StatusReply<CallbackId>> replyTo) implements Command {}
 
   /** Lists the registered callbacks. */
   public record ListCallbacks(ActorRef<List<CallbackId>> replyTo) implements Command {}
@@ -75,8 +85,12 @@ public final class CallbackDispatcher extends AbstractBehavior<CallbackDispatche
       ActorRef<RunSupervisor.Command> supervisor,
       ActorRef<CallbackServer.Response> serverReplies,
       RuntimeMetrics metrics,
-      long arrivedNanos)
+      long arrivedNanos,
+      CallbackExecution execution)
       implements Command {}
+
+  /** A registered server stopped: its names are freed. */
+  private record ServerStopped(ActorRef<CallbackServer.Request> server) implements Command {}
 
   private sealed interface Entry {
     CallbackId id();
@@ -94,7 +108,7 @@ public final class CallbackDispatcher extends AbstractBehavior<CallbackDispatche
   /** What makes two registrations "the same callback". */
   private record Identity(Object target, List<TensorType> outputTemplate, Object staticArgument) {}
 
-  private final Executor callbackExecutor;
+  private final CallbackThreads callbackThreads;
   private final Map<String, Entry> byName = new HashMap<>();
   private final Map<Identity, Entry> byIdentity = new HashMap<>();
   private long nextId = 1;
@@ -103,16 +117,15 @@ public final class CallbackDispatcher extends AbstractBehavior<CallbackDispatche
    * The dispatcher. Its registry is its whole value, so a failure while handling a message resumes it
    * (keeping the registry) instead of restarting it empty.
    */
-  public static Behavior<Command> create(ActorsSettings settings) {
+  static Behavior<Command> create(ActorsSettings settings, CallbackThreads callbackThreads) {
     return Behaviors.<Command>supervise(
-            Behaviors.setup(context -> new CallbackDispatcher(context, settings)))
+            Behaviors.setup(context -> new CallbackDispatcher(context, callbackThreads)))
         .onFailure(SupervisorStrategy.resume());
   }
 
-  private CallbackDispatcher(ActorContext<Command> context, ActorsSettings settings) {
+  private CallbackDispatcher(ActorContext<Command> context, CallbackThreads callbackThreads) {
     super(context);
-    this.callbackExecutor =
-        context.getSystem().dispatchers().lookup(DispatcherSelector.fromConfig(settings.callbackDispatcher()));
+    this.callbackThreads = callbackThreads;
   }
 
   @Override
@@ -120,6 +133,8 @@ public final class CallbackDispatcher extends AbstractBehavior<CallbackDispatche
     return newReceiveBuilder()
         .onMessage(Register.class, this::onRegister)
         .onMessage(RegisterServer.class, this::onRegisterServer)
+        .onMessage(Unregister.class, this::onUnregister)
+        .onMessage(ServerStopped.class, this::onServerStopped)
         .onMessage(ListCallbacks.class, this::onListCallbacks)
         .onMessage(Dispatch.class, this::onDispatch)
         .onMessage(Stop.class, stop -> Behaviors.stopped())
@@ -141,9 +156,45 @@ public final class CallbackDispatcher extends AbstractBehavior<CallbackDispatche
   private Behavior<Command> onRegisterServer(RegisterServer r) {
     Objects.requireNonNull(r.server(), "server");
     Identity identity = new Identity(r.server(), List.copyOf(r.outputTemplate()), null);
-    r.replyTo()
-        .tell(register(r.name(), identity, id -> new ServerEntry(id, identity.outputTemplate(), r.server())));
+    StatusReply<CallbackId> reply =
+        register(r.name(), identity, id -> new ServerEntry(id, identity.outputTemplate(), r.server()));
+    if (reply.isSuccess()) {
+      getContext().watchWith(r.server(), new ServerStopped(r.server())); // watching twice is harmless
+    }
+    r.replyTo().tell(reply);
     return this;
+  }
+
+  private Behavior<Command> onUnregister(Unregister u) {
+    Entry entry = u.name() == null ? null : byName.remove(u.name());
+    if (entry == null) {
+      u.replyTo().tell(StatusReply.error(new XlaException(ErrorCode.NOT_FOUND,
+          "cannot unregister callback '" + u.name() + "': no such name; registered callbacks: " + new TreeSet<>(byName.keySet()))));
+      return this;
+    }
+    forgetIfUnnamed(entry);
+    u.replyTo().tell(StatusReply.success(new CallbackId(entry.id().id(), u.name())));
+    return this;
+  }
+
+  private Behavior<Command> onServerStopped(ServerStopped m) {
+    List<String> names =
+        byName.entrySet().stream()
+            .filter(e -> e.getValue() instanceof ServerEntry s && s.server().equals(m.server()))
+            .map(Map.Entry::getKey)
+            .toList();
+    for (String name : names) {
+      forgetIfUnnamed(byName.remove(name));
+    }
+    getContext().getLog().info("callback server {} stopped; unregistered {}", m.server().path(), names);
+    return this;
+  }
+
+  /** Drops an entry that no name refers to any more, so its function or server is not kept alive. */
+  private void forgetIfUnnamed(Entry entry) {
+    if (!byName.containsValue(entry)) {
+      byIdentity.values().remove(entry);
+    }
   }
 
   private StatusReply<CallbackId> register(
@@ -151,12 +202,15 @@ public final class CallbackDispatcher extends AbstractBehavior<CallbackDispatche
     Entry existing = byIdentity.get(identity);
     String name = requestedName != null ? requestedName : existing != null ? existing.id().name() : null;
     if (name != null && name.isBlank()) {
-      return StatusReply.error("a callback name must not be blank");
+      return StatusReply.error(new InvalidArgumentException("a callback name must not be blank, got \"" + name + "\""));
     }
     Entry named = name == null ? null : byName.get(name);
     if (named != null && named != existing) {
-      return StatusReply.error(
-          "callback name '" + name + "' is already registered with another function, template or static argument");
+      String holder = named instanceof ServerEntry s ? "the actor " + s.server().path() : "a function";
+      return StatusReply.error(new XlaException(ErrorCode.ALREADY_EXISTS,
+          "callback name '" + name + "' is already registered (id " + named.id().id() + ", served by " + holder + ", outputs "
+              + named.outputTemplate() + ") with another function, server, template or static argument;"
+              + " unregister it first (CallbackRuntime.unregister(\"" + name + "\")) or choose another name"));
     }
     Entry entry = existing;
     if (entry == null) {
@@ -192,7 +246,7 @@ public final class CallbackDispatcher extends AbstractBehavior<CallbackDispatche
     }
     if (entry instanceof FunctionEntry f) {
       try {
-        callbackExecutor.execute(() -> runFunction(f, d));
+        callbackThreads.execute(() -> runFunction(f, d));
       } catch (java.util.concurrent.RejectedExecutionException e) {
         fail(d, ErrorCode.UNAVAILABLE, "callback '" + call.callbackName() + "' could not be scheduled: " + e);
       }
@@ -209,12 +263,16 @@ public final class CallbackDispatcher extends AbstractBehavior<CallbackDispatche
    */
   private static void runFunction(FunctionEntry entry, Dispatch d) {
     HostCall call = d.call();
+    if (!d.execution().begin()) {
+      return; // given up before it started (its run was aborted): no effects after the failure
+    }
     // User code inside the callback logs with the run id and callback name.
     MDC.put("runId", Long.toString(call.runId()));
     MDC.put("callback", call.callbackName());
     try {
       answer(entry, d);
     } finally {
+      d.execution().end();
       MDC.remove("runId");
       MDC.remove("callback");
     }
@@ -223,23 +281,28 @@ public final class CallbackDispatcher extends AbstractBehavior<CallbackDispatche
   private static void answer(FunctionEntry entry, Dispatch d) {
     HostCall call = d.call();
     List<HostTensor> outputs;
+    CallbackException failure;
     try {
       outputs = entry.function().apply(call.inputs(), entry.staticArgument());
+      failure = call.mismatch(outputs)
+          .map(problem -> new CallbackException(call.callbackName(), ErrorCode.INVALID_ARGUMENT, problem))
+          .orElse(null);
     } catch (Throwable thrown) {
-      d.supervisor().tell(new RunSupervisor.CallbackFailed(call.tag(), RunSupervisor.threw(call.callbackName(), thrown)));
+      outputs = null;
+      failure = RunSupervisor.threw(call.callbackName(), thrown);
+    }
+    if (!d.execution().returned()) {
+      return; // late: the supervisor gave the call up (timeout, abort) and counted it as failed
+    }
+    if (failure != null) {
+      d.supervisor().tell(new RunSupervisor.CallbackFailed(call.tag(), failure));
       return;
     }
-    Optional<String> mismatch = call.mismatch(outputs);
-    if (mismatch.isPresent()) {
-      d.supervisor()
-          .tell(
-              new RunSupervisor.CallbackFailed(
-                  call.tag(), new CallbackException(call.callbackName(), ErrorCode.INVALID_ARGUMENT, mismatch.get())));
-      return;
+    if (!d.execution().claimAnswer()) {
+      return; // given up just now
     }
     // Count it and tell the supervisor first: once complete() returns, XLA may finish the run, whose
     // caller may read the metrics at once, and whose RunEnded must not overtake this message.
-    // complete() is false if the supervisor already gave up on the call (it aborted the run and knows).
     d.metrics().recordCallback(call.callbackName(), System.nanoTime() - d.arrivedNanos(), false, false);
     d.supervisor().tell(new RunSupervisor.CallbackSucceeded(call.tag()));
     call.complete(outputs);

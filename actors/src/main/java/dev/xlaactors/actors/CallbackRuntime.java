@@ -2,12 +2,12 @@ package dev.xlaactors.actors;
 
 import dev.xlaactors.error.CallbackException;
 import dev.xlaactors.error.ErrorCode;
-import dev.xlaactors.error.ExecutionFailedException;
 import dev.xlaactors.error.XlaException;
 import dev.xlaactors.graph.Graph;
 import dev.xlaactors.graph.SegmentationOptions;
 import dev.xlaactors.graph.SegmentedProgram;
 import dev.xlaactors.runtime.Executable;
+import dev.xlaactors.runtime.HostCall;
 import dev.xlaactors.runtime.HostCallback;
 import dev.xlaactors.runtime.HostFunction;
 import dev.xlaactors.runtime.HostTensor;
@@ -19,6 +19,7 @@ import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionStage;
 import java.util.concurrent.Executor;
+import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 import org.apache.pekko.actor.Cancellable;
 import org.apache.pekko.actor.typed.ActorRef;
@@ -59,7 +60,8 @@ public final class CallbackRuntime implements AutoCloseable {
   private final ActorRef<CallbackDispatcher.Command> dispatcher;
   private final RuntimeMetrics metrics = new RuntimeMetrics();
   private final Executor runExecutor;
-  private final Duration nativeBackstop;
+  private final CallbackThreads callbackThreads;
+  private final AtomicInteger queuedRuns = new AtomicInteger();
   private final Cancellable metricsLogging;
   private final java.util.Map<Graph, SegmentedProgram> segmentedPrograms = new java.util.concurrent.ConcurrentHashMap<>();
 
@@ -67,14 +69,14 @@ public final class CallbackRuntime implements AutoCloseable {
     this.system = system;
     this.client = client;
     this.settings = settings;
+    long runtimeId = RUNTIME_IDS.incrementAndGet();
+    this.callbackThreads =
+        new CallbackThreads("xla-callbacks-" + runtimeId, settings.callbackThreads(), settings.maxStuckThreads());
+    metrics.watchStuckThreads(callbackThreads::stuck);
     this.dispatcher =
         system.systemActorOf(
-            CallbackDispatcher.create(settings), "xla-callback-dispatcher-" + RUNTIME_IDS.incrementAndGet(), Props.empty());
+            CallbackDispatcher.create(settings, callbackThreads), "xla-callback-dispatcher-" + runtimeId, Props.empty());
     this.runExecutor = system.dispatchers().lookup(DispatcherSelector.fromConfig(settings.runDispatcher()));
-    Duration longestCallback =
-        settings.callbackTimeouts().values().stream().reduce(settings.defaultCallbackTimeout(), (a, b) -> a.compareTo(b) >= 0 ? a : b);
-    // Behind the supervisor's timeouts: the native side gives up on its own only if the actors failed to.
-    this.nativeBackstop = min(longestCallback, settings.runTimeout()).plus(settings.nativeBackstopSlack());
     this.metricsLogging =
         settings.logMetrics()
             ? system
@@ -153,58 +155,142 @@ public final class CallbackRuntime implements AutoCloseable {
         system.scheduler());
   }
 
-  /** Starts a run of {@code executable} on {@code inputs} on the run dispatcher; returns at once. */
+  /**
+   * Unregisters the callback name {@code name} (see {@link CallbackDispatcher.Unregister}), so it can be
+   * registered again with another function or server; fails with NOT_FOUND if it was not registered.
+   */
+  public CompletionStage<CallbackId> unregister(String name) {
+    return AskPattern.askWithStatus(
+        dispatcher,
+        (ActorRef<StatusReply<CallbackId>> replyTo) -> new CallbackDispatcher.Unregister(name, replyTo),
+        settings.registrationTimeout(),
+        system.scheduler());
+  }
+
+  /**
+   * Starts a run of {@code executable} on {@code inputs} on the run dispatcher; returns at once. The run
+   * waits for a run thread if all are busy (its timeout starts when it executes); past {@code
+   * xla-actors.actors.runs.queue-capacity} waiting runs it is refused with RESOURCE_EXHAUSTED.
+   */
   public RunHandle start(Executable executable, List<HostTensor> inputs) {
-    long runId = RUN_IDS.incrementAndGet();
-    RunState state = new RunState();
-    ActorRef<RunSupervisor.Command> supervisor = spawnSupervisor(runId, state);
-    CompletableFuture<List<HostTensor>> result =
-        CompletableFuture.supplyAsync(() -> execute(executable, inputs, runId, state, supervisor), runExecutor);
-    return new RunHandle(runId, result, supervisor);
+    return startQueued((runId, state, supervisor) -> execute(executable, inputs, runId, state, supervisor));
   }
 
   /**
    * Runs {@code executable} on {@code inputs} on the calling thread and returns its outputs, as JAX does:
    * no hand-off to another thread and back. The run is bounded all the same (run and callback timeouts,
    * native backstop). Throws a {@link CallbackException} when a callback aborted the run, or another
-   * {@link XlaException}. Do not call it from an actor's thread: it blocks.
+   * {@link XlaException}. An aborted run never returns outputs; but XLA cannot be stopped mid-computation,
+   * so if the run is aborted while XLA computes without calling back, this returns (throwing the cause)
+   * only when XLA gives the thread back: use {@link #start} to learn of the abort at once. Do not call it
+   * from an actor's thread: it blocks.
    */
   public List<HostTensor> run(Executable executable, List<HostTensor> inputs) {
     long runId = RUN_IDS.incrementAndGet();
-    RunState state = new RunState();
-    return execute(executable, inputs, runId, state, spawnSupervisor(runId, state));
+    RunState state = new RunState(metrics);
+    return execute(executable, inputs, runId, state, spawnSupervisor(runId, state, true));
   }
 
-  private ActorRef<RunSupervisor.Command> spawnSupervisor(long runId, RunState state) {
+  /** The body of a run, on the thread that executes it. */
+  private interface RunBody<T> {
+    T execute(long runId, RunState state, ActorRef<RunSupervisor.Command> supervisor);
+  }
+
+  private RunHandle startQueued(RunBody<List<HostTensor>> body) {
+    if (queuedRuns.incrementAndGet() > settings.runQueueCapacity()) {
+      queuedRuns.decrementAndGet();
+      throw new XlaException(ErrorCode.RESOURCE_EXHAUSTED,
+          "run refused: " + settings.runQueueCapacity() + " started runs already wait for a run thread"
+              + " (xla-actors.actors.runs.queue-capacity = " + settings.runQueueCapacity() + "); wait for runs to finish,"
+              + " or raise that key or the run-dispatcher's pool size");
+    }
+    long runId = RUN_IDS.incrementAndGet();
+    RunState state = new RunState(metrics);
+    ActorRef<RunSupervisor.Command> supervisor = spawnSupervisor(runId, state, false);
+    try {
+      runExecutor.execute(() -> {
+        queuedRuns.decrementAndGet();
+        if (state.decided()) {
+          supervisor.tell(new RunSupervisor.RunEnded()); // cancelled while it waited: never executed
+          return;
+        }
+        supervisor.tell(new RunSupervisor.Executing());
+        state.executing();
+        try {
+          body.execute(runId, state, supervisor);
+        } catch (RuntimeException failed) {
+          // already the run's outcome (state.result()), which is what the handle reports
+        }
+      });
+    } catch (RuntimeException rejected) {
+      queuedRuns.decrementAndGet();
+      supervisor.tell(new RunSupervisor.RunEnded());
+      throw new XlaException(ErrorCode.UNAVAILABLE, "run refused: the run dispatcher did not accept it: " + rejected, rejected);
+    }
+    return new RunHandle(runId, state.result(), supervisor);
+  }
+
+  private ActorRef<RunSupervisor.Command> spawnSupervisor(long runId, RunState state, boolean executingNow) {
     return system.systemActorOf(
-        RunSupervisor.create(runId, state, dispatcher, settings, metrics), "xla-run-" + runId, Props.empty());
+        RunSupervisor.create(runId, state, dispatcher, settings, metrics, callbackThreads, executingNow),
+        "xla-run-" + runId, Props.empty());
+  }
+
+  /**
+   * How long the native side waits for an answer to a call of {@code callback} made now: the call's own
+   * timeout, or what is left of the run's if that is shorter, plus the slack.
+   */
+  private Duration nativeBackstop(String callback, long runDeadlineNanos) {
+    Duration callTimeout = settings.callbackTimeout(callback).duration();
+    Duration runLeft = Duration.ofNanos(Math.max(0, runDeadlineNanos - System.nanoTime()));
+    return min(callTimeout, runLeft).plus(settings.nativeBackstopSlack());
   }
 
   private List<HostTensor> execute(
       Executable executable, List<HostTensor> inputs, long runId, RunState state, ActorRef<RunSupervisor.Command> supervisor) {
-    long start = System.nanoTime();
-    boolean failed = true;
+    long runDeadline = System.nanoTime() + settings.runTimeout().toNanos();
     MDC.put("runId", Long.toString(runId));
     try (RunContext context =
         RunContext.withHostCalls(
-            client.plugin(), runId, call -> supervisor.tell(new RunSupervisor.HostCallArrived(call)), nativeBackstop)) {
+            client.plugin(),
+            runId,
+            call -> {
+              state.issued(call);
+              supervisor.tell(new RunSupervisor.HostCallArrived(call));
+            },
+            name -> nativeBackstop(name, runDeadline))) {
       state.attach(context);
-      List<HostTensor> outputs = executable.run(inputs, context);
-      failed = false;
-      return outputs;
-    } catch (ExecutionFailedException e) {
-      CallbackException cause = state.abortCause();
-      if (cause != null) {
-        throw cause; // names the callback, carries the Java exception as its cause
+      List<HostTensor> outputs;
+      try {
+        outputs = executable.run(inputs, context);
+      } catch (RuntimeException e) {
+        List<HostCall> givenUp = countGivenUpNatively(state);
+        throw state.failed(givenUp.isEmpty() ? e : backstopFired(givenUp.get(0), e));
       }
-      throw e;
+      countGivenUpNatively(state);
+      return state.succeeded(outputs);
     } finally {
       supervisor.tell(new RunSupervisor.RunEnded());
-      CallbackException cause = state.abortCause();
-      metrics.recordRun(
-          System.nanoTime() - start, failed, cause != null && cause.code() == ErrorCode.DEADLINE_EXCEEDED);
       MDC.remove("runId");
     }
+  }
+
+  /** Calls the native backstop gave up on are timeouts of their callbacks, counted here; returns them. */
+  private List<HostCall> countGivenUpNatively(RunState state) {
+    List<HostCall> givenUp = state.givenUpNatively();
+    for (HostCall call : givenUp) {
+      metrics.recordCallback(call.callbackName(), 0, true, true);
+    }
+    return givenUp;
+  }
+
+  /** The run's failure when the native backstop gave up on {@code call}: a timeout of that callback. */
+  private CallbackException backstopFired(HostCall call, RuntimeException failure) {
+    String name = call.callbackName();
+    return new CallbackException(name, ErrorCode.DEADLINE_EXCEEDED,
+        "callback '" + name + "' was never answered by the actors, so the native backstop (its timeout, "
+            + settings.callbackTimeout(name).key() + ", plus xla-actors.actors.runs.native-backstop-slack) ended the run: "
+            + failure.getMessage(), failure);
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -246,19 +332,13 @@ public final class CallbackRuntime implements AutoCloseable {
    */
   public SegmentedProgram.Result runSegmented(SegmentedProgram program, List<HostTensor> inputs) {
     long runId = RUN_IDS.incrementAndGet();
-    RunState state = new RunState();
-    return executeSegmented(program, inputs, runId, state, spawnSupervisor(runId, state));
+    RunState state = new RunState(metrics);
+    return executeSegmented(program, inputs, runId, state, spawnSupervisor(runId, state, true));
   }
 
-  /** Starts a run of a segmented program on the run dispatcher; returns at once. */
+  /** Starts a run of a segmented program on the run dispatcher; returns at once. See {@link #start(Executable, List)}. */
   public RunHandle start(SegmentedProgram program, List<HostTensor> inputs) {
-    long runId = RUN_IDS.incrementAndGet();
-    RunState state = new RunState();
-    ActorRef<RunSupervisor.Command> supervisor = spawnSupervisor(runId, state);
-    CompletableFuture<List<HostTensor>> result =
-        CompletableFuture.supplyAsync(
-            () -> executeSegmented(program, inputs, runId, state, supervisor).outputs(), runExecutor);
-    return new RunHandle(runId, result, supervisor);
+    return startQueued((runId, state, supervisor) -> executeSegmented(program, inputs, runId, state, supervisor).outputs());
   }
 
   /**
@@ -273,24 +353,20 @@ public final class CallbackRuntime implements AutoCloseable {
   private SegmentedProgram.Result executeSegmented(
       SegmentedProgram program, List<HostTensor> inputs, long runId, RunState state,
       ActorRef<RunSupervisor.Command> supervisor) {
-    long start = System.nanoTime();
-    boolean failed = true;
+    long runDeadline = System.nanoTime() + settings.runTimeout().toNanos();
     MDC.put("runId", Long.toString(runId));
     try {
-      SegmentedProgram.Result result = program.run(inputs, new SupervisedHostCalls(runId, state, supervisor, nativeBackstop));
-      failed = false;
-      return result;
-    } catch (XlaException e) {
-      CallbackException cause = state.abortCause();
-      if (cause != null && cause != e) {
-        throw cause;
+      SegmentedProgram.Result result;
+      try {
+        result = program.run(
+            inputs, new SupervisedHostCalls(runId, state, supervisor, name -> nativeBackstop(name, runDeadline), metrics));
+      } catch (RuntimeException e) {
+        throw state.failed(e);
       }
-      throw e;
+      state.succeeded(result.outputs());
+      return result;
     } finally {
       supervisor.tell(new RunSupervisor.RunEnded());
-      CallbackException cause = state.abortCause();
-      metrics.recordRun(
-          System.nanoTime() - start, failed, cause != null && cause.code() == ErrorCode.DEADLINE_EXCEEDED);
       MDC.remove("runId");
     }
   }
@@ -306,6 +382,7 @@ public final class CallbackRuntime implements AutoCloseable {
       metricsLogging.cancel();
     }
     dispatcher.tell(new CallbackDispatcher.Stop());
+    callbackThreads.close();
     segmentedPrograms.values().forEach(SegmentedProgram::close);
     segmentedPrograms.clear();
   }

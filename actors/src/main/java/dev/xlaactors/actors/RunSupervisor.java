@@ -10,10 +10,8 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
-import java.util.concurrent.Executor;
 import org.apache.pekko.actor.typed.ActorRef;
 import org.apache.pekko.actor.typed.Behavior;
-import org.apache.pekko.actor.typed.DispatcherSelector;
 import org.apache.pekko.actor.typed.PostStop;
 import org.apache.pekko.actor.typed.javadsl.AbstractBehavior;
 import org.apache.pekko.actor.typed.javadsl.ActorContext;
@@ -52,6 +50,9 @@ public final class RunSupervisor extends AbstractBehavior<RunSupervisor.Command>
   /** The call {@code tag} is served by {@code server}, whose death must abort the run. */
   record ServedBy(long tag, ActorRef<?> server) implements Command {}
 
+  /** The run left the queue and executes now: its timeout starts. */
+  record Executing() implements Command {}
+
   /** The run's execution returned (successfully or not); the supervisor stops. */
   record RunEnded() implements Command {}
 
@@ -65,9 +66,9 @@ public final class RunSupervisor extends AbstractBehavior<RunSupervisor.Command>
 
   private record DispatcherStopped() implements Command {}
 
-  private record Pending(HostCall call, long arrivedNanos, ActorRef<?> server) {
+  private record Pending(HostCall call, long arrivedNanos, ActorRef<?> server, CallbackExecution execution) {
     Pending servedBy(ActorRef<?> by) {
-      return new Pending(call, arrivedNanos, by);
+      return new Pending(call, arrivedNanos, by, execution);
     }
   }
 
@@ -80,27 +81,31 @@ public final class RunSupervisor extends AbstractBehavior<RunSupervisor.Command>
   private final RuntimeMetrics metrics;
   private final TimerScheduler<Command> timers;
   private final ActorRef<CallbackServer.Response> serverReplies;
-  private final Executor copyExecutor;
+  private final CallbackThreads callbackThreads;
   private final ArrayDeque<Pending> queued = new ArrayDeque<>();
   private final Map<Long, Pending> inFlight = new HashMap<>();
 
   /**
    * A supervisor for run {@code runId}. No supervision strategy: a failure stops it, and its PostStop
    * handler then fails the run's pending calls, which is the safe outcome for a run half-way through.
+   * The run's timeout starts now if {@code executingNow}, else when told {@link Executing}.
    */
   static Behavior<Command> create(
       long runId,
       RunState state,
       ActorRef<CallbackDispatcher.Command> dispatcher,
       ActorsSettings settings,
-      RuntimeMetrics metrics) {
+      RuntimeMetrics metrics,
+      CallbackThreads callbackThreads,
+      boolean executingNow) {
     return Behaviors.withMdc(
         Command.class,
         Map.of("runId", Long.toString(runId)),
         Behaviors.setup(
             context ->
                 Behaviors.withTimers(
-                    timers -> new RunSupervisor(context, timers, runId, state, dispatcher, settings, metrics))));
+                    timers -> new RunSupervisor(
+                        context, timers, runId, state, dispatcher, settings, metrics, callbackThreads, executingNow))));
   }
 
   private RunSupervisor(
@@ -110,7 +115,9 @@ public final class RunSupervisor extends AbstractBehavior<RunSupervisor.Command>
       RunState state,
       ActorRef<CallbackDispatcher.Command> dispatcher,
       ActorsSettings settings,
-      RuntimeMetrics metrics) {
+      RuntimeMetrics metrics,
+      CallbackThreads callbackThreads,
+      boolean executingNow) {
     super(context);
     this.runId = runId;
     this.state = state;
@@ -119,8 +126,10 @@ public final class RunSupervisor extends AbstractBehavior<RunSupervisor.Command>
     this.metrics = metrics;
     this.timers = timers;
     this.serverReplies = context.messageAdapter(CallbackServer.Response.class, ServerAnswered::new);
-    this.copyExecutor = context.getSystem().dispatchers().lookup(DispatcherSelector.fromConfig(settings.callbackDispatcher()));
-    timers.startSingleTimer(RUN_TIMER, new RunTimedOut(), settings.runTimeout());
+    this.callbackThreads = callbackThreads;
+    if (executingNow) {
+      timers.startSingleTimer(RUN_TIMER, new RunTimedOut(), settings.runTimeout());
+    }
     context.watchWith(dispatcher, new DispatcherStopped());
   }
 
@@ -137,6 +146,7 @@ public final class RunSupervisor extends AbstractBehavior<RunSupervisor.Command>
         .onMessage(ServerStopped.class, this::onServerStopped)
         .onMessage(DispatcherStopped.class, this::onDispatcherStopped)
         .onMessage(Cancel.class, this::onCancel)
+        .onMessage(Executing.class, this::onExecuting)
         .onMessage(RunEnded.class, this::onRunEnded)
         .onSignal(PostStop.class, this::onPostStop)
         .build();
@@ -148,7 +158,7 @@ public final class RunSupervisor extends AbstractBehavior<RunSupervisor.Command>
       m.call().fail(ErrorCode.CANCELLED, "run " + runId + " was aborted: " + abort.getMessage());
       return this;
     }
-    queued.add(new Pending(m.call(), System.nanoTime(), null));
+    queued.add(new Pending(m.call(), System.nanoTime(), null, new CallbackExecution(callbackThreads)));
     dispatchNext();
     return this;
   }
@@ -163,7 +173,8 @@ public final class RunSupervisor extends AbstractBehavior<RunSupervisor.Command>
     inFlight.put(call.tag(), next);
     timers.startSingleTimer(call.tag(), new CallTimedOut(call.tag()), settings.callbackTimeout(call.callbackName()).duration());
     dispatcher.tell(
-        new CallbackDispatcher.Dispatch(call, getContext().getSelf(), serverReplies, metrics, next.arrivedNanos()));
+        new CallbackDispatcher.Dispatch(
+            call, getContext().getSelf(), serverReplies, metrics, next.arrivedNanos(), next.execution()));
   }
 
   /** Bookkeeping only: whoever answered the call has counted it (before releasing XLA). */
@@ -213,7 +224,7 @@ public final class RunSupervisor extends AbstractBehavior<RunSupervisor.Command>
     // complete() is a no-op if the run was aborted meanwhile.
     Behavior<Command> next = onCallbackSucceeded(new CallbackSucceeded(response.tag()));
     List<HostTensor> outputs = response.outputs();
-    copyExecutor.execute(() -> call.complete(outputs));
+    callbackThreads.execute(() -> call.complete(outputs));
     return next;
   }
 
@@ -266,10 +277,17 @@ public final class RunSupervisor extends AbstractBehavior<RunSupervisor.Command>
     return this;
   }
 
+  private Behavior<Command> onExecuting(Executing m) {
+    timers.startSingleTimer(RUN_TIMER, new RunTimedOut(), settings.runTimeout());
+    return this;
+  }
+
   private Behavior<Command> onRunEnded(RunEnded m) {
     // The execution returned, so nothing is waiting any more: any leftover call was answered or given up
-    // natively. Failing it is a no-op that makes sure of it; it is not counted as a callback failure.
+    // natively (and counted by the runtime as a timeout). Its function, if still running, is interrupted;
+    // failing the call is a no-op that makes sure nothing answers it.
     for (Pending p : inFlight.values()) {
+      p.execution().abandon();
       p.call().fail(ErrorCode.ABORTED, "run " + runId + " ended");
     }
     inFlight.clear();
@@ -286,7 +304,8 @@ public final class RunSupervisor extends AbstractBehavior<RunSupervisor.Command>
 
   /**
    * Aborts the run with {@code cause} (the first cause wins): cancels the run natively so later calls fail
-   * on arrival, and fails every pending call now.
+   * on arrival, fails every pending call now, and then makes the abort the run's outcome, which its caller
+   * gets at once even if XLA is still computing.
    */
   private void abort(CallbackException cause, boolean timedOut) {
     if (state.recordAbort(cause)) {
@@ -297,10 +316,13 @@ public final class RunSupervisor extends AbstractBehavior<RunSupervisor.Command>
     CallbackException first = state.abortCause();
     String message = first.getMessage();
     for (Pending p : inFlight.values()) {
+      timers.cancel(p.call().tag());
+      if (!p.execution().abandon()) {
+        continue; // its function's answer won the race: counted and delivered by the function's thread
+      }
       // Count before failing: the failure releases the XLA thread, and the run's caller may read the
       // metrics as soon as the run ends.
       metrics.recordCallback(p.call().callbackName(), System.nanoTime() - p.arrivedNanos(), true, timedOut);
-      timers.cancel(p.call().tag());
       p.call().fail(first.code(), message);
     }
     for (Pending p : queued) {
@@ -308,6 +330,7 @@ public final class RunSupervisor extends AbstractBehavior<RunSupervisor.Command>
     }
     inFlight.clear();
     queued.clear();
+    state.abortDecided();
   }
 
   private void unwatch(Pending p) {

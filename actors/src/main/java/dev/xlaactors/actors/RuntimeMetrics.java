@@ -5,6 +5,7 @@ import java.util.Arrays;
 import java.util.Map;
 import java.util.TreeMap;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.function.IntSupplier;
 
 /**
  * Counts and latencies of the runs and host callbacks of one {@link CallbackRuntime}: per callback name
@@ -21,6 +22,7 @@ public final class RuntimeMetrics {
 
   private final Map<String, Counter> callbacks = new ConcurrentHashMap<>();
   private final Counter runs = new Counter();
+  private volatile IntSupplier stuckThreads = () -> 0;
 
   /**
    * A snapshot of one kind of event.
@@ -59,6 +61,19 @@ public final class RuntimeMetrics {
     return result;
   }
 
+  void watchStuckThreads(IntSupplier stuck) {
+    this.stuckThreads = stuck;
+  }
+
+  /**
+   * Callback threads stuck right now: each still runs a function whose call was given up (it timed out
+   * or its run was aborted) and did not return when interrupted. Another thread has taken each one's
+   * place (up to {@code xla-actors.actors.callbacks.max-stuck-threads}).
+   */
+  public int stuckCallbackThreads() {
+    return stuckThreads.getAsInt();
+  }
+
   /** Figures of the runs. */
   public Snapshot runs() {
     return runs.snapshot();
@@ -66,7 +81,7 @@ public final class RuntimeMetrics {
 
   @Override
   public String toString() {
-    return "runs: " + runs() + "; callbacks: " + callbacks();
+    return "runs: " + runs() + "; callbacks: " + callbacks() + "; stuck callback threads: " + stuckCallbackThreads();
   }
 
   private static final class Counter {

@@ -13,12 +13,13 @@ import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.Function;
 import org.apache.pekko.actor.typed.ActorRef;
 
 /**
  * The host calls of a segmented run, made by Java between stages and handed to the run's {@link
  * RunSupervisor} exactly as the native bridge hands a fused run's calls: the same dispatcher, timeouts,
- * errors and metrics. The orchestrating thread waits for the answer (at most the native backstop, as an
+ * errors and metrics. The orchestrating thread waits for the answer (at most the call's backstop, as an
  * XLA thread would), and stops before the next step once the supervisor aborted the run.
  */
 final class SupervisedHostCalls implements SegmentedProgram.HostCallInvoker {
@@ -28,13 +29,16 @@ final class SupervisedHostCalls implements SegmentedProgram.HostCallInvoker {
   private final long runId;
   private final RunState state;
   private final ActorRef<RunSupervisor.Command> supervisor;
-  private final Duration backstop;
+  private final Function<String, Duration> backstop;
+  private final RuntimeMetrics metrics;
 
-  SupervisedHostCalls(long runId, RunState state, ActorRef<RunSupervisor.Command> supervisor, Duration backstop) {
+  SupervisedHostCalls(long runId, RunState state, ActorRef<RunSupervisor.Command> supervisor,
+      Function<String, Duration> backstop, RuntimeMetrics metrics) {
     this.runId = runId;
     this.state = state;
     this.supervisor = supervisor;
     this.backstop = backstop;
+    this.metrics = metrics;
   }
 
   @Override
@@ -53,15 +57,20 @@ final class SupervisedHostCalls implements SegmentedProgram.HostCallInvoker {
             return answer.completeExceptionally(new CallbackException(callback.name(), code, message));
           }
         });
+    Duration wait = backstop.apply(callback.name());
+    long arrived = System.nanoTime();
     supervisor.tell(new RunSupervisor.HostCallArrived(call));
     try {
-      return answer.get(backstop.toMillis(), TimeUnit.MILLISECONDS);
+      return answer.get(Math.max(1, wait.toMillis()), TimeUnit.MILLISECONDS);
     } catch (ExecutionException e) {
       throw abortCauseOr((CallbackException) e.getCause());
     } catch (TimeoutException e) {
-      call.fail(ErrorCode.DEADLINE_EXCEEDED, "no answer within the native backstop");
+      if (call.fail(ErrorCode.DEADLINE_EXCEEDED, "no answer within the backstop")) {
+        metrics.recordCallback(callback.name(), System.nanoTime() - arrived, true, true); // the actors lost it
+      }
       throw abortCauseOr(new CallbackException(callback.name(), ErrorCode.DEADLINE_EXCEEDED,
-          "callback '" + callback.name() + "' got no answer within " + backstop.toMillis() + "ms (native backstop)"));
+          "callback '" + callback.name() + "' got no answer within " + wait.toMillis()
+              + " ms (the backstop behind its timeout, xla-actors.actors.runs.native-backstop-slack)"));
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();
       call.fail(ErrorCode.CANCELLED, "the orchestrating thread was interrupted");

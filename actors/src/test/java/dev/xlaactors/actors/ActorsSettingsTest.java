@@ -75,10 +75,6 @@ class ActorsSettingsTest {
 
   @Test
   void badDispatchersFailAtStartNamingTheKey() {
-    XlaException zero = assertThrows(XlaException.class, () -> ActorsSettings.fromConfig(
-        with("xla-actors.actors.callback-dispatcher.thread-pool-executor.fixed-pool-size = 0")));
-    assertEquals("xla-actors.actors.callback-dispatcher.thread-pool-executor.fixed-pool-size (the dispatcher named by"
-        + " xla-actors.actors.callbacks.dispatcher) must be a count >= 1, got 0", zero.getMessage());
     String key = "xla-actors.actors.run-dispatcher.thread-pool-executor.fixed-pool-size";
     System.setProperty(key, "0"); // as -D gives it: a string
     try {
@@ -90,13 +86,25 @@ class ActorsSettingsTest {
       ConfigFactory.invalidateCaches();
     }
     XlaException unknown = assertThrows(XlaException.class, () -> ActorsSettings.fromConfig(
-        with("xla-actors.actors.callbacks.dispatcher = \"my-dispatcher\"")));
-    assertTrue(unknown.getMessage().startsWith("xla-actors.actors.callbacks.dispatcher must be the config path of a dispatcher"
+        with("xla-actors.actors.runs.dispatcher = \"my-dispatcher\"")));
+    assertTrue(unknown.getMessage().startsWith("xla-actors.actors.runs.dispatcher must be the config path of a dispatcher"
         + " section (with type = Dispatcher), got \"my-dispatcher\", which is not a section of the configuration"), unknown.getMessage());
     XlaException run = assertThrows(XlaException.class, () -> ActorsSettings.fromConfig(
         with("xla-actors.actors.runs.dispatcher = \"xla-actors.actors.runs\"")));
     assertTrue(run.getMessage().contains("which has no type key"), run.getMessage());
-    ActorsSettings.fromConfig(with("xla-actors.actors.callbacks.dispatcher = \"pekko.actor.default-blocking-io-dispatcher\""));
+    ActorsSettings.fromConfig(with("xla-actors.actors.runs.dispatcher = \"pekko.actor.default-blocking-io-dispatcher\""));
+  }
+
+  @Test
+  void badCountsFailAtStartNamingTheKey() {
+    XlaException threads = assertThrows(XlaException.class, () -> ActorsSettings.fromConfig(with("xla-actors.actors.callbacks.threads = 0")));
+    assertEquals("xla-actors.actors.callbacks.threads must be a count >= 1, got 0", threads.getMessage());
+    XlaException stuck = assertThrows(XlaException.class, () -> ActorsSettings.fromConfig(with("xla-actors.actors.callbacks.max-stuck-threads = -1")));
+    assertEquals("xla-actors.actors.callbacks.max-stuck-threads must be a count >= 0, got -1", stuck.getMessage());
+    XlaException queue = assertThrows(XlaException.class, () -> ActorsSettings.fromConfig(with("xla-actors.actors.runs.queue-capacity = many")));
+    assertEquals("xla-actors.actors.runs.queue-capacity must be a count >= 1, got many", queue.getMessage());
+    XlaException old = assertThrows(XlaException.class, () -> ActorsSettings.fromConfig(with("xla-actors.actors.callbacks.dispatcher = \"x\"")));
+    assertTrue(old.getMessage().contains("unknown configuration key xla-actors.actors.callbacks.dispatcher"), old.getMessage());
   }
 
   @Test
@@ -121,6 +129,6 @@ class ActorsSettingsTest {
 
   @Test
   void dispatcherSectionsTakePekkosOwnKeys() {
-    ActorsSettings.fromConfig(with("xla-actors.actors.callback-dispatcher.thread-pool-executor.keep-alive-time = 30s"));
+    ActorsSettings.fromConfig(with("xla-actors.actors.run-dispatcher.thread-pool-executor.keep-alive-time = 30s"));
   }
 }

@@ -118,7 +118,7 @@ class CallbackConcurrencyTest {
   @Test
   void callbacksOfDifferentRunsExecuteInParallelUpToTheConfiguredParallelism() throws Exception {
     int parallelism =
-        testKit.system().settings().config().getInt("xla-actors.actors.callback-dispatcher.thread-pool-executor.fixed-pool-size");
+        testKit.system().settings().config().getInt("xla-actors.actors.callbacks.threads");
     peak.set(0);
     int runs = 2 * parallelism;
     long start = System.nanoTime();

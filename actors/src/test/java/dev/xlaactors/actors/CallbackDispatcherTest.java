@@ -26,7 +26,7 @@ class CallbackDispatcherTest {
   }
 
   private static ActorRef<CallbackDispatcher.Command> dispatcher() {
-    return testKit.spawn(CallbackDispatcher.create(ActorsSettings.create(testKit.system())));
+    return testKit.spawn(CallbackDispatcher.create(ActorsSettings.create(testKit.system()), new CallbackThreads("test-callbacks", 2, 0)));
   }
 
   private static CallbackId register(

@@ -321,11 +321,7 @@ public final class CallbacksBench {
     // 4. The actors path, default settings and variants; each a fresh actor system.
     String[][] variants = {
       {"defaults", ""},
-      {"callback-dispatcher throughput=100", "xla-actors.actors.callback-dispatcher.throughput = 100"},
-      {"callback-dispatcher fork-join-executor(2..8)",
-        "xla-actors.actors.callback-dispatcher { executor = fork-join-executor\n"
-            + " fork-join-executor { parallelism-min = 2, parallelism-factor = 1.0, parallelism-max = 8 } }"},
-      {"callbacks run on pekko default-dispatcher", "xla-actors.actors.callbacks.dispatcher = \"pekko.actor.default-dispatcher\""},
+      {"callbacks.threads = 2", "xla-actors.actors.callbacks.threads = 2"},
       {"default-dispatcher throughput=1", "pekko.actor.default-dispatcher.throughput = 1"},
       {"default-dispatcher throughput=100", "pekko.actor.default-dispatcher.throughput = 100"},
       {"default-dispatcher fork-join parallelism 2",
@@ -334,17 +330,6 @@ public final class CallbacksBench {
         "pekko.actor.default-dispatcher { executor = thread-pool-executor\n thread-pool-executor.fixed-pool-size = 4 }"},
       {"default-dispatcher affinity-pool(2) idle-cpu-level=10 (spins)",
         "pekko.actor.default-dispatcher { executor = affinity-pool-executor\n"
-            + " affinity-pool-executor { parallelism-min = 2, parallelism-max = 2, idle-cpu-level = 10 } }"},
-      {"callbacks on default-dispatcher + default fork-join parallelism 2",
-        "xla-actors.actors.callbacks.dispatcher = \"pekko.actor.default-dispatcher\"\n"
-            + "pekko.actor.default-dispatcher.fork-join-executor { parallelism-min = 2, parallelism-max = 2 }"},
-      {"callback-dispatcher fork-join(2..8) + default fork-join parallelism 2",
-        "xla-actors.actors.callback-dispatcher { executor = fork-join-executor\n"
-            + " fork-join-executor { parallelism-min = 2, parallelism-factor = 1.0, parallelism-max = 8 } }\n"
-            + "pekko.actor.default-dispatcher.fork-join-executor { parallelism-min = 2, parallelism-max = 2 }"},
-      {"callbacks on default-dispatcher + affinity-pool(2) idle-cpu-level=10",
-        "xla-actors.actors.callbacks.dispatcher = \"pekko.actor.default-dispatcher\"\n"
-            + "pekko.actor.default-dispatcher { executor = affinity-pool-executor\n"
             + " affinity-pool-executor { parallelism-min = 2, parallelism-max = 2, idle-cpu-level = 10 } }"},
     };
     for (String[] variant : variants) {

@@ -7,6 +7,7 @@ import java.nio.charset.StandardCharsets;
 import java.util.List;
 import java.util.Objects;
 import java.util.Optional;
+import java.util.concurrent.atomic.AtomicBoolean;
 import org.bytedeco.javacpp.BytePointer;
 import org.bytedeco.javacpp.LongPointer;
 import org.bytedeco.javacpp.Pointer;
@@ -18,7 +19,7 @@ import org.bytedeco.javacpp.PointerPointer;
  * or after the call gave up waiting, is harmless: the late answer is dropped and nothing is written.
  *
  * <p>Only the runtime creates host calls (a call is named by an unguessable native tag, and no public
- * constructor lets code outside the runtime forge one). Thread-safe and immutable.
+ * constructor lets code outside the runtime forge one). Thread-safe; immutable but for whether it was answered.
  */
 public final class HostCall {
   static {
@@ -31,6 +32,7 @@ public final class HostCall {
   private final List<HostTensor> inputs;
   private final List<TensorType> expectedOutputs;
   private final JavaAnswer javaAnswer; // null: a compiled program waits for the answer in the native bridge
+  private final AtomicBoolean answered = new AtomicBoolean();
 
   /** Receives the answer of a host call that Java made (a segmented run), rather than a running program. */
   public interface JavaAnswer {
@@ -128,6 +130,7 @@ public final class HostCall {
    * was no longer waiting.
    */
   public boolean complete(List<HostTensor> outputs) {
+    answered.set(true);
     Optional<String> problem = mismatch(outputs);
     if (problem.isPresent()) {
       return fail(ErrorCode.INVALID_ARGUMENT, problem.get());
@@ -152,6 +155,7 @@ public final class HostCall {
    * call was no longer waiting.
    */
   public boolean fail(ErrorCode code, String message) {
+    answered.set(true);
     if (javaAnswer != null) {
       return javaAnswer.fail(code == null ? ErrorCode.UNKNOWN : code, message);
     }
@@ -160,6 +164,15 @@ public final class HostCall {
       int status = code == null ? ErrorCode.UNKNOWN.ordinal() : code.ordinal();
       return XlaActors_FailHostCall(tag, status, native_, text.length) == 1;
     }
+  }
+
+  /**
+   * Whether Java has answered this call ({@link #complete} or {@link #fail} was called), whatever the
+   * outcome. A call of a run that has ended and was never answered was given up by the native wait's
+   * backstop.
+   */
+  public boolean answered() {
+    return answered.get();
   }
 
   /** Host calls waiting for an answer right now, across all runs of the process. */

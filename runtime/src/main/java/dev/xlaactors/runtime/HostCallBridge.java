@@ -10,6 +10,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.ToLongFunction;
 import org.bytedeco.javacpp.Pointer;
 
 /**
@@ -24,8 +25,8 @@ final class HostCallBridge {
     NativeLibrary.load(); // before CALLBACK, the first JavaCPP object of this class
   }
 
-  /** A registered run sink and the native wait's backstop for its calls. */
-  private record Registration(HostCallSink sink, long backstopMillis) {}
+  /** A registered run sink and, per callback name, how long the native side waits for an answer. */
+  private record Registration(HostCallSink sink, ToLongFunction<String> backstopMillis) {}
 
   private static final Map<Long, Registration> SINKS = new ConcurrentHashMap<>();
   private static final AtomicLong NEXT_ID = new AtomicLong(1);
@@ -50,8 +51,11 @@ final class HostCallBridge {
 
   private HostCallBridge() {}
 
-  /** Registers {@code sink}; returns its id for XlaActors_RunContext_Create. */
-  static long register(HostCallSink sink, long backstopMillis) {
+  /**
+   * Registers {@code sink}, whose calls to a callback named {@code n} wait natively at most {@code
+   * backstopMillis.applyAsLong(n)} ms (at least 1); returns its id for XlaActors_RunContext_Create.
+   */
+  static long register(HostCallSink sink, ToLongFunction<String> backstopMillis) {
     long id = NEXT_ID.getAndIncrement();
     SINKS.put(id, new Registration(sink, backstopMillis));
     return id;
@@ -96,8 +100,11 @@ final class HostCallBridge {
       outputs.add(typeOf(call.output_types().get(i), call.output_dims(), dimOffset, rank));
       dimOffset += rank;
     }
+    // The backstop is read before the sink sees the call: once the sink returns, the call may already
+    // have been answered, and the run (with whatever the backstop function reads) may have moved on.
+    long backstopMillis = Math.max(1, registration.backstopMillis().applyAsLong(name));
     registration.sink().accept(new HostCall(call.run_id(), tag, name, inputs, outputs));
-    return registration.backstopMillis();
+    return backstopMillis;
   }
 
   private static TensorType typeOf(int pjrtType, org.bytedeco.javacpp.LongPointer dims, long offset, int rank) {

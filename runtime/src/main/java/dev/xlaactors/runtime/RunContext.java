@@ -10,6 +10,7 @@ import dev.xlaactors.nativebridge.pjrt.XlaActors_RunContext;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.Objects;
+import java.util.function.Function;
 
 /**
  * Per-run state handed to the bridge's XLA FFI handlers through a PJRT execute context, so nothing
@@ -51,9 +52,21 @@ public final class RunContext extends NativeHandle {
    * behind the caller's own timeouts, so no run can hang.
    */
   public static RunContext withHostCalls(Plugin plugin, long runId, HostCallSink sink, Duration nativeBackstop) {
+    Objects.requireNonNull(nativeBackstop, "nativeBackstop");
+    return withHostCalls(plugin, runId, sink, name -> nativeBackstop);
+  }
+
+  /**
+   * As {@link #withHostCalls(Plugin, long, HostCallSink, Duration)}, with a backstop per call: a call to
+   * the callback named {@code n} waits natively at most {@code backstopByCallback.apply(n)}, asked on the
+   * XLA thread just before the call reaches {@code sink}. When it fires, the run fails with an error that
+   * names the callback and the backstop, and the call stays unanswered ({@link HostCall#answered()}).
+   */
+  public static RunContext withHostCalls(
+      Plugin plugin, long runId, HostCallSink sink, Function<String, Duration> backstopByCallback) {
     Objects.requireNonNull(sink, "sink");
-    long backstopMillis = Math.max(1, nativeBackstop.toMillis());
-    long sinkId = HostCallBridge.register(sink, backstopMillis);
+    Objects.requireNonNull(backstopByCallback, "backstopByCallback");
+    long sinkId = HostCallBridge.register(sink, name -> Math.max(1, backstopByCallback.apply(name).toMillis()));
     try {
       return create(plugin, runId, 1f, sinkId);
     } catch (RuntimeException e) {
