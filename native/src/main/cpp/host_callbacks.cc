@@ -28,6 +28,7 @@ namespace {
 constexpr const char kHostCallbackTarget[] = "xla_actors.host_callback";
 
 struct PendingCall {
+  std::atomic<bool> settled{false};  // state left kWaiting: read without the lock by the spinning waiter
   std::mutex mutex;
   std::condition_variable answered;
   enum class State { kWaiting, kCompleted, kFailed, kAbandoned } state = State::kWaiting;
@@ -83,6 +84,23 @@ int64_t ElementCount(const XLA_FFI_Buffer* buffer) {
 }
 
 std::atomic<XlaActors_HostCallSink> g_sink{nullptr};
+std::atomic<int64_t> g_spin_nanos{0};
+
+// Spins up to the configured time until the call is settled; true if it was.
+bool SpinUntilSettled(const PendingCall& call, int64_t max_nanos) {
+  if (max_nanos <= 0) return call.settled.load(std::memory_order_acquire);
+  auto until = std::chrono::steady_clock::now() + std::chrono::nanoseconds(max_nanos);
+  while (!call.settled.load(std::memory_order_acquire)) {
+    for (int i = 0; i < 64; ++i) {
+      if (call.settled.load(std::memory_order_acquire)) return true;
+#if defined(__x86_64__) || defined(__i386__)
+      __builtin_ia32_pause();
+#endif
+    }
+    if (std::chrono::steady_clock::now() >= until) return false;
+  }
+  return true;
+}
 
 // Tags are a bijective scramble of a counter with a per-process random key: unique, and not guessable
 // from another run's tags, so no caller can answer a call it was not given.
@@ -190,6 +208,7 @@ XLA_FFI_Error* HostCallbackHandlerImpl(XLA_FFI_CallFrame* frame) {
     wait_millis = -1;  // a Java exception surfaced as a C++ one: the call was not dispatched
   }
 
+  if (wait_millis > 0) SpinUntilSettled(*call, g_spin_nanos.load(std::memory_order_relaxed));
   std::unique_lock<std::mutex> lock(call->mutex);
   if (wait_millis > 0) {
     auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_millis);
@@ -266,6 +285,7 @@ int XlaActors_CompleteHostCall(int64_t tag, void* const* outputs, const int64_t*
       call->error = problem;
       WriteError(error, error_size, problem);
     }
+    call->settled.store(true, std::memory_order_release);
     call->answered.notify_all();
     return 1;
   } catch (const std::exception& e) {
@@ -287,12 +307,15 @@ int XlaActors_FailHostCall(int64_t tag, int code, const char* message, int64_t m
     call->state = PendingCall::State::kFailed;
     call->error_code = code > 0 && code <= 16 ? code : XLA_FFI_Error_Code_UNKNOWN;
     call->error = text;
+    call->settled.store(true, std::memory_order_release);
     call->answered.notify_all();
     return 1;
   } catch (...) {
     return 0;
   }
 }
+
+void XlaActors_SetHostCallSpinNanos(int64_t nanos) { g_spin_nanos.store(nanos < 0 ? 0 : nanos); }
 
 int64_t XlaActors_PendingHostCallCount(void) {
   std::lock_guard<std::mutex> lock(g_calls_mutex);

@@ -85,6 +85,11 @@ int XlaActors_FailHostCall(int64_t tag, int code, const char* message, int64_t m
 // Host calls currently waiting for an answer, across all runs.
 int64_t XlaActors_PendingHostCallCount(void);
 
+// How long an XLA thread that made a host call spins, checking for the answer, before it sleeps on a
+// condition variable (0: sleeps at once). A short spin saves the wake-up when the answer is imminent.
+// Process-wide; negative values count as 0.
+void XlaActors_SetHostCallSpinNanos(int64_t nanos);
+
 // ---- Hot paths: one JNI crossing instead of one per args field (hot_paths.cc) ----
 // Each is a fixed sequence of PJRT calls that Java could make one by one through the binding; they
 // exist because a run, an upload and a download are made millions of times and each field set from

@@ -21,6 +21,7 @@ import org.apache.pekko.actor.typed.ActorSystem;
  * @param callbackTimeouts per-callback-name overrides
  * @param callbackThreads threads that run callback functions
  * @param maxStuckThreads how many threads stuck in given-up functions are replaced by new ones
+ * @param callbackSpin how long an idle callback thread, and an XLA thread waiting for an answer, spin
  * @param registrationTimeout how long a registration waits for the dispatcher's answer
  * @param runTimeout upper bound on one run
  * @param nativeBackstopSlack extra native wait beyond the actors' timeouts
@@ -35,6 +36,7 @@ public record ActorsSettings(
     Map<String, Duration> callbackTimeouts,
     int callbackThreads,
     int maxStuckThreads,
+    Duration callbackSpin,
     Duration registrationTimeout,
     Duration runTimeout,
     Duration nativeBackstopSlack,
@@ -71,6 +73,7 @@ public record ActorsSettings(
           overrides,
           count(c, "callbacks.threads", 1),
           count(c, "callbacks.max-stuck-threads", 0),
+          nonNegative(c, "callbacks.spin"),
           positive(c, "callbacks.registration-timeout", "callbacks.registration-timeout"),
           positive(c, "runs.timeout", "runs.timeout"),
           positive(c, "runs.native-backstop-slack", "runs.native-backstop-slack"),
@@ -101,6 +104,16 @@ public record ActorsSettings(
       throw new XlaException(
           ErrorCode.INVALID_ARGUMENT,
           ROOT + "." + keyForMessage + " must be a positive duration (e.g. 30s), got " + asWritten(c.getValue(path)));
+    }
+    return d;
+  }
+
+  private static Duration nonNegative(Config c, String path) {
+    Duration d = c.getDuration(path);
+    if (d.isNegative()) {
+      throw new XlaException(
+          ErrorCode.INVALID_ARGUMENT,
+          ROOT + "." + path + " must be a duration >= 0 (e.g. 50us, or 0 to never spin), got " + asWritten(c.getValue(path)));
     }
     return d;
   }

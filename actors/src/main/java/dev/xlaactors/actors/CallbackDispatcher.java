@@ -14,6 +14,7 @@ import java.util.Map;
 import java.util.Objects;
 import java.util.Optional;
 import java.util.TreeSet;
+import java.util.concurrent.atomic.AtomicReference;
 import org.apache.pekko.actor.typed.ActorRef;
 import org.apache.pekko.actor.typed.Behavior;
 import org.apache.pekko.actor.typed.SupervisorStrategy;
@@ -86,7 +87,8 @@ public final class CallbackDispatcher extends AbstractBehavior<CallbackDispatche
       ActorRef<CallbackServer.Response> serverReplies,
       RuntimeMetrics metrics,
       long arrivedNanos,
-      CallbackExecution execution)
+      CallbackExecution execution,
+      RunState directRun)
       implements Command {}
 
   /** A registered server stopped: its names are freed. */
@@ -98,7 +100,8 @@ public final class CallbackDispatcher extends AbstractBehavior<CallbackDispatche
     List<TensorType> outputTemplate();
   }
 
-  private record FunctionEntry(
+  /** A registered function, as the dispatcher publishes it for calls that go straight to the threads. */
+  record FunctionEntry(
       CallbackId id, List<TensorType> outputTemplate, Object staticArgument, HostFunction function)
       implements Entry {}
 
@@ -109,23 +112,38 @@ public final class CallbackDispatcher extends AbstractBehavior<CallbackDispatche
   private record Identity(Object target, List<TensorType> outputTemplate, Object staticArgument) {}
 
   private final CallbackThreads callbackThreads;
+  private final AtomicReference<Map<String, FunctionEntry>> published;
   private final Map<String, Entry> byName = new HashMap<>();
   private final Map<Identity, Entry> byIdentity = new HashMap<>();
   private long nextId = 1;
 
   /**
    * The dispatcher. Its registry is its whole value, so a failure while handling a message resumes it
-   * (keeping the registry) instead of restarting it empty.
+   * (keeping the registry) instead of restarting it empty. After each change it publishes an immutable
+   * snapshot of its registered functions by name into {@code published}: calls resolve their name there
+   * without a message. Its functions run on {@code callbackThreads}.
    */
-  static Behavior<Command> create(ActorsSettings settings, CallbackThreads callbackThreads) {
+  static Behavior<Command> create(CallbackThreads callbackThreads, AtomicReference<Map<String, FunctionEntry>> published) {
     return Behaviors.<Command>supervise(
-            Behaviors.setup(context -> new CallbackDispatcher(context, callbackThreads)))
+            Behaviors.setup(context -> new CallbackDispatcher(context, callbackThreads, published)))
         .onFailure(SupervisorStrategy.resume());
   }
 
-  private CallbackDispatcher(ActorContext<Command> context, CallbackThreads callbackThreads) {
+  private CallbackDispatcher(
+      ActorContext<Command> context, CallbackThreads callbackThreads, AtomicReference<Map<String, FunctionEntry>> published) {
     super(context);
     this.callbackThreads = callbackThreads;
+    this.published = published;
+  }
+
+  private void publish() {
+    Map<String, FunctionEntry> functions = new HashMap<>();
+    byName.forEach((name, entry) -> {
+      if (entry instanceof FunctionEntry f) {
+        functions.put(name, f);
+      }
+    });
+    published.set(Map.copyOf(functions));
   }
 
   @Override
@@ -173,6 +191,7 @@ public final class CallbackDispatcher extends AbstractBehavior<CallbackDispatche
       return this;
     }
     forgetIfUnnamed(entry);
+    publish();
     u.replyTo().tell(StatusReply.success(new CallbackId(entry.id().id(), u.name())));
     return this;
   }
@@ -186,6 +205,7 @@ public final class CallbackDispatcher extends AbstractBehavior<CallbackDispatche
     for (String name : names) {
       forgetIfUnnamed(byName.remove(name));
     }
+    publish();
     getContext().getLog().info("callback server {} stopped; unregistered {}", m.server().path(), names);
     return this;
   }
@@ -222,6 +242,7 @@ public final class CallbackDispatcher extends AbstractBehavior<CallbackDispatche
     // The same callback may be reachable under several names; all share its id.
     CallbackId id = new CallbackId(entry.id().id(), name != null ? name : entry.id().name());
     byName.put(id.name(), entry);
+    publish();
     return StatusReply.success(id);
   }
 
@@ -261,9 +282,10 @@ public final class CallbackDispatcher extends AbstractBehavior<CallbackDispatche
    * Runs on the callback dispatcher: calls the function, checks its result and answers the waiting XLA
    * thread directly, so a successful call costs no further actor hop before XLA resumes.
    */
-  private static void runFunction(FunctionEntry entry, Dispatch d) {
+  static void runFunction(FunctionEntry entry, Dispatch d) {
     HostCall call = d.call();
     if (!d.execution().begin()) {
+      releaseRun(d);
       return; // given up before it started (its run was aborted): no effects after the failure
     }
     // User code inside the callback logs with the run id and callback name.
@@ -292,20 +314,32 @@ public final class CallbackDispatcher extends AbstractBehavior<CallbackDispatche
       failure = RunSupervisor.threw(call.callbackName(), thrown);
     }
     if (!d.execution().returned()) {
+      releaseRun(d);
       return; // late: the supervisor gave the call up (timeout, abort) and counted it as failed
     }
     if (failure != null) {
+      releaseRun(d);
       d.supervisor().tell(new RunSupervisor.CallbackFailed(call.tag(), failure));
       return;
     }
     if (!d.execution().claimAnswer()) {
+      releaseRun(d);
       return; // given up just now
     }
+    // Before complete(): XLA's next call of the run may come as soon as this one is answered.
+    releaseRun(d);
     // Count it and tell the supervisor first: once complete() returns, XLA may finish the run, whose
     // caller may read the metrics at once, and whose RunEnded must not overtake this message.
     d.metrics().recordCallback(call.callbackName(), System.nanoTime() - d.arrivedNanos(), false, false);
     d.supervisor().tell(new RunSupervisor.CallbackSucceeded(call.tag()));
     call.complete(outputs);
+  }
+
+  /** A call that went straight to the threads is done with: the run's next call may go straight too. */
+  private static void releaseRun(Dispatch d) {
+    if (d.directRun() != null) {
+      d.directRun().directCallDone(d.execution());
+    }
   }
 
   private static void fail(Dispatch d, ErrorCode code, String message) {

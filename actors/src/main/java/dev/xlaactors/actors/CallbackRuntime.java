@@ -16,11 +16,13 @@ import dev.xlaactors.runtime.TensorType;
 import dev.xlaactors.runtime.XlaClient;
 import java.time.Duration;
 import java.util.List;
+import java.util.Map;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionStage;
 import java.util.concurrent.Executor;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.AtomicReference;
 import org.apache.pekko.actor.Cancellable;
 import org.apache.pekko.actor.typed.ActorRef;
 import org.apache.pekko.actor.typed.ActorSystem;
@@ -61,6 +63,7 @@ public final class CallbackRuntime implements AutoCloseable {
   private final RuntimeMetrics metrics = new RuntimeMetrics();
   private final Executor runExecutor;
   private final CallbackThreads callbackThreads;
+  private final AtomicReference<Map<String, CallbackDispatcher.FunctionEntry>> functions = new AtomicReference<>(Map.of());
   private final AtomicInteger queuedRuns = new AtomicInteger();
   private final Cancellable metricsLogging;
   private final java.util.Map<Graph, SegmentedProgram> segmentedPrograms = new java.util.concurrent.ConcurrentHashMap<>();
@@ -71,11 +74,13 @@ public final class CallbackRuntime implements AutoCloseable {
     this.settings = settings;
     long runtimeId = RUNTIME_IDS.incrementAndGet();
     this.callbackThreads =
-        new CallbackThreads("xla-callbacks-" + runtimeId, settings.callbackThreads(), settings.maxStuckThreads());
+        new CallbackThreads(
+            "xla-callbacks-" + runtimeId, settings.callbackThreads(), settings.maxStuckThreads(), settings.callbackSpin());
     metrics.watchStuckThreads(callbackThreads::stuck);
+    HostCall.setAnswerSpin(settings.callbackSpin());
     this.dispatcher =
         system.systemActorOf(
-            CallbackDispatcher.create(settings, callbackThreads), "xla-callback-dispatcher-" + runtimeId, Props.empty());
+            CallbackDispatcher.create(callbackThreads, functions), "xla-callback-dispatcher-" + runtimeId, Props.empty());
     this.runExecutor = system.dispatchers().lookup(DispatcherSelector.fromConfig(settings.runDispatcher()));
     this.metricsLogging =
         settings.logMetrics()
@@ -256,7 +261,9 @@ public final class CallbackRuntime implements AutoCloseable {
             runId,
             call -> {
               state.issued(call);
-              supervisor.tell(new RunSupervisor.HostCallArrived(call));
+              if (!dispatchDirectly(call, state, supervisor)) {
+                supervisor.tell(new RunSupervisor.HostCallArrived(call));
+              }
             },
             name -> nativeBackstop(name, runDeadline))) {
       state.attach(context);
@@ -273,6 +280,37 @@ public final class CallbackRuntime implements AutoCloseable {
       supervisor.tell(new RunSupervisor.RunEnded());
       MDC.remove("runId");
     }
+  }
+
+  /**
+   * The fast path of a host call, on the XLA thread: a call to a registered function (resolved in the
+   * dispatcher's published snapshot) whose run has no other call in flight goes straight to the callback
+   * threads, one hand-off, and its function answers XLA directly, one hand-off back. The supervisor is
+   * told first and tracks the call and its timeout off the critical path. Anything else (an actor-served
+   * or unknown name, a wrong template, a call while another of the run is in flight, an aborted run)
+   * takes the supervisor's path. False if the call was not taken.
+   */
+  private boolean dispatchDirectly(HostCall call, RunState state, ActorRef<RunSupervisor.Command> supervisor) {
+    CallbackDispatcher.FunctionEntry function = functions.get().get(call.callbackName());
+    if (function == null || !function.outputTemplate().equals(call.expectedOutputs()) || state.abortCause() != null) {
+      return false;
+    }
+    CallbackExecution execution = new CallbackExecution(callbackThreads);
+    if (!state.claimDirectCall(execution)) {
+      return false;
+    }
+    long arrived = System.nanoTime();
+    supervisor.tell(new RunSupervisor.DirectCallStarted(call, arrived, execution));
+    CallbackDispatcher.Dispatch dispatch =
+        new CallbackDispatcher.Dispatch(call, supervisor, null, metrics, arrived, execution, state);
+    try {
+      callbackThreads.execute(() -> CallbackDispatcher.runFunction(function, dispatch));
+    } catch (java.util.concurrent.RejectedExecutionException closed) {
+      state.directCallDone(execution);
+      supervisor.tell(new RunSupervisor.CallbackFailed(call.tag(), new CallbackException(call.callbackName(),
+          ErrorCode.UNAVAILABLE, "callback '" + call.callbackName() + "' could not be scheduled: the runtime is closed")));
+    }
+    return true;
   }
 
   /** Calls the native backstop gave up on are timeouts of their callbacks, counted here; returns them. */
@@ -358,8 +396,9 @@ public final class CallbackRuntime implements AutoCloseable {
     try {
       SegmentedProgram.Result result;
       try {
-        result = program.run(
-            inputs, new SupervisedHostCalls(runId, state, supervisor, name -> nativeBackstop(name, runDeadline), metrics));
+        result = program.run(inputs, new SupervisedHostCalls(runId, state, supervisor,
+            name -> nativeBackstop(name, runDeadline), metrics, call -> dispatchDirectly(call, state, supervisor),
+            settings.callbackSpin()));
       } catch (RuntimeException e) {
         throw state.failed(e);
       }

@@ -1,7 +1,6 @@
 package dev.xlaactors.actors;
 
 import java.util.concurrent.Executor;
-import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.ThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
@@ -20,12 +19,17 @@ final class CallbackThreads implements Executor, AutoCloseable {
   private final AtomicInteger stuck = new AtomicInteger();
 
   CallbackThreads(String name, int threads, int maxStuck) {
+    this(name, threads, maxStuck, java.time.Duration.ZERO);
+  }
+
+  /** As above; an idle thread spins {@code spin} for the next call before it parks. */
+  CallbackThreads(String name, int threads, int maxStuck, java.time.Duration spin) {
     this.threads = threads;
     this.maxStuck = maxStuck;
     AtomicInteger numbers = new AtomicInteger();
     this.pool =
         new ThreadPoolExecutor(
-            threads, threads, 60, TimeUnit.SECONDS, new LinkedBlockingQueue<>(),
+            threads, threads, 60, TimeUnit.SECONDS, new SpinningQueue(spin.toNanos()),
             r -> {
               Thread t = new Thread(r, name + "-" + numbers.incrementAndGet());
               t.setDaemon(true);

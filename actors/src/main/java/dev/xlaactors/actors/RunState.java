@@ -24,6 +24,7 @@ final class RunState {
   private final AtomicBoolean decided = new AtomicBoolean();
   private final AtomicReference<CallbackException> abortCause = new AtomicReference<>();
   private final Queue<HostCall> issued = new ConcurrentLinkedQueue<>();
+  private final AtomicReference<CallbackExecution> directCall = new AtomicReference<>();
   private final RuntimeMetrics metrics;
   private volatile long startNanos = System.nanoTime();
   private volatile RunContext context;
@@ -104,6 +105,19 @@ final class RunState {
     unanswered.forEach(c -> c.fail(ErrorCode.DEADLINE_EXCEEDED, "the native wait's backstop gave up on it"));
     issued.clear();
     return unanswered;
+  }
+
+  /**
+   * Claims the run's slot for a call that goes straight to the callback threads: true if no other such
+   * call of this run is in flight (callbacks of one run run one at a time).
+   */
+  boolean claimDirectCall(CallbackExecution execution) {
+    return directCall.compareAndSet(null, execution);
+  }
+
+  /** The direct call {@code execution} is answered or given up: the next call may go straight too. */
+  void directCallDone(CallbackExecution execution) {
+    directCall.compareAndSet(execution, null);
   }
 
   /** Attaches the native context once it exists; cancels it at once if the run was already aborted. */

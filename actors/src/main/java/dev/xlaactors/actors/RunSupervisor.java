@@ -50,6 +50,13 @@ public final class RunSupervisor extends AbstractBehavior<RunSupervisor.Command>
   /** The call {@code tag} is served by {@code server}, whose death must abort the run. */
   record ServedBy(long tag, ActorRef<?> server) implements Command {}
 
+  /**
+   * A host call of this run went straight to the callback threads ({@link CallbackRuntime}'s fast path):
+   * the supervisor tracks it and arms its timeout as for a call it dispatched itself. Sent before the
+   * function can answer, so it is always seen before the answer.
+   */
+  record DirectCallStarted(HostCall call, long arrivedNanos, CallbackExecution execution) implements Command {}
+
   /** The run left the queue and executes now: its timeout starts. */
   record Executing() implements Command {}
 
@@ -137,6 +144,7 @@ public final class RunSupervisor extends AbstractBehavior<RunSupervisor.Command>
   public Receive<Command> createReceive() {
     return newReceiveBuilder()
         .onMessage(HostCallArrived.class, this::onHostCallArrived)
+        .onMessage(DirectCallStarted.class, this::onDirectCallStarted)
         .onMessage(CallbackSucceeded.class, this::onCallbackSucceeded)
         .onMessage(CallbackFailed.class, this::onCallbackFailed)
         .onMessage(ServedBy.class, this::onServedBy)
@@ -163,6 +171,19 @@ public final class RunSupervisor extends AbstractBehavior<RunSupervisor.Command>
     return this;
   }
 
+  private Behavior<Command> onDirectCallStarted(DirectCallStarted m) {
+    HostCall call = m.call();
+    CallbackException abort = state.abortCause();
+    if (abort != null) {
+      m.execution().abandon();
+      call.fail(ErrorCode.CANCELLED, "run " + runId + " was aborted: " + abort.getMessage());
+      return this;
+    }
+    inFlight.put(call.tag(), new Pending(call, m.arrivedNanos(), null, m.execution()));
+    timers.startSingleTimer(call.tag(), new CallTimedOut(call.tag()), settings.callbackTimeout(call.callbackName()).duration());
+    return this;
+  }
+
   /** Callbacks of one run execute one at a time, in the order the program made them. */
   private void dispatchNext() {
     if (!inFlight.isEmpty() || queued.isEmpty()) {
@@ -174,7 +195,7 @@ public final class RunSupervisor extends AbstractBehavior<RunSupervisor.Command>
     timers.startSingleTimer(call.tag(), new CallTimedOut(call.tag()), settings.callbackTimeout(call.callbackName()).duration());
     dispatcher.tell(
         new CallbackDispatcher.Dispatch(
-            call, getContext().getSelf(), serverReplies, metrics, next.arrivedNanos(), next.execution()));
+            call, getContext().getSelf(), serverReplies, metrics, next.arrivedNanos(), next.execution(), null));
   }
 
   /** Bookkeeping only: whoever answered the call has counted it (before releasing XLA). */

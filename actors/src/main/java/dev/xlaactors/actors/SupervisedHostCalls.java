@@ -14,6 +14,7 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.Function;
+import java.util.function.Predicate;
 import org.apache.pekko.actor.typed.ActorRef;
 
 /**
@@ -31,14 +32,23 @@ final class SupervisedHostCalls implements SegmentedProgram.HostCallInvoker {
   private final ActorRef<RunSupervisor.Command> supervisor;
   private final Function<String, Duration> backstop;
   private final RuntimeMetrics metrics;
+  private final Predicate<HostCall> direct;
+  private final long spinNanos;
 
+  /**
+   * Calls of run {@code runId}: each is first offered to {@code direct} (the runtime's fast path, true if
+   * it took the call), else told to the supervisor; the orchestrating thread spins {@code spin} for the
+   * answer before it parks, and waits at most the call's {@code backstop}.
+   */
   SupervisedHostCalls(long runId, RunState state, ActorRef<RunSupervisor.Command> supervisor,
-      Function<String, Duration> backstop, RuntimeMetrics metrics) {
+      Function<String, Duration> backstop, RuntimeMetrics metrics, Predicate<HostCall> direct, Duration spin) {
     this.runId = runId;
     this.state = state;
     this.supervisor = supervisor;
     this.backstop = backstop;
     this.metrics = metrics;
+    this.direct = direct;
+    this.spinNanos = spin.toNanos();
   }
 
   @Override
@@ -59,7 +69,12 @@ final class SupervisedHostCalls implements SegmentedProgram.HostCallInvoker {
         });
     Duration wait = backstop.apply(callback.name());
     long arrived = System.nanoTime();
-    supervisor.tell(new RunSupervisor.HostCallArrived(call));
+    if (!direct.test(call)) {
+      supervisor.tell(new RunSupervisor.HostCallArrived(call));
+    }
+    for (long until = arrived + spinNanos; !answer.isDone() && System.nanoTime() < until; ) {
+      Thread.onSpinWait();
+    }
     try {
       return answer.get(Math.max(1, wait.toMillis()), TimeUnit.MILLISECONDS);
     } catch (ExecutionException e) {

@@ -26,7 +26,7 @@ class CallbackDispatcherTest {
   }
 
   private static ActorRef<CallbackDispatcher.Command> dispatcher() {
-    return testKit.spawn(CallbackDispatcher.create(ActorsSettings.create(testKit.system()), new CallbackThreads("test-callbacks", 2, 0)));
+    return testKit.spawn(CallbackDispatcher.create(new CallbackThreads("test-callbacks", 2, 0), new java.util.concurrent.atomic.AtomicReference<>(java.util.Map.of())));
   }
 
   private static CallbackId register(

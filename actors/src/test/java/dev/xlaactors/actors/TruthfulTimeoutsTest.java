@@ -187,7 +187,7 @@ class TruthfulTimeoutsTest {
   @Test
   void aBlockingRunThatTimedOutThrowsWhenXlaReturnsAndNeverReturnsOutputs() {
     runtime("xla-actors.actors.runs.timeout = 300ms");
-    CallbackException e = assertThrows(CallbackException.class, () -> callbacks.run(busyLoop, busyInputs(oneSecond)));
+    CallbackException e = assertThrows(CallbackException.class, () -> callbacks.run(busyLoop, busyInputs(3 * oneSecond)));
     assertEquals(ErrorCode.DEADLINE_EXCEEDED, e.code());
     assertEquals(1, callbacks.metrics().runs().failures());
   }
@@ -385,7 +385,9 @@ class TruthfulTimeoutsTest {
         xla-actors.actors.callbacks.timeouts.slow = 2h
         xla-actors.actors.runs.native-backstop-slack = 200ms
         """);
-    callbacks.register("late", List.of(TensorType.of(DType.F32, N)), null, (in, s) -> in).toCompletableFuture().join();
+    // 'late' is served by an actor that never answers (calls to actors go through the run's supervisor).
+    callbacks.registerServer("late", List.of(TensorType.of(DType.F32, N)), testKit.spawn(Behaviors.ignore()))
+        .toCompletableFuture().join();
     RunHandle handle = callbacks.start(busyThenCall, busyInputs(Math.max(200, oneSecond / 2)));
     // Lose the run's supervisor before the call arrives, so no actor ever answers or times it out: only
     // the native wait's backstop (the call's 300ms + 200ms, not the 2h of another callback) ends the run.
