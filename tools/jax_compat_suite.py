@@ -169,6 +169,40 @@ def np_iota_arange(rng):
     return (lambda x: (jnp.arange(12).reshape(3, 4) * x, jnp.linspace(0.0, 1.0, 7), jnp.eye(3, 4, 1))), [s32(rng, -5, 5, 3, 4)]
 
 
+@program("numpy")
+def np_bit_ops(rng):
+    def f(i, u):
+        return lax.population_count(i), lax.clz(u), jnp.bitwise_count(u), lax.shift_right_logical(i, 3), jnp.left_shift(u, 5)
+    return f, [s32(rng, -2 ** 31, 2 ** 31 - 1, 8), rng.integers(0, 2 ** 32, 8).astype(np.uint32)]
+
+
+@program("numpy", rtol=2e-5, atol=2e-6, why="cbrt, nextafter and cumlogsumexp (exp and log per step)")
+def np_float_bits(rng):
+    def f(x):
+        return (jnp.cbrt(x), jnp.nextafter(x, jnp.inf), lax.reduce_precision(x, exponent_bits=5, mantissa_bits=10),
+                lax.cumlogsumexp(x), jnp.frexp(x)[1], jnp.ldexp(x, 3), jnp.isnan(x / x))
+    return f, [np.concatenate([f32(rng, 9, scale=5), np.zeros(1, np.float32)])]
+
+
+@program("numpy", rtol=1e-5, atol=1e-5)
+def np_sort_based_statistics(rng):
+    def f(x, q):
+        return jnp.median(x, axis=1), jnp.quantile(x, q, axis=1), jnp.percentile(x, 90.0), jnp.unique(jnp.round(x), size=6, fill_value=0.0)
+    return f, [f32(rng, 3, 7, scale=2), np.array([0.1, 0.5, 0.9], np.float32)]
+
+
+@program("numpy", rtol=1e-5, atol=1e-5)
+def np_searchsorted_interp(rng):
+    def f(edges, x):
+        return jnp.searchsorted(edges, x), jnp.searchsorted(edges, x, side="right"), jnp.interp(x, edges, jnp.sin(edges)), jnp.digitize(x, edges)
+    return f, [np.sort(f32(rng, 8, scale=3)), f32(rng, 10, scale=4)]
+
+
+@program("numpy", rtol=1e-4, atol=1e-5, why="jnp.convolve and correlate sum up to 5 products per output")
+def np_convolve_correlate(rng):
+    return (lambda a, v: (jnp.convolve(a, v), jnp.convolve(a, v, mode="same"), jnp.correlate(a, v, mode="valid"))), [f32(rng, 12), f32(rng, 5)]
+
+
 # ---- jax.nn ------------------------------------------------------------------------------------------
 
 @program("nn")
@@ -481,6 +515,21 @@ def random_truncated_normal_gumbel(rng):
     return (lambda k: (jax.random.truncated_normal(k, -1.0, 2.0, (6,)), jax.random.gumbel(k, (4,)))), [key(5)]
 
 
+@program("random", **RANDOM_TOL)
+def random_rbg(rng):
+    # The rbg implementation lowers to stablehlo.rng_bit_generator rather than threefry arithmetic.
+    def f(k):
+        key = jax.random.wrap_key_data(k, impl="rbg")
+        return jax.random.uniform(key, (6,)), jax.random.bits(key, (4,))
+    return f, [np.asarray(jax.random.key_data(jax.random.key(6, impl="rbg")))]
+
+
+@program("random", rtol=1e-4, atol=1e-5, why="gamma runs a rejection-sampling loop with log, exp and pow")
+def random_gamma(rng):
+    # (beta and dirichlet are gammas too, and would triple the fixture's size)
+    return (lambda k, a: jax.random.gamma(k, a, (2, 3))), [key(7), np.array([0.5, 2.5, 9.0], np.float32)]
+
+
 # ---- FFT ---------------------------------------------------------------------------------------------
 
 FFT_TOL = dict(rtol=1e-4, atol=1e-5, why="FFT sums n terms with twiddle factors; DUCC's plans may order them differently")
@@ -611,6 +660,31 @@ def hessian_vector_product(rng):
         loss = lambda w: jnp.sum(jnp.sin(x @ w) ** 2)
         return jax.jvp(jax.grad(loss), (w,), (v,))[1], jax.hessian(loss)(w)
     return f, [f32(rng, 3), f32(rng, 3), f32(rng, 4, 3)]
+
+
+@program("training", **TRAIN_TOL)
+def grad_with_checkpoint(rng):
+    # jax.checkpoint (rematerialization) lowers with stablehlo.optimization_barrier.
+    def loss(w, x):
+        layer = jax.checkpoint(lambda h: jnp.tanh(h @ w))
+        return jnp.sum(layer(layer(x)) ** 2)
+    return (lambda w, x: jax.value_and_grad(loss)(w, x)), [f32(rng, 4, 4, scale=0.5), f32(rng, 3, 4)]
+
+
+@program("sharding", rtol=1e-5, atol=1e-5)
+def sharding_constraint_single_device(rng):
+    # jax 0.10 writes Shardy: an sdy.mesh of one device and an sdy.sharding_constraint.
+    def f(x):
+        mesh = jax.sharding.Mesh(np.array(jax.devices()[:1]), ("d",))
+        spec = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("d"))
+        return jax.lax.with_sharding_constraint(x * 2, spec) + 1
+    return f, [f32(rng, 4, 3)]
+
+
+@program("sort")
+def approx_max_k(rng):
+    # ApproxTopK: on CPU XLA falls back to an exact sort, so the result is exact.
+    return (lambda x: lax.approx_max_k(x, 3)), [f32(rng, 2, 16)]
 
 
 # ---- einsum ------------------------------------------------------------------------------------------

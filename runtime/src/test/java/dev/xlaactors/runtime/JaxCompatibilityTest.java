@@ -103,6 +103,24 @@ class JaxCompatibilityTest {
     assertEquals(Outcome.MATCH, results.get("maxpool2d").outcome(), results.toString());
   }
 
+  /** The comparison is what makes a "match" mean something: it must see small, typed and exact differences. */
+  @Test
+  void theComparisonCatchesWhatItShould() {
+    Entry tight = new Entry("t", "f", false, 1e-5, 1e-5, "");
+    HostTensor x = HostTensor.ofFloats(new float[] {1f, 100f, Float.NaN, Float.POSITIVE_INFINITY}, 4);
+    assertEquals(null, compare(List.of(x), List.of(HostTensor.ofFloats(new float[] {1.000001f, 100.001f, Float.NaN, Float.POSITIVE_INFINITY}, 4)), tight));
+    String off = compare(List.of(x), List.of(HostTensor.ofFloats(new float[] {1.0001f, 100f, Float.NaN, Float.POSITIVE_INFINITY}, 4)), tight);
+    assertTrue(off != null && off.startsWith("output 0 (f32[4]): 1 of 4 values differ"), off);
+    String nan = compare(List.of(x), List.of(HostTensor.ofFloats(new float[] {1f, 100f, 0f, Float.POSITIVE_INFINITY}, 4)), tight);
+    assertTrue(nan != null && nan.contains("first at 2"), nan);
+    String ints = compare(List.of(HostTensor.ofInts(new int[] {3, 4}, 2)), List.of(HostTensor.ofInts(new int[] {3, 5}, 2)), tight);
+    assertTrue(ints != null && ints.contains("(element 1)"), ints);
+    String type = compare(List.of(HostTensor.ofInts(new int[] {3, 4}, 2)), List.of(HostTensor.ofFloats(new float[] {3, 4}, 2)), tight);
+    assertEquals("output 0 is f32[2], JAX's is s32[2]", type);
+    String imaginary = compare(List.of(HostTensor.ofComplex64(new float[] {1, 2}, 1)), List.of(HostTensor.ofComplex64(new float[] {1, 2.1f}, 1)), tight);
+    assertTrue(imaginary != null && imaginary.contains("first at 1"), imaginary);
+  }
+
   // ---- the parent: children, crash attribution, results file ----------------------------------------
 
   /** Runs the programs, a fresh child after each crash or hang, until every program has a result. */
