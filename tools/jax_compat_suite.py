@@ -4,7 +4,7 @@ Run with the JAX venv's python (jax==0.10.2, CPU) from the repository root:
     $(bash tools/jax-env.sh) tools/jax_compat_suite.py
 It rewrites runtime/src/test/resources/fixtures/compat/ (JaxCompatibilityTest runs every program):
     manifest.tsv            one line per program: name, family, expected (match | refused), rtol, atol,
-                            and for refused programs the text the refusal must contain
+                            and for refused programs the texts the refusal must contain, joined by ' && '
     <name>/program.mlir     jax.jit(f).lower(*args).as_text()
     <name>/tensors.txt      one line per tensor, in order: input|output <index> <dtype> <dims, '-' for a scalar>
     <name>/tensors.bin      the tensors' row-major little-endian bytes, concatenated in the same order
@@ -829,12 +829,12 @@ def float8_scaled_matmul(rng):
 
 # ---- refused: programs that call back into Python ---------------------------------------------------
 
-@program("unrunnable", refused="Python callback")
+@program("unrunnable", refused="calls a Python callback && xla_actors.host_callback")
 def pure_callback(rng):
     return (lambda x: jax.pure_callback(lambda v: np.sin(v), jax.ShapeDtypeStruct(x.shape, x.dtype), x) * 2), [f32(rng, 4)]
 
 
-@program("unrunnable", refused="Python callback")
+@program("unrunnable", refused="calls a Python callback && xla_actors.host_callback")
 def debug_print(rng):
     def f(x):
         jax.debug.print("x = {}", x)
@@ -842,7 +842,7 @@ def debug_print(rng):
     return f, [f32(rng, 4)]
 
 
-@program("unrunnable", refused="Python callback")
+@program("unrunnable", refused="calls a Python callback && xla_actors.host_callback")
 def io_callback(rng):
     def f(x):
         return jax.experimental.io_callback(lambda v: v, jax.ShapeDtypeStruct(x.shape, x.dtype), x) + 1
