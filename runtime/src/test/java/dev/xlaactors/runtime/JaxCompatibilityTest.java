@@ -52,10 +52,14 @@ class JaxCompatibilityTest {
   private static final String ROOT = "/fixtures/compat/";
   /** Marks the child's protocol lines among whatever else it prints (plugin logs). */
   private static final String TAG = "COMPAT\t";
-  /** A child that prints nothing for this long is stuck in the program it last started. */
+  /** A child that prints nothing for this long (seconds) is stuck in the program it last started. */
   private static final long PROGRAM_TIMEOUT_S = 60;
+  /** The hang test's shorter limit: long enough for a child's start under load, short for the suite. */
+  private static final long HANG_TEST_TIMEOUT_S = 10;
   /** Child JVM property naming a program whose start kills the child: the test of crash attribution. */
   private static final String CRASH_IN = "jax-compatibility-test.crash-in"; // not under xla-actors: unknown keys there are refused
+  /** Child JVM property naming a program whose start hangs the child: the test of the silence limit. */
+  private static final String HANG_IN = "jax-compatibility-test.hang-in";
   private static final List<String> MISSING_LAPACK =
       List.of("No FFI handler registered for lapack_", "No FFI handler registered for blas_");
 
@@ -75,7 +79,7 @@ class JaxCompatibilityTest {
   @TestFactory
   Stream<DynamicNode> everyExportedProgramRunsAsInJax() throws IOException, InterruptedException {
     List<Entry> entries = manifest();
-    Map<String, Result> results = runInChildren(entries.stream().map(Entry::name).toList(), List.of());
+    Map<String, Result> results = runInChildren(entries.stream().map(Entry::name).toList(), List.of(), PROGRAM_TIMEOUT_S);
     writeResults(entries, results, Path.of("target", "compat-results.tsv"));
     Map<String, List<Entry>> byFamily = entries.stream()
         .collect(Collectors.groupingBy(Entry::family, LinkedHashMap::new, Collectors.toList()));
@@ -95,15 +99,19 @@ class JaxCompatibilityTest {
     }
   }
 
-  /** A program that kills its child is failed by name, and the programs after it still run. */
+  /** A program that kills or hangs its child is failed by name, and the programs after it still run. */
   @Test
-  void aProgramThatKillsItsChildIsBlamedAndTheOthersStillRun() throws Exception {
-    List<String> names = List.of("np_broadcast_arith", "nn_relu", "maxpool2d");
-    Map<String, Result> results = runInChildren(names, List.of("-D" + CRASH_IN + "=nn_relu"));
-    assertEquals(Outcome.MATCH, results.get("np_broadcast_arith").outcome(), results.toString());
+  void aProgramThatKillsOrHangsItsChildIsBlamedAndTheOthersStillRun() throws Exception {
+    List<String> names = List.of("np_broadcast_arith", "nn_relu", "maxpool2d", "top_k", "cumsum_cumprod");
+    Map<String, Result> results = runInChildren(
+        names, List.of("-D" + CRASH_IN + "=nn_relu", "-D" + HANG_IN + "=top_k"), HANG_TEST_TIMEOUT_S);
     assertEquals(Outcome.FAILS, results.get("nn_relu").outcome(), results.toString());
     assertTrue(results.get("nn_relu").detail().startsWith("crashed: the child JVM died (exit code 134)"), results.toString());
-    assertEquals(Outcome.MATCH, results.get("maxpool2d").outcome(), results.toString());
+    assertEquals(Outcome.FAILS, results.get("top_k").outcome(), results.toString());
+    assertTrue(results.get("top_k").detail().startsWith("crashed: no result in 10 s (child killed)"), results.toString());
+    for (String survivor : List.of("np_broadcast_arith", "maxpool2d", "cumsum_cumprod")) {
+      assertEquals(Outcome.MATCH, results.get(survivor).outcome(), results.toString());
+    }
   }
 
   /** The comparison is what makes a "match" mean something: it must see small, typed and exact differences. */
@@ -127,19 +135,19 @@ class JaxCompatibilityTest {
   // ---- the parent: children, crash attribution, results file ----------------------------------------
 
   /** Runs the programs, a fresh child after each crash or hang, until every program has a result. */
-  private static Map<String, Result> runInChildren(List<String> names, List<String> jvmOptions)
+  private static Map<String, Result> runInChildren(List<String> names, List<String> jvmOptions, long timeoutSeconds)
       throws IOException, InterruptedException {
     Map<String, Result> results = new LinkedHashMap<>();
     List<String> remaining = new ArrayList<>(names);
     while (!remaining.isEmpty()) {
-      runChild(remaining, jvmOptions, results);
+      runChild(remaining, jvmOptions, timeoutSeconds, results);
       remaining.removeIf(results::containsKey);
     }
     return results;
   }
 
   /** One child over {@code names}; every name it reports, or dies in, gets a result. */
-  private static void runChild(List<String> names, List<String> jvmOptions, Map<String, Result> results)
+  private static void runChild(List<String> names, List<String> jvmOptions, long timeoutSeconds, Map<String, Result> results)
       throws IOException, InterruptedException {
     List<String> command = new ArrayList<>();
     command.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
@@ -155,10 +163,10 @@ class JaxCompatibilityTest {
     List<String> tail = new ArrayList<>();
     String reason = null;
     while (true) {
-      String line = lines.poll(PROGRAM_TIMEOUT_S, TimeUnit.SECONDS);
+      String line = lines.poll(timeoutSeconds, TimeUnit.SECONDS);
       if (line == null) {
         child.destroyForcibly().waitFor();
-        reason = "no result in " + PROGRAM_TIMEOUT_S + " s (child killed)";
+        reason = "no result in " + timeoutSeconds + " s (child killed)";
         break;
       }
       if (line.equals(EOF)) {
@@ -224,9 +232,10 @@ class JaxCompatibilityTest {
   // ---- the child: runs the named programs, one protocol line before and after each -------------------
 
   /** Entry point of the child JVM: the arguments are program names from the manifest. */
-  public static void main(String[] args) throws IOException {
+  public static void main(String[] args) throws IOException, InterruptedException {
     Map<String, Entry> manifest = manifest().stream().collect(Collectors.toMap(Entry::name, e -> e));
     String crashIn = System.getProperty(CRASH_IN, "");
+    String hangIn = System.getProperty(HANG_IN, "");
     try (XlaClient client = XlaClient.create()) {
       for (String name : args) {
         // stdout is the protocol to the parent (as in AbortGuardTest), flushed so a crash loses nothing.
@@ -234,6 +243,9 @@ class JaxCompatibilityTest {
         System.out.flush();
         if (name.equals(crashIn)) {
           Runtime.getRuntime().halt(134); // as an abort inside the plugin would end the child
+        }
+        if (name.equals(hangIn)) {
+          Thread.sleep(Long.MAX_VALUE); // as a deadlock inside the plugin would stop it
         }
         Result r = runOne(client, manifest.get(name));
         System.out.println(TAG + "RESULT\t" + name + "\t" + r.outcome() + "\t" + oneLine(r.detail()));
