@@ -23,9 +23,14 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.BlockingQueue;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
 import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.TimeUnit;
 import java.util.stream.Collectors;
+import java.util.stream.IntStream;
 import java.util.stream.Stream;
 import org.junit.jupiter.api.Assertions;
 import org.junit.jupiter.api.Assumptions;
@@ -52,6 +57,8 @@ class JaxCompatibilityTest {
   private static final String ROOT = "/fixtures/compat/";
   /** Marks the child's protocol lines among whatever else it prints (plugin logs). */
   private static final String TAG = "COMPAT\t";
+  /** What the output reader queues when the child's output ends (a line the child cannot print). */
+  private static final String EOF = "\u0000EOF";
   /** A child that prints nothing for this long (seconds) is stuck in the program it last started. */
   private static final long PROGRAM_TIMEOUT_S = 60;
   /** The hang test's shorter limit: long enough for a child's start under load, short for the suite. */
@@ -79,7 +86,7 @@ class JaxCompatibilityTest {
   @TestFactory
   Stream<DynamicNode> everyExportedProgramRunsAsInJax() throws IOException, InterruptedException {
     List<Entry> entries = manifest();
-    Map<String, Result> results = runInChildren(entries.stream().map(Entry::name).toList(), List.of(), PROGRAM_TIMEOUT_S);
+    Map<String, Result> results = runInParallelChildren(entries.stream().map(Entry::name).toList());
     writeResults(entries, results, Path.of("target", "compat-results.tsv"));
     Map<String, List<Entry>> byFamily = entries.stream()
         .collect(Collectors.groupingBy(Entry::family, LinkedHashMap::new, Collectors.toList()));
@@ -108,7 +115,7 @@ class JaxCompatibilityTest {
     assertEquals(Outcome.FAILS, results.get("nn_relu").outcome(), results.toString());
     assertTrue(results.get("nn_relu").detail().startsWith("crashed: the child JVM died (exit code 134)"), results.toString());
     assertEquals(Outcome.FAILS, results.get("top_k").outcome(), results.toString());
-    assertTrue(results.get("top_k").detail().startsWith("crashed: no result in 10 s (child killed)"), results.toString());
+    assertTrue(results.get("top_k").detail().startsWith("hung: no result in 10 s (child killed)"), results.toString());
     for (String survivor : List.of("np_broadcast_arith", "maxpool2d", "cumsum_cumprod")) {
       assertEquals(Outcome.MATCH, results.get(survivor).outcome(), results.toString());
     }
@@ -133,6 +140,34 @@ class JaxCompatibilityTest {
   }
 
   // ---- the parent: children, crash attribution, results file ----------------------------------------
+
+  /**
+   * Splits the programs between as many child JVMs as there are cores (two at most: compiling is what
+   * takes the time, and each compile is mostly one thread), each run as {@link #runInChildren}.
+   */
+  private static Map<String, Result> runInParallelChildren(List<String> names) throws InterruptedException {
+    int shares = Math.max(1, Math.min(2, Runtime.getRuntime().availableProcessors()));
+    ExecutorService pool = Executors.newFixedThreadPool(shares);
+    try {
+      List<Future<Map<String, Result>>> futures = new ArrayList<>();
+      for (int k = 0; k < shares; k++) {
+        int share = k;
+        List<String> mine = IntStream.range(0, names.size()).filter(i -> i % shares == share).mapToObj(names::get).toList();
+        futures.add(pool.submit(() -> runInChildren(mine, List.of(), PROGRAM_TIMEOUT_S)));
+      }
+      Map<String, Result> results = new LinkedHashMap<>();
+      for (Future<Map<String, Result>> f : futures) {
+        try {
+          results.putAll(f.get());
+        } catch (ExecutionException e) {
+          throw new IllegalStateException("running the compatibility programs failed", e.getCause());
+        }
+      }
+      return results;
+    } finally {
+      pool.shutdownNow();
+    }
+  }
 
   /** Runs the programs, a fresh child after each crash or hang, until every program has a result. */
   private static Map<String, Result> runInChildren(List<String> names, List<String> jvmOptions, long timeoutSeconds)
@@ -166,12 +201,12 @@ class JaxCompatibilityTest {
       String line = lines.poll(timeoutSeconds, TimeUnit.SECONDS);
       if (line == null) {
         child.destroyForcibly().waitFor();
-        reason = "no result in " + timeoutSeconds + " s (child killed)";
+        reason = "hung: no result in " + timeoutSeconds + " s (child killed)";
         break;
       }
       if (line.equals(EOF)) {
         child.waitFor();
-        reason = "the child JVM died (exit code " + child.exitValue() + ")";
+        reason = "crashed: the child JVM died (exit code " + child.exitValue() + ")";
         break;
       }
       if (!line.startsWith(TAG)) {
@@ -192,14 +227,13 @@ class JaxCompatibilityTest {
     }
     String why = reason + "; last output: " + String.join(" | ", tail);
     if (running != null) {
-      results.put(running, new Result(Outcome.FAILS, "crashed: " + why));
+      results.put(running, new Result(Outcome.FAILS, why));
     } else if (names.stream().noneMatch(results::containsKey)) {
       // Died before its first program: nothing to blame but the setup, so every program fails with it.
       names.forEach(n -> results.put(n, new Result(Outcome.FAILS, "child JVM failed before running: " + why)));
     }
   }
 
-  private static final String EOF = "\u0000EOF";
 
   private static void pump(InputStream in, BlockingQueue<String> lines) {
     try (BufferedReader r = new BufferedReader(new InputStreamReader(in, StandardCharsets.UTF_8))) {
@@ -382,6 +416,9 @@ class JaxCompatibilityTest {
         continue;
       }
       String[] f = line.split("\t", -1);
+      if (!f[2].equals("match") && !f[2].equals("refused")) {
+        throw new IllegalStateException("manifest.tsv: " + f[0] + " expects '" + f[2] + "', not match or refused");
+      }
       boolean refused = f[2].equals("refused");
       entries.add(new Entry(f[0], f[1], refused, Double.parseDouble(f[3]), Double.parseDouble(f[4]), refused ? f[5] : ""));
     }
