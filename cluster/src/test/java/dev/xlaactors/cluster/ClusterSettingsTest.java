@@ -8,6 +8,8 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import com.typesafe.config.Config;
 import com.typesafe.config.ConfigFactory;
 import dev.xlaactors.error.XlaException;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.util.List;
 import org.apache.pekko.actor.typed.ActorSystem;
 import org.junit.jupiter.api.Test;
@@ -50,6 +52,21 @@ class ClusterSettingsTest {
     assertEquals(List.of("pekko://xla-actors@10.0.0.5:25520", "pekko://xla-actors@10.0.0.6:25521"),
         pekko.getStringList("pekko.cluster.seed-nodes"));
     assertEquals(List.of("compute"), pekko.getStringList("pekko.cluster.roles"));
+  }
+
+  @Test
+  void theReadmesClusterSnippetIsValid() throws Exception {
+    String readme = Files.readString(Path.of("..", "README.md"));
+    int section = readme.indexOf("## Running on a cluster");
+    int start = readme.indexOf("```hocon", section) + "```hocon".length();
+    String hocon = readme.substring(start, readme.indexOf("```", start));
+    ClusterSettings s = ClusterSettings.fromConfig(with(hocon));
+    assertEquals(List.of("pekko://xla-actors@10.0.0.5:25520", "pekko://xla-actors@10.0.0.6:25520"),
+        s.pekkoOverrides().getStringList("pekko.cluster.seed-nodes"));
+    assertEquals("10.0.0.7", s.hostname());
+    assertEquals(List.of("compute"), s.roles());
+    assertEquals("org.apache.pekko.cluster.sbr.SplitBrainResolverProvider",
+        with(hocon).getString("pekko.cluster.downing-provider-class"));
   }
 
   @Test
