@@ -10,7 +10,11 @@ import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.net.InetAddress;
 import java.net.ServerSocket;
+import java.nio.file.Path;
 import java.util.List;
+import dev.xlaactors.actors.jobs.Program;
+import dev.xlaactors.graph.GraphBuilder;
+import dev.xlaactors.graph.Value;
 
 /** Configuration and callbacks shared by the parent test JVM and the child nodes of the cluster tests. */
 final class TestNodes {
@@ -41,6 +45,38 @@ final class TestNodes {
       }
       return List.of(HostTensor.ofFloats(y, y.length));
     });
+  }
+
+  static final TensorType F32X4 = TensorType.of(DType.F32, 4);
+
+  /** Item {@code i}'s input: {@code [i, i+1, i+2, i+3]}. */
+  static HostTensor itemInput(long i) {
+    return HostTensor.ofFloats(new float[] {i, i + 1, i + 2, i + 3}, 4);
+  }
+
+  /** Item {@code i}'s output, {@code 2x + 1} of its input. */
+  static HostTensor itemOutput(long i) {
+    return HostTensor.ofFloats(new float[] {2f * i + 1, 2f * i + 3, 2f * i + 5, 2f * i + 7}, 4);
+  }
+
+  /**
+   * The batch job {@code scores}: {@code 2x + 1} over {@code count} items, each input taking {@code
+   * delayMs} to read (so the job runs long enough to be killed half way), written to {@code output}.
+   */
+  static ShardedBatchJobs.Definition scoresJob(String node, Path output, long count, long delayMs) {
+    GraphBuilder b = new GraphBuilder("twice_plus_one");
+    Value x = b.parameter(F32X4);
+    Program step = Program.of(b.build(b.add(b.multiply(x, b.constant(2f)), b.constant(1f))));
+    java.util.concurrent.atomic.AtomicBoolean first = new java.util.concurrent.atomic.AtomicBoolean(true);
+    return new ShardedBatchJobs.Definition(step, count, i -> {
+      if (first.getAndSet(false)) {
+        // The child's protocol to the test harness: which node runs the job, from which item.
+        System.out.println("RUNNING scores on " + node + " from item " + i);
+        System.out.flush();
+      }
+      Thread.sleep(delayMs);
+      return List.of(itemInput(i));
+    }, output);
   }
 
   /** A free TCP port on the loopback interface, chosen now. */
