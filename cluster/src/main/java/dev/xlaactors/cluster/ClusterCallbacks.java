@@ -52,7 +52,7 @@ public final class ClusterCallbacks {
 
   /** Callbacks across the nodes of {@code system}'s cluster, with the settings of its config. */
   public static ClusterCallbacks create(ActorSystem<?> system) {
-    return new ClusterCallbacks(system, ClusterSettings.fromConfig(system.settings().config()), ActorsSettings.create(system));
+    return new ClusterCallbacks(system, ClusterSettings.create(system), ActorsSettings.create(system));
   }
 
   /** The settings in use. */

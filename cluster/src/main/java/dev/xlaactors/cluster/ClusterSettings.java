@@ -11,6 +11,7 @@ import java.time.Duration;
 import java.util.List;
 import java.util.Map;
 import java.util.regex.Pattern;
+import org.apache.pekko.actor.typed.ActorSystem;
 
 /**
  * The cluster module's settings, read once from {@code xla-actors.cluster} (see its reference.conf) and
@@ -43,6 +44,11 @@ public record ClusterSettings(
   public ClusterSettings {
     seedNodes = List.copyOf(seedNodes);
     roles = List.copyOf(roles);
+  }
+
+  /** Settings from the actor system's config. */
+  public static ClusterSettings create(ActorSystem<?> system) {
+    return fromConfig(system.settings().config());
   }
 
   /** Settings from {@code config} (an application config with the modules' reference.conf beneath). */
