@@ -35,9 +35,13 @@ import org.junit.jupiter.api.Test;
  * message naming the callback). The three-JVM behaviour is {@link RemoteCallbackClusterTest}'s.
  */
 class RemoteCallbackClientTest {
-  // A 32 KiB frame, so the frame-size check is reachable with a small tensor (f32[16384] is 64 KiB).
+  // A 32 KiB frame, so the frame-size check is reachable with a small tensor (f32[16384] is 64 KiB), and a
+  // short timeout for one callback.
   private static final ActorTestKit testKit = ActorTestKit.create(
-      ConfigFactory.parseString("pekko.remote.artery.advanced.maximum-frame-size = 32KiB")
+      ConfigFactory.parseString("""
+              pekko.remote.artery.advanced.maximum-frame-size = 32KiB
+              xla-actors.actors.callbacks.timeouts { slow-served = 300ms }
+              """)
           .withFallback(ConfigFactory.load("application-test")).withFallback(ConfigFactory.load()));
   private static XlaClient client;
   private static CallbackRuntime runtime;
@@ -148,6 +152,23 @@ class RemoteCallbackClientTest {
       assertTrue(cause.getMessage().startsWith("callback 'stuck-served': the actor serving it on node pekko://"), cause.getMessage());
     } finally {
       release.countDown();
+    }
+  }
+
+  @Test
+  void aServedCallbackThatIsTooSlowTimesOutAsALocalOneDoes() throws Exception {
+    TensorType f32x1 = TensorType.of(DType.F32, 1);
+    HostCallback slow = new HostCallback("slow-served", List.of(f32x1), null, (in, s) -> {
+      Thread.sleep(3_000);
+      return in;
+    });
+    remote.serve(slow);
+    remote.awaitServers("slow-served", 1).toCompletableFuture().get(10, TimeUnit.SECONDS);
+    try (Executable exe = program(slow)) {
+      CallbackException e = failure(exe, HostTensor.vector(1f));
+      assertEquals(ErrorCode.DEADLINE_EXCEEDED, e.code());
+      assertEquals("callback 'slow-served' did not answer within 300ms (xla-actors.actors.callbacks.timeouts.slow-served)",
+          e.getMessage());
     }
   }
 
