@@ -6,6 +6,7 @@
 #   bench/run.sh callbacks          host-callback latency, throughput and 16 MiB bandwidth vs JAX
 #   bench/run.sh callbacks-profile  where the Java per-callback time goes (Java only)
 #   bench/run.sh segmented          fused (Phase 1) against segmented (Phase 2) runs (Java only)
+#   bench/run.sh cluster            a callback served in this JVM against one served by another JVM (Java only)
 #
 # Environment: JAX_PYTHON  a python with jax installed (default: the venv of tools/jax-env.sh)
 #              JAVA_OPTS   extra JVM options for the Java harness
@@ -45,6 +46,10 @@ modes:
             of their medians; bytes moved between host and device per segmented run. Last line:
             RESULT segmented fused_us=<x> segmented_us=<y> execute_us=<e> boundary_ratio=<(y-x)/e>
             (x, y: per callback in the K-callback program; goal: boundary_ratio <= 3)
+  cluster   Java only: a program making K=16 callbacks in sequence (f32[8] and f32[16384]), run on this
+            JVM's CPU plugin, with the callback served in this JVM (local) and by a second JVM on
+            loopback (remote, a two-node Pekko cluster). Per-callback median and p99 over 200 runs.
+            Last line: RESULT cluster local_us=<x> remote_us=<y> ratio=<y/x> (f32[8])
 USAGE
 }
 
@@ -53,7 +58,7 @@ USAGE
 ensure_java_built() {
   local changed=""
   if [ -f "$classpath_file" ] && [ -d bench/target/classes/dev/xlaactors/bench ]; then
-    changed="$(find pom.xml native runtime actors bench -newer "$classpath_file" -type f \
+    changed="$(find pom.xml native runtime actors cluster bench -newer "$classpath_file" -type f \
       -not -path '*/target/*' -not -path bench/run.sh \( -name '*.java' -o -name '*.cc' -o -name '*.h' -o -name '*.sh' \
       -o -name 'pom.xml' -o -name '*.conf' -o -name '*.properties' \) -print -quit)"
   fi
@@ -330,8 +335,28 @@ run_segmented() {
   grep '^RESULT' "$java_out"
 }
 
+run_cluster() {
+  ensure_java_built
+  mkdir -p "$out_dir"
+  local java_out="$out_dir/cluster-java.txt"
+  machine_summary
+  java_bench dev.xlaactors.bench.ClusterBench > "$java_out" 2> "$out_dir/cluster.log"
+  awk '
+    /^CLUSTER / {
+      for (i = 2; i <= NF; i++) { split($i, kv, "="); f[kv[1]] = kv[2] }
+      rows[++n] = sprintf("| %-8s | %-12s | %4s | %6s | %12.2f | %12.2f |", f["where"], f["size"], f["k"], f["runs"], f["median_us"], f["p99_us"])
+    }
+    END {
+      print "| callback | tensor       |    K |   runs | median us/cb |    p99 us/cb |"
+      print "|----------|--------------|-----:|-------:|-------------:|-------------:|"
+      for (i = 1; i <= n; i++) print rows[i]
+    }' "$java_out"
+  grep '^RESULT' "$java_out"
+}
+
 case "${1:-}" in
   execute) run_execute ;;
+  cluster) run_cluster ;;
   segmented) run_segmented ;;
   callbacks) run_callbacks ;;
   callbacks-profile) run_callbacks_profile ;;

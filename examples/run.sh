@@ -4,7 +4,7 @@
 # ~/.cache/xla-actors, about a minute). The build stays inside this checkout: the reactor packages the
 # modules and the classpath points at their target/ folders, so nothing is installed into ~/.m2.
 #
-#   examples/run.sh <example> [args...]            quickstart, jax-model, batch-inference, generation
+#   examples/run.sh <example> [args...]            quickstart, jax-model, batch-inference, generation, cluster
 #   examples/run.sh --class <main-class> [args...] any class on the classpath (add yours with EXTRA_CLASSPATH)
 #   examples/run.sh --classpath                    prints the classpath (after building if needed)
 #
@@ -18,6 +18,7 @@ declare -A mains=(
   [jax-model]=dev.xlaactors.examples.JaxModel
   [batch-inference]=dev.xlaactors.examples.BatchInference
   [generation]=dev.xlaactors.examples.TextGeneration
+  [cluster]=dev.xlaactors.examples.TwoNodeCallbacks
 )
 usage() {
   echo "usage: examples/run.sh <example> [args...] | --class <main-class> [args...] | --classpath" >&2
@@ -35,7 +36,7 @@ esac
 stamp=examples/target/.built
 classpath_file=examples/target/classpath.txt
 if [ ! -f "$stamp" ] || [ ! -f "$classpath_file" ] ||
-  [ -n "$(find pom.xml native runtime actors examples -newer "$stamp" -type f -not -path '*/target/*' \
+  [ -n "$(find pom.xml native runtime actors cluster examples -newer "$stamp" -type f -not -path '*/target/*' \
     \( -name '*.java' -o -name '*.cc' -o -name '*.h' -o -name '*.sh' -o -name 'pom.xml' -o -name '*.conf' -o -name '*.properties' \) \
     -print -quit)" ]; then
   mkdir -p examples/target

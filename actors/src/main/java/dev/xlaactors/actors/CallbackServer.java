@@ -25,7 +25,9 @@ public final class CallbackServer {
    *
    * @param tag the {@code call().tag()} of the request
    * @param outputs the results (null when {@code error} is set)
-   * @param error why the callback failed, or null
+   * @param error why the callback failed, or null. A {@link dev.xlaactors.error.CallbackException} aborts
+   *     the run as it is (its code and message); any other throwable as a callback that threw ({@code
+   *     ABORTED}, naming its class and message)
    */
   public record Response(long tag, List<HostTensor> outputs, Throwable error) {
     public static Response ok(long tag, List<HostTensor> outputs) {

@@ -231,7 +231,9 @@ public final class RunSupervisor extends AbstractBehavior<RunSupervisor.Command>
     }
     HostCall call = pending.call();
     if (response.error() != null) {
-      abort(threw(call.callbackName(), response.error()), false);
+      // A server that answers with a CallbackException has already said what went wrong and with which
+      // code (a remote node that became unreachable: UNAVAILABLE); anything else is a callback that threw.
+      abort(response.error() instanceof CallbackException named ? named : threw(call.callbackName(), response.error()), false);
       return this;
     }
     Optional<String> mismatch = call.mismatch(response.outputs());

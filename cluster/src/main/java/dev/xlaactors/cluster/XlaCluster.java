@@ -1,0 +1,43 @@
+package dev.xlaactors.cluster;
+
+import com.typesafe.config.Config;
+import com.typesafe.config.ConfigFactory;
+import org.apache.pekko.actor.typed.ActorSystem;
+import org.apache.pekko.actor.typed.Behavior;
+import org.apache.pekko.actor.typed.javadsl.Behaviors;
+import org.apache.pekko.cluster.typed.Cluster;
+
+/**
+ * Starts the actor system of one node from configuration: a cluster node when {@code
+ * xla-actors.cluster.seed-nodes} is set (it joins the seeds at start), a plain single-JVM system
+ * otherwise. Everything else (callback runtimes, jobs) runs on the returned system as in one JVM.
+ */
+public final class XlaCluster {
+  private XlaCluster() {}
+
+  /** A node from the default configuration (application.conf, system properties, reference.conf). */
+  public static ActorSystem<Void> start() {
+    return start(ConfigFactory.load());
+  }
+
+  /** A node from {@code config}, which must include the reference configuration (ConfigFactory.load does). */
+  public static ActorSystem<Void> start(Config config) {
+    return start(Behaviors.empty(), config);
+  }
+
+  /** A node whose guardian is {@code guardian}, from {@code config}. */
+  public static <T> ActorSystem<T> start(Behavior<T> guardian, Config config) {
+    ClusterSettings settings = ClusterSettings.fromConfig(config);
+    return ActorSystem.create(guardian, settings.systemName(), settings.pekkoOverrides().withFallback(config).resolve());
+  }
+
+  /** Whether {@code system} is a cluster node (its provider is {@code cluster}). */
+  public static boolean isClustered(ActorSystem<?> system) {
+    return "cluster".equals(system.settings().config().getString("pekko.actor.provider"));
+  }
+
+  /** The address other nodes reach {@code system} at, e.g. {@code pekko://xla-actors@10.0.0.5:25520}. */
+  public static String selfAddress(ActorSystem<?> system) {
+    return Cluster.get(system).selfMember().address().toString();
+  }
+}

@@ -1,0 +1,44 @@
+package dev.xlaactors.cluster;
+
+import dev.xlaactors.runtime.XlaClient;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.Optional;
+import org.apache.pekko.actor.typed.ActorSystem;
+import org.apache.pekko.cluster.MemberStatus;
+import org.apache.pekko.cluster.typed.Cluster;
+
+/**
+ * A child JVM of the sharded job test: a node with role {@code compute} and its own XLA client that can
+ * run the job {@code scores} ({@link TestNodes#scoresJob}). Arguments: node name, the seed's port, the
+ * output file, item count, delay per item in ms. Prints {@code READY <address>} once Up; exits when its
+ * standard input closes.
+ */
+public final class JobNodeMain {
+  private JobNodeMain() {}
+
+  public static void main(String[] args) throws Exception {
+    int seedPort = Integer.parseInt(args[1]);
+    Path output = Path.of(args[2]);
+    long count = Long.parseLong(args[3]);
+    long delayMs = Long.parseLong(args[4]);
+    ActorSystem<Void> system = XlaCluster.start(TestNodes.config(seedPort, 0, "compute"));
+    XlaClient client = XlaClient.create();
+    ShardedBatchJobs.init(system, "compute", client,
+        id -> id.equals("scores") ? Optional.of(TestNodes.scoresJob(args[0], output, count, delayMs)) : Optional.empty());
+    long deadline = System.nanoTime() + Duration.ofSeconds(60).toNanos();
+    while (Cluster.get(system).selfMember().status() != MemberStatus.up()) {
+      if (System.nanoTime() > deadline) {
+        System.out.println("NOT UP after 60 s");
+        System.exit(2);
+      }
+      Thread.sleep(50);
+    }
+    System.out.println("READY " + XlaCluster.selfAddress(system));
+    System.out.flush();
+    while (System.in.read() >= 0) {
+      // the parent keeps the pipe open while it lives
+    }
+    System.exit(0);
+  }
+}

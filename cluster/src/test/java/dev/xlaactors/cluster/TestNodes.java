@@ -1,0 +1,118 @@
+package dev.xlaactors.cluster;
+
+import com.typesafe.config.Config;
+import com.typesafe.config.ConfigFactory;
+import dev.xlaactors.runtime.DType;
+import dev.xlaactors.runtime.HostCallback;
+import dev.xlaactors.runtime.HostTensor;
+import dev.xlaactors.runtime.TensorType;
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.net.InetAddress;
+import java.net.ServerSocket;
+import java.nio.file.Path;
+import java.util.List;
+import dev.xlaactors.actors.jobs.Program;
+import dev.xlaactors.graph.GraphBuilder;
+import dev.xlaactors.graph.Value;
+
+/** Configuration and callbacks shared by the parent test JVM and the child nodes of the cluster tests. */
+final class TestNodes {
+  private TestNodes() {}
+
+  static final TensorType F32X3 = TensorType.of(DType.F32, 3);
+
+  /**
+   * y = 3x + 1. A first element below zero stands for a long call: the node prints {@code CALLED} and
+   * sleeps a minute, so the test can kill it in the middle of the call.
+   */
+  static HostCallback affine(String node) {
+    return new HostCallback("affine-remote", List.of(F32X3), null, (in, s) -> {
+      float[] x = in.get(0).toFloatArray();
+      if (x[0] < 0) {
+        // The child's protocol to the test harness, not logging: the harness waits for this line.
+        System.out.println("CALLED affine-remote on " + node);
+        System.out.flush();
+        try {
+          Thread.sleep(60_000);
+        } catch (InterruptedException e) {
+          Thread.currentThread().interrupt();
+        }
+      }
+      float[] y = new float[x.length];
+      for (int i = 0; i < x.length; i++) {
+        y[i] = 3 * x[i] + 1;
+      }
+      return List.of(HostTensor.ofFloats(y, y.length));
+    });
+  }
+
+  static final TensorType F32X4 = TensorType.of(DType.F32, 4);
+
+  /** Item {@code i}'s input: {@code [i, i+1, i+2, i+3]}. */
+  static HostTensor itemInput(long i) {
+    return HostTensor.ofFloats(new float[] {i, i + 1, i + 2, i + 3}, 4);
+  }
+
+  /** Item {@code i}'s output, {@code 2x + 1} of its input. */
+  static HostTensor itemOutput(long i) {
+    return HostTensor.ofFloats(new float[] {2f * i + 1, 2f * i + 3, 2f * i + 5, 2f * i + 7}, 4);
+  }
+
+  /**
+   * The batch job {@code scores}: {@code 2x + 1} over {@code count} items, each input taking {@code
+   * delayMs} to read (so the job runs long enough to be killed half way), written to {@code output}.
+   */
+  static ShardedBatchJobs.Definition scoresJob(String node, Path output, long count, long delayMs) {
+    GraphBuilder b = new GraphBuilder("twice_plus_one");
+    Value x = b.parameter(F32X4);
+    Program step = Program.of(b.build(b.add(b.multiply(x, b.constant(2f)), b.constant(1f))));
+    java.util.concurrent.atomic.AtomicBoolean first = new java.util.concurrent.atomic.AtomicBoolean(true);
+    return new ShardedBatchJobs.Definition(step, count, i -> {
+      if (first.getAndSet(false)) {
+        // The child's protocol to the test harness: which node runs the job, from which item.
+        System.out.println("RUNNING scores on " + node + " from item " + i);
+        System.out.flush();
+      }
+      Thread.sleep(delayMs);
+      return List.of(itemInput(i));
+    }, output);
+  }
+
+  /** A free TCP port on the loopback interface, chosen now. */
+  static int freePort() {
+    try (ServerSocket socket = new ServerSocket(0, 1, InetAddress.getLoopbackAddress())) {
+      return socket.getLocalPort();
+    } catch (IOException e) {
+      throw new UncheckedIOException(e);
+    }
+  }
+
+  /**
+   * A node on loopback joining the seed at {@code seedPort}: quicker failure detection than Pekko's
+   * default (a killed node is unreachable within about four seconds; a pause of 3 s is still tolerated,
+   * as the machine running the tests may be busy) and the split brain resolver, so the survivors remove it.
+   */
+  static Config config(int seedPort, int port, String role) {
+    return ConfigFactory.parseString("""
+            xla-actors.cluster {
+              seed-nodes = ["127.0.0.1:%d"]
+              hostname = "127.0.0.1"
+              port = %d
+              roles = [%s]
+            }
+            xla-actors.actors.callbacks.default-timeout = 20s
+            xla-actors.actors.metrics.log = off
+            pekko.actor.allow-java-serialization = off
+            pekko.cluster.failure-detector {
+              heartbeat-interval = 200ms
+              acceptable-heartbeat-pause = 3s
+            }
+            pekko.cluster.downing-provider-class = "org.apache.pekko.cluster.sbr.SplitBrainResolverProvider"
+            pekko.cluster.split-brain-resolver.stable-after = 3s
+            pekko.cluster.jmx.enabled = off
+            pekko.coordinated-shutdown.run-by-jvm-shutdown-hook = off
+            """.formatted(seedPort, port, role))
+        .withFallback(ConfigFactory.load());
+  }
+}
