@@ -61,8 +61,8 @@ public final class ClusterCallbacks {
   }
 
   /**
-   * Serves {@code callback} to the programs of every node: its function runs here, on the actors
-   * module's callback dispatcher, with its static argument. Several nodes may serve the same name.
+   * Serves {@code callback} to the programs of every node: its function runs here, on Pekko's
+   * blocking-IO dispatcher, with its static argument. Several nodes may serve the same name.
    */
   public ActorRef<RemoteCallbackServer.Request> serve(HostCallback callback) {
     return serve(callback.name(), callback.outputTemplate(), callback.staticArgument(), callback.function());

@@ -1,6 +1,5 @@
 package dev.xlaactors.cluster;
 
-import dev.xlaactors.actors.ActorsSettings;
 import dev.xlaactors.error.ErrorCode;
 import dev.xlaactors.runtime.HostFunction;
 import dev.xlaactors.runtime.HostTensor;
@@ -25,7 +24,7 @@ import org.slf4j.MDC;
 /**
  * Serves one callback to programs running on other nodes: registered with the Receptionist under {@link
  * #serviceKey}, it answers each {@link Request} with exactly one {@link Reply}, running the function on
- * the actors module's callback dispatcher (it may block). The caller's side is a {@link
+ * Pekko's blocking-IO dispatcher (it may block). The caller's side is a {@link
  * RemoteCallbackClient}; the messages cross JVMs through {@link RemoteCallbackSerializer}.
  *
  * <p>Nothing of the caller's native bridge travels: a request names its call by a {@code callId} that
@@ -96,8 +95,8 @@ public final class RemoteCallbackServer extends AbstractBehavior<RemoteCallbackS
     this.outputTemplate = List.copyOf(outputTemplate);
     this.staticArgument = staticArgument;
     this.function = function;
-    ActorsSettings actors = ActorsSettings.create(context.getSystem());
-    this.executor = context.getSystem().dispatchers().lookup(DispatcherSelector.fromConfig(actors.callbackDispatcher()));
+    // Functions may block: Pekko's blocking-IO dispatcher, never the default one.
+    this.executor = context.getSystem().dispatchers().lookup(DispatcherSelector.blocking());
     this.node = context.getSystem().address().toString();
     context.getSystem().receptionist().tell(Receptionist.register(serviceKey(settings, name), context.getSelf()));
   }
@@ -122,7 +121,7 @@ public final class RemoteCallbackServer extends AbstractBehavior<RemoteCallbackS
     return this;
   }
 
-  /** Runs on the callback dispatcher and answers from there: no further hop through this actor. */
+  /** Runs on the blocking-IO dispatcher and answers from there: no further hop through this actor. */
   private void answer(Request r) {
     MDC.put("callback", name);
     try {
