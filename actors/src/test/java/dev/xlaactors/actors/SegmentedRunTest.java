@@ -314,6 +314,12 @@ class SegmentedRunTest {
     assertEquals(ErrorCode.CANCELLED, cause.code());
     assertTrue(cause.getMessage().contains("test is done"), cause.getMessage());
     assertEquals(0, HostCall.pendingCount());
+    // The caller got the cancellation at once; the orchestrating thread stops at the next stage boundary
+    // and frees what the run made.
+    long deadline = System.nanoTime() + Duration.ofSeconds(5).toNanos();
+    while (callbacks.segmented(g).openBuffers() != 0 && System.nanoTime() < deadline) {
+      Thread.sleep(10);
+    }
     assertEquals(0, callbacks.segmented(g).openBuffers(), "the cancelled run freed every buffer it made");
   }
 

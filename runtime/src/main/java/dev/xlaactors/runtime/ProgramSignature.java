@@ -12,7 +12,8 @@ import java.util.regex.Pattern;
  * report parameter types, and a run with mismatched arguments must be refused in Java with a clear
  * message, so the runtime reads them from the program itself.
  *
- * @param parameters the types of {@code @main}'s parameters, in order
+ * @param parameters the types of {@code @main}'s parameters, in order; {@code !stablehlo.token}
+ *     parameters are not arguments (the runtime makes a fresh token for each run) and are left out
  */
 public record ProgramSignature(List<TensorType> parameters) {
   private static final Pattern MAIN = Pattern.compile("func\\.func\\s+(?:public\\s+)?@main\\s*\\(");
@@ -76,11 +77,8 @@ public record ProgramSignature(List<TensorType> parameters) {
     for (int p = 0; p < pieces.size(); p++) {
       String piece = pieces.get(p);
       int colon = piece.indexOf(':');
-      if (piece.contains("!stablehlo.token")) {
-        throw new CompileException(
-            ErrorCode.UNIMPLEMENTED,
-            "parameter " + p + " of @main is a !stablehlo.token (an ordered effect: io_callback(ordered=True), "
-                + "jax.debug.print); token parameters are not supported: export the function without ordered effects");
+      if (piece.substring(colon + 1).trim().startsWith("!stablehlo.token")) {
+        continue; // a token: made fresh for each run, not an argument (see TokenPassThrough)
       }
       int tensor = piece.indexOf("tensor<", colon < 0 ? 0 : colon);
       if (tensor < 0) {

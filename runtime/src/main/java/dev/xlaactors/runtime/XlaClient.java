@@ -298,8 +298,9 @@ public final class XlaClient extends NativeHandle {
     return invalid;
   }
 
-  private LoadedProgram compileUncached(String stablehlo, CompileOptions options) {
-    ProgramSignature signature = ProgramSignature.parse(stablehlo);
+  private LoadedProgram compileUncached(String original, CompileOptions options) {
+    ProgramSignature signature = ProgramSignature.parse(original); // refuses what cannot run, before XLA
+    String stablehlo = TokenPassThrough.rewrite(original);
     try (Lease lease = lease();
         BytePointer code = PjrtApi.bytes(stablehlo.getBytes(StandardCharsets.UTF_8));
         BytePointer format = PjrtApi.bytes("mlir".getBytes(StandardCharsets.UTF_8));
