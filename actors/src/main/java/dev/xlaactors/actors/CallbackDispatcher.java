@@ -285,7 +285,6 @@ public final class CallbackDispatcher extends AbstractBehavior<CallbackDispatche
   static void runFunction(FunctionEntry entry, Dispatch d) {
     HostCall call = d.call();
     if (!d.execution().begin()) {
-      releaseRun(d);
       return; // given up before it started (its run was aborted): no effects after the failure
     }
     // User code inside the callback logs with the run id and callback name.
@@ -314,32 +313,29 @@ public final class CallbackDispatcher extends AbstractBehavior<CallbackDispatche
       failure = RunSupervisor.threw(call.callbackName(), thrown);
     }
     if (!d.execution().returned()) {
-      releaseRun(d);
       return; // late: the supervisor gave the call up (timeout, abort) and counted it as failed
     }
     if (failure != null) {
-      releaseRun(d);
+      // The supervisor aborts the run, failing and counting this call (a direct one too: its slot is
+      // freed there, so the call stays findable until then).
       d.supervisor().tell(new RunSupervisor.CallbackFailed(call.tag(), failure));
       return;
     }
     if (!d.execution().claimAnswer()) {
-      releaseRun(d);
       return; // given up just now
     }
-    // Before complete(): XLA's next call of the run may come as soon as this one is answered.
-    releaseRun(d);
-    // Count it and tell the supervisor first: once complete() returns, XLA may finish the run, whose
-    // caller may read the metrics at once, and whose RunEnded must not overtake this message.
+    // Count it first: once complete() returns, XLA may finish the run, whose caller may read the metrics
+    // at once.
     d.metrics().recordCallback(call.callbackName(), System.nanoTime() - d.arrivedNanos(), false, false);
-    d.supervisor().tell(new RunSupervisor.CallbackSucceeded(call.tag()));
-    call.complete(outputs);
-  }
-
-  /** A call that went straight to the threads is done with: the run's next call may go straight too. */
-  private static void releaseRun(Dispatch d) {
     if (d.directRun() != null) {
+      // A direct call: no supervisor message at all. The slot is freed before complete(), since XLA's
+      // next call of the run may come as soon as this one is answered.
       d.directRun().directCallDone(d.execution());
+    } else {
+      // Before complete(): the run's RunEnded must not overtake this message.
+      d.supervisor().tell(new RunSupervisor.CallbackSucceeded(call.tag()));
     }
+    call.complete(outputs);
   }
 
   private static void fail(Dispatch d, ErrorCode code, String message) {

@@ -63,6 +63,7 @@ public final class CallbackRuntime implements AutoCloseable {
   private final RuntimeMetrics metrics = new RuntimeMetrics();
   private final Executor runExecutor;
   private final CallbackThreads callbackThreads;
+  private final DirectCallWatchdog watchdog;
   private final AtomicReference<Map<String, CallbackDispatcher.FunctionEntry>> functions = new AtomicReference<>(Map.of());
   private final AtomicInteger queuedRuns = new AtomicInteger();
   private final Cancellable metricsLogging;
@@ -77,6 +78,7 @@ public final class CallbackRuntime implements AutoCloseable {
         new CallbackThreads(
             "xla-callbacks-" + runtimeId, settings.callbackThreads(), settings.maxStuckThreads(), settings.callbackSpin());
     metrics.watchStuckThreads(callbackThreads::stuck);
+    this.watchdog = new DirectCallWatchdog("xla-callback-timeouts-" + runtimeId, DirectCallWatchdog.tickFor(settings));
     HostCall.setAnswerSpin(settings.callbackSpin());
     this.dispatcher =
         system.systemActorOf(
@@ -255,6 +257,7 @@ public final class CallbackRuntime implements AutoCloseable {
       Executable executable, List<HostTensor> inputs, long runId, RunState state, ActorRef<RunSupervisor.Command> supervisor) {
     long runDeadline = System.nanoTime() + settings.runTimeout().toNanos();
     MDC.put("runId", Long.toString(runId));
+    watchdog.watch(state, supervisor);
     try (RunContext context =
         RunContext.withHostCalls(
             client.plugin(),
@@ -277,6 +280,7 @@ public final class CallbackRuntime implements AutoCloseable {
       countGivenUpNatively(state);
       return state.succeeded(outputs);
     } finally {
+      watchdog.unwatch(state);
       supervisor.tell(new RunSupervisor.RunEnded());
       MDC.remove("runId");
     }
@@ -285,8 +289,9 @@ public final class CallbackRuntime implements AutoCloseable {
   /**
    * The fast path of a host call, on the XLA thread: a call to a registered function (resolved in the
    * dispatcher's published snapshot) whose run has no other call in flight goes straight to the callback
-   * threads, one hand-off, and its function answers XLA directly, one hand-off back. The supervisor is
-   * told first and tracks the call and its timeout off the critical path. Anything else (an actor-served
+   * threads, one hand-off, and its function answers XLA directly, one hand-off back, with no actor
+   * message: the run's supervisor finds the call in the run's state when it aborts the run, and the
+   * {@link DirectCallWatchdog} tells it when the call is overdue. Anything else (an actor-served
    * or unknown name, a wrong template, a call while another of the run is in flight, an aborted run)
    * takes the supervisor's path. False if the call was not taken.
    */
@@ -296,17 +301,16 @@ public final class CallbackRuntime implements AutoCloseable {
       return false;
     }
     CallbackExecution execution = new CallbackExecution(callbackThreads);
-    if (!state.claimDirectCall(execution)) {
+    long arrived = System.nanoTime();
+    long deadline = arrived + settings.callbackTimeout(call.callbackName()).duration().toNanos();
+    if (!state.claimDirectCall(new DirectCall(call, execution, arrived, deadline))) {
       return false;
     }
-    long arrived = System.nanoTime();
-    supervisor.tell(new RunSupervisor.DirectCallStarted(call, arrived, execution));
     CallbackDispatcher.Dispatch dispatch =
         new CallbackDispatcher.Dispatch(call, supervisor, null, metrics, arrived, execution, state);
     try {
       callbackThreads.execute(() -> CallbackDispatcher.runFunction(function, dispatch));
     } catch (java.util.concurrent.RejectedExecutionException closed) {
-      state.directCallDone(execution);
       supervisor.tell(new RunSupervisor.CallbackFailed(call.tag(), new CallbackException(call.callbackName(),
           ErrorCode.UNAVAILABLE, "callback '" + call.callbackName() + "' could not be scheduled: the runtime is closed")));
     }
@@ -393,6 +397,7 @@ public final class CallbackRuntime implements AutoCloseable {
       ActorRef<RunSupervisor.Command> supervisor) {
     long runDeadline = System.nanoTime() + settings.runTimeout().toNanos();
     MDC.put("runId", Long.toString(runId));
+    watchdog.watch(state, supervisor);
     try {
       SegmentedProgram.Result result;
       try {
@@ -405,6 +410,7 @@ public final class CallbackRuntime implements AutoCloseable {
       state.succeeded(result.outputs());
       return result;
     } finally {
+      watchdog.unwatch(state);
       supervisor.tell(new RunSupervisor.RunEnded());
       MDC.remove("runId");
     }
@@ -422,6 +428,7 @@ public final class CallbackRuntime implements AutoCloseable {
     }
     dispatcher.tell(new CallbackDispatcher.Stop());
     callbackThreads.close();
+    watchdog.close();
     segmentedPrograms.values().forEach(SegmentedProgram::close);
     segmentedPrograms.clear();
   }

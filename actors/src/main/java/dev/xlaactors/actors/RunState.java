@@ -24,7 +24,8 @@ final class RunState {
   private final AtomicBoolean decided = new AtomicBoolean();
   private final AtomicReference<CallbackException> abortCause = new AtomicReference<>();
   private final Queue<HostCall> issued = new ConcurrentLinkedQueue<>();
-  private final AtomicReference<CallbackExecution> directCall = new AtomicReference<>();
+  private final AtomicReference<DirectCall> directCall = new AtomicReference<>();
+  private final AtomicReference<DirectCall> reportedOverdue = new AtomicReference<>();
   private final RuntimeMetrics metrics;
   private volatile long startNanos = System.nanoTime();
   private volatile RunContext context;
@@ -111,13 +112,26 @@ final class RunState {
    * Claims the run's slot for a call that goes straight to the callback threads: true if no other such
    * call of this run is in flight (callbacks of one run run one at a time).
    */
-  boolean claimDirectCall(CallbackExecution execution) {
-    return directCall.compareAndSet(null, execution);
+  boolean claimDirectCall(DirectCall call) {
+    return directCall.compareAndSet(null, call);
   }
 
-  /** The direct call {@code execution} is answered or given up: the next call may go straight too. */
+  /** The run's direct call in flight, or null. */
+  DirectCall directCall() {
+    return directCall.get();
+  }
+
+  /** The direct call whose function runs {@code execution} is done with: the next call may go straight. */
   void directCallDone(CallbackExecution execution) {
-    directCall.compareAndSet(execution, null);
+    DirectCall current = directCall.get();
+    if (current != null && current.execution() == execution) {
+      directCall.compareAndSet(current, null);
+    }
+  }
+
+  /** True the first time {@code call} is reported overdue (the watchdog tells the supervisor once). */
+  boolean reportOverdue(DirectCall call) {
+    return reportedOverdue.getAndSet(call) != call;
   }
 
   /** Attaches the native context once it exists; cancels it at once if the run was already aborted. */

@@ -51,11 +51,10 @@ public final class RunSupervisor extends AbstractBehavior<RunSupervisor.Command>
   record ServedBy(long tag, ActorRef<?> server) implements Command {}
 
   /**
-   * A host call of this run went straight to the callback threads ({@link CallbackRuntime}'s fast path):
-   * the supervisor tracks it and arms its timeout as for a call it dispatched itself. Sent before the
-   * function can answer, so it is always seen before the answer.
+   * A host call of this run that went straight to the callback threads ({@link CallbackRuntime}'s fast
+   * path) is past its deadline: told by the {@link DirectCallWatchdog}.
    */
-  record DirectCallStarted(HostCall call, long arrivedNanos, CallbackExecution execution) implements Command {}
+  record DirectCallTimedOut(DirectCall call) implements Command {}
 
   /** The run left the queue and executes now: its timeout starts. */
   record Executing() implements Command {}
@@ -144,7 +143,7 @@ public final class RunSupervisor extends AbstractBehavior<RunSupervisor.Command>
   public Receive<Command> createReceive() {
     return newReceiveBuilder()
         .onMessage(HostCallArrived.class, this::onHostCallArrived)
-        .onMessage(DirectCallStarted.class, this::onDirectCallStarted)
+        .onMessage(DirectCallTimedOut.class, this::onDirectCallTimedOut)
         .onMessage(CallbackSucceeded.class, this::onCallbackSucceeded)
         .onMessage(CallbackFailed.class, this::onCallbackFailed)
         .onMessage(ServedBy.class, this::onServedBy)
@@ -171,16 +170,10 @@ public final class RunSupervisor extends AbstractBehavior<RunSupervisor.Command>
     return this;
   }
 
-  private Behavior<Command> onDirectCallStarted(DirectCallStarted m) {
-    HostCall call = m.call();
-    CallbackException abort = state.abortCause();
-    if (abort != null) {
-      m.execution().abandon();
-      call.fail(ErrorCode.CANCELLED, "run " + runId + " was aborted: " + abort.getMessage());
-      return this;
+  private Behavior<Command> onDirectCallTimedOut(DirectCallTimedOut m) {
+    if (state.directCall() == m.call()) {
+      abort(callbackTimedOut(m.call().call().callbackName()), true);
     }
-    inFlight.put(call.tag(), new Pending(call, m.arrivedNanos(), null, m.execution()));
-    timers.startSingleTimer(call.tag(), new CallTimedOut(call.tag()), settings.callbackTimeout(call.callbackName()).duration());
     return this;
   }
 
@@ -254,16 +247,17 @@ public final class RunSupervisor extends AbstractBehavior<RunSupervisor.Command>
   private Behavior<Command> onCallTimedOut(CallTimedOut m) {
     Pending pending = inFlight.get(m.tag());
     if (pending != null) {
-      String name = pending.call().callbackName();
-      ActorsSettings.Timeout timeout = settings.callbackTimeout(name);
-      abort(
-          new CallbackException(
-              name,
-              ErrorCode.DEADLINE_EXCEEDED,
-              "callback '" + name + "' did not answer within " + format(timeout.duration()) + " (" + timeout.key() + ")"),
-          true);
+      abort(callbackTimedOut(pending.call().callbackName()), true);
     }
     return this;
+  }
+
+  private CallbackException callbackTimedOut(String name) {
+    ActorsSettings.Timeout timeout = settings.callbackTimeout(name);
+    return new CallbackException(
+        name,
+        ErrorCode.DEADLINE_EXCEEDED,
+        "callback '" + name + "' did not answer within " + format(timeout.duration()) + " (" + timeout.key() + ")");
   }
 
   private Behavior<Command> onRunTimedOut(RunTimedOut m) {
@@ -313,13 +307,19 @@ public final class RunSupervisor extends AbstractBehavior<RunSupervisor.Command>
       p.execution().abandon();
       p.call().fail(ErrorCode.ABORTED, "run " + runId + " ended");
     }
+    DirectCall direct = state.directCall();
+    if (direct != null) {
+      direct.execution().abandon();
+      direct.call().fail(ErrorCode.ABORTED, "run " + runId + " ended");
+      state.directCallDone(direct.execution());
+    }
     inFlight.clear();
     queued.clear();
     return Behaviors.stopped();
   }
 
   private Behavior<Command> onPostStop(PostStop signal) {
-    if (!inFlight.isEmpty() || !queued.isEmpty()) {
+    if (!inFlight.isEmpty() || !queued.isEmpty() || state.directCall() != null) {
       abort(new CallbackException(null, ErrorCode.ABORTED, "the supervisor of run " + runId + " stopped"), false);
     }
     return this;
@@ -347,6 +347,14 @@ public final class RunSupervisor extends AbstractBehavior<RunSupervisor.Command>
       // metrics as soon as the run ends.
       metrics.recordCallback(p.call().callbackName(), System.nanoTime() - p.arrivedNanos(), true, timedOut);
       p.call().fail(first.code(), message);
+    }
+    DirectCall direct = state.directCall();
+    if (direct != null) {
+      if (direct.execution().abandon()) {
+        metrics.recordCallback(direct.call().callbackName(), System.nanoTime() - direct.arrivedNanos(), true, timedOut);
+        direct.call().fail(first.code(), message);
+      }
+      state.directCallDone(direct.execution());
     }
     for (Pending p : queued) {
       p.call().fail(ErrorCode.CANCELLED, "run " + runId + " was aborted: " + message);

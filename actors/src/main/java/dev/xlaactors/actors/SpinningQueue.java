@@ -1,14 +1,16 @@
 package dev.xlaactors.actors;
 
-import java.util.concurrent.LinkedTransferQueue;
+import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.TimeUnit;
 
 /**
  * The callback threads' task queue: a thread that finds it empty spins for a short while (HOCON {@code
  * callbacks.spin}) before it parks, so a call that arrives within microseconds of the last one, as in a
- * program making callbacks in a loop, does not pay a thread wake-up.
+ * program making callbacks in a loop, does not pay a thread wake-up. A plain blocking queue, not a
+ * transfer queue: a transfer queue hands a new task to a thread already parked in {@code take} (which
+ * must then be woken) even while another thread spins for it.
  */
-final class SpinningQueue extends LinkedTransferQueue<Runnable> {
+final class SpinningQueue extends LinkedBlockingQueue<Runnable> {
   private final long spinNanos;
 
   SpinningQueue(long spinNanos) {
