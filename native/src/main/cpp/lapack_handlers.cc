@@ -3,10 +3,10 @@
 // They follow jaxlib's kernels (jaxlib/cpu/lapack_kernels.cc) in operands, results, attributes,
 // workspace sizes and `info` outputs, so a JAX export runs here as it runs in JAX.
 //
-// LAPACK itself is not linked: Java loads bytedeco's OpenBLAS and passes its path to
-// XlaActors_LoadLapack, which dlopen()s it and dlsym()s the Fortran symbols. The handlers are
-// registered with every plugin regardless; until LAPACK is loaded they answer with an FFI error that
-// names the routine and the reason.
+// LAPACK itself is not linked: Java loads bytedeco's OpenBLAS (when it first compiles a program that
+// calls one of these targets) and passes its path to XlaActors_LoadLapack, which dlopen()s it and
+// dlsym()s the Fortran symbols. The handlers are registered with every plugin regardless; until LAPACK
+// is loaded they answer with an FFI error that names the routine and the reason.
 //
 // Layout: JAX's custom calls ask for column-major matrices (operand_layouts {1,2,0}), batch dims
 // outermost, so each matrix of a batch is one contiguous column-major block that LAPACK reads in place.
@@ -116,7 +116,8 @@ const Routines<T>& RoutinesOf(const LapackTable& table) {
 
 std::mutex g_lapack_mutex;
 std::atomic<const LapackTable*> g_lapack{nullptr};  // set once, never freed: handlers may be running
-std::string g_lapack_problem = "LAPACK has not been loaded (the runtime loads OpenBLAS when it loads a plugin)";
+std::string g_lapack_problem =
+    "LAPACK has not been loaded (the runtime loads OpenBLAS when it compiles a program that calls @lapack_*)";
 
 std::string LapackProblem() {
   std::lock_guard<std::mutex> lock(g_lapack_mutex);

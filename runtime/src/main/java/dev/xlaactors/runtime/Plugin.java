@@ -35,8 +35,6 @@ public final class Plugin {
   private Plugin(Path path, PJRT_Api table) {
     this.path = path;
     this.api = new PjrtApi(table, path.getFileName().toString());
-    // Before any program compiles: the lapack_*_ffi handlers registered below call into it.
-    LapackLibrary.load();
     byte[] error = new byte[1024];
     int registered = XlaActors_RegisterFfiHandlers(table, error, error.length);
     if (registered < 0) {

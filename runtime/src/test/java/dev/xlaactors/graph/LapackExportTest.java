@@ -77,6 +77,30 @@ class LapackExportTest {
     }
   }
 
+  /** XLA may call the handlers from several threads at once; each call has its own workspaces. */
+  @Test
+  void concurrentRunsGiveJaxsResults() throws Exception {
+    String name = "square_f64";
+    ImportedProgram imported = ImportedProgram.fromText(name + ".mlir", JaxFixture.resource("linalg/" + name + ".mlir.gz"));
+    JaxFixture fixture = JaxFixture.load("linalg/" + name);
+    List<String> names = outputNames(name);
+    java.util.concurrent.ExecutorService pool = java.util.concurrent.Executors.newFixedThreadPool(4);
+    try (Executable exe = imported.compile(client)) {
+      List<java.util.concurrent.Future<List<HostTensor>>> runs = new java.util.ArrayList<>();
+      for (int i = 0; i < 16; i++) {
+        runs.add(pool.submit(() -> exe.run(fixture.inputs().toArray(HostTensor[]::new))));
+      }
+      for (java.util.concurrent.Future<List<HostTensor>> run : runs) {
+        List<HostTensor> actual = run.get(60, java.util.concurrent.TimeUnit.SECONDS);
+        for (int i = 0; i < actual.size(); i++) {
+          assertMatches(fixture.outputs().get(i), actual.get(i), 1e-9, 1e-11, name + " (concurrent) " + names.get(i));
+        }
+      }
+    } finally {
+      pool.shutdownNow();
+    }
+  }
+
   private static void assertMatches(HostTensor expected, HostTensor actual, double rtol, double atol, String what) {
     assertEquals(expected.type(), actual.type(), what);
     DType dtype = expected.dtype();
