@@ -88,6 +88,25 @@ def singular(z, z4, indefinite, b):
     }
 
 
+def more(m, sq, h, dl, d, du, b):
+    """jax.lax.linalg and jax.scipy.linalg extras: gesvd, geqp3, gehrd, sytrd/hetrd, gtsv."""
+    qr_svd = jax.lax.linalg.SvdAlgorithm.QR
+    u, sv, vh = jax.lax.linalg.svd(m, algorithm=qr_svd)
+    ut, svt, vht = jax.lax.linalg.svd(m, full_matrices=False, algorithm=qr_svd)
+    pq, pr, pp = jax.vmap(lambda x: jsl.qr(x, pivoting=True))(m)
+    hh, hq = jax.vmap(jsl.hessenberg)(sq)
+    arr, td, te, ttau = jax.lax.linalg.tridiagonal(h)
+    return {
+        "svd_qr_u": u, "svd_qr_s": sv, "svd_qr_vh": vh,
+        "svd_qr_thin_u": ut, "svd_qr_thin_s": svt, "svd_qr_thin_vh": vht,
+        "svd_qr_values": jax.lax.linalg.svd(m, compute_uv=False, algorithm=qr_svd),
+        "qr_pivoting_q": pq, "qr_pivoting_r": pr, "qr_pivoting_p": pp,
+        "hessenberg_h": hh, "hessenberg_q": hq,
+        "tridiagonal_a": arr, "tridiagonal_d": td, "tridiagonal_e": te, "tridiagonal_taus": ttau,
+        "tridiagonal_solve": jax.lax.linalg.tridiagonal_solve(dl, d, du, b),
+    }
+
+
 def orthogonal(dtype):
     init = jax.nn.initializers.orthogonal()
 
@@ -110,7 +129,17 @@ def spd(rng, dtype, *shape):
     return (x @ np.conj(np.swapaxes(x, -1, -2)) + n * np.eye(n)).astype(dtype)
 
 
+def tridiagonal(rng, dtype, batch, n):
+    """A diagonally dominant tridiagonal system: dl[..., 0] and du[..., -1] are zero, as JAX requires."""
+    dl, du = rand(rng, dtype, batch, n), rand(rng, dtype, batch, n)
+    dl[:, 0] = 0
+    du[:, -1] = 0
+    d = (rand(rng, dtype, batch, n) + 4).astype(dtype)
+    return [dl, d, du]
+
+
 def programs(rng, dtype):
+    extra = np.random.default_rng([20261122, np.dtype(dtype).num])
     # Small integer entries make the elimination exact, so the zero pivot is exactly zero here and in JAX.
     z = np.array([[2, 4, 6], [1, 2, 3], [1, 0, 1]], np.float64)
     z4 = np.array([[2, 4, 6, 1], [1, 2, 3, 0.5], [1, 0, 1, 2], [0, 1, 1, 1]], np.float64)
@@ -125,6 +154,9 @@ def programs(rng, dtype):
         "singular": (singular, [z.astype(dtype), z4.astype(dtype), indefinite.astype(dtype),
                                 np.ones((3, 1), dtype)]),
         "orthogonal": (orthogonal(dtype), [np.array([0, 42], np.uint32)]),
+        # Its own generator, so that adding it left the other programs' inputs as they were.
+        "more": (more, [rand(extra, dtype, 2, 4, 3), rand(extra, dtype, 2, 4, 4), spd(extra, dtype, 2, 4, 4),
+                        *tridiagonal(extra, dtype, 2, 4), rand(extra, dtype, 2, 4, 2)]),
     }
 
 

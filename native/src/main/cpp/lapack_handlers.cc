@@ -1,5 +1,6 @@
 // XLA typed-FFI handlers for the LAPACK custom calls that JAX emits on CPU (jnp.linalg,
-// jax.scipy.linalg): lapack_{s,d,c,z}{potrf,getrf,trsm,geqrf,orgqr|ungqr,gesdd,syevd|heevd,geev}_ffi.
+// jax.scipy.linalg, jax.lax.linalg): lapack_{s,d,c,z}{potrf,getrf,trsm,geqrf,orgqr|ungqr,gesdd,
+// syevd|heevd,geev,gesvd,geqp3,gehrd,sytrd|hetrd,gtsv}_ffi.
 // They follow jaxlib's kernels (jaxlib/cpu/lapack_kernels.cc) in operands, results, attributes,
 // workspace sizes and `info` outputs, so a JAX export runs here as it runs in JAX.
 //
@@ -77,6 +78,17 @@ struct Routines {
   using GesddComplex = void(const char*, const I*, const I*, T*, const I*, R*, T*, const I*, T*, const I*, T*,
                             const I*, R*, I*, I*, size_t);
   using Gesdd = std::conditional_t<kComplex<T>, GesddComplex, GesddReal>;
+  using GesvdReal = void(const char*, const char*, const I*, const I*, T*, const I*, R*, T*, const I*, T*, const I*,
+                         T*, const I*, I*, size_t, size_t);
+  using GesvdComplex = void(const char*, const char*, const I*, const I*, T*, const I*, R*, T*, const I*, T*,
+                            const I*, T*, const I*, R*, I*, size_t, size_t);
+  using Gesvd = std::conditional_t<kComplex<T>, GesvdComplex, GesvdReal>;
+  using Geqp3Real = void(const I*, const I*, T*, const I*, I*, T*, T*, const I*, I*);
+  using Geqp3Complex = void(const I*, const I*, T*, const I*, I*, T*, T*, const I*, R*, I*);
+  using Geqp3 = std::conditional_t<kComplex<T>, Geqp3Complex, Geqp3Real>;
+  using Gehrd = void(const I*, const I*, const I*, T*, const I*, T*, T*, const I*, I*);
+  using Sytrd = void(const char*, const I*, T*, const I*, R*, R*, T*, T*, const I*, I*, size_t);
+  using Gtsv = void(const I*, const I*, T*, T*, T*, T*, const I*, I*);
   using Syevd = void(const char*, const char*, const I*, T*, const I*, R*, T*, const I*, I*, const I*, I*, size_t,
                      size_t);
   using Heevd = void(const char*, const char*, const I*, T*, const I*, R*, T*, const I*, R*, const I*, I*,
@@ -96,6 +108,11 @@ struct Routines {
   Gesdd* gesdd = nullptr;
   Eigh* eigh = nullptr;  // syevd / heevd
   Geev* geev = nullptr;
+  Gesvd* gesvd = nullptr;
+  Geqp3* geqp3 = nullptr;
+  Gehrd* gehrd = nullptr;
+  Sytrd* sytrd = nullptr;  // sytrd / hetrd
+  Gtsv* gtsv = nullptr;
 };
 
 struct LapackTable {
@@ -207,6 +224,17 @@ char CharAttr(XLA_FFI_CallFrame* frame, const char* name, const char* allowed) {
          allowed + "'");
   }
   return value;
+}
+
+// An i32 attribute (gehrd's low and high).
+lapack_int IntAttr(XLA_FFI_CallFrame* frame, const char* name) {
+  int64_t index = FindAttribute(frame, name);
+  if (index < 0) Fail(std::string("missing attribute '") + name + "'");
+  auto* scalar = static_cast<XLA_FFI_Scalar*>(frame->attrs.attrs[index]);
+  if (frame->attrs.types[index] != XLA_FFI_AttrType_SCALAR || scalar->dtype != XLA_FFI_DataType_S32) {
+    Fail(std::string("attribute '") + name + "' must be an i32 scalar");
+  }
+  return *static_cast<const int32_t*>(scalar->value);
 }
 
 // A batch of matrices: the last two dims are rows and columns, the others the batch.
@@ -427,10 +455,12 @@ void Orgqr(XLA_FFI_CallFrame* frame, const Routines<T>& lapack) {
   }
 }
 
-// gesdd: x -> (x_out, s, u, vt, info); attribute mode: 'A' full U and V^H, 'S' thin, 'N' values only.
-template <typename T>
-void Gesdd(XLA_FFI_CallFrame* frame, const Routines<T>& lapack) {
+// gesdd (divide and conquer) and gesvd (QR iteration): x -> (x_out, s, u, vt, info); attribute mode:
+// 'A' full U and V^H, 'S' thin, 'N' values only ('O' is refused, as jaxlib does).
+template <bool kDivideAndConquer, typename T>
+void Svd(XLA_FFI_CallFrame* frame, const Routines<T>& lapack) {
   using R = Real<T>;
+  const char* routine = kDivideAndConquer ? "gesdd" : "gesvd";
   ExpectCounts(frame, 1, 5);
   auto* x = Arg(frame, 0, DtypeOf<T>(), "the matrix");
   auto* x_out = Ret(frame, 0, DtypeOf<T>(), "the overwritten matrix");
@@ -460,30 +490,37 @@ void Gesdd(XLA_FFI_CallFrame* frame, const Routines<T>& lapack) {
   lapack_int m = ToInt(b.rows, "m");
   lapack_int n = ToInt(b.cols, "n");
   lapack_int lda = Lead(b.rows);
-  // jaxlib passes ldu = rows and ldvt = the rows of V^H.
+  // jaxlib passes ldu = rows and ldvt = the rows of V^H (neither is referenced in mode 'N').
   lapack_int ldu = Lead(b.rows);
   lapack_int ldvt = Lead(vb.rows);
-  if (mode != 'N' && ub.rows != b.rows) Fail("U must have the matrix's rows, got " + DimsText(u));
   // jaxlib's workspace query uses ldvt = n for 'A' and min(m, n) otherwise.
   lapack_int ldvt_query = Lead(mode == 'A' ? b.cols : k);
   T optimal{};
   lapack_int query = -1;
   lapack_int info_v = 0;
-  if constexpr (kComplex<T>) {
+  if constexpr (kDivideAndConquer && kComplex<T>) {
     lapack.gesdd(&mode, &m, &n, nullptr, &lda, nullptr, nullptr, &ldu, nullptr, &ldvt_query, &optimal, &query,
                  nullptr, nullptr, &info_v, 1);
-  } else {
+  } else if constexpr (kDivideAndConquer) {
     lapack.gesdd(&mode, &m, &n, nullptr, &lda, nullptr, nullptr, &ldu, nullptr, &ldvt_query, &optimal, &query,
                  nullptr, &info_v, 1);
+  } else if constexpr (kComplex<T>) {
+    lapack.gesvd(&mode, &mode, &m, &n, nullptr, &lda, nullptr, nullptr, &ldu, nullptr, &ldvt_query, &optimal, &query,
+                 nullptr, &info_v, 1, 1);
+  } else {
+    lapack.gesvd(&mode, &mode, &m, &n, nullptr, &lda, nullptr, nullptr, &ldu, nullptr, &ldvt_query, &optimal, &query,
+                 &info_v, 1, 1);
   }
-  lapack_int lwork = QueriedWorkspace(optimal, info_v, "gesdd");
+  lapack_int lwork = QueriedWorkspace(optimal, info_v, routine);
   std::vector<T> work = Scratch<T>(lwork);
-  std::vector<lapack_int> iwork = Scratch<lapack_int>(8 * k);
+  std::vector<lapack_int> iwork = Scratch<lapack_int>(kDivideAndConquer ? 8 * k : 1);
   std::vector<R> rwork;
   if constexpr (kComplex<T>) {
     int64_t max_dim = std::max(b.rows, b.cols);
-    int64_t rwork_size = mode == 'N' ? 7 * k : std::max(5 * k * k + 5 * k, 2 * max_dim * k + 2 * k * k + k);
-    rwork = Scratch<R>(FormulaWorkspace(rwork_size, "gesdd's real workspace"));
+    int64_t rwork_size = !kDivideAndConquer ? 5 * k
+                         : mode == 'N'      ? 7 * k
+                                            : std::max(5 * k * k + 5 * k, 2 * max_dim * k + 2 * k * k + k);
+    rwork = Scratch<R>(FormulaWorkspace(rwork_size, "the real workspace"));
   }
   T* a = static_cast<T*>(x_out->data);
   R* s_data = static_cast<R*>(s->data);
@@ -495,16 +532,211 @@ void Gesdd(XLA_FFI_CallFrame* frame, const Routines<T>& lapack) {
   // In mode 'N' LAPACK references neither U nor V^H; give it a valid pointer all the same.
   T unused{};
   for (int64_t i = 0; i < b.count; ++i) {
+    T* a_i = a + i * b.rows * b.cols;
+    R* s_i = s_data + i * k;
     T* u_i = u_step > 0 ? u_data + i * u_step : &unused;
     T* vt_i = vt_step > 0 ? vt_data + i * vt_step : &unused;
-    if constexpr (kComplex<T>) {
-      lapack.gesdd(&mode, &m, &n, a + i * b.rows * b.cols, &lda, s_data + i * k, u_i, &ldu, vt_i, &ldvt, work.data(),
-                   &lwork, rwork.data(), iwork.data(), &info_v, 1);
+    if constexpr (kDivideAndConquer && kComplex<T>) {
+      lapack.gesdd(&mode, &m, &n, a_i, &lda, s_i, u_i, &ldu, vt_i, &ldvt, work.data(), &lwork, rwork.data(),
+                   iwork.data(), &info_v, 1);
+    } else if constexpr (kDivideAndConquer) {
+      lapack.gesdd(&mode, &m, &n, a_i, &lda, s_i, u_i, &ldu, vt_i, &ldvt, work.data(), &lwork, iwork.data(), &info_v,
+                   1);
+    } else if constexpr (kComplex<T>) {
+      lapack.gesvd(&mode, &mode, &m, &n, a_i, &lda, s_i, u_i, &ldu, vt_i, &ldvt, work.data(), &lwork, rwork.data(),
+                   &info_v, 1, 1);
     } else {
-      lapack.gesdd(&mode, &m, &n, a + i * b.rows * b.cols, &lda, s_data + i * k, u_i, &ldu, vt_i, &ldvt, work.data(),
-                   &lwork, iwork.data(), &info_v, 1);
+      lapack.gesvd(&mode, &mode, &m, &n, a_i, &lda, s_i, u_i, &ldu, vt_i, &ldvt, work.data(), &lwork, &info_v, 1, 1);
     }
-    CheckIllegalArgument(info_v, "gesdd");
+    CheckIllegalArgument(info_v, routine);
+    info_data[i] = info_v;
+  }
+}
+
+// geqp3: (x, jpvt) -> (x_out, jpvt_out, tau), QR with column pivoting. jpvt is 1-based both ways and
+// marks columns to keep in front (JAX passes zeros).
+template <typename T>
+void Geqp3(XLA_FFI_CallFrame* frame, const Routines<T>& lapack) {
+  using R = Real<T>;
+  ExpectCounts(frame, 2, 3);
+  auto* x = Arg(frame, 0, DtypeOf<T>(), "the matrix");
+  auto* jpvt = Arg(frame, 1, XLA_FFI_DataType_S32, "jpvt");
+  auto* x_out = Ret(frame, 0, DtypeOf<T>(), "the factored matrix");
+  auto* jpvt_out = Ret(frame, 1, XLA_FFI_DataType_S32, "the column permutation");
+  auto* tau = Ret(frame, 2, DtypeOf<T>(), "tau");
+  Batch b = SplitBatch(x, "the matrix");
+  int64_t k = std::min(b.rows, b.cols);
+  ExpectElements(jpvt, b.count * b.cols, "jpvt");
+  ExpectElements(jpvt_out, b.count * b.cols, "the column permutation");
+  ExpectElements(x_out, ElementCount(x), "the factored matrix");
+  ExpectElements(tau, b.count * k, "tau");
+  CopyIfDifferent<T>(x, x_out, ElementCount(x));
+  CopyIfDifferent<int32_t>(jpvt, jpvt_out, ElementCount(jpvt));
+  lapack_int m = ToInt(b.rows, "m");
+  lapack_int n = ToInt(b.cols, "n");
+  lapack_int lda = Lead(b.rows);
+  T optimal{};
+  lapack_int query = -1;
+  lapack_int info_v = 0;
+  std::vector<R> rwork;
+  if constexpr (kComplex<T>) {
+    rwork = Scratch<R>(2 * b.cols);
+    lapack.geqp3(&m, &n, nullptr, &lda, nullptr, nullptr, &optimal, &query, rwork.data(), &info_v);
+  } else {
+    lapack.geqp3(&m, &n, nullptr, &lda, nullptr, nullptr, &optimal, &query, &info_v);
+  }
+  lapack_int lwork = QueriedWorkspace(optimal, info_v, "geqp3");
+  std::vector<T> work = Scratch<T>(lwork);
+  T* a = static_cast<T*>(x_out->data);
+  auto* jpvt_data = static_cast<int32_t*>(jpvt_out->data);
+  T* tau_data = static_cast<T*>(tau->data);
+  for (int64_t i = 0; i < b.count; ++i) {
+    int32_t* p = jpvt_data + i * b.cols;
+    for (int64_t j = 0; j < b.cols; ++j) {
+      if (p[j] < 0 || p[j] > b.cols) Fail("jpvt holds " + std::to_string(p[j]) + ", outside 0.." + std::to_string(b.cols));
+    }
+    if constexpr (kComplex<T>) {
+      lapack.geqp3(&m, &n, a + i * b.rows * b.cols, &lda, p, tau_data + i * k, work.data(), &lwork, rwork.data(),
+                   &info_v);
+    } else {
+      lapack.geqp3(&m, &n, a + i * b.rows * b.cols, &lda, p, tau_data + i * k, work.data(), &lwork, &info_v);
+    }
+    CheckIllegalArgument(info_v, "geqp3");
+  }
+}
+
+// gehrd: x -> (x_out, tau, info), reduction to upper Hessenberg form; i32 attributes low and high
+// (LAPACK's ilo and ihi, 1-based).
+template <typename T>
+void Gehrd(XLA_FFI_CallFrame* frame, const Routines<T>& lapack) {
+  ExpectCounts(frame, 1, 3);
+  auto* x = Arg(frame, 0, DtypeOf<T>(), "the matrix");
+  auto* x_out = Ret(frame, 0, DtypeOf<T>(), "the reduced matrix");
+  auto* tau = Ret(frame, 1, DtypeOf<T>(), "tau");
+  auto* info = Ret(frame, 2, XLA_FFI_DataType_S32, "info");
+  lapack_int low = IntAttr(frame, "low");
+  lapack_int high = IntAttr(frame, "high");
+  Batch b = SplitBatch(x, "the matrix");
+  if (b.rows != b.cols) Fail("the matrix must be square, got " + DimsText(x));
+  int64_t n64 = b.cols;
+  bool valid = n64 == 0 ? (low == 1 && high == 0) : (1 <= low && low <= high && high <= n64);
+  if (!valid) {
+    Fail("needs 1 <= low <= high <= n, got low " + std::to_string(low) + ", high " + std::to_string(high) + ", n " +
+         std::to_string(n64));
+  }
+  int64_t tau_step = std::max<int64_t>(n64 - 1, 0);
+  ExpectElements(x_out, ElementCount(x), "the reduced matrix");
+  ExpectElements(tau, b.count * tau_step, "tau");
+  ExpectElements(info, b.count, "info");
+  CopyIfDifferent<T>(x, x_out, ElementCount(x));
+  lapack_int n = ToInt(n64, "n");
+  lapack_int lda = Lead(n64);
+  T optimal{};
+  lapack_int query = -1;
+  lapack_int info_v = 0;
+  lapack.gehrd(&n, &low, &high, nullptr, &lda, nullptr, &optimal, &query, &info_v);
+  lapack_int lwork = QueriedWorkspace(optimal, info_v, "gehrd");
+  std::vector<T> work = Scratch<T>(lwork);
+  std::vector<T> tau_scratch = Scratch<T>(1);  // n == 0: LAPACK wants a pointer, XLA's buffer is empty
+  T* a = static_cast<T*>(x_out->data);
+  T* tau_data = static_cast<T*>(tau->data);
+  auto* info_data = static_cast<int32_t*>(info->data);
+  for (int64_t i = 0; i < b.count; ++i) {
+    T* tau_i = tau_step > 0 ? tau_data + i * tau_step : tau_scratch.data();
+    lapack.gehrd(&n, &low, &high, a + i * n64 * n64, &lda, tau_i, work.data(), &lwork, &info_v);
+    CheckIllegalArgument(info_v, "gehrd");
+    info_data[i] = info_v;
+  }
+}
+
+// sytrd / hetrd: x -> (x_out, d, e, tau, info), reduction to real symmetric tridiagonal form;
+// attribute uplo.
+template <typename T>
+void Sytrd(XLA_FFI_CallFrame* frame, const Routines<T>& lapack) {
+  using R = Real<T>;
+  const char* routine = kComplex<T> ? "hetrd" : "sytrd";
+  ExpectCounts(frame, 1, 5);
+  auto* x = Arg(frame, 0, DtypeOf<T>(), "the matrix");
+  auto* x_out = Ret(frame, 0, DtypeOf<T>(), "the reduced matrix");
+  auto* d = Ret(frame, 1, DtypeOf<R>(), "the diagonal");
+  auto* e = Ret(frame, 2, DtypeOf<R>(), "the off-diagonal");
+  auto* tau = Ret(frame, 3, DtypeOf<T>(), "tau");
+  auto* info = Ret(frame, 4, XLA_FFI_DataType_S32, "info");
+  char uplo = CharAttr(frame, "uplo", "LU");
+  Batch b = SplitBatch(x, "the matrix");
+  if (b.rows != b.cols) Fail("the matrix must be square, got " + DimsText(x));
+  int64_t n64 = b.cols;
+  int64_t off_step = std::max<int64_t>(n64 - 1, 0);
+  ExpectElements(x_out, ElementCount(x), "the reduced matrix");
+  ExpectElements(d, b.count * n64, "the diagonal");
+  ExpectElements(e, b.count * off_step, "the off-diagonal");
+  ExpectElements(tau, b.count * off_step, "tau");
+  ExpectElements(info, b.count, "info");
+  CopyIfDifferent<T>(x, x_out, ElementCount(x));
+  lapack_int n = ToInt(n64, "n");
+  lapack_int lda = Lead(n64);
+  T optimal{};
+  lapack_int query = -1;
+  lapack_int info_v = 0;
+  lapack.sytrd(&uplo, &n, nullptr, &lda, nullptr, nullptr, nullptr, &optimal, &query, &info_v, 1);
+  lapack_int lwork = QueriedWorkspace(optimal, info_v, routine);
+  std::vector<T> work = Scratch<T>(lwork);
+  std::vector<R> e_scratch = Scratch<R>(1);  // n <= 1: XLA's buffers for e and tau are empty
+  std::vector<T> tau_scratch = Scratch<T>(1);
+  T* a = static_cast<T*>(x_out->data);
+  R* d_data = static_cast<R*>(d->data);
+  R* e_data = static_cast<R*>(e->data);
+  T* tau_data = static_cast<T*>(tau->data);
+  auto* info_data = static_cast<int32_t*>(info->data);
+  R d_scratch{};
+  for (int64_t i = 0; i < b.count; ++i) {
+    R* d_i = n64 > 0 ? d_data + i * n64 : &d_scratch;
+    R* e_i = off_step > 0 ? e_data + i * off_step : e_scratch.data();
+    T* tau_i = off_step > 0 ? tau_data + i * off_step : tau_scratch.data();
+    lapack.sytrd(&uplo, &n, a + i * n64 * n64, &lda, d_i, e_i, tau_i, work.data(), &lwork, &info_v, 1);
+    CheckIllegalArgument(info_v, routine);
+    info_data[i] = info_v;
+  }
+}
+
+// gtsv: (dl, d, du, b) -> (dl_out, d_out, du_out, b_out, info), a tridiagonal solve. JAX's dl has a
+// leading element and du a trailing one that LAPACK does not use (dl is passed from its second
+// element, as jaxlib does).
+template <typename T>
+void Gtsv(XLA_FFI_CallFrame* frame, const Routines<T>& lapack) {
+  ExpectCounts(frame, 4, 5);
+  auto* dl = Arg(frame, 0, DtypeOf<T>(), "the lower diagonal");
+  auto* d = Arg(frame, 1, DtypeOf<T>(), "the diagonal");
+  auto* du = Arg(frame, 2, DtypeOf<T>(), "the upper diagonal");
+  auto* rhs = Arg(frame, 3, DtypeOf<T>(), "the right-hand side");
+  auto* dl_out = Ret(frame, 0, DtypeOf<T>(), "the lower diagonal result");
+  auto* d_out = Ret(frame, 1, DtypeOf<T>(), "the diagonal result");
+  auto* du_out = Ret(frame, 2, DtypeOf<T>(), "the upper diagonal result");
+  auto* x_out = Ret(frame, 3, DtypeOf<T>(), "the solution");
+  auto* info = Ret(frame, 4, XLA_FFI_DataType_S32, "info");
+  Batch b = SplitBatch(rhs, "the right-hand side");
+  for (auto* diag : {dl, d, du, dl_out, d_out, du_out}) ExpectElements(diag, b.count * b.rows, "a diagonal");
+  ExpectElements(x_out, ElementCount(rhs), "the solution");
+  ExpectElements(info, b.count, "info");
+  CopyIfDifferent<T>(dl, dl_out, ElementCount(dl));
+  CopyIfDifferent<T>(d, d_out, ElementCount(d));
+  CopyIfDifferent<T>(du, du_out, ElementCount(du));
+  CopyIfDifferent<T>(rhs, x_out, ElementCount(rhs));
+  lapack_int n = ToInt(b.rows, "n");
+  lapack_int nrhs = ToInt(b.cols, "nrhs");
+  lapack_int ldb = Lead(b.rows);
+  T* dl_data = static_cast<T*>(dl_out->data);
+  T* d_data = static_cast<T*>(d_out->data);
+  T* du_data = static_cast<T*>(du_out->data);
+  T* x_data = static_cast<T*>(x_out->data);
+  auto* info_data = static_cast<int32_t*>(info->data);
+  for (int64_t i = 0; i < b.count; ++i) {
+    info_data[i] = 0;
+    if (b.rows == 0) continue;  // nothing to solve, and dl + 1 would point past the batch's diagonal
+    lapack_int info_v = 0;
+    lapack.gtsv(&n, &nrhs, dl_data + i * b.rows + 1, d_data + i * b.rows, du_data + i * b.rows,
+                x_data + i * b.rows * b.cols, &ldb, &info_v);
+    CheckIllegalArgument(info_v, "gtsv");
     info_data[i] = info_v;
   }
 }
@@ -677,7 +909,7 @@ void Geev(XLA_FFI_CallFrame* frame, const Routines<T>& lapack) {
 
 // ---- Registration: one handler per (routine, type), named as jaxlib names it. ----
 
-enum class Routine { kPotrf, kGetrf, kTrsm, kGeqrf, kOrgqr, kGesdd, kEigh, kGeev };
+enum class Routine { kPotrf, kGetrf, kTrsm, kGeqrf, kOrgqr, kGesdd, kEigh, kGeev, kGesvd, kGeqp3, kGehrd, kSytrd, kGtsv };
 
 template <typename T>
 char TypeLetter() {
@@ -698,6 +930,11 @@ const char* RoutineName(Routine r) {
     case Routine::kGesdd: return "gesdd";
     case Routine::kEigh: return kComplex<T> ? "heevd" : "syevd";
     case Routine::kGeev: return "geev";
+    case Routine::kGesvd: return "gesvd";
+    case Routine::kGeqp3: return "geqp3";
+    case Routine::kGehrd: return "gehrd";
+    case Routine::kSytrd: return kComplex<T> ? "hetrd" : "sytrd";
+    case Routine::kGtsv: return "gtsv";
   }
   return "?";
 }
@@ -730,9 +967,14 @@ XLA_FFI_Error* LapackHandlerImpl(XLA_FFI_CallFrame* frame) {
       case Routine::kTrsm: Trsm<T>(frame, lapack); break;
       case Routine::kGeqrf: Geqrf<T>(frame, lapack); break;
       case Routine::kOrgqr: Orgqr<T>(frame, lapack); break;
-      case Routine::kGesdd: Gesdd<T>(frame, lapack); break;
+      case Routine::kGesdd: Svd<true, T>(frame, lapack); break;
       case Routine::kEigh: Eigh<T>(frame, lapack); break;
       case Routine::kGeev: Geev<T>(frame, lapack); break;
+      case Routine::kGesvd: Svd<false, T>(frame, lapack); break;
+      case Routine::kGeqp3: Geqp3<T>(frame, lapack); break;
+      case Routine::kGehrd: Gehrd<T>(frame, lapack); break;
+      case Routine::kSytrd: Sytrd<T>(frame, lapack); break;
+      case Routine::kGtsv: Gtsv<T>(frame, lapack); break;
     }
   } catch (const CallError& e) {
     return MakeFfiError(frame->api, e.code, target + ": " + e.message);
@@ -761,6 +1003,11 @@ void AddHandlers(std::vector<HandlerEntry>& out) {
   out.push_back({TargetName<T>(Routine::kGesdd), &LapackHandler<Routine::kGesdd, T>});
   out.push_back({TargetName<T>(Routine::kEigh), &LapackHandler<Routine::kEigh, T>});
   out.push_back({TargetName<T>(Routine::kGeev), &LapackHandler<Routine::kGeev, T>});
+  out.push_back({TargetName<T>(Routine::kGesvd), &LapackHandler<Routine::kGesvd, T>});
+  out.push_back({TargetName<T>(Routine::kGeqp3), &LapackHandler<Routine::kGeqp3, T>});
+  out.push_back({TargetName<T>(Routine::kGehrd), &LapackHandler<Routine::kGehrd, T>});
+  out.push_back({TargetName<T>(Routine::kSytrd), &LapackHandler<Routine::kSytrd, T>});
+  out.push_back({TargetName<T>(Routine::kGtsv), &LapackHandler<Routine::kGtsv, T>});
 }
 
 const std::vector<HandlerEntry>& AllHandlers() {
@@ -792,6 +1039,11 @@ void ResolveAll(void* library, Routines<T>& routines, std::string& missing) {
   Resolve<T>(library, Routine::kGesdd, routines.gesdd, missing);
   Resolve<T>(library, Routine::kEigh, routines.eigh, missing);
   Resolve<T>(library, Routine::kGeev, routines.geev, missing);
+  Resolve<T>(library, Routine::kGesvd, routines.gesvd, missing);
+  Resolve<T>(library, Routine::kGeqp3, routines.geqp3, missing);
+  Resolve<T>(library, Routine::kGehrd, routines.gehrd, missing);
+  Resolve<T>(library, Routine::kSytrd, routines.sytrd, missing);
+  Resolve<T>(library, Routine::kGtsv, routines.gtsv, missing);
 }
 
 }  // namespace
