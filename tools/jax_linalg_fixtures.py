@@ -107,6 +107,18 @@ def more(m, sq, h, dl, d, du, b):
     }
 
 
+def schur_ormqr(sq, reflectors, taus, c_left, c_right):
+    """gees (Schur form) and ormqr/unmqr (applying the product of Householder reflectors without forming
+    it, on both sides; any reflectors and taus define one, so they are random inputs here)."""
+    t, z = jax.vmap(jsl.schur)(sq)
+    return {
+        "schur_t": t, "schur_z": z,
+        "ormqr_left_transpose": jax.lax.linalg.ormqr(reflectors, taus, c_left, left=True, transpose=True),
+        "ormqr_left": jax.lax.linalg.ormqr(reflectors, taus, c_left, left=True, transpose=False),
+        "ormqr_right": jax.lax.linalg.ormqr(reflectors, taus, c_right, left=False, transpose=False),
+    }
+
+
 def orthogonal(dtype):
     init = jax.nn.initializers.orthogonal()
 
@@ -157,6 +169,8 @@ def programs(rng, dtype):
         # Its own generator, so that adding it left the other programs' inputs as they were.
         "more": (more, [rand(extra, dtype, 2, 4, 3), rand(extra, dtype, 2, 4, 4), spd(extra, dtype, 2, 4, 4),
                         *tridiagonal(extra, dtype, 2, 4), rand(extra, dtype, 2, 4, 2)]),
+        "schur_ormqr": (schur_ormqr, [rand(extra, dtype, 2, 4, 4), rand(extra, dtype, 2, 4, 3),
+                                      rand(extra, dtype, 2, 3), rand(extra, dtype, 2, 4, 2), rand(extra, dtype, 2, 2, 4)]),
     }
 
 

@@ -1,6 +1,7 @@
 // XLA typed-FFI handlers for the LAPACK custom calls that JAX emits on CPU (jnp.linalg,
 // jax.scipy.linalg, jax.lax.linalg): lapack_{s,d,c,z}{potrf,getrf,trsm,geqrf,orgqr|ungqr,gesdd,
-// syevd|heevd,geev,gesvd,geqp3,gehrd,sytrd|hetrd,gtsv}_ffi.
+// syevd|heevd,geev,gesvd,geqp3,gehrd,sytrd|hetrd,gtsv,ormqr|unmqr,gees}_ffi: every LAPACK target
+// that jax 0.10.2's jax/_src/lax/linalg.py lowers to on CPU.
 // They follow jaxlib's kernels (jaxlib/cpu/lapack_kernels.cc) in operands, results, attributes,
 // workspace sizes and `info` outputs, so a JAX export runs here as it runs in JAX.
 //
@@ -89,6 +90,14 @@ struct Routines {
   using Gehrd = void(const I*, const I*, const I*, T*, const I*, T*, T*, const I*, I*);
   using Sytrd = void(const char*, const I*, T*, const I*, R*, R*, T*, T*, const I*, I*, size_t);
   using Gtsv = void(const I*, const I*, T*, T*, T*, T*, const I*, I*);
+  using Ormqr = void(const char*, const char*, const I*, const I*, const I*, const T*, const I*, const T*, T*,
+                     const I*, T*, const I*, I*, size_t, size_t);
+  // select is a LOGICAL FUNCTION, never called with sort = 'N'; bwork likewise unused then.
+  using GeesReal = void(const char*, const char*, void*, const I*, T*, const I*, I*, T*, T*, T*, const I*, T*,
+                        const I*, I*, I*, size_t, size_t);
+  using GeesComplex = void(const char*, const char*, void*, const I*, T*, const I*, I*, T*, T*, const I*, T*,
+                           const I*, R*, I*, I*, size_t, size_t);
+  using Gees = std::conditional_t<kComplex<T>, GeesComplex, GeesReal>;
   using Syevd = void(const char*, const char*, const I*, T*, const I*, R*, T*, const I*, I*, const I*, I*, size_t,
                      size_t);
   using Heevd = void(const char*, const char*, const I*, T*, const I*, R*, T*, const I*, R*, const I*, I*,
@@ -113,6 +122,8 @@ struct Routines {
   Gehrd* gehrd = nullptr;
   Sytrd* sytrd = nullptr;  // sytrd / hetrd
   Gtsv* gtsv = nullptr;
+  Ormqr* ormqr = nullptr;  // ormqr / unmqr
+  Gees* gees = nullptr;
 };
 
 struct LapackTable {
@@ -235,6 +246,19 @@ lapack_int IntAttr(XLA_FFI_CallFrame* frame, const char* name) {
     Fail(std::string("attribute '") + name + "' must be an i32 scalar");
   }
   return *static_cast<const int32_t*>(scalar->value);
+}
+
+// A boolean attribute (ormqr's left and transpose; XLA passes MLIR's `true` as a PRED scalar).
+bool BoolAttr(XLA_FFI_CallFrame* frame, const char* name) {
+  int64_t index = FindAttribute(frame, name);
+  if (index < 0) Fail(std::string("missing attribute '") + name + "'");
+  auto* scalar = static_cast<XLA_FFI_Scalar*>(frame->attrs.attrs[index]);
+  if (frame->attrs.types[index] != XLA_FFI_AttrType_SCALAR ||
+      (scalar->dtype != XLA_FFI_DataType_PRED && scalar->dtype != XLA_FFI_DataType_U8 &&
+       scalar->dtype != XLA_FFI_DataType_S8)) {
+    Fail(std::string("attribute '") + name + "' must be a bool");
+  }
+  return *static_cast<const uint8_t*>(scalar->value) != 0;
 }
 
 // A batch of matrices: the last two dims are rows and columns, the others the batch.
@@ -741,6 +765,122 @@ void Gtsv(XLA_FFI_CallFrame* frame, const Routines<T>& lapack) {
   }
 }
 
+// ormqr / unmqr: (a, tau, c) -> c_out = op(Q) c (left) or c op(Q) (right), Q from geqrf's reflectors;
+// bool attributes left and transpose (conjugate transpose for complex types).
+template <typename T>
+void Ormqr(XLA_FFI_CallFrame* frame, const Routines<T>& lapack) {
+  const char* routine = kComplex<T> ? "unmqr" : "ormqr";
+  ExpectCounts(frame, 3, 1);
+  auto* a = Arg(frame, 0, DtypeOf<T>(), "the reflectors");
+  auto* tau = Arg(frame, 1, DtypeOf<T>(), "tau");
+  auto* c = Arg(frame, 2, DtypeOf<T>(), "the matrix");
+  auto* c_out = Ret(frame, 0, DtypeOf<T>(), "the product");
+  bool left = BoolAttr(frame, "left");
+  bool transpose = BoolAttr(frame, "transpose");
+  char side = left ? 'L' : 'R';
+  char trans = transpose ? (kComplex<T> ? 'C' : 'T') : 'N';
+  Batch cb = SplitBatch(c, "the matrix");
+  Batch ab = SplitBatch(a, "the reflectors");
+  if (tau->rank < 1) Fail("tau must have rank >= 1, got " + DimsText(tau));
+  int64_t k = tau->dims[tau->rank - 1];
+  int64_t q_order = left ? cb.rows : cb.cols;
+  if (ab.count != cb.count || ab.rows != q_order || ab.cols < k || k > q_order) {
+    Fail("the reflectors " + DimsText(a) + " and tau " + DimsText(tau) + " do not fit the matrix " + DimsText(c) +
+         (left ? " on the left" : " on the right"));
+  }
+  ExpectElements(tau, cb.count * k, "tau");
+  ExpectElements(c_out, ElementCount(c), "the product");
+  CopyIfDifferent<T>(c, c_out, ElementCount(c));
+  lapack_int m = ToInt(cb.rows, "m");
+  lapack_int n = ToInt(cb.cols, "n");
+  lapack_int k_v = ToInt(k, "k");
+  lapack_int lda = Lead(ab.rows);
+  lapack_int ldc = Lead(cb.rows);
+  T optimal{};
+  lapack_int query = -1;
+  lapack_int info_v = 0;
+  lapack.ormqr(&side, &trans, &m, &n, &k_v, nullptr, &lda, nullptr, nullptr, &ldc, &optimal, &query, &info_v, 1, 1);
+  lapack_int lwork = QueriedWorkspace(optimal, info_v, routine);
+  std::vector<T> work = Scratch<T>(lwork);
+  const T* a_data = static_cast<const T*>(a->data);
+  const T* tau_data = static_cast<const T*>(tau->data);
+  T* c_data = static_cast<T*>(c_out->data);
+  for (int64_t i = 0; i < cb.count; ++i) {
+    lapack.ormqr(&side, &trans, &m, &n, &k_v, a_data + i * ab.rows * ab.cols, &lda, tau_data + i * k,
+                 c_data + i * cb.rows * cb.cols, &ldc, work.data(), &lwork, &info_v, 1, 1);
+    CheckIllegalArgument(info_v, routine);
+  }
+}
+
+// gees: real x -> (x_out = T, vs, wr, wi, sdim, info), complex x -> (x_out, vs, w, sdim, info), the
+// Schur decomposition; attributes mode ('V' or 'N' for the Schur vectors) and sort (only 'N', as in
+// jaxlib, which passes no selection function).
+template <typename T>
+void Gees(XLA_FFI_CallFrame* frame, const Routines<T>& lapack) {
+  using R = Real<T>;
+  constexpr int64_t kValueResults = kComplex<T> ? 1 : 2;
+  ExpectCounts(frame, 1, 4 + kValueResults);
+  auto* x = Arg(frame, 0, DtypeOf<T>(), "the matrix");
+  auto* x_out = Ret(frame, 0, DtypeOf<T>(), "the Schur form");
+  auto* vs = Ret(frame, 1, DtypeOf<T>(), "the Schur vectors");
+  auto* w_re = Ret(frame, 2, DtypeOf<T>(), kComplex<T> ? "the eigenvalues" : "the eigenvalues' real parts");
+  XLA_FFI_Buffer* w_im = kComplex<T> ? nullptr : Ret(frame, 3, DtypeOf<T>(), "the eigenvalues' imaginary parts");
+  auto* sdim = Ret(frame, 2 + kValueResults, XLA_FFI_DataType_S32, "sdim");
+  auto* info = Ret(frame, 3 + kValueResults, XLA_FFI_DataType_S32, "info");
+  char mode = CharAttr(frame, "mode", "NV");
+  char sort = CharAttr(frame, "sort", "NS");
+  if (sort != 'N') Fail("sorting eigenvalues is not supported (as in jaxlib)", XLA_FFI_Error_Code_UNIMPLEMENTED);
+  Batch b = SplitBatch(x, "the matrix");
+  if (b.rows != b.cols) Fail("the matrix must be square, got " + DimsText(x));
+  int64_t n64 = b.cols;
+  int64_t size = n64 * n64;
+  ExpectElements(x_out, ElementCount(x), "the Schur form");
+  ExpectElements(vs, b.count * size, "the Schur vectors");
+  ExpectElements(w_re, b.count * n64, "the eigenvalues");
+  if (w_im != nullptr) ExpectElements(w_im, b.count * n64, "the eigenvalues' imaginary parts");
+  ExpectElements(sdim, b.count, "sdim");
+  ExpectElements(info, b.count, "info");
+  CopyIfDifferent<T>(x, x_out, ElementCount(x));
+  lapack_int n = ToInt(n64, "n");
+  lapack_int ld = Lead(n64);
+  T optimal{};
+  lapack_int query = -1;
+  lapack_int info_v = 0;
+  lapack_int sdim_v = 0;
+  std::vector<R> rwork;
+  if constexpr (kComplex<T>) {
+    rwork = Scratch<R>(n64);
+    lapack.gees(&mode, &sort, nullptr, &n, nullptr, &ld, &sdim_v, nullptr, nullptr, &ld, &optimal, &query,
+                rwork.data(), nullptr, &info_v, 1, 1);
+  } else {
+    lapack.gees(&mode, &sort, nullptr, &n, nullptr, &ld, &sdim_v, nullptr, nullptr, nullptr, &ld, &optimal, &query,
+                nullptr, &info_v, 1, 1);
+  }
+  lapack_int lwork = QueriedWorkspace(optimal, info_v, "gees");
+  std::vector<T> work = Scratch<T>(lwork);
+  T unused{};
+  T* a = static_cast<T*>(x_out->data);
+  T* vs_data = static_cast<T*>(vs->data);
+  T* w_re_data = static_cast<T*>(w_re->data);
+  auto* sdim_data = static_cast<int32_t*>(sdim->data);
+  auto* info_data = static_cast<int32_t*>(info->data);
+  for (int64_t i = 0; i < b.count; ++i) {
+    T* a_i = a + i * size;
+    T* vs_i = size > 0 ? vs_data + i * size : &unused;
+    if constexpr (kComplex<T>) {
+      lapack.gees(&mode, &sort, nullptr, &n, a_i, &ld, &sdim_v, w_re_data + i * n64, vs_i, &ld, work.data(), &lwork,
+                  rwork.data(), nullptr, &info_v, 1, 1);
+    } else {
+      T* w_im_data = static_cast<T*>(w_im->data);
+      lapack.gees(&mode, &sort, nullptr, &n, a_i, &ld, &sdim_v, w_re_data + i * n64, w_im_data + i * n64, vs_i, &ld,
+                  work.data(), &lwork, nullptr, &info_v, 1, 1);
+    }
+    CheckIllegalArgument(info_v, "gees");
+    sdim_data[i] = sdim_v;
+    info_data[i] = info_v;
+  }
+}
+
 // syevd / heevd: x -> (x_out = eigenvectors, w, info); attributes uplo and mode ('V' or 'N').
 // Workspace sizes are jaxlib's fixed formulas (the documented minimums), not queries.
 template <typename T>
@@ -909,7 +1049,7 @@ void Geev(XLA_FFI_CallFrame* frame, const Routines<T>& lapack) {
 
 // ---- Registration: one handler per (routine, type), named as jaxlib names it. ----
 
-enum class Routine { kPotrf, kGetrf, kTrsm, kGeqrf, kOrgqr, kGesdd, kEigh, kGeev, kGesvd, kGeqp3, kGehrd, kSytrd, kGtsv };
+enum class Routine { kPotrf, kGetrf, kTrsm, kGeqrf, kOrgqr, kGesdd, kEigh, kGeev, kGesvd, kGeqp3, kGehrd, kSytrd, kGtsv, kOrmqr, kGees };
 
 template <typename T>
 char TypeLetter() {
@@ -935,6 +1075,8 @@ const char* RoutineName(Routine r) {
     case Routine::kGehrd: return "gehrd";
     case Routine::kSytrd: return kComplex<T> ? "hetrd" : "sytrd";
     case Routine::kGtsv: return "gtsv";
+    case Routine::kOrmqr: return kComplex<T> ? "unmqr" : "ormqr";
+    case Routine::kGees: return "gees";
   }
   return "?";
 }
@@ -975,6 +1117,8 @@ XLA_FFI_Error* LapackHandlerImpl(XLA_FFI_CallFrame* frame) {
       case Routine::kGehrd: Gehrd<T>(frame, lapack); break;
       case Routine::kSytrd: Sytrd<T>(frame, lapack); break;
       case Routine::kGtsv: Gtsv<T>(frame, lapack); break;
+      case Routine::kOrmqr: Ormqr<T>(frame, lapack); break;
+      case Routine::kGees: Gees<T>(frame, lapack); break;
     }
   } catch (const CallError& e) {
     return MakeFfiError(frame->api, e.code, target + ": " + e.message);
@@ -1008,6 +1152,8 @@ void AddHandlers(std::vector<HandlerEntry>& out) {
   out.push_back({TargetName<T>(Routine::kGehrd), &LapackHandler<Routine::kGehrd, T>});
   out.push_back({TargetName<T>(Routine::kSytrd), &LapackHandler<Routine::kSytrd, T>});
   out.push_back({TargetName<T>(Routine::kGtsv), &LapackHandler<Routine::kGtsv, T>});
+  out.push_back({TargetName<T>(Routine::kOrmqr), &LapackHandler<Routine::kOrmqr, T>});
+  out.push_back({TargetName<T>(Routine::kGees), &LapackHandler<Routine::kGees, T>});
 }
 
 const std::vector<HandlerEntry>& AllHandlers() {
@@ -1044,6 +1190,8 @@ void ResolveAll(void* library, Routines<T>& routines, std::string& missing) {
   Resolve<T>(library, Routine::kGehrd, routines.gehrd, missing);
   Resolve<T>(library, Routine::kSytrd, routines.sytrd, missing);
   Resolve<T>(library, Routine::kGtsv, routines.gtsv, missing);
+  Resolve<T>(library, Routine::kOrmqr, routines.ormqr, missing);
+  Resolve<T>(library, Routine::kGees, routines.gees, missing);
 }
 
 }  // namespace

@@ -27,7 +27,8 @@ import org.junit.jupiter.params.provider.CsvSource;
  * full and thin SVD, singular values, pinv, matrix_rank, lstsq; batched [2,4,3]), {@code singular}
  * (exactly singular solve, inv, det, slogdet and SVD, Cholesky and eigvalsh of an indefinite matrix: the
  * NaNs, infinities and zeros JAX gives must come back), {@code orthogonal} (the orthogonal initializer) and
- * {@code more} (SVD by QR iteration, pivoted QR, Hessenberg and tridiagonal reduction, tridiagonal solve).
+ * {@code more} (SVD by QR iteration, pivoted QR, Hessenberg and tridiagonal reduction, tridiagonal solve)
+ * and {@code schur_ormqr} (Schur decomposition; products with Householder reflectors on both sides).
  *
  * <p>Decompositions that are unique only up to sign or phase (QR, SVD and eigenvectors) are compared
  * element by element: the same LAPACK routines make the same choices as the LAPACK JAX calls.
@@ -58,6 +59,7 @@ class LapackExportTest {
     "singular, f32", "singular, f64", "singular, c64", "singular, c128",
     "orthogonal, f32", "orthogonal, f64", "orthogonal, c64", "orthogonal, c128",
     "more, f32", "more, f64", "more, c64", "more, c128",
+    "schur_ormqr, f32", "schur_ormqr, f64", "schur_ormqr, c64", "schur_ormqr, c128",
   })
   void jaxLinalgExportMatchesJax(String program, String dtype) {
     String name = program + "_" + dtype;
