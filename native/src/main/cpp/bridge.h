@@ -60,6 +60,16 @@ XLA_FFI_Error* GuardHandler(XLA_FFI_CallFrame* frame, const char* target, XLA_FF
 // An FFI error for a handler to return (XLA copies the message).
 XLA_FFI_Error* MakeFfiError(const XLA_FFI_Api* api, XLA_FFI_Error_Code code, const std::string& message);
 
+// Finds a call frame's attribute by name; returns its index or -1.
+int64_t FindAttribute(const XLA_FFI_CallFrame* frame, const char* name);
+
+// Registers one handler for platform "Host". Returns an empty string on success, else the reason.
+std::string RegisterFfiHandler(Plugin* plugin, const char* target, XLA_FFI_Handler* handler);
+
+// Registers the LAPACK handlers under jaxlib's target names (lapack_handlers.cc). They answer with an
+// error until XlaActors_LoadLapack has succeeded.
+std::string RegisterLapackHandlers(Plugin* plugin);
+
 // Reads this run's context from an FFI call frame's execute context; null when it has none.
 XlaActors_RunContext* RunContextOf(XLA_FFI_CallFrame* frame);
 

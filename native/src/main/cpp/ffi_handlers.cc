@@ -59,9 +59,6 @@ bool AnswerMetadataProbe(XLA_FFI_CallFrame* frame) {
   return false;
 }
 
-namespace {
-
-// Finds an attribute by name; returns its index or -1.
 int64_t FindAttribute(const XLA_FFI_CallFrame* frame, const char* name) {
   size_t length = std::strlen(name);
   for (int64_t i = 0; i < frame->attrs.size; ++i) {
@@ -70,6 +67,8 @@ int64_t FindAttribute(const XLA_FFI_CallFrame* frame, const char* name) {
   }
   return -1;
 }
+
+namespace {
 
 int64_t g_run_context_type_id = 0;
 
@@ -151,7 +150,9 @@ XLA_FFI_Error* ScaleAddHandler(XLA_FFI_CallFrame* frame) {
   return GuardHandler(frame, kProofTarget, &ScaleAddHandlerImpl);
 }
 
-std::string RegisterOne(Plugin* plugin, const char* target, XLA_FFI_Handler* handler) {
+}  // namespace
+
+std::string RegisterFfiHandler(Plugin* plugin, const char* target, XLA_FFI_Handler* handler) {
   XlaActors_FFI_Register_Handler_Args args;
   std::memset(&args, 0, sizeof(args));
   args.struct_size = XLA_ACTORS_STRUCT_SIZE(XlaActors_FFI_Register_Handler_Args, traits);
@@ -168,9 +169,6 @@ std::string RegisterOne(Plugin* plugin, const char* target, XLA_FFI_Handler* han
   }
   return std::string();
 }
-
-}  // namespace
-
 
 std::string RegisterFfiHandlers(Plugin* plugin) {
   static const XlaActors_FFI_Type_Info kRunContextTypeInfo = {nullptr};  // owned by XlaActors_RunContext_Destroy
@@ -189,8 +187,9 @@ std::string RegisterFfiHandlers(Plugin* plugin) {
   }
   g_run_context_type_id = type_args.type_id;
 
-  std::string problem = RegisterOne(plugin, kProofTarget, &ScaleAddHandler);
-  if (problem.empty()) problem = RegisterOne(plugin, HostCallbackTarget(), HostCallbackHandler());
+  std::string problem = RegisterFfiHandler(plugin, kProofTarget, &ScaleAddHandler);
+  if (problem.empty()) problem = RegisterFfiHandler(plugin, HostCallbackTarget(), HostCallbackHandler());
+  if (problem.empty()) problem = RegisterLapackHandlers(plugin);
   return problem;
 }
 

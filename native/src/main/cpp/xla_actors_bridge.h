@@ -28,6 +28,16 @@ const PJRT_Api* XlaActors_LoadPlugin(const char* path, char* error, size_t error
 // `error`), -1 on failure (the reason in `error`). Idempotent per plugin.
 int XlaActors_RegisterFfiHandlers(const PJRT_Api* api, char* error, size_t error_size);
 
+// Loads the LAPACK library at `path` (UTF-8; bytedeco's OpenBLAS, which Java unpacks) for the
+// lapack_*_ffi handlers that jnp.linalg's CPU lowerings call. Returns 1 when loaded (now or before),
+// with a description of the library (OpenBLAS's configuration and the path) in `message`, or 0 with
+// the reason in `message`, which the handlers then also report. Never unloaded.
+int XlaActors_LoadLapack(const char* path, char* message, size_t message_size);
+
+// Records why LAPACK could not be loaded (say, OpenBLAS is not on the class path), for the handlers'
+// errors. Ignored once LAPACK is loaded.
+void XlaActors_SetLapackUnavailable(const char* reason);
+
 // One host call, as the sink sees it. Valid only during the sink's call; copy what you keep.
 typedef struct XlaActors_HostCall {
   int64_t sink_id;          // the id given to XlaActors_RunContext_Create

@@ -300,6 +300,7 @@ public final class XlaClient extends NativeHandle {
 
   private LoadedProgram compileUncached(String original, CompileOptions options) {
     ProgramSignature signature = ProgramSignature.parse(original); // refuses what cannot run, before XLA
+    LapackLibrary.loadIfCalledBy(original);
     String stablehlo = TokenPassThrough.rewrite(original);
     try (Lease lease = lease();
         BytePointer code = PjrtApi.bytes(stablehlo.getBytes(StandardCharsets.UTF_8));
@@ -335,6 +336,7 @@ public final class XlaClient extends NativeHandle {
   public Executable deserialize(byte[] serialized, String stablehlo) {
     Objects.requireNonNull(serialized, "serialized");
     ProgramSignature signature = ProgramSignature.parse(stablehlo);
+    LapackLibrary.loadIfCalledBy(stablehlo);
     api.need(api.executableDeserializeAndLoad, "PJRT_Executable_DeserializeAndLoad");
     try (Lease lease = lease();
         BytePointer bytes = PjrtApi.bytes(serialized);

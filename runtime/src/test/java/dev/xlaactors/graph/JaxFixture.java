@@ -33,6 +33,17 @@ record JaxFixture(List<HostTensor> inputs, List<HostTensor> outputs) {
           }
           yield HostTensor.ofFloats(f, dims);
         }
+        case "f64" -> HostTensor.ofDoubles(doubles(values), dims);
+        case "c64" -> {
+          float[] f = new float[values.length];
+          for (int k = 0; k < f.length; k++) {
+            f[k] = Float.parseFloat(values[k]);
+          }
+          yield complexShaped(HostTensor.ofComplex64(f, dims), dims);
+        }
+        case "c128" -> complexShaped(HostTensor.ofComplex128(doubles(values), dims), dims);
+        case "s64" -> HostTensor.ofLongs(java.util.Arrays.stream(values).mapToLong(Long::parseLong).toArray(), dims);
+        case "u32" -> HostTensor.ofLongs(DType.U32, java.util.Arrays.stream(values).mapToLong(Long::parseLong).toArray(), dims);
         case "s32" -> HostTensor.ofInts(java.util.Arrays.stream(values).mapToInt(Integer::parseInt).toArray(), dims);
         case "pred" -> {
           boolean[] b = new boolean[values.length];
@@ -48,10 +59,29 @@ record JaxFixture(List<HostTensor> inputs, List<HostTensor> outputs) {
     return new JaxFixture(inputs, outputs);
   }
 
+  /** The complex factories make a vector when given no dims; a fixture's "-" means a scalar. */
+  private static HostTensor complexShaped(HostTensor tensor, long[] dims) {
+    if (dims.length > 0) {
+      return tensor;
+    }
+    return HostTensor.of(dev.xlaactors.runtime.TensorType.of(tensor.dtype()), java.nio.ByteBuffer.wrap(tensor.toByteArray()));
+  }
+
+  private static double[] doubles(String[] values) {
+    return java.util.Arrays.stream(values).mapToDouble(Double::parseDouble).toArray();
+  }
+
+  /** A fixture file's text; a name ending in {@code .gz} is gunzipped (the linalg exports are stored so). */
   static String resource(String file) {
     try (InputStream in = JaxFixture.class.getResourceAsStream("/fixtures/" + file)) {
       if (in == null) {
-        throw new IllegalStateException("missing test resource fixtures/" + file + "; run tools/jax_fixtures.py");
+        throw new IllegalStateException("missing test resource fixtures/" + file
+            + "; run tools/jax_fixtures.py (tools/jax_linalg_fixtures.py for fixtures/linalg)");
+      }
+      if (file.endsWith(".gz")) {
+        try (InputStream unzipped = new java.util.zip.GZIPInputStream(in)) {
+          return new String(unzipped.readAllBytes(), StandardCharsets.UTF_8);
+        }
       }
       return new String(in.readAllBytes(), StandardCharsets.UTF_8);
     } catch (IOException e) {

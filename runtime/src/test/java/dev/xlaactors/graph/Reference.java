@@ -96,4 +96,30 @@ final class Reference {
       }
     }
   }
+
+  /** As {@link #assertClose(float[], float[], double, double, String)}, for f64 (and interleaved complex) values. */
+  static void assertClose(double[] expected, double[] actual, double rtol, double atol, String what) {
+    if (expected.length != actual.length) {
+      fail(what + ": expected " + expected.length + " elements, got " + actual.length);
+    }
+    for (int i = 0; i < expected.length; i++) {
+      double e = expected[i];
+      double a = actual[i];
+      if (Double.isNaN(e) || Double.isNaN(a)) {
+        if (Double.isNaN(e) != Double.isNaN(a)) {
+          fail(what + ": element " + i + " expected " + e + ", got " + a);
+        }
+        continue;
+      }
+      if (Double.isInfinite(e) || Double.isInfinite(a)) {
+        if (e != a) {
+          fail(what + ": element " + i + " expected " + e + ", got " + a);
+        }
+        continue;
+      }
+      if (Math.abs(e - a) > atol + rtol * Math.abs(e)) {
+        fail(what + ": element " + i + " expected " + e + ", got " + a + " (rtol " + rtol + ", atol " + atol + ")");
+      }
+    }
+  }
 }

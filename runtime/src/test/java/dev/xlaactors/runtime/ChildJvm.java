@@ -22,11 +22,22 @@ final class ChildJvm {
   /** As {@link #run(Class, List, String...)}, with {@code environment} added to the child's environment. */
   static Result run(Class<?> mainClass, List<String> jvmOptions, java.util.Map<String, String> environment, String... args)
       throws IOException, InterruptedException {
+    return run(mainClass, jvmOptions, environment, System.getProperty("java.class.path"), args);
+  }
+
+  /** As {@link #run(Class, List, String...)}, on {@code classPath} instead of this test's (say, without a library). */
+  static Result runWithClassPath(Class<?> mainClass, String classPath, String... args)
+      throws IOException, InterruptedException {
+    return run(mainClass, List.of(), java.util.Map.of(), classPath, args);
+  }
+
+  private static Result run(Class<?> mainClass, List<String> jvmOptions, java.util.Map<String, String> environment,
+      String classPath, String... args) throws IOException, InterruptedException {
     List<String> command = new ArrayList<>();
     command.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
     command.addAll(jvmOptions);
     command.add("-cp");
-    command.add(System.getProperty("java.class.path"));
+    command.add(classPath);
     command.add(mainClass.getName());
     command.addAll(List.of(args));
     ProcessBuilder builder = new ProcessBuilder(command).redirectErrorStream(true);
