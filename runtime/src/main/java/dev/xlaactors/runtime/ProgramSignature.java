@@ -124,7 +124,8 @@ public record ProgramSignature(List<TensorType> parameters) {
     return out.toString();
   }
 
-  private static int skipString(String s, int quote) {
+  /** The index of the quote closing the string literal that opens at {@code quote}. */
+  static int skipString(String s, int quote) {
     int i = quote + 1;
     while (i < s.length() && s.charAt(i) != '"') {
       if (s.charAt(i) == '\\') {

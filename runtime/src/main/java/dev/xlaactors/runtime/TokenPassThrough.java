@@ -126,7 +126,7 @@ final class TokenPassThrough {
     for (int i = from + 1; i < s.length(); i++) {
       char c = s.charAt(i);
       if (c == '"') {
-        i = skipString(s, i);
+        i = ProgramSignature.skipString(s, i);
       } else if (c == '(' || c == '<' || c == '[') {
         depth++;
       } else if (c == ')' || (c == '>' && s.charAt(i - 1) != '-') || c == ']') {
@@ -162,7 +162,7 @@ final class TokenPassThrough {
     for (int i = open; i < s.length(); i++) {
       char c = s.charAt(i);
       if (c == '"') {
-        i = skipString(s, i);
+        i = ProgramSignature.skipString(s, i);
       } else if (c == '(' || c == '{' || c == '[' || c == '<') {
         depth++;
       } else if (c == ')' || c == '}' || c == ']' || (c == '>' && s.charAt(i - 1) != '-')) {
@@ -183,7 +183,7 @@ final class TokenPassThrough {
     for (int i = 0; i < list.length(); i++) {
       char c = list.charAt(i);
       if (c == '"') {
-        i = skipString(list, i);
+        i = ProgramSignature.skipString(list, i);
       } else if (c == '(' || c == '{' || c == '[' || c == '<') {
         depth++;
       } else if (c == ')' || c == '}' || c == ']' || (c == '>' && (i == 0 || list.charAt(i - 1) != '-'))) {
@@ -197,16 +197,5 @@ final class TokenPassThrough {
       pieces.add(list.substring(start));
     }
     return pieces;
-  }
-
-  private static int skipString(String s, int quote) {
-    int i = quote + 1;
-    while (i < s.length() && s.charAt(i) != '"') {
-      if (s.charAt(i) == '\\') {
-        i++;
-      }
-      i++;
-    }
-    return i;
   }
 }
