@@ -27,6 +27,10 @@ import org.apache.pekko.actor.typed.javadsl.TimerScheduler;
  * fails at once with the cause, later calls fail on arrival, and the run's execution ends with a {@link
  * CallbackException} naming the callback and the cause. Other runs are unaffected.
  *
+ * <p>Calls to registered functions usually bypass it ({@link CallbackRuntime}'s fast path): such a call
+ * sits in the run's {@link RunState}, where an abort finds, fails and counts it, and the {@link
+ * DirectCallWatchdog} tells the supervisor when it is overdue.
+ *
  * <p>Created when a run starts, it stops when told the run ended; if it stops for any other reason it
  * fails whatever is still pending, so no XLA thread is left waiting on it.
  */
