@@ -87,12 +87,17 @@ public record ActorsSettings(
     }
   }
 
-  /** The timeout of the callback named {@code name}, and the config key it came from. */
+  /** The timeout of the callback named {@code name}, and the config key it came from (for messages). */
   public Timeout callbackTimeout(String name) {
     Duration override = callbackTimeouts.get(name);
     return override != null
         ? new Timeout(override, ROOT + ".callbacks.timeouts." + name)
         : new Timeout(defaultCallbackTimeout, ROOT + ".callbacks.default-timeout");
+  }
+
+  /** The timeout of the callback named {@code name}: a map lookup, for the per-call paths. */
+  public Duration callbackTimeoutOf(String name) {
+    return callbackTimeouts.getOrDefault(name, defaultCallbackTimeout);
   }
 
   /** A duration and the config key that set it, for error messages. */

@@ -199,11 +199,11 @@ public final class CallbackRuntime implements AutoCloseable {
   }
 
   /** The body of a run, on the thread that executes it. */
-  private interface RunBody<T> {
-    T execute(long runId, RunState state, ActorRef<RunSupervisor.Command> supervisor);
+  private interface RunBody {
+    List<HostTensor> execute(long runId, RunState state, ActorRef<RunSupervisor.Command> supervisor);
   }
 
-  private RunHandle startQueued(RunBody<List<HostTensor>> body) {
+  private RunHandle startQueued(RunBody body) {
     if (queuedRuns.incrementAndGet() > settings.runQueueCapacity()) {
       queuedRuns.decrementAndGet();
       throw new XlaException(ErrorCode.RESOURCE_EXHAUSTED,
@@ -248,7 +248,7 @@ public final class CallbackRuntime implements AutoCloseable {
    * timeout, or what is left of the run's if that is shorter, plus the slack.
    */
   private Duration nativeBackstop(String callback, long runDeadlineNanos) {
-    Duration callTimeout = settings.callbackTimeout(callback).duration();
+    Duration callTimeout = settings.callbackTimeoutOf(callback);
     Duration runLeft = Duration.ofNanos(Math.max(0, runDeadlineNanos - System.nanoTime()));
     return min(callTimeout, runLeft).plus(settings.nativeBackstopSlack());
   }
@@ -302,7 +302,7 @@ public final class CallbackRuntime implements AutoCloseable {
     }
     CallbackExecution execution = new CallbackExecution(callbackThreads);
     long arrived = System.nanoTime();
-    long deadline = arrived + settings.callbackTimeout(call.callbackName()).duration().toNanos();
+    long deadline = arrived + settings.callbackTimeoutOf(call.callbackName()).toNanos();
     if (!state.claimDirectCall(new DirectCall(call, execution, arrived, deadline))) {
       return false;
     }

@@ -189,7 +189,7 @@ public final class RunSupervisor extends AbstractBehavior<RunSupervisor.Command>
     Pending next = queued.poll();
     HostCall call = next.call();
     inFlight.put(call.tag(), next);
-    timers.startSingleTimer(call.tag(), new CallTimedOut(call.tag()), settings.callbackTimeout(call.callbackName()).duration());
+    timers.startSingleTimer(call.tag(), new CallTimedOut(call.tag()), settings.callbackTimeoutOf(call.callbackName()));
     dispatcher.tell(
         new CallbackDispatcher.Dispatch(
             call, getContext().getSelf(), serverReplies, metrics, next.arrivedNanos(), next.execution(), null));

@@ -141,7 +141,7 @@ public final class RemoteCallbackClient extends AbstractBehavior<Object> {
     }
     // Forget the call a little after the run's own timeout has failed it, in case no reply ever comes
     // (a reply the serializer refused is dropped by Pekko).
-    Duration timeout = actors.callbackTimeout(call.callbackName()).duration();
+    Duration timeout = actors.callbackTimeoutOf(call.callbackName());
     timers.startSingleTimer(callId, new CallForgotten(callId), timeout.plus(actors.nativeBackstopSlack()));
     server.tell(new Request(callId, name, call.inputs(), getContext().getSelf().narrow()));
     return this;
