@@ -16,7 +16,7 @@ import java.util.regex.Pattern;
  *     parameters are not arguments (the runtime makes a fresh token for each run) and are left out
  */
 public record ProgramSignature(List<TensorType> parameters) {
-  private static final Pattern MAIN = Pattern.compile("func\\.func\\s+(?:public\\s+)?@main\\s*\\(");
+  static final Pattern MAIN = Pattern.compile("func\\.func\\s+(?:public\\s+)?@main\\s*\\(");
 
   public ProgramSignature {
     parameters = List.copyOf(parameters);
@@ -44,35 +44,11 @@ public record ProgramSignature(List<TensorType> parameters) {
           ErrorCode.INVALID_ARGUMENT,
           "the program has no 'func.func @main(...)': XLA runs the function named main");
     }
-    int start = m.end();
-    int depth = 1;
-    int i = start;
-    List<String> pieces = new ArrayList<>();
-    int pieceStart = start;
-    // Split the parameter list at top-level commas; types and attributes nest <>, {}, [] and ().
-    for (; i < program.length() && depth > 0; i++) {
-      char c = program.charAt(i);
-      if (c == '"') {
-        i = skipString(program, i);
-      } else if (c == '(' || c == '<' || c == '{' || c == '[') {
-        depth++;
-      } else if (c == ')' || c == '>' || c == '}' || c == ']') {
-        if (c == '>' && i > 0 && program.charAt(i - 1) == '-') {
-          continue; // the arrow of a function type
-        }
-        depth--;
-      } else if (c == ',' && depth == 1) {
-        pieces.add(program.substring(pieceStart, i));
-        pieceStart = i + 1;
-      }
-    }
-    if (depth != 0) {
+    int close = closing(program, m.end() - 1);
+    if (close < 0) {
       throw new CompileException(ErrorCode.INVALID_ARGUMENT, "the parameter list of @main is not closed");
     }
-    String last = program.substring(pieceStart, i - 1);
-    if (!last.isBlank()) {
-      pieces.add(last);
-    }
+    List<String> pieces = split(program.substring(m.end(), close));
     List<TensorType> types = new ArrayList<>();
     for (int p = 0; p < pieces.size(); p++) {
       String piece = pieces.get(p);
@@ -122,6 +98,53 @@ public record ProgramSignature(List<TensorType> parameters) {
       }
     }
     return out.toString();
+  }
+
+  /**
+   * The index of the bracket closing the one at {@code open} ('(', '{', '<' or '['), or -1 if it is never
+   * closed. Brackets nest across kinds (types and attributes nest all four), string literals are skipped,
+   * and the '>' of a function type's arrow closes nothing.
+   */
+  static int closing(String s, int open) {
+    int depth = 0;
+    for (int i = open; i < s.length(); i++) {
+      char c = s.charAt(i);
+      if (c == '"') {
+        i = skipString(s, i);
+      } else if (c == '(' || c == '{' || c == '[' || c == '<') {
+        depth++;
+      } else if (c == ')' || c == '}' || c == ']' || (c == '>' && (i == 0 || s.charAt(i - 1) != '-'))) {
+        depth--;
+        if (depth == 0) {
+          return i;
+        }
+      }
+    }
+    return -1;
+  }
+
+  /** {@code list} split at its top-level commas (bracketed as for {@link #closing}); no blank last piece. */
+  static List<String> split(String list) {
+    List<String> pieces = new ArrayList<>();
+    int depth = 0;
+    int start = 0;
+    for (int i = 0; i < list.length(); i++) {
+      char c = list.charAt(i);
+      if (c == '"') {
+        i = skipString(list, i);
+      } else if (c == '(' || c == '{' || c == '[' || c == '<') {
+        depth++;
+      } else if (c == ')' || c == '}' || c == ']' || (c == '>' && (i == 0 || list.charAt(i - 1) != '-'))) {
+        depth--;
+      } else if (c == ',' && depth == 0) {
+        pieces.add(list.substring(start, i));
+        start = i + 1;
+      }
+    }
+    if (!list.substring(start).isBlank()) {
+      pieces.add(list.substring(start));
+    }
+    return pieces;
   }
 
   /** The index of the quote closing the string literal that opens at {@code quote}. */

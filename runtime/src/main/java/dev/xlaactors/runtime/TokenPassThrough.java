@@ -5,7 +5,6 @@ import dev.xlaactors.error.ErrorCode;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.regex.Matcher;
-import java.util.regex.Pattern;
 
 /**
  * Runs programs whose {@code @main} takes and returns {@code !stablehlo.token}s (JAX exports with ordered
@@ -15,7 +14,6 @@ import java.util.regex.Pattern;
  * execution, which a fresh token at the start of each run preserves.
  */
 final class TokenPassThrough {
-  private static final Pattern MAIN = Pattern.compile("func\\.func\\s+(?:public\\s+)?@main\\s*\\(");
   private static final String TOKEN = "!stablehlo.token";
   static final String RENAMED = "xla_actors_main_with_tokens";
 
@@ -24,13 +22,16 @@ final class TokenPassThrough {
   /** {@code text} with the wrapper described above if {@code @main} has token parameters or results. */
   static String rewrite(String text) {
     String program = ProgramSignature.withoutComments(text);
-    Matcher m = MAIN.matcher(program);
+    Matcher m = ProgramSignature.MAIN.matcher(program);
     if (!m.find()) {
       return text; // ProgramSignature reports the missing @main
     }
     int paramsOpen = m.end() - 1;
-    int paramsClose = closing(program, paramsOpen);
-    List<String> params = split(program.substring(paramsOpen + 1, paramsClose));
+    int paramsClose = ProgramSignature.closing(program, paramsOpen);
+    if (paramsClose < 0) {
+      return text; // ProgramSignature reports the unclosed parameter list
+    }
+    List<String> params = ProgramSignature.split(program.substring(paramsOpen + 1, paramsClose));
     int arrow = program.indexOf("->", paramsClose);
     int bodyOpen = bodyStart(program, paramsClose);
     if (bodyOpen < 0) {
@@ -39,14 +40,18 @@ final class TokenPassThrough {
     List<String> results = new ArrayList<>();
     if (arrow >= 0 && arrow < bodyOpen) {
       String resultText = program.substring(arrow + 2, bodyOpen).trim();
-      results = resultText.startsWith("(") ? split(resultText.substring(1, closing(resultText, 0))) : List.of(resultText);
+      int resultsClose = resultText.startsWith("(") ? ProgramSignature.closing(resultText, 0) : -1;
+      results = resultsClose > 0 ? ProgramSignature.split(resultText.substring(1, resultsClose)) : List.of(resultText);
     }
     boolean tokens = params.stream().anyMatch(p -> typeOf(p, true).equals(TOKEN))
         || results.stream().anyMatch(r -> typeOf(r, false).equals(TOKEN));
     if (!tokens) {
       return text;
     }
-    int bodyClose = closing(program, bodyOpen);
+    int bodyClose = ProgramSignature.closing(program, bodyOpen);
+    if (bodyClose < 0) {
+      return text; // XLA reports the unclosed body
+    }
 
     List<String> paramTypes = params.stream().map(p -> typeOf(p, true)).toList();
     List<String> resultTypes = results.stream().map(r -> typeOf(r, false)).toList();
@@ -135,7 +140,10 @@ final class TokenPassThrough {
         if (depth == 0 && !attributeBrace(s, i)) {
           return i;
         }
-        i = closing(s, i);
+        i = ProgramSignature.closing(s, i);
+        if (i < 0) {
+          return -1;
+        }
       }
     }
     return -1;
@@ -149,53 +157,14 @@ final class TokenPassThrough {
     }
     // Results: "-> (tensor<..> {attrs}, ...)" are inside parentheses (depth > 0) and never reach here;
     // a single result "-> tensor<4xf32> {jax.result_info = ...} {" has attributes then the body.
-    int next = closing(s, brace) + 1;
+    int close = ProgramSignature.closing(s, brace);
+    if (close < 0) {
+      return false;
+    }
+    int next = close + 1;
     while (next < s.length() && Character.isWhitespace(s.charAt(next))) {
       next++;
     }
     return next < s.length() && s.charAt(next) == '{' && j >= 0 && s.charAt(j) == '>';
-  }
-
-  /** The index of the bracket closing the one at {@code open} ('(', '{', '<' or '['). */
-  private static int closing(String s, int open) {
-    int depth = 0;
-    for (int i = open; i < s.length(); i++) {
-      char c = s.charAt(i);
-      if (c == '"') {
-        i = ProgramSignature.skipString(s, i);
-      } else if (c == '(' || c == '{' || c == '[' || c == '<') {
-        depth++;
-      } else if (c == ')' || c == '}' || c == ']' || (c == '>' && s.charAt(i - 1) != '-')) {
-        depth--;
-        if (depth == 0) {
-          return i;
-        }
-      }
-    }
-    throw new CompileException(ErrorCode.INVALID_ARGUMENT, "unbalanced brackets in @main's signature");
-  }
-
-  /** {@code list} split at its top-level commas. */
-  private static List<String> split(String list) {
-    List<String> pieces = new ArrayList<>();
-    int depth = 0;
-    int start = 0;
-    for (int i = 0; i < list.length(); i++) {
-      char c = list.charAt(i);
-      if (c == '"') {
-        i = ProgramSignature.skipString(list, i);
-      } else if (c == '(' || c == '{' || c == '[' || c == '<') {
-        depth++;
-      } else if (c == ')' || c == '}' || c == ']' || (c == '>' && (i == 0 || list.charAt(i - 1) != '-'))) {
-        depth--;
-      } else if (c == ',' && depth == 0) {
-        pieces.add(list.substring(start, i));
-        start = i + 1;
-      }
-    }
-    if (!list.substring(start).isBlank()) {
-      pieces.add(list.substring(start));
-    }
-    return pieces;
   }
 }
