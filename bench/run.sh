@@ -91,8 +91,9 @@ machine_summary() {
   echo "machine: ${cpu:-unknown cpu}, $(nproc) cores online, $(uname -sr)"
 }
 
-# Shared by the tables below: reads the BENCH lines of both sides, and row() prints one Java-vs-JAX
-# latency row (label, java measurement, jax measurement); rows missing a side are collected in `missing`.
+# Shared by the tables below: reads the BENCH lines of one repetition's two sides, and row() prints one
+# Java-vs-JAX latency row (label, java measurement, jax measurement) as a ROW line for AGGREGATE_AWK;
+# rows missing a side are collected in `missing`.
 readonly TABLE_AWK_LIB='
   function field(line, key,   n, i, parts, kv) {
     n = split(line, parts, " ")
@@ -102,21 +103,10 @@ readonly TABLE_AWK_LIB='
   /^BENCH / { side = field($0, "side"); name = field($0, "name")
               median[side, name] = field($0, "median_us"); p99[side, name] = field($0, "p99_us")
               gbps[side, name] = field($0, "gbps"); cbps[side, name] = field($0, "cbps"); seen[side, name] = 1 }
-  function header(first) {
-    printf "%-44s %12s %12s %8s %12s %12s %9s %9s\n", first, "java med us", "jax med us", "java/jax", \
-      "java p99 us", "jax p99 us", "java GB/s", "jax GB/s"
-  }
-  function row(label, jname, xname,   jg, xg) {
+  function row(label, jname, xname) {
     if (!((("java", jname) in seen) && (("jax", xname) in seen))) { missing = missing " " label; return }
-    if (raw) {
-      printf "ROW\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", label, median["java", jname], median["jax", xname], \
-        p99["java", jname], p99["jax", xname], gbps["java", jname] + 0, gbps["jax", xname] + 0
-      return
-    }
-    jg = gbps["java", jname] + 0 > 0 ? sprintf("%.2f", gbps["java", jname]) : "-"
-    xg = gbps["jax", xname] + 0 > 0 ? sprintf("%.2f", gbps["jax", xname]) : "-"
-    printf "%-44s %12.1f %12.1f %8.2f %12.1f %12.1f %9s %9s\n", label, median["java", jname], \
-      median["jax", xname], median["java", jname] / median["jax", xname], p99["java", jname], p99["jax", xname], jg, xg
+    printf "ROW\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", label, median["java", jname], median["jax", xname], \
+      p99["java", jname], p99["jax", xname], gbps["java", jname] + 0, gbps["jax", xname] + 0
   }
 '
 
@@ -175,13 +165,12 @@ summary_value() {
   awk -F '\t' -v row="$2" -v what="$3" '$1 == "SUMMARY" && $2 == row && $3 == what { print $4 }' "$1"
 }
 
-# The execute table. Each row names a java measurement and a jax measurement; they differ only where
-# JAX has a variant worth showing (see bench/README.md).
-print_table() {
+# The execute rows of one repetition. Each row names a java measurement and a jax measurement; they
+# differ only where JAX has a variant worth showing (see bench/README.md).
+execute_rows() {
   local java_file="$1" jax_file="$2"
-  awk -v raw="${RAW:-}" "$TABLE_AWK_LIB"'
+  awk "$TABLE_AWK_LIB"'
     END {
-      header("measurement")
       row("execute f32[8] add (device buffers)", "execute_f32x8", "execute_f32x8")
       row("run f32[8] add (upload+exec+download)", "run_f32x8", "run_f32x8")
       row("execute f32[8] add on device 1", "execute_f32x8_device1", "execute_f32x8_device1")
@@ -212,7 +201,7 @@ run_execute() {
   echo
   local rep summary="$out_dir/execute-summary.txt"
   for rep in $(seq 1 "$reps"); do
-    RAW=1 print_table "$out_dir/execute-java-$rep.txt" "$out_dir/execute-jax-$rep.txt"
+    execute_rows "$out_dir/execute-java-$rep.txt" "$out_dir/execute-jax-$rep.txt"
   done | awk -v summary="$summary" "$AGGREGATE_AWK"
   echo
   local j x r
@@ -222,30 +211,25 @@ run_execute() {
   printf "RESULT execute java_us=%.3f jax_us=%.3f ratio=%.3f\n" "$j" "$x" "$r"
 }
 
-# The callbacks table: each row names a java measurement and a jax one (pure_callback or io_callback);
-# rate() prints a throughput row against the better of the two JAX callback kinds.
-print_callbacks_table() {
+# The callbacks rows of one repetition: each row names a java measurement and a jax one (pure_callback
+# or io_callback, and for the RESULT line the better of the two); rate() prints a throughput row.
+callbacks_rows() {
   local java_file="$1" jax_file="$2"
-  awk -v raw="${RAW:-}" "$TABLE_AWK_LIB"'
+  awk "$TABLE_AWK_LIB"'
     function rate(label, n,   j, p, i) {
       j = "throughput_" n; p = "throughput_" n "_pure"; i = "throughput_" n "_io"
       if (!((("java", j) in seen) && (("jax", p) in seen) && (("jax", i) in seen))) { missing = missing " " label; return }
-      if (raw) {
-        printf "RATE\t%s\t%s\t%s\t%s\n", label, cbps["java", j], cbps["jax", p], cbps["jax", i]
-        return
-      }
-      printf "%-44s %11.0f %11.0f %11.0f %10.2f\n", label, cbps["java", j], cbps["jax", p], cbps["jax", i], \
-        cbps["java", j] / (cbps["jax", p] > cbps["jax", i] ? cbps["jax", p] : cbps["jax", i])
+      printf "RATE\t%s\t%s\t%s\t%s\n", label, cbps["java", j], cbps["jax", p], cbps["jax", i]
     }
     END {
-      header("latency")
       row("f32[8] per call, K=100 calls (pure_callback)", "loop_f32x8", "loop_f32x8_pure")
       row("f32[8] per call, K=100 calls (io_callback)", "loop_f32x8", "loop_f32x8_io")
       row("f32[8] single-call run (pure_callback)", "single_f32x8", "single_f32x8_pure")
       row("f32[8] single-call run (io_callback)", "single_f32x8", "single_f32x8_io")
       row("16 MiB in/out per call, K=8 (pure_callback)", "callback_16MiB", "callback_16MiB_pure")
       row("memcpy 16 MiB (direct ByteBuffer / numpy)", "memcpy_16MiB", "memcpy_16MiB")
-      printf "\n%-44s %11s %11s %11s %10s\n", "throughput, K=100 program", "ours cb/s", "pure cb/s", "io cb/s", "ours/best"
+      best = median["jax", "loop_f32x8_pure"] + 0 <= median["jax", "loop_f32x8_io"] + 0 ? "loop_f32x8_pure" : "loop_f32x8_io"
+      row("f32[8] per call, K=100 calls (best jax kind)", "loop_f32x8", best)
       rate("1 run at a time", 1)
       rate("8 concurrent runs (jax: 8 python threads)", 8)
       if (missing != "") { print "missing measurements:" missing > "/dev/stderr"; exit 1 }
@@ -273,15 +257,7 @@ run_callbacks() {
   echo
   local rep summary="$out_dir/callbacks-summary.txt"
   for rep in $(seq 1 "$reps"); do
-    RAW=1 print_callbacks_table "$out_dir/callbacks-java-$rep.txt" "$out_dir/callbacks-jax-$rep.txt"
-    # The RESULT compares with the better JAX kind of each repetition, as one more row.
-    awk "$TABLE_AWK_LIB"'
-      END {
-        pure = median["jax", "loop_f32x8_pure"]; io = median["jax", "loop_f32x8_io"]
-        best = pure + 0 <= io + 0 ? "loop_f32x8_pure" : "loop_f32x8_io"
-        printf "ROW\tf32[8] per call, K=100 calls (best jax kind)\t%s\t%s\t%s\t%s\t0\t0\n", \
-          median["java", "loop_f32x8"], median["jax", best], p99["java", "loop_f32x8"], p99["jax", best]
-      }' "$out_dir/callbacks-java-$rep.txt" "$out_dir/callbacks-jax-$rep.txt"
+    callbacks_rows "$out_dir/callbacks-java-$rep.txt" "$out_dir/callbacks-jax-$rep.txt"
   done | awk -v summary="$summary" "$AGGREGATE_AWK"
   echo
   local row="f32[8] per call, K=100 calls (best jax kind)" ours jax ratio p99 big memcpy
