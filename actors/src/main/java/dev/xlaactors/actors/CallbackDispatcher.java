@@ -12,7 +12,6 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
-import java.util.Optional;
 import java.util.TreeSet;
 import java.util.concurrent.atomic.AtomicReference;
 import org.apache.pekko.actor.typed.ActorRef;
@@ -279,8 +278,9 @@ public final class CallbackDispatcher extends AbstractBehavior<CallbackDispatche
   }
 
   /**
-   * Runs on the callback dispatcher: calls the function, checks its result and answers the waiting XLA
-   * thread directly, so a successful call costs no further actor hop before XLA resumes.
+   * Runs on a callback thread: calls the function (unless its call was already given up), checks its
+   * result and answers the waiting XLA thread directly, so a successful call costs no further actor hop
+   * before XLA resumes.
    */
   static void runFunction(FunctionEntry entry, Dispatch d) {
     HostCall call = d.call();
