@@ -5,38 +5,81 @@ import dev.xlaactors.actors.jobs.InferenceJob;
 import dev.xlaactors.actors.jobs.ItemSource;
 import dev.xlaactors.actors.jobs.JobResult;
 import dev.xlaactors.actors.jobs.JobSettings;
+import dev.xlaactors.actors.jobs.JobWork;
 import dev.xlaactors.actors.jobs.Program;
+import dev.xlaactors.actors.jobs.ResultJournal;
+import dev.xlaactors.runtime.HostTensor;
 import dev.xlaactors.runtime.XlaClient;
+import java.nio.file.Files;
 import java.nio.file.Path;
+import java.nio.file.StandardCopyOption;
+import java.time.Duration;
+import java.util.Collections;
+import java.util.List;
+import java.util.Map;
+import java.util.NavigableMap;
+import java.util.Objects;
 import java.util.Optional;
+import java.util.OptionalLong;
+import java.util.TreeMap;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentSkipListSet;
+import java.util.concurrent.TimeUnit;
+import org.apache.pekko.Done;
 import org.apache.pekko.actor.typed.ActorRef;
 import org.apache.pekko.actor.typed.ActorSystem;
 import org.apache.pekko.actor.typed.Behavior;
-import org.apache.pekko.actor.typed.javadsl.AbstractBehavior;
+import org.apache.pekko.actor.typed.DispatcherSelector;
+import org.apache.pekko.actor.typed.SupervisorStrategy;
 import org.apache.pekko.actor.typed.javadsl.ActorContext;
+import org.apache.pekko.actor.typed.javadsl.AskPattern;
 import org.apache.pekko.actor.typed.javadsl.Behaviors;
-import org.apache.pekko.actor.typed.javadsl.Receive;
 import org.apache.pekko.cluster.sharding.typed.ClusterShardingSettings;
 import org.apache.pekko.cluster.sharding.typed.ShardingEnvelope;
 import org.apache.pekko.cluster.sharding.typed.javadsl.ClusterSharding;
 import org.apache.pekko.cluster.sharding.typed.javadsl.Entity;
 import org.apache.pekko.cluster.sharding.typed.javadsl.EntityContext;
 import org.apache.pekko.cluster.sharding.typed.javadsl.EntityTypeKey;
+import org.apache.pekko.persistence.typed.PersistenceId;
+import org.apache.pekko.persistence.typed.RecoveryCompleted;
+import org.apache.pekko.persistence.typed.RecoveryFailed;
+import org.apache.pekko.persistence.typed.SnapshotAdapter;
+import org.apache.pekko.persistence.typed.javadsl.CommandHandler;
+import org.apache.pekko.persistence.typed.javadsl.Effect;
+import org.apache.pekko.persistence.typed.javadsl.EventHandler;
+import org.apache.pekko.persistence.typed.javadsl.EventSourcedBehavior;
+import org.apache.pekko.persistence.typed.javadsl.RetentionCriteria;
+import org.apache.pekko.persistence.typed.javadsl.SignalHandler;
 
 /**
- * Batch jobs ({@link BatchScoring} run by an {@link InferenceJob}) as Cluster Sharding entities, one per
- * job id, on the nodes with a given role. Entities are remembered: when the node running a job dies and
- * is removed from the cluster, its shard moves to another node, which starts the job again; the job's
- * output file (its {@code ResultJournal}) makes it resume at the first unfinished item, so every item is
- * written once. The output path must therefore be on storage every node of the role can reach.
+ * Batch jobs ({@link BatchScoring}-like: a compiled step over items 0 to count-1, run by an {@link
+ * InferenceJob}) as Cluster Sharding entities, one per job id, on the nodes with a given role, with their
+ * state event sourced in a JDBC journal ({@link JobJournalSettings}: H2 by default, PostgreSQL for
+ * several hosts).
+ *
+ * <ul>
+ *   <li>Each finished item is one event ({@link ItemScored}: its index and its outputs as a line of
+ *       {@link BatchScoring#formatValues}); the job's state is saved whole every {@code
+ *       xla-actors.cluster.jobs.snapshot-every} items. An item's outputs count once they are in the
+ *       journal; an item already there is never recorded again, so every item is done exactly once.
+ *   <li>When the node running a job dies, its shard moves to another node of the role, which recovers the
+ *       job from the journal and goes on at the first unfinished item.
+ *   <li>Entities are remembered in the journal too: after the whole cluster was stopped, the first nodes
+ *       of the role to come back start every unfinished job by themselves.
+ *   <li>When every item is done, the job writes its output file (the definition's {@code output}, as a
+ *       {@link ResultJournal}, lines in item order) atomically, records {@link JobEnded} and passivates,
+ *       which also forgets it as a remembered entity. A job that fails for good ends the same way,
+ *       without an output file.
+ * </ul>
  *
  * <p>Every node knows the jobs through a {@link JobCatalog} (the entity id names the job); the only
- * message that crosses nodes is {@link Ensure}, which starts a job if it is not running.
+ * message that crosses nodes is {@link Ensure}, which starts a job (or, for a job that already ran, only
+ * recovers and stops it again).
  */
 public final class ShardedBatchJobs {
   private ShardedBatchJobs() {}
 
-  /** The entity type of batch jobs. */
+  /** The entity type of batch jobs; also the prefix of their persistence ids ({@code xla-batch-job|<id>}). */
   public static final EntityTypeKey<Command> TYPE_KEY = EntityTypeKey.create(Command.class, "xla-batch-job");
 
   /** Messages of a job entity. */
@@ -45,7 +88,29 @@ public final class ShardedBatchJobs {
   /** Starts the job if it is not running yet (sent through sharding; serialized by {@link ShardedJobSerializer}). */
   public record Ensure() implements Command {}
 
+  /** Records an item's outputs (from the job's own work, on the same node; never crosses nodes). */
+  private record Record(long item, String line, ActorRef<Done> replyTo) implements Command {}
+
   private record Finished(JobResult result) implements Command {}
+
+  private record OutputWritten(JobResult result, Throwable failure) implements Command {}
+
+  /** What the journal holds of a job: one event per finished item, and one when the job ends. */
+  public sealed interface Event {}
+
+  /** Item {@code item} is done; {@code line} is its outputs as {@link BatchScoring#formatValues} prints them. */
+  public record ItemScored(long item, String line) implements Event {}
+
+  /** The job ended: completed with every item done, or failed for good ({@code summary} says how). */
+  public record JobEnded(boolean completed, String summary) implements Event {}
+
+  /** A job's state as a snapshot stores it: its finished items' lines by index, and how it ended if it did. */
+  public record JobSnapshot(NavigableMap<Long, String> lines, Optional<JobEnded> ended) {
+    public JobSnapshot {
+      lines = Collections.unmodifiableNavigableMap(new TreeMap<>(lines));
+      Objects.requireNonNull(ended, "ended");
+    }
+  }
 
   /** What a node needs to run job {@code id}: its step, its items and where it writes them. */
   public record Definition(Program step, long count, ItemSource source, Path output) {}
@@ -58,54 +123,281 @@ public final class ShardedBatchJobs {
 
   /**
    * Starts sharding of batch jobs on this node and returns the region to send {@link Ensure} to. On a
-   * node without {@code role} it is a proxy (no jobs run there; {@code client} and {@code catalog} may be
-   * null).
+   * node with {@code role} it first creates the journal's tables if they are missing (blocking; an
+   * UNAVAILABLE {@code XlaException} names the URL when the database cannot be reached). On a node
+   * without {@code role} it is a proxy: no jobs run there, nothing touches the database, and {@code
+   * client} and {@code catalog} may be null.
    */
   public static ActorRef<ShardingEnvelope<Command>> init(
       ActorSystem<?> system, String role, XlaClient client, JobCatalog catalog) {
+    JobJournalSettings journal = JobJournalSettings.fromConfig(system.settings().config());
+    if (system.settings().config().getStringList("pekko.cluster.roles").contains(role)
+        || !XlaCluster.isClustered(system)) {
+      JobJournalSchema.ensure(journal);
+    }
     return ClusterSharding.get(system).init(
-        Entity.of(TYPE_KEY, context -> JobEntity.create(context, client, catalog))
+        Entity.of(TYPE_KEY, context -> JobEntity.create(context, client, catalog, journal))
             .withRole(role)
             .withSettings(ClusterShardingSettings.create(system)
                 .withRole(role)
                 .withRememberEntities(true)
-                .withRememberEntitiesStoreMode(ClusterShardingSettings.RememberEntitiesStoreModeDData$.MODULE$)));
+                .withRememberEntitiesStoreMode(ClusterShardingSettings.RememberEntitiesStoreModeEventSourced$.MODULE$)));
   }
 
-  /** One job: spawns its {@link InferenceJob}, starts it, and passivates when it has a result. */
-  static final class JobEntity extends AbstractBehavior<Command> {
-    private final EntityContext<Command> entity;
+  /** The persistence id of job {@code id}: what its events are stored under. */
+  public static PersistenceId persistenceIdOf(String id) {
+    return PersistenceId.of(TYPE_KEY.name(), id);
+  }
 
-    static Behavior<Command> create(EntityContext<Command> entity, XlaClient client, JobCatalog catalog) {
-      return Behaviors.setup(context -> new JobEntity(context, entity, client, catalog));
+  /** A job's state while it lives: mutated by its events on the entity's thread only. */
+  static final class JobState {
+    final TreeMap<Long, String> lines = new TreeMap<>();
+    JobEnded ended;
+
+    JobSnapshot snapshot() {
+      return new JobSnapshot(lines, Optional.ofNullable(ended));
+    }
+  }
+
+  /**
+   * One job: recovers its state, runs the remaining items through an {@link InferenceJob} whose work
+   * records each item here before it counts, then writes the output and passivates.
+   */
+  static final class JobEntity extends EventSourcedBehavior<Command, Event, JobState> {
+    private final ActorContext<Command> context;
+    private final EntityContext<Command> entity;
+    private final XlaClient client;
+    private final JobCatalog catalog;
+    private final JobJournalSettings journal;
+
+    static Behavior<Command> create(EntityContext<Command> entity, XlaClient client, JobCatalog catalog,
+        JobJournalSettings journal) {
+      return Behaviors.setup(context -> new JobEntity(context, entity, client, catalog, journal));
     }
 
-    private JobEntity(ActorContext<Command> context, EntityContext<Command> entity, XlaClient client, JobCatalog catalog) {
-      super(context);
+    private JobEntity(ActorContext<Command> context, EntityContext<Command> entity, XlaClient client,
+        JobCatalog catalog, JobJournalSettings journal) {
+      // A journal that fails a write (its database went away) stops the entity; it starts again after a
+      // backoff and recovers from what was written.
+      super(persistenceIdOf(entity.getEntityId()),
+          SupervisorStrategy.restartWithBackoff(Duration.ofMillis(200), Duration.ofSeconds(10), 0.2));
+      this.context = context;
       this.entity = entity;
-      String id = entity.getEntityId();
-      Definition job = catalog.job(id).orElseThrow(() -> new IllegalArgumentException("no job '" + id + "' in this node's catalog"));
-      JobSettings settings = JobSettings.create(context.getSystem());
-      ActorRef<InferenceJob.Command> run = context.spawn(
-          InferenceJob.create(id, job.step(), client, null, BatchScoring.create(job.count(), job.source(), job.output(), settings), settings),
-          "job");
-      run.tell(new InferenceJob.Start(context.messageAdapter(JobResult.class, Finished::new)));
-      context.getLog().info("batch job '{}' runs on {}", id, context.getSystem().address());
+      this.client = client;
+      this.catalog = catalog;
+      this.journal = journal;
     }
 
     @Override
-    public Receive<Command> createReceive() {
-      return newReceiveBuilder()
-          .onMessage(Ensure.class, e -> this)
-          .onMessage(Finished.class, this::onFinished)
+    public String journalPluginId() {
+      return "jdbc-journal";
+    }
+
+    @Override
+    public String snapshotPluginId() {
+      return "jdbc-snapshot-store";
+    }
+
+    @Override
+    public RetentionCriteria retentionCriteria() {
+      return RetentionCriteria.snapshotEvery(journal.snapshotEvery(), 2);
+    }
+
+    @Override
+    public JobState emptyState() {
+      return new JobState();
+    }
+
+    /** Snapshots are immutable copies: the snapshot store serializes them while the job goes on. */
+    @Override
+    public SnapshotAdapter<JobState> snapshotAdapter() {
+      return new SnapshotAdapter<>() {
+        @Override
+        public Object toJournal(JobState state) {
+          return state.snapshot();
+        }
+
+        @Override
+        public JobState fromJournal(Object from) {
+          JobSnapshot snapshot = (JobSnapshot) from;
+          JobState state = new JobState();
+          state.lines.putAll(snapshot.lines());
+          state.ended = snapshot.ended().orElse(null);
+          return state;
+        }
+      };
+    }
+
+    @Override
+    public CommandHandler<Command, Event, JobState> commandHandler() {
+      return newCommandHandlerBuilder()
+          .forAnyState()
+          .onCommand(Ensure.class, (state, e) -> Effect().none())
+          .onCommand(Record.class, this::onRecord)
+          .onCommand(Finished.class, this::onFinished)
+          .onCommand(OutputWritten.class, this::onOutputWritten)
           .build();
     }
 
-    /** Done (or failed for good): passivating also forgets the entity, so it is not started again. */
-    private Behavior<Command> onFinished(Finished f) {
-      getContext().getLog().info("batch job '{}' ended: {}", entity.getEntityId(), f.result());
-      entity.getShard().tell(new ClusterSharding.Passivate<>(getContext().getSelf()));
-      return this;
+    @Override
+    public EventHandler<JobState, Event> eventHandler() {
+      return newEventHandlerBuilder()
+          .forAnyState()
+          .onEvent(ItemScored.class, (state, e) -> {
+            state.lines.put(e.item(), e.line());
+            return state;
+          })
+          .onEvent(JobEnded.class, (state, e) -> {
+            state.ended = e;
+            return state;
+          })
+          .build();
     }
+
+    @Override
+    public SignalHandler<JobState> signalHandler() {
+      return newSignalHandlerBuilder()
+          .onSignal(RecoveryCompleted.instance(), this::onRecovered)
+          .onSignal(RecoveryFailed.class, (state, failed) ->
+              context.getLog().error("batch job '{}' could not be recovered from the journal", entity.getEntityId(), failed.getFailure()))
+          .build();
+    }
+
+    /** Starts the remaining items, or (for a job that already ended) passivates at once. */
+    private void onRecovered(JobState state) {
+      String id = entity.getEntityId();
+      if (state.ended != null) {
+        context.getLog().info("batch job '{}' already ended ({}); nothing to do", id, state.ended.summary());
+        passivate();
+        return;
+      }
+      Optional<Definition> job = catalog == null ? Optional.empty() : catalog.job(id);
+      if (job.isEmpty()) {
+        // Nothing to run here; the entity stays remembered, so a node that knows the job picks it up.
+        context.getLog().error("no job '{}' in the catalog of node {}; it stays unfinished", id, context.getSystem().address());
+        return;
+      }
+      Definition definition = job.get();
+      JobSettings settings = JobSettings.create(context.getSystem());
+      JournaledItems work = new JournaledItems(definition, state.lines.keySet(), context.getSelf(), context.getSystem(),
+          journal.recordTimeout());
+      ActorRef<InferenceJob.Command> run = context.spawn(
+          InferenceJob.create(id, definition.step(), client, null, work, settings), "job");
+      run.tell(new InferenceJob.Start(context.messageAdapter(JobResult.class, Finished::new)));
+      context.getLog().info("batch job '{}' runs on {} with {} of {} items already done",
+          id, context.getSystem().address(), state.lines.size(), definition.count());
+    }
+
+    /** Records an item once: a second report of the same item (a retried attempt) only gets its reply. */
+    private Effect<Event, JobState> onRecord(JobState state, Record record) {
+      if (state.lines.containsKey(record.item())) {
+        return Effect().none().thenRun(s -> record.replyTo().tell(Done.getInstance()));
+      }
+      return Effect().persist(new ItemScored(record.item(), record.line()))
+          .thenRun(s -> record.replyTo().tell(Done.getInstance()));
+    }
+
+    /** Every item is done: write the output file off the actor's thread; otherwise end as failed. */
+    private Effect<Event, JobState> onFinished(JobState state, Finished finished) {
+      if (!(finished.result() instanceof JobResult.Completed)) {
+        return end(new JobEnded(false, finished.result().toString()));
+      }
+      Optional<Definition> definition = catalog.job(entity.getEntityId());
+      Path output = definition.orElseThrow().output();
+      Map<Long, String> lines = new TreeMap<>(state.lines);
+      context.pipeToSelf(
+          CompletableFuture.runAsync(() -> writeOutput(output, lines),
+              context.getSystem().dispatchers().lookup(DispatcherSelector.blocking())),
+          (ok, failure) -> new OutputWritten(finished.result(), failure));
+      return Effect().none();
+    }
+
+    private Effect<Event, JobState> onOutputWritten(JobState state, OutputWritten written) {
+      if (written.failure() != null) {
+        return end(new JobEnded(false, "every item is done, but the output file could not be written: " + written.failure()));
+      }
+      return end(new JobEnded(true, written.result().toString()));
+    }
+
+    private Effect<Event, JobState> end(JobEnded ended) {
+      context.getLog().info("batch job '{}' ended: {}", entity.getEntityId(), ended.summary());
+      return Effect().persist(ended).thenRun(s -> passivate());
+    }
+
+    /** Stops the entity through its shard; with remembered entities, that also forgets it. */
+    private void passivate() {
+      entity.getShard().tell(new ClusterSharding.Passivate<>(context.getSelf()));
+    }
+
+    /** Writes every line to a sibling file, then moves it over {@code output}: never half a file. */
+    private static void writeOutput(Path output, Map<Long, String> lines) {
+      Path partial = output.resolveSibling(output.getFileName() + ".partial");
+      try {
+        Files.deleteIfExists(partial);
+        try (ResultJournal file = ResultJournal.open(partial, Integer.MAX_VALUE)) {
+          for (Map.Entry<Long, String> line : lines.entrySet()) {
+            file.append(line.getKey(), line.getValue());
+          }
+        }
+        Files.move(partial, output, StandardCopyOption.ATOMIC_MOVE, StandardCopyOption.REPLACE_EXISTING);
+      } catch (Exception e) {
+        throw new IllegalStateException("writing " + output + ": " + e.getMessage(), e);
+      }
+    }
+  }
+
+  /**
+   * The work of a job entity's {@link InferenceJob}: the items not yet in the journal, in order; each
+   * item's outputs are recorded in the journal through the entity (waiting for the write) before the
+   * next item starts.
+   */
+  static final class JournaledItems implements JobWork {
+    private final Definition definition;
+    private final ConcurrentSkipListSet<Long> done;
+    private final ActorRef<Command> entity;
+    private final ActorSystem<?> system;
+    private final Duration recordTimeout;
+
+    JournaledItems(Definition definition, java.util.Set<Long> alreadyDone, ActorRef<Command> entity, ActorSystem<?> system,
+        Duration recordTimeout) {
+      this.definition = definition;
+      this.done = new ConcurrentSkipListSet<>(alreadyDone);
+      this.entity = entity;
+      this.system = system;
+      this.recordTimeout = recordTimeout;
+    }
+
+    @Override
+    public Plan open() {
+      return new Plan(definition.count(), done.size());
+    }
+
+    @Override
+    public OptionalLong next(long previous) {
+      for (long i = previous + 1; i < definition.count(); i++) {
+        if (!done.contains(i)) {
+          return OptionalLong.of(i);
+        }
+      }
+      return OptionalLong.empty();
+    }
+
+    @Override
+    public List<HostTensor> input(long item) throws Exception {
+      return definition.source().input(item);
+    }
+
+    @Override
+    public boolean accept(long item, List<HostTensor> outputs) throws Exception {
+      String line = BatchScoring.formatValues(outputs);
+      AskPattern.<Command, Done>ask(entity, replyTo -> new Record(item, line, replyTo), recordTimeout, system.scheduler())
+          .toCompletableFuture()
+          .get(recordTimeout.toMillis() + 1000, TimeUnit.MILLISECONDS);
+      done.add(item);
+      return true;
+    }
+
+    @Override
+    public void close() {}
   }
 }

@@ -10,7 +10,8 @@ import org.apache.pekko.cluster.typed.Cluster;
 /**
  * Starts the actor system of one node from configuration: a cluster node when {@code
  * xla-actors.cluster.seed-nodes} is set (it joins the seeds at start), a plain single-JVM system
- * otherwise. Everything else (callback runtimes, jobs) runs on the returned system as in one JVM.
+ * otherwise; either way with the batch jobs' journal configured from {@code xla-actors.cluster.jobs}
+ * (the database is only opened when a job needs it). Everything else (callback runtimes, jobs) runs on the returned system as in one JVM.
  */
 public final class XlaCluster {
   private XlaCluster() {}
@@ -28,7 +29,9 @@ public final class XlaCluster {
   /** A node whose guardian is {@code guardian}, from {@code config}. */
   public static <T> ActorSystem<T> start(Behavior<T> guardian, Config config) {
     ClusterSettings settings = ClusterSettings.fromConfig(config);
-    return ActorSystem.create(guardian, settings.systemName(), settings.pekkoOverrides().withFallback(config).resolve());
+    Config journal = JobJournalSettings.fromConfig(config).pekkoOverrides();
+    return ActorSystem.create(
+        guardian, settings.systemName(), settings.pekkoOverrides().withFallback(journal).withFallback(config).resolve());
   }
 
   /** Whether {@code system} is a cluster node (its provider is {@code cluster}). */

@@ -68,6 +68,8 @@ final class ChildJvms implements AutoCloseable {
         // Small and quick to start: the children only serve callbacks.
         "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
         "-Dlogback.configurationFile=logback-child.xml",
+        // An H2 journal served by one JVM to the others listens on loopback only.
+        "-Dh2.bindAddress=127.0.0.1",
         "-cp", System.getProperty("java.class.path"),
         mainClass.getName()));
     command.addAll(List.of(args));

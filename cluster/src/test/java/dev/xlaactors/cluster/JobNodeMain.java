@@ -10,8 +10,8 @@ import org.apache.pekko.cluster.typed.Cluster;
 
 /**
  * A child JVM of the sharded job test: a node with role {@code compute} and its own XLA client that can
- * run the job {@code scores} ({@link TestNodes#scoresJob}). Arguments: node name, the seed's port, the
- * output file, item count, delay per item in ms. Prints {@code READY <address>} once Up; exits when its
+ * run one job ({@link TestNodes#scoresJob}). Arguments: node name, the seed's port, the
+ * output file, item count, delay per item in ms, the job journal's JDBC URL, the job's id. Prints {@code READY <address>} once Up; exits when its
  * standard input closes.
  */
 public final class JobNodeMain {
@@ -22,10 +22,10 @@ public final class JobNodeMain {
     Path output = Path.of(args[2]);
     long count = Long.parseLong(args[3]);
     long delayMs = Long.parseLong(args[4]);
-    ActorSystem<Void> system = XlaCluster.start(TestNodes.config(seedPort, 0, "compute"));
+    ActorSystem<Void> system = XlaCluster.start(TestNodes.config(seedPort, 0, "compute", args[5]));
     XlaClient client = XlaClient.create();
     ShardedBatchJobs.init(system, "compute", client,
-        id -> id.equals("scores") ? Optional.of(TestNodes.scoresJob(args[0], output, count, delayMs)) : Optional.empty());
+        id -> id.equals(args[6]) ? Optional.of(TestNodes.scoresJob(id, args[0], output, count, delayMs)) : Optional.empty());
     long deadline = System.nanoTime() + Duration.ofSeconds(60).toNanos();
     while (Cluster.get(system).selfMember().status() != MemberStatus.up()) {
       if (System.nanoTime() > deadline) {

@@ -1,6 +1,7 @@
 package dev.xlaactors.cluster;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertInstanceOf;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.xlaactors.actors.jobs.BatchScoring;
@@ -8,81 +9,204 @@ import dev.xlaactors.actors.jobs.ResultJournal;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
+import java.util.TreeSet;
+import java.util.UUID;
 import java.util.concurrent.TimeUnit;
 import java.util.regex.Pattern;
+import java.util.stream.Stream;
 import org.apache.pekko.actor.typed.ActorRef;
 import org.apache.pekko.actor.typed.ActorSystem;
 import org.apache.pekko.cluster.sharding.typed.ShardingEnvelope;
-import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.MethodSource;
 
 /**
- * A batch job as a sharded entity on two compute nodes (child JVMs with their own XLA client); this test
- * JVM is the seed and only sends the job its start. The node running the job is killed half way: the
- * survivors remove it, the job's shard moves to the other compute node, which starts the remembered job
- * again, and it resumes from the output file. The file ends with every item exactly once.
+ * Batch jobs as sharded, event-sourced entities on two compute nodes (child JVMs with their own XLA
+ * client); this test JVM is the seed and only sends the job its start. Each test runs on an H2 journal
+ * (the single-machine default) and, when {@code XLA_ACTORS_TEST_POSTGRES_URL} is set ({@code
+ * tools/postgres.sh start} sets it; {@code .ci/run} runs it), on PostgreSQL too.
+ *
+ * <p>The test reads the job's events from the journal's table itself: every item must be there exactly
+ * once, with the values a single-node run computes.
  */
-@Timeout(value = 120, unit = TimeUnit.SECONDS)
+@Timeout(value = 150, unit = TimeUnit.SECONDS)
 class ShardedBatchJobClusterTest {
   private static final int COUNT = 200;
   private static final Pattern READY = Pattern.compile("READY (\\S+)");
+  static final String POSTGRES_ENV = "XLA_ACTORS_TEST_POSTGRES_URL";
 
-  @Test
-  void aJobWhoseNodeIsKilledHalfWayCompletesOnAnotherWithEveryItemOnce() throws Exception {
-    Path dir = Files.createTempDirectory("xla-sharded-job-test");
-    Path output = dir.resolve("scores.tsv");
-    int seedPort = TestNodes.freePort();
-    ActorSystem<Void> system = null;
-    try (ChildJvms children = new ChildJvms(dir)) {
-      String[] args = {Integer.toString(seedPort), output.toString(), Integer.toString(COUNT), "30"};
-      ChildJvms.Child b = children.start("job-node-b", JobNodeMain.class, "job-node-b", args[0], args[1], args[2], args[3]);
-      ChildJvms.Child c = children.start("job-node-c", JobNodeMain.class, "job-node-c", args[0], args[1], args[2], args[3]);
-      system = XlaCluster.start(TestNodes.config(seedPort, seedPort, "coordinator"));
-      ActorRef<ShardingEnvelope<ShardedBatchJobs.Command>> jobs = ShardedBatchJobs.init(system, "compute", null, null);
-      String addressB = b.await(READY, Duration.ofSeconds(60));
-      String addressC = c.await(READY, Duration.ofSeconds(60));
+  /** The journals to run on: H2 always; PostgreSQL when its URL is given, or a row that says it is skipped. */
+  static Stream<String> journals() {
+    return Stream.of("h2", "postgresql");
+  }
 
-      jobs.tell(new ShardingEnvelope<>("scores", new ShardedBatchJobs.Ensure()));
-      long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
-      while (lines(output) < 40) {
-        assertTrue(System.nanoTime() < deadline, () -> "the job wrote too little in 60 s:\n" + b.output() + c.output());
-        Thread.sleep(20);
-      }
-      ChildJvms.Child running = b.output().contains("RUNNING scores on") ? b : c;
-      ChildJvms.Child other = running == b ? c : b;
+  @ParameterizedTest(name = "journal on {0}")
+  @MethodSource("journals")
+  void aJobWhoseNodeIsKilledHalfWayCompletesOnAnotherWithEveryItemOnce(String database) throws Exception {
+    try (Cluster cluster = new Cluster(database)) {
+      cluster.startNodes();
+      cluster.jobs.tell(new ShardingEnvelope<>(cluster.job, new ShardedBatchJobs.Ensure()));
+      cluster.awaitItems(40, Duration.ofSeconds(60));
+
+      ChildJvms.Child running = cluster.b.output().contains("RUNNING " + cluster.job + " on") ? cluster.b : cluster.c;
+      ChildJvms.Child other = running == cluster.b ? cluster.c : cluster.b;
       ChildJvms.kill(running);
       long killedAt = System.nanoTime();
-      long atKill = ResultJournal.read(output).size();
+      long atKill = cluster.journal.itemsDone(cluster.job);
       assertTrue(atKill < COUNT, "killed after " + atKill + " items");
 
-      deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
-      while (ResultJournal.read(output).size() < COUNT) {
-        assertTrue(System.nanoTime() < deadline, () -> "the job did not complete in 60 s after the kill:\n" + other.output());
-        Thread.sleep(50);
-      }
+      cluster.awaitEnded(Duration.ofSeconds(60));
       long completedAfterMs = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - killedAt);
-      // Resumed at the first item the killed node had not written, not from the start.
-      assertTrue(other.output().contains("RUNNING scores on " + other.name() + " from item " + atKill), other::output);
-
-      List<String> lines = Files.readAllLines(output);
-      assertEquals(COUNT, lines.size(), "one line per item, none twice");
-      Map<Long, String> done = ResultJournal.read(output);
-      for (long i = 0; i < COUNT; i++) {
-        assertEquals(BatchScoring.formatValues(List.of(TestNodes.itemOutput(i))), done.get(i), "item " + i);
-      }
-      System.err.printf("sharded job test: node %s killed after %d of %d items; the job completed on %s %d ms later%n",
-          running == b ? addressB : addressC, atKill, COUNT, running == b ? addressC : addressB, completedAfterMs);
-    } finally {
-      if (system != null) {
-        system.terminate();
-        system.getWhenTerminated().toCompletableFuture().get(20, TimeUnit.SECONDS);
-      }
+      // The survivor recovered the job from the journal and went on from there, not from the start.
+      assertTrue(Pattern.compile("RUNNING " + cluster.job + " on " + other.name() + " from item (\\d+)")
+          .matcher(other.output()).find(), other::output);
+      cluster.assertEveryItemOnce();
+      System.err.printf("sharded job test (%s): %s killed after %d of %d items; the job completed on %s %d ms later%n",
+          database, running.name(), atKill, COUNT, other.name(), completedAfterMs);
     }
   }
 
-  private static long lines(Path output) throws Exception {
-    return Files.exists(output) ? ResultJournal.read(output).size() : 0;
+  @ParameterizedTest(name = "journal on {0}")
+  @MethodSource("journals")
+  void afterTheWholeClusterIsStoppedAndStartedAgainAnUnfinishedJobResumesByItself(String database) throws Exception {
+    try (Cluster cluster = new Cluster(database)) {
+      cluster.startNodes();
+      cluster.jobs.tell(new ShardingEnvelope<>(cluster.job, new ShardedBatchJobs.Ensure()));
+      cluster.awaitItems(40, Duration.ofSeconds(60));
+
+      // Every node goes at once: both compute nodes killed, the seed's actor system stopped.
+      ChildJvms.kill(cluster.b);
+      ChildJvms.kill(cluster.c);
+      cluster.stopSeed();
+      long atStop = cluster.journal.itemsDone(cluster.job);
+      assertTrue(atStop < COUNT, "stopped after " + atStop + " items");
+
+      // A new cluster on the same journal; nobody sends the job anything.
+      long restartedAt = System.nanoTime();
+      cluster.startNodes();
+      cluster.awaitEnded(Duration.ofSeconds(90));
+      long completedAfterMs = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - restartedAt);
+      assertTrue((cluster.b.output() + cluster.c.output()).contains("RUNNING " + cluster.job + " on"),
+          () -> "the restarted nodes did not run the job:\n" + cluster.b.output() + cluster.c.output());
+      cluster.assertEveryItemOnce();
+      System.err.printf("sharded job test (%s): cluster stopped after %d of %d items; after the restart the job"
+          + " completed in %d ms%n", database, atStop, COUNT, completedAfterMs);
+    }
+  }
+
+  /** A seed (this JVM) and two compute nodes on one journal, and the job's unique id and output file. */
+  private static final class Cluster implements AutoCloseable {
+    final String job = "scores-" + UUID.randomUUID().toString().substring(0, 8);
+    final Path dir;
+    final Path output;
+    final String url;
+    final JobJournal journal;
+    final ChildJvms children;
+    final int seedPort = TestNodes.freePort();
+    ActorSystem<Void> seed;
+    ActorRef<ShardingEnvelope<ShardedBatchJobs.Command>> jobs;
+    ChildJvms.Child b;
+    ChildJvms.Child c;
+    int generation;
+
+    Cluster(String database) throws Exception {
+      dir = Files.createTempDirectory("xla-sharded-job-test");
+      output = dir.resolve("scores.tsv");
+      if (database.equals("postgresql")) {
+        String postgres = System.getenv(POSTGRES_ENV);
+        Assumptions.assumeTrue(postgres != null && !postgres.isBlank(),
+            "PostgreSQL not started: run `eval \"$(tools/postgres.sh start)\"` first (it sets " + POSTGRES_ENV
+                + "; .ci/run does this)");
+        url = postgres;
+        journal = new JobJournal(url, TestNodes.journalUser(url), "");
+      } else {
+        url = TestNodes.h2Journal(dir);
+        journal = new JobJournal(url, "sa", "");
+      }
+      children = new ChildJvms(dir);
+    }
+
+    void startNodes() throws Exception {
+      generation++;
+      String[] args = {Integer.toString(seedPort), output.toString(), Integer.toString(COUNT), "30", url, job};
+      b = children.start("job-node-b" + generation, JobNodeMain.class, with("job-node-b" + generation, args));
+      c = children.start("job-node-c" + generation, JobNodeMain.class, with("job-node-c" + generation, args));
+      seed = XlaCluster.start(TestNodes.config(seedPort, seedPort, "coordinator", url));
+      jobs = ShardedBatchJobs.init(seed, "compute", null, null);
+      b.await(READY, Duration.ofSeconds(60));
+      c.await(READY, Duration.ofSeconds(60));
+    }
+
+    void stopSeed() throws Exception {
+      seed.terminate();
+      seed.getWhenTerminated().toCompletableFuture().get(20, TimeUnit.SECONDS);
+      seed = null;
+    }
+
+    void awaitItems(long items, Duration timeout) throws Exception {
+      long deadline = System.nanoTime() + timeout.toNanos();
+      while (journal.itemsDone(job) < items) {
+        assertTrue(System.nanoTime() < deadline, () -> "the job recorded too little in " + timeout + ":\n" + b.output() + c.output());
+        Thread.sleep(50);
+      }
+    }
+
+    void awaitEnded(Duration timeout) throws Exception {
+      long deadline = System.nanoTime() + timeout.toNanos();
+      while (journal.events(job).stream().noneMatch(e -> e instanceof ShardedBatchJobs.JobEnded)) {
+        assertTrue(System.nanoTime() < deadline, () -> "the job did not end within " + timeout + ":\n" + b.output() + c.output());
+        Thread.sleep(100);
+      }
+    }
+
+    /** The journal holds each item once, with its values, then one JobEnded (completed); so does the output file. */
+    void assertEveryItemOnce() throws Exception {
+      List<ShardedBatchJobs.Event> events = journal.events(job);
+      TreeSet<Long> seen = new TreeSet<>();
+      List<Long> twice = new ArrayList<>();
+      for (ShardedBatchJobs.Event e : events.subList(0, events.size() - 1)) {
+        ShardedBatchJobs.ItemScored item = assertInstanceOf(ShardedBatchJobs.ItemScored.class, e);
+        if (!seen.add(item.item())) {
+          twice.add(item.item());
+        }
+        assertEquals(BatchScoring.formatValues(List.of(TestNodes.itemOutput(item.item()))), item.line(), "item " + item.item());
+      }
+      assertEquals(List.of(), twice, "items recorded twice");
+      assertEquals(COUNT, seen.size(), "items recorded");
+      assertEquals(COUNT - 1, seen.last());
+      ShardedBatchJobs.JobEnded ended = assertInstanceOf(ShardedBatchJobs.JobEnded.class, events.get(events.size() - 1));
+      assertTrue(ended.completed(), ended::summary);
+
+      List<String> lines = Files.readAllLines(output);
+      assertEquals(COUNT, lines.size(), "one line per item in the output file");
+      Map<Long, String> done = ResultJournal.read(output);
+      for (long i = 0; i < COUNT; i++) {
+        assertEquals(BatchScoring.formatValues(List.of(TestNodes.itemOutput(i))), done.get(i), "output of item " + i);
+      }
+    }
+
+    private static String[] with(String name, String[] args) {
+      String[] all = new String[args.length + 1];
+      all[0] = name;
+      System.arraycopy(args, 0, all, 1, args.length);
+      return all;
+    }
+
+    @Override
+    public void close() throws Exception {
+      try {
+        if (seed != null) {
+          stopSeed();
+        }
+      } finally {
+        children.close();
+        journal.close();
+      }
+    }
   }
 }

@@ -60,10 +60,10 @@ final class TestNodes {
   }
 
   /**
-   * The batch job {@code scores}: {@code 2x + 1} over {@code count} items, each input taking {@code
+   * The batch job {@code id}: {@code 2x + 1} over {@code count} items, each input taking {@code
    * delayMs} to read (so the job runs long enough to be killed half way), written to {@code output}.
    */
-  static ShardedBatchJobs.Definition scoresJob(String node, Path output, long count, long delayMs) {
+  static ShardedBatchJobs.Definition scoresJob(String id, String node, Path output, long count, long delayMs) {
     GraphBuilder b = new GraphBuilder("twice_plus_one");
     Value x = b.parameter(F32X4);
     Program step = Program.of(b.build(b.add(b.multiply(x, b.constant(2f)), b.constant(1f))));
@@ -71,12 +71,25 @@ final class TestNodes {
     return new ShardedBatchJobs.Definition(step, count, i -> {
       if (first.getAndSet(false)) {
         // The child's protocol to the test harness: which node runs the job, from which item.
-        System.out.println("RUNNING scores on " + node + " from item " + i);
+        System.out.println("RUNNING " + id + " on " + node + " from item " + i);
         System.out.flush();
       }
       Thread.sleep(delayMs);
       return List.of(itemInput(i));
     }, output);
+  }
+
+  /**
+   * The JDBC URL of an H2 job journal in {@code dir}, served over loopback by the first JVM that opens it
+   * (the test JVM opens it first and holds it, so the database outlives the nodes it kills).
+   */
+  static String h2Journal(Path dir) {
+    return "jdbc:h2:file:" + dir.resolve("journal").toAbsolutePath() + ";AUTO_SERVER=TRUE";
+  }
+
+  /** The user of the test journal at {@code url}: H2's "sa", or PostgreSQL's from the environment. */
+  static String journalUser(String url) {
+    return url.startsWith("jdbc:postgresql:") ? System.getenv().getOrDefault("XLA_ACTORS_TEST_POSTGRES_USER", "postgres") : "sa";
   }
 
   /** A free TCP port on the loopback interface, chosen now. */
@@ -94,6 +107,11 @@ final class TestNodes {
    * as the machine running the tests may be busy) and the split brain resolver, so the survivors remove it.
    */
   static Config config(int seedPort, int port, String role) {
+    return config(seedPort, port, role, "jdbc:h2:mem:unused");
+  }
+
+  /** {@link #config(int, int, String)} with batch jobs journaled at {@code journalUrl}. */
+  static Config config(int seedPort, int port, String role, String journalUrl) {
     return ConfigFactory.parseString("""
             xla-actors.cluster {
               seed-nodes = ["127.0.0.1:%d"]
@@ -112,7 +130,10 @@ final class TestNodes {
             pekko.cluster.split-brain-resolver.stable-after = 3s
             pekko.cluster.jmx.enabled = off
             pekko.coordinated-shutdown.run-by-jvm-shutdown-hook = off
-            """.formatted(seedPort, port, role))
+            xla-actors.cluster.jobs.journal.url = "%s"
+            xla-actors.cluster.jobs.journal.user = "%s"
+            xla-actors.cluster.jobs.snapshot-every = 25
+            """.formatted(seedPort, port, role, journalUrl, journalUser(journalUrl)))
         .withFallback(ConfigFactory.load());
   }
 }
