@@ -49,6 +49,8 @@ modes:
   cluster   Java only: a program making K=16 callbacks in sequence (f32[8] and f32[16384]), run on this
             JVM's CPU plugin, with the callback served in this JVM (local) and by a second JVM on
             loopback (remote, a two-node Pekko cluster). Per-callback median and p99 over 200 runs.
+            Then items/s of 6 sharded batch jobs (200 items each, H2 journal) on a cluster of one
+            compute node and of three (this JVM and two child JVMs; on 2 cores that is overhead).
             Last line: RESULT cluster local_us=<x> remote_us=<y> ratio=<y/x> (f32[8])
 USAGE
 }
@@ -326,6 +328,20 @@ run_cluster() {
       print "| callback | tensor       |    K |   runs | median us/cb |    p99 us/cb |"
       print "|----------|--------------|-----:|-------:|-------------:|-------------:|"
       for (i = 1; i <= n; i++) print rows[i]
+    }' "$java_out"
+  echo
+  echo "batch jobs ($(grep -m1 -o 'jobs=[0-9]*' "$java_out" | cut -d= -f2) jobs started together, H2 journal; on 2 cores three nodes measure overhead, not speedup)"
+  awk '
+    /^CLUSTER_JOBS / {
+      for (i = 2; i <= NF; i++) { split($i, kv, "="); f[kv[1]] = kv[2] }
+      rows[++n] = sprintf("| %5s | %5s | %9.2f | %8.1f |", f["nodes"], f["items"], f["seconds"], f["items_per_s"])
+    }
+    /^CLUSTER_JOBS_RATIO / { split($2, kv, "="); ratio = kv[2] }
+    END {
+      print "| nodes | items |   seconds |  items/s |"
+      print "|------:|------:|----------:|---------:|"
+      for (i = 1; i <= n; i++) print rows[i]
+      printf "three nodes / one node: %s\n", ratio
     }' "$java_out"
   grep '^RESULT' "$java_out"
 }

@@ -3,6 +3,8 @@ package dev.xlaactors.bench;
 import com.typesafe.config.Config;
 import com.typesafe.config.ConfigFactory;
 import dev.xlaactors.actors.CallbackRuntime;
+import dev.xlaactors.actors.jobs.Program;
+import dev.xlaactors.cluster.ShardedBatchJobs;
 import dev.xlaactors.cluster.ClusterCallbacks;
 import dev.xlaactors.cluster.XlaCluster;
 import dev.xlaactors.graph.Graph;
@@ -19,19 +21,27 @@ import java.io.InputStreamReader;
 import java.net.InetAddress;
 import java.net.ServerSocket;
 import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.Locale;
+import java.util.Optional;
 import java.util.concurrent.TimeUnit;
 import org.apache.pekko.actor.typed.ActorSystem;
+import org.apache.pekko.cluster.MemberStatus;
+import org.apache.pekko.cluster.sharding.typed.ShardingEnvelope;
+import org.apache.pekko.cluster.typed.Cluster;
 
 /**
  * A callback served in this JVM against the same callback served by another JVM on loopback (a two-node
  * cluster): a program making K callbacks in sequence, run on the CPU plugin in this JVM. Prints {@code
  * CLUSTER} lines (per-callback median and p99 over the runs) that bench/run.sh tabulates, and the {@code
- * RESULT} line for f32[8]. With the argument {@code serve <seed-port>} it is the serving node.
+ * RESULT} line for f32[8], printed last. Then the items per second of batch jobs (ShardedBatchJobs,
+ * journaled in H2) on a cluster of one compute node and of three ({@code CLUSTER_JOBS} lines). With the
+ * argument {@code serve <seed-port>} it is the serving node, with {@code jobs <seed-port> <dir>} a compute
+ * node of the jobs part.
  */
 public final class ClusterBench {
   private static final int K = 16;
@@ -66,6 +76,19 @@ public final class ClusterBench {
       serve(Integer.parseInt(args[1]));
       return;
     }
+    if (args.length == 3 && args[0].equals("jobs")) {
+      jobNode(Integer.parseInt(args[1]), Path.of(args[2]));
+      return;
+    }
+    String result = callbacks();
+    double oneNode = jobs(1);
+    double threeNodes = jobs(3);
+    System.out.printf(Locale.ROOT, "CLUSTER_JOBS_RATIO three_over_one=%.3f%n", threeNodes / oneNode);
+    System.out.println(result);
+  }
+
+  /** Callback round trips served here and by another JVM; returns the RESULT line. */
+  private static String callbacks() throws Exception {
     int seedPort;
     try (ServerSocket s = new ServerSocket(0, 1, InetAddress.getLoopbackAddress())) {
       seedPort = s.getLocalPort();
@@ -104,7 +127,7 @@ public final class ClusterBench {
           remoteF8 = r;
         }
       }
-      System.out.printf(Locale.ROOT, "RESULT cluster local_us=%.3f remote_us=%.3f ratio=%.3f%n", localF8, remoteF8, remoteF8 / localF8);
+      return String.format(Locale.ROOT, "RESULT cluster local_us=%.3f remote_us=%.3f ratio=%.3f", localF8, remoteF8, remoteF8 / localF8);
     } finally {
       // The serving node leaves first (its stdin closes, it exits through Pekko's coordinated shutdown),
       // so neither node sees the other vanish.
@@ -145,6 +168,120 @@ public final class ClusterBench {
     System.out.printf(Locale.ROOT, "CLUSTER where=%s size=%s k=%d runs=%d median_us=%.3f p99_us=%.3f%n",
         where, size, K, RUNS, median, p99);
     return median;
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Batch jobs: items per second on one node and on three
+
+  private static final int JOBS = 6;
+  private static final int ITEMS = 200;
+  private static final TensorType ITEM = TensorType.of(DType.F32, 64);
+
+  /** Every node's catalog: job-0 .. job-5, each 2x + 1 over ITEMS items of f32[64], output files in {@code dir}. */
+  private static ShardedBatchJobs.JobCatalog catalog(Path dir) {
+    GraphBuilder b = new GraphBuilder("twice_plus_one");
+    Value x = b.parameter(ITEM);
+    Program step = Program.of(b.build(b.add(b.multiply(x, b.constant(2f)), b.constant(1f))));
+    return id -> id.startsWith("job-")
+        ? Optional.of(new ShardedBatchJobs.Definition(step, ITEMS, i -> List.of(HostTensor.zeros(ITEM)), dir.resolve(id + ".tsv")))
+        : Optional.empty();
+  }
+
+  private static Config jobNodeConfig(int seedPort, int port, Path dir) {
+    return ConfigFactory.parseString("""
+            xla-actors.cluster {
+              seed-nodes = ["127.0.0.1:%d"], port = %d, roles = [compute]
+              jobs.journal.url = "jdbc:h2:file:%s;AUTO_SERVER=TRUE"
+            }
+            xla-actors.actors.metrics.log = off
+            pekko.loglevel = WARNING
+            """.formatted(seedPort, port, dir.resolve("journal")))
+        .withFallback(ConfigFactory.load());
+  }
+
+  /**
+   * Items per second of JOBS jobs of ITEMS items each, started together on a cluster of {@code nodes}
+   * compute nodes (this JVM and nodes-1 child JVMs) with a fresh H2 journal: from the first Ensure to the
+   * last output file. Prints a CLUSTER_JOBS line.
+   */
+  private static double jobs(int nodes) throws Exception {
+    Path dir = Files.createTempDirectory("xla-bench-jobs");
+    System.setProperty("h2.bindAddress", "127.0.0.1");
+    int seedPort;
+    try (ServerSocket s = new ServerSocket(0, 1, InetAddress.getLoopbackAddress())) {
+      seedPort = s.getLocalPort();
+    }
+    ActorSystem<Void> system = XlaCluster.start(jobNodeConfig(seedPort, seedPort, dir));
+    List<Process> children = new ArrayList<>();
+    try (XlaClient client = XlaClient.create()) {
+      var region = ShardedBatchJobs.init(system, "compute", client, catalog(dir));
+      for (int n = 1; n < nodes; n++) {
+        Process child = new ProcessBuilder(
+                Path.of(System.getProperty("java.home"), "bin", "java").toString(), "-Xmx512m", "-Dh2.bindAddress=127.0.0.1",
+                "-cp", System.getProperty("java.class.path"), ClusterBench.class.getName(), "jobs",
+                Integer.toString(seedPort), dir.toString())
+            .redirectErrorStream(true)
+            .start();
+        Runtime.getRuntime().addShutdownHook(new Thread(child::destroyForcibly));
+        children.add(child);
+        drain(new BufferedReader(new InputStreamReader(child.getInputStream(), StandardCharsets.UTF_8)));
+      }
+      long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(90);
+      while (membersUp(system) < nodes) {
+        if (System.nanoTime() > deadline) {
+          throw new IllegalStateException("only " + membersUp(system) + " of " + nodes + " nodes up after 90 s");
+        }
+        Thread.sleep(50);
+      }
+      Thread.sleep(3000); // every node's shard region registered, so the jobs spread over all of them
+      long t0 = System.nanoTime();
+      for (int j = 0; j < JOBS; j++) {
+        region.tell(new ShardingEnvelope<>("job-" + j, new ShardedBatchJobs.Ensure()));
+      }
+      for (int j = 0; j < JOBS; j++) {
+        while (!Files.exists(dir.resolve("job-" + j + ".tsv"))) {
+          if (System.nanoTime() > t0 + TimeUnit.SECONDS.toNanos(300)) {
+            throw new IllegalStateException("job-" + j + " did not finish within 300 s on " + nodes + " node(s)");
+          }
+          Thread.sleep(5);
+        }
+      }
+      double seconds = (System.nanoTime() - t0) / 1e9;
+      double perSecond = JOBS * ITEMS / seconds;
+      System.out.printf(Locale.ROOT, "CLUSTER_JOBS nodes=%d jobs=%d items=%d seconds=%.3f items_per_s=%.1f%n",
+          nodes, JOBS, JOBS * ITEMS, seconds, perSecond);
+      return perSecond;
+    } finally {
+      for (Process child : children) {
+        child.getOutputStream().close();
+      }
+      for (Process child : children) {
+        if (!child.waitFor(20, TimeUnit.SECONDS)) {
+          child.destroyForcibly();
+        }
+      }
+      system.terminate();
+      system.getWhenTerminated().toCompletableFuture().get(20, TimeUnit.SECONDS);
+    }
+  }
+
+  private static int membersUp(ActorSystem<?> system) {
+    int up = 0;
+    for (var m : Cluster.get(system).state().getMembers()) {
+      up += m.status() == MemberStatus.up() ? 1 : 0;
+    }
+    return up;
+  }
+
+  /** A compute node of the jobs measurement: runs the jobs sharding places here; exits when stdin closes. */
+  private static void jobNode(int seedPort, Path dir) throws Exception {
+    ActorSystem<Void> system = XlaCluster.start(jobNodeConfig(seedPort, 0, dir));
+    XlaClient client = XlaClient.create();
+    ShardedBatchJobs.init(system, "compute", client, catalog(dir));
+    while (System.in.read() >= 0) {
+      // exits when the measuring JVM closes the pipe (or dies)
+    }
+    System.exit(0);
   }
 
   /** Keeps reading the serving node's output (to stderr), so a full pipe never blocks it. */
