@@ -40,7 +40,9 @@ public final class CallbackDispatcher extends AbstractBehavior<CallbackDispatche
 
   /**
    * Registers a Java function under {@code name} (null: the dispatcher names it {@code callback-<id>}).
-   * Registering the same function, template and static argument again yields the same id; a name already
+   * With {@code inline}, calls that take the direct path run the function on the thread that made the
+   * call (see {@link CallbackRuntime#registerInline}).
+   * Registering the same function, template, static argument and mode again yields the same id; a name already
    * taken by a different callback is an error reply ({@link XlaException} with ALREADY_EXISTS): {@link
    * Unregister} it first to bind the name to something else.
    */
@@ -49,8 +51,15 @@ public final class CallbackDispatcher extends AbstractBehavior<CallbackDispatche
       List<TensorType> outputTemplate,
       Object staticArgument,
       HostFunction function,
+      boolean inline,
       ActorRef<StatusReply<CallbackId>> replyTo)
-      implements Command {}
+      implements Command {
+    /** A function run on the callback threads (not inline). */
+    public Register(String name, List<TensorType> outputTemplate, Object staticArgument, HostFunction function,
+        ActorRef<StatusReply<CallbackId>> replyTo) {
+      this(name, outputTemplate, staticArgument, function, false, replyTo);
+    }
+  }
 
   /**
    * Registers an actor that serves the callback {@code name} through the {@link CallbackServer} protocol.
@@ -101,14 +110,14 @@ public final class CallbackDispatcher extends AbstractBehavior<CallbackDispatche
 
   /** A registered function, as the dispatcher publishes it for calls that go straight to the threads. */
   record FunctionEntry(
-      CallbackId id, List<TensorType> outputTemplate, Object staticArgument, HostFunction function)
+      CallbackId id, List<TensorType> outputTemplate, Object staticArgument, HostFunction function, boolean inline)
       implements Entry {}
 
   private record ServerEntry(CallbackId id, List<TensorType> outputTemplate, ActorRef<CallbackServer.Request> server)
       implements Entry {}
 
   /** What makes two registrations "the same callback". */
-  private record Identity(Object target, List<TensorType> outputTemplate, Object staticArgument) {}
+  private record Identity(Object target, List<TensorType> outputTemplate, Object staticArgument, boolean inline) {}
 
   private final CallbackThreads callbackThreads;
   private final AtomicReference<Map<String, FunctionEntry>> published;
@@ -160,19 +169,19 @@ public final class CallbackDispatcher extends AbstractBehavior<CallbackDispatche
 
   private Behavior<Command> onRegister(Register r) {
     Objects.requireNonNull(r.function(), "function");
-    Identity identity = new Identity(r.function(), List.copyOf(r.outputTemplate()), r.staticArgument());
+    Identity identity = new Identity(r.function(), List.copyOf(r.outputTemplate()), r.staticArgument(), r.inline());
     r.replyTo()
         .tell(
             register(
                 r.name(),
                 identity,
-                id -> new FunctionEntry(id, identity.outputTemplate(), r.staticArgument(), r.function())));
+                id -> new FunctionEntry(id, identity.outputTemplate(), r.staticArgument(), r.function(), r.inline())));
     return this;
   }
 
   private Behavior<Command> onRegisterServer(RegisterServer r) {
     Objects.requireNonNull(r.server(), "server");
-    Identity identity = new Identity(r.server(), List.copyOf(r.outputTemplate()), null);
+    Identity identity = new Identity(r.server(), List.copyOf(r.outputTemplate()), null, false);
     StatusReply<CallbackId> reply =
         register(r.name(), identity, id -> new ServerEntry(id, identity.outputTemplate(), r.server()));
     if (reply.isSuccess()) {

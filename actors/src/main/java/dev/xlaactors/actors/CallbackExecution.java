@@ -6,17 +6,26 @@ package dev.xlaactors.actors;
  * its function starts is skipped; one given up while its function runs interrupts it (the thread counts
  * as stuck until the function returns); an answer that comes after the call was given up is dropped, so
  * it is neither counted nor seen by XLA.
+ *
+ * <p>An inline call's function runs on the thread that made the call (XLA's, or a segmented run's), which
+ * is not ours to interrupt: giving it up only drops its answer when it returns.
  */
 final class CallbackExecution {
   private enum State { QUEUED, RUNNING, RETURNED, ANSWERED, ABANDONED }
 
   private final CallbackThreads threads;
+  private final boolean inline;
   private State state = State.QUEUED;
   private Thread runner;
   private boolean stuck;
 
   CallbackExecution(CallbackThreads threads) {
+    this(threads, false);
+  }
+
+  CallbackExecution(CallbackThreads threads, boolean inline) {
     this.threads = threads;
+    this.inline = inline;
   }
 
   /** On the callback thread, before the function: false if the call was given up (skip the function). */
@@ -68,9 +77,11 @@ final class CallbackExecution {
         return false;
       }
       case RUNNING -> {
-        runner.interrupt();
-        stuck = true;
-        threads.stuckChanged(+1);
+        if (!inline) {
+          runner.interrupt();
+          stuck = true;
+          threads.stuckChanged(+1);
+        }
       }
       default -> {}
     }
