@@ -30,9 +30,7 @@ import java.util.Locale;
 import java.util.Optional;
 import java.util.concurrent.TimeUnit;
 import org.apache.pekko.actor.typed.ActorSystem;
-import org.apache.pekko.cluster.MemberStatus;
 import org.apache.pekko.cluster.sharding.typed.ShardingEnvelope;
-import org.apache.pekko.cluster.typed.Cluster;
 
 /**
  * A callback served in this JVM against the same callback served by another JVM on loopback (a two-node
@@ -227,9 +225,9 @@ public final class ClusterBench {
         drain(new BufferedReader(new InputStreamReader(child.getInputStream(), StandardCharsets.UTF_8)));
       }
       long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(90);
-      while (membersUp(system) < nodes) {
+      while (XlaCluster.membersUp(system) < nodes) {
         if (System.nanoTime() > deadline) {
-          throw new IllegalStateException("only " + membersUp(system) + " of " + nodes + " nodes up after 90 s");
+          throw new IllegalStateException("only " + XlaCluster.membersUp(system) + " of " + nodes + " nodes up after 90 s");
         }
         Thread.sleep(50);
       }
@@ -265,13 +263,6 @@ public final class ClusterBench {
     }
   }
 
-  private static int membersUp(ActorSystem<?> system) {
-    int up = 0;
-    for (var m : Cluster.get(system).state().getMembers()) {
-      up += m.status() == MemberStatus.up() ? 1 : 0;
-    }
-    return up;
-  }
 
   /** A compute node of the jobs measurement: runs the jobs sharding places here; exits when stdin closes. */
   private static void jobNode(int seedPort, Path dir) throws Exception {

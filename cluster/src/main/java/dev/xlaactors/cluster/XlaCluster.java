@@ -5,6 +5,7 @@ import com.typesafe.config.ConfigFactory;
 import org.apache.pekko.actor.typed.ActorSystem;
 import org.apache.pekko.actor.typed.Behavior;
 import org.apache.pekko.actor.typed.javadsl.Behaviors;
+import org.apache.pekko.cluster.MemberStatus;
 import org.apache.pekko.cluster.typed.Cluster;
 
 /**
@@ -37,6 +38,15 @@ public final class XlaCluster {
   /** Whether {@code system} is a cluster node (its provider is {@code cluster}). */
   public static boolean isClustered(ActorSystem<?> system) {
     return "cluster".equals(system.settings().config().getString("pekko.actor.provider"));
+  }
+
+  /** How many members of {@code system}'s cluster are Up, as this node sees them. */
+  public static int membersUp(ActorSystem<?> system) {
+    int up = 0;
+    for (var member : Cluster.get(system).state().getMembers()) {
+      up += member.status() == MemberStatus.up() ? 1 : 0;
+    }
+    return up;
   }
 
   /** The address other nodes reach {@code system} at, e.g. {@code pekko://xla-actors@10.0.0.5:25520}. */

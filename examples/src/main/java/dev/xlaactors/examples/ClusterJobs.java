@@ -29,9 +29,7 @@ import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeUnit;
 import org.apache.pekko.actor.typed.ActorRef;
 import org.apache.pekko.actor.typed.ActorSystem;
-import org.apache.pekko.cluster.MemberStatus;
 import org.apache.pekko.cluster.sharding.typed.ShardingEnvelope;
-import org.apache.pekko.cluster.typed.Cluster;
 
 /**
  * Three nodes of a Pekko cluster on this machine: this JVM (the seed, role {@code front}) and two JVMs it
@@ -108,7 +106,7 @@ public final class ClusterJobs {
       ActorRef<ShardingEnvelope<ShardedBatchJobs.Command>> jobs = ShardedBatchJobs.init(system, "compute", null, null);
       long upDeadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
       // Both compute nodes' shard regions are registered before the first job, so the jobs spread.
-      while (membersUp(system) < 3 || progress.size() < 2) {
+      while (XlaCluster.membersUp(system) < 3 || progress.size() < 2) {
         if (System.nanoTime() > upDeadline) {
           throw new IllegalStateException("the compute nodes did not join within 60 s");
         }
@@ -168,13 +166,6 @@ public final class ClusterJobs {
     }
   }
 
-  private static int membersUp(ActorSystem<?> system) {
-    int up = 0;
-    for (var m : Cluster.get(system).state().getMembers()) {
-      up += m.status() == MemberStatus.up() ? 1 : 0;
-    }
-    return up;
-  }
 
   /** The node that most recently started the most jobs. */
   private static String busiest(Map<String, String> lastRunner) {
