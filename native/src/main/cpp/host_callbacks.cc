@@ -15,6 +15,7 @@
 #include <memory>
 #include <mutex>
 #include <random>
+#include <sched.h>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -98,6 +99,9 @@ bool SpinUntilSettled(const PendingCall& call, int64_t max_nanos) {
 #endif
     }
     if (std::chrono::steady_clock::now() >= until) return false;
+    // Give the core away for a moment: when the thread that will answer shares this core (a busy
+    // machine), it runs now instead of after this spin's time slice, and an idle core makes this cheap.
+    sched_yield();
   }
   return true;
 }

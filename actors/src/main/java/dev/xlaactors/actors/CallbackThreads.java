@@ -129,7 +129,9 @@ final class CallbackThreads implements Executor, AutoCloseable {
       try {
         long until = System.nanoTime() + spinNanos;
         while ((task = tasks.poll()) == null && System.nanoTime() - until < 0 && !closed) {
-          Thread.onSpinWait();
+          // A yield, not only a pause: on a busy machine the XLA thread that will make the next call
+          // may share this core, and it runs now rather than after this thread's time slice.
+          Thread.yield();
         }
       } finally {
         spinning.decrementAndGet();
