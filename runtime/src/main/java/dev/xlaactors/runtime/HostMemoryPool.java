@@ -3,9 +3,14 @@ package dev.xlaactors.runtime;
 import dev.xlaactors.error.InvalidArgumentException;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
+import java.lang.invoke.MethodHandle;
+import java.lang.invoke.MethodHandles;
+import java.lang.invoke.MethodType;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicInteger;
 import org.bytedeco.javacpp.BytePointer;
 import org.bytedeco.javacpp.Pointer;
 
@@ -23,21 +28,34 @@ import org.bytedeco.javacpp.Pointer;
  *
  * <p>Bound: the pool keeps at most {@link #limitBytes()} bytes of idle blocks, set by {@code
  * xla-actors.runtime.host-memory.pool-bytes} (read when the pool is first used, and again by every
- * {@link XlaClient#create(RuntimeSettings)}); a block given back past the bound is dropped and freed by
- * the garbage collector. Blocks in use by open tensors are not counted: they are bounded by the JVM's
+ * {@link XlaClient#create(RuntimeSettings)}); a block given back past the bound is dropped: freed at once
+ * when no buffer over it can still be reachable, else by the garbage collector. Blocks in use by open tensors are not counted: they are bounded by the JVM's
  * direct-memory limit ({@code -XX:MaxDirectMemorySize}). When that limit refuses a fresh block, the pool
- * drops its idle blocks and tries once more.
+ * drops its idle blocks (and, for a second, the blocks given back), collects garbage and tries once more.
  *
  * <p>Thread-safe; every operation is a short critical section.
  */
 public final class HostMemoryPool {
+  static {
+    NativeLibrary.load(); // blocks are mapped and zeroed through JavaCPP's Pointer
+  }
+
   /** The smallest tensor, in bytes, whose memory comes from the pool. */
   public static final int MIN_POOLED_BYTES = 64 << 10;
 
   private static final int MIN_CLASS = Integer.numberOfTrailingZeros(MIN_POOLED_BYTES);
   private static final int MAX_CLASS = 30; // 1 GiB: the largest power of two a ByteBuffer can hold
 
+  /** How long, after direct memory ran short, blocks given back are dropped rather than kept. */
+  private static final long PRESSURE_NANOS = 1_000_000_000L;
+
+  /** Frees a direct buffer's memory at once ({@code Unsafe.invokeCleaner}); null: left to the GC. */
+  private static final MethodHandle FREE = freeHandle();
+
   private static volatile HostMemoryPool shared;
+
+  private volatile boolean underPressure;
+  private volatile long pressureEndsNanos;
 
   private final List<ArrayDeque<Block>> idle; // by size class (log2 of the block size)
   private long limitBytes;
@@ -76,6 +94,11 @@ public final class HostMemoryPool {
     private final int sizeClass;
     // Whether a tensor had the block before: until then it holds the JDK's zeros.
     private volatile boolean used;
+    // Buffers made by newRoot whose tensor's cleaner has not run yet: while one may be reachable, so may
+    // views of the memory, which must then not be freed under them.
+    private final AtomicInteger liveRoots = new AtomicInteger();
+    private volatile boolean dropped; // out of the pool for good
+    private final AtomicBoolean freed = new AtomicBoolean();
 
     private Block(ByteBuffer memory, int sizeClass) {
       this.memory = memory;
@@ -98,8 +121,40 @@ public final class HostMemoryPool {
      * block alive: its owner must (see HostTensor).
      */
     ByteBuffer newRoot(int bytes) {
+      liveRoots.incrementAndGet();
       try (BytePointer pointer = new BytePointer(memory)) {
         return pointer.position(0).limit(bytes).capacity(bytes).asByteBuffer().order(ByteOrder.LITTLE_ENDIAN);
+      }
+    }
+
+    /**
+     * Nothing can read the memory through a root any more (its tensor was closed without handing out a
+     * view, or its cleaner ran): a dropped block with no roots left is freed.
+     */
+    void rootCollected() {
+      if (liveRoots.decrementAndGet() == 0 && dropped) {
+        free();
+      }
+    }
+
+    /**
+     * The block leaves the pool: its memory is freed at once when no buffer over it can be reachable, else
+     * once the last such buffer is found unreachable (or by the GC with the block).
+     */
+    void drop() {
+      dropped = true;
+      if (liveRoots.get() == 0) {
+        free();
+      }
+    }
+
+    private void free() {
+      if (FREE != null && freed.compareAndSet(false, true)) {
+        try {
+          FREE.invokeExact(memory);
+        } catch (Throwable e) {
+          // Not freed now; the garbage collector frees it with the block.
+        }
       }
     }
   }
@@ -169,11 +224,22 @@ public final class HostMemoryPool {
     try {
       return ByteBuffer.allocateDirect(bytes);
     } catch (OutOfMemoryError e) {
-      // Direct memory is short: what the pool keeps idle counts against the limit too. Drop it; the JDK's
-      // retry (System.gc() and waiting for the collector to free what is unreachable) then finds it.
+      // Direct memory is short, and the blocks the pool keeps count against the limit. Drop the idle ones,
+      // drop blocks given back for a while too (the cleaner's returns for tensors that this collection
+      // finds unreachable among them), and collect: the retry's own System.gc() then frees what was dropped.
+      pressureEndsNanos = System.nanoTime() + PRESSURE_NANOS;
+      underPressure = true;
       trim(0);
+      System.gc();
       return ByteBuffer.allocateDirect(bytes);
     }
+  }
+
+  private boolean underPressure() {
+    if (underPressure && System.nanoTime() - pressureEndsNanos > 0) {
+      underPressure = false;
+    }
+    return underPressure;
   }
 
   /** Takes {@code block} back: kept for reuse within the bound, dropped past it. */
@@ -183,12 +249,13 @@ public final class HostMemoryPool {
       if (byCleaner) {
         cleanerReturns++;
       }
-      if (idleBytes + block.bytes() <= limitBytes) {
+      if (idleBytes + block.bytes() <= limitBytes && !underPressure()) {
         idle.get(block.sizeClass).addLast(block);
         idleBytes += block.bytes();
         returnedBlocks++;
       } else {
         droppedBlocks++;
+        block.drop();
       }
     }
   }
@@ -214,7 +281,7 @@ public final class HostMemoryPool {
   synchronized void trim(long keepBytes) {
     for (int c = MAX_CLASS; c >= MIN_CLASS && idleBytes > keepBytes; c--) {
       while (idleBytes > keepBytes && !idle.get(c).isEmpty()) {
-        idle.get(c).pollFirst();
+        idle.get(c).pollFirst().drop();
         idleBytes -= 1L << c;
         droppedBlocks++;
       }
@@ -231,6 +298,19 @@ public final class HostMemoryPool {
   static void zero(ByteBuffer buffer, long bytes) {
     try (Pointer pointer = new Pointer(buffer)) {
       Pointer.memset(pointer, 0, bytes);
+    }
+  }
+
+  private static MethodHandle freeHandle() {
+    try {
+      Class<?> unsafeClass = Class.forName("sun.misc.Unsafe");
+      java.lang.reflect.Field field = unsafeClass.getDeclaredField("theUnsafe");
+      field.setAccessible(true);
+      return MethodHandles.lookup()
+          .findVirtual(unsafeClass, "invokeCleaner", MethodType.methodType(void.class, ByteBuffer.class))
+          .bindTo(field.get(null));
+    } catch (ReflectiveOperationException | RuntimeException e) {
+      return null; // no jdk.unsupported: dropped blocks are freed by the garbage collector
     }
   }
 

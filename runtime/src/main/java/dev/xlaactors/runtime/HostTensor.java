@@ -67,6 +67,9 @@ public final class HostTensor implements AutoCloseable {
     private final AtomicInteger references = new AtomicInteger(1);
     private final AtomicBoolean closed = new AtomicBoolean();
     private final AtomicBoolean givenBack = new AtomicBoolean();
+    private final AtomicBoolean rootGone = new AtomicBoolean();
+    // Whether data() handed out a view, which may outlive the tensor and still read the memory.
+    private volatile boolean viewed;
     private final HostMemoryPool pool; // null with block: the memory is not pooled
     private final HostMemoryPool.Block block;
 
@@ -111,11 +114,22 @@ public final class HostTensor implements AutoCloseable {
     public void run() {
       closed.set(true);
       giveBack(true);
+      rootGone();
     }
 
     private void giveBack(boolean byCleaner) {
       if (block != null && givenBack.compareAndSet(false, true)) {
         pool.release(block, byCleaner);
+        if (!viewed) {
+          rootGone(); // no view was handed out, and no read or native use is left: nothing can read it
+        }
+      }
+    }
+
+    /** Nothing can read the memory through this tensor any more: a dropped block may be freed. */
+    private void rootGone() {
+      if (block != null && rootGone.compareAndSet(false, true)) {
+        block.rootCollected();
       }
     }
   }
@@ -377,6 +391,7 @@ public final class HostTensor implements AutoCloseable {
    * #close()}, but may then show another tensor's bytes: see there.
    */
   public ByteBuffer data() {
+    lifetime.viewed = true; // before the check: a close() that misses it has made the check fail
     if (lifetime.closed.get()) {
       throw closedError("read");
     }
