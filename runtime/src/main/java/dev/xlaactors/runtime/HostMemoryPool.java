@@ -1,11 +1,11 @@
 package dev.xlaactors.runtime;
 
 import dev.xlaactors.error.InvalidArgumentException;
-import java.nio.ByteBuffer;
-import java.nio.ByteOrder;
 import java.lang.invoke.MethodHandle;
 import java.lang.invoke.MethodHandles;
 import java.lang.invoke.MethodType;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.List;
@@ -20,7 +20,8 @@ import org.bytedeco.javacpp.Pointer;
  * {@code ByteBuffer} costs more than copying into it (the JDK zeroes it, which faults every page in, and
  * freeing it waits for the garbage collector, or for {@code System.gc()} once direct memory runs short):
  * 3.8 to 5.3 ms for 16 MiB against about 1 ms for the copy. A block that a closed tensor gave back is
- * handed to the next tensor of its size class as it is, neither zeroed nor faulted again.
+ * handed to the next tensor of its size class as it is, neither zeroed nor faulted again; a fresh block
+ * is pre-faulted by the JDK's zeroing, so every block a tensor gets is resident.
  *
  * <p>Blocks come in power-of-two size classes from {@value #MIN_POOLED_BYTES} bytes (64 KiB) to 1 GiB;
  * a tensor takes the smallest class that holds it. Smaller and larger tensors get memory of their own
@@ -29,8 +30,8 @@ import org.bytedeco.javacpp.Pointer;
  * <p>Bound: the pool keeps at most {@link #limitBytes()} bytes of idle blocks, set by {@code
  * xla-actors.runtime.host-memory.pool-bytes} (read when the pool is first used, and again by every
  * {@link XlaClient#create(RuntimeSettings)}); a block given back past the bound is dropped: freed at once
- * when no buffer over it can still be reachable, else by the garbage collector. Blocks in use by open tensors are not counted: they are bounded by the JVM's
- * direct-memory limit ({@code -XX:MaxDirectMemorySize}). When that limit refuses a fresh block, the pool
+ * when no buffer over it can still be reachable, else by the garbage collector. Blocks in use by open
+ * tensors are not counted: the JVM's direct-memory limit ({@code -XX:MaxDirectMemorySize}) bounds them. When that limit refuses a fresh block, the pool
  * drops its idle blocks (and, for a second, the blocks given back), collects garbage and tries once more.
  *
  * <p>Thread-safe; every operation is a short critical section.
@@ -72,7 +73,8 @@ public final class HostMemoryPool {
    * @param freshBlocks blocks allocated because no idle block of their class was there
    * @param reusedBlocks tensors that took an idle block
    * @param returnedBlocks blocks given back and kept for reuse
-   * @param droppedBlocks blocks given back past the bound, left to the garbage collector
+   * @param droppedBlocks blocks that left the pool: given back past the bound, trimmed, or given back
+   *     while direct memory ran short (freed at once when nothing can read them, else by the GC)
    * @param cleanerReturns blocks given back by the cleaner because their tensor became unreachable
    *     without {@link HostTensor#close()} (counted in {@code returnedBlocks} or {@code droppedBlocks} too)
    * @param idleBytes bytes of idle blocks now
