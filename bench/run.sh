@@ -30,7 +30,9 @@ modes:
             RESULT execute java_us=<median> jax_us=<median> ratio=<java/jax>
   callbacks host callbacks, f32[8] in and out: per call in a program making K=100 calls in sequence
             (median, p99) and in a one-call program; callbacks/s with 1 and 8 concurrent runs; a
-            16 MiB in / 16 MiB out callback against memcpy. xla-actors (CallbackRuntime, default
+            16 MiB in / 16 MiB out callback against memcpy; a bonus row: the K-call program with its
+            callback registered inline (CallbackRuntime.registerInline) against pure_callback.
+            xla-actors (CallbackRuntime, default
             settings) against jax.pure_callback and jax.experimental.io_callback, alternately
             BENCH_REPS times (default 5), min / median / max over the repetitions. Last line:
             RESULT callbacks ours_median_us=<x> jax_median_us=<y> ratio=<x/y> p99_ratio=<r>
@@ -232,6 +234,7 @@ callbacks_rows() {
       row("memcpy 16 MiB (direct ByteBuffer / numpy)", "memcpy_16MiB", "memcpy_16MiB")
       best = median["jax", "loop_f32x8_pure"] + 0 <= median["jax", "loop_f32x8_io"] + 0 ? "loop_f32x8_pure" : "loop_f32x8_io"
       row("f32[8] per call, K=100 calls (best jax kind)", "loop_f32x8", best)
+      row("f32[8] per call, inline mode (bonus)", "loop_f32x8_inline", "loop_f32x8_pure")
       rate("1 run at a time", 1)
       rate("8 concurrent runs (jax: 8 python threads)", 8)
       if (missing != "") { print "missing measurements:" missing > "/dev/stderr"; exit 1 }

@@ -6,6 +6,7 @@ import dev.xlaactors.actors.CallbackRuntime;
 import dev.xlaactors.runtime.DType;
 import dev.xlaactors.runtime.Executable;
 import dev.xlaactors.runtime.HostCall;
+import dev.xlaactors.runtime.HostCallback;
 import dev.xlaactors.runtime.HostFunction;
 import dev.xlaactors.runtime.HostTensor;
 import dev.xlaactors.runtime.RunContext;
@@ -23,6 +24,7 @@ import java.util.concurrent.Executors;
 import java.util.concurrent.ForkJoinPool;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.AtomicReference;
 import org.apache.pekko.actor.typed.ActorSystem;
 import org.apache.pekko.actor.typed.javadsl.Behaviors;
 
@@ -30,7 +32,9 @@ import org.apache.pekko.actor.typed.javadsl.Behaviors;
  * The Java half of {@code bench/run.sh callbacks}: the cost of a host callback served by xla-actors
  * ({@link CallbackRuntime}, default settings) with f32[8] in and out, per call inside a program that makes
  * {@value #K} calls in sequence and for a program that makes one; callbacks per second with 1 and 8
- * concurrent runs; a 16 MiB in / 16 MiB out callback against a plain 16 MiB memcpy. Prints {@code BENCH}
+ * concurrent runs; a 16 MiB in / 16 MiB out callback against a plain 16 MiB memcpy; and (a bonus row) the
+ * {@value #K}-call program with its callback registered inline ({@link CallbackRuntime#registerInline}).
+ * Prints {@code BENCH}
  * lines (see {@link LatencyProbe.Result#toBenchLine()}; throughput rows carry {@code cbps=}) and {@code
  * INFO} lines. The JAX half, bench/jax_callbacks.py, measures the same programs under the same names.
  *
@@ -110,23 +114,45 @@ public final class CallbacksBench {
   }
 
   /** The programs of both modes, compiled once per client. */
-  private record Programs(Executable loop, Executable single, Executable big) {
+  private record Programs(Executable loop, Executable single, Executable big, Executable loopInline) {
     static Programs compile(XlaClient client) {
       return new Programs(
           client.compile(loopProgram("echo8", "tensor<8xf32>", K)),
           client.compile(singleProgram("echo8", "tensor<8xf32>")),
-          client.compile(loopProgram("echo16m", "tensor<" + BIG_ELEMENTS + "xf32>", BIG_K)));
+          client.compile(loopProgram("echo16m", "tensor<" + BIG_ELEMENTS + "xf32>", BIG_K)),
+          client.compile(loopProgram("echo8inline", "tensor<8xf32>", K)));
     }
   }
 
   /** The benchmark's callbacks: return their input (legal: inputs are immutable copies owned by Java). */
-  private static final class Echo implements HostFunction {
+  private static class Echo implements HostFunction {
     final AtomicLong calls = new AtomicLong();
 
     @Override
     public List<HostTensor> apply(List<HostTensor> inputs, Object staticArgument) {
       calls.incrementAndGet();
       return inputs;
+    }
+  }
+
+  /**
+   * The 16 MiB echo, which closes its inputs once their call is answered, so their pooled memory serves
+   * the next call's inputs (see HostMemoryPool). A function cannot close what it returns (the call copies
+   * its outputs after it returns), so each call closes the inputs of the call before, which its program
+   * made and had answered first: the program makes its calls one after another.
+   */
+  private static final class ClosingEcho extends Echo {
+    private final AtomicReference<List<HostTensor>> previous = new AtomicReference<>(List.of());
+
+    @Override
+    public List<HostTensor> apply(List<HostTensor> inputs, Object staticArgument) {
+      previous.getAndSet(inputs).forEach(HostTensor::close);
+      return super.apply(inputs, staticArgument);
+    }
+
+    /** Closes the last call's inputs (once its run has ended). */
+    void closeLast() {
+      previous.getAndSet(List.of()).forEach(HostTensor::close);
     }
   }
 
@@ -170,6 +196,7 @@ public final class CallbacksBench {
       bench.check(programs.loop(), small, K);
       bench.check(programs.single(), small, 1);
       bench.check(programs.big(), big, BIG_K);
+      bench.check(programs.loopInline(), small, K);
 
       CallbackRuntime callbacks = bench.callbacks();
       print(
@@ -181,9 +208,13 @@ public final class CallbacksBench {
         System.out.printf(Locale.ROOT, "BENCH side=java name=throughput_%d cbps=%.1f threads=%d%n", threads, perSecond, threads);
       }
       // Each call copies 16 MiB out of XLA into Java and 16 MiB back: 2 copies per callback.
+      // The run's output is a download too: closed, as a caller done with it would.
       print(
-          LatencyProbe.measure("callback_16MiB", BIG_BYTES, 2, BIG, () -> callbacks.run(programs.big(), List.of(big)))
+          LatencyProbe.measure(
+                  "callback_16MiB", BIG_BYTES, 2, BIG,
+                  () -> callbacks.run(programs.big(), List.of(big)).forEach(HostTensor::close))
               .perStep(BIG_K));
+      bench.bigEcho().closeLast();
       ByteBuffer source = ByteBuffer.allocateDirect((int) BIG_BYTES);
       source.asFloatBuffer().put(bigValues);
       ByteBuffer target = ByteBuffer.allocateDirect((int) BIG_BYTES);
@@ -191,6 +222,10 @@ public final class CallbacksBench {
       if (!source.equals(target.clear())) {
         throw new IllegalStateException("memcpy check failed");
       }
+      // Bonus: the K-call program with its callback run inline on XLA's thread (registerInline).
+      print(
+          LatencyProbe.measure("loop_f32x8_inline", 0, LOOP, () -> callbacks.run(programs.loopInline(), List.of(small)))
+              .perStep(K));
     } finally {
       bench.close();
     }
@@ -246,21 +281,29 @@ public final class CallbacksBench {
   }
 
   /** An actor system with a CallbackRuntime that serves the benchmark's callbacks. */
-  private record Bench(ActorSystem<Void> system, CallbackRuntime callbacks, Echo echo) {
+  private record Bench(ActorSystem<Void> system, CallbackRuntime callbacks, Echo echo, ClosingEcho bigEcho, Echo inlineEcho) {
     static Bench start(XlaClient client, Config config) {
       ActorSystem<Void> system = ActorSystem.create(Behaviors.empty(), "bench", config);
       CallbackRuntime callbacks = CallbackRuntime.create(system, client);
       Echo echo = new Echo();
+      ClosingEcho bigEcho = new ClosingEcho();
+      Echo inlineEcho = new Echo();
       callbacks.register("echo8", List.of(F32_8), null, echo).toCompletableFuture().join();
-      callbacks.register("echo16m", List.of(F32_BIG), null, echo).toCompletableFuture().join();
-      return new Bench(system, callbacks, echo);
+      callbacks.register("echo16m", List.of(F32_BIG), null, bigEcho).toCompletableFuture().join();
+      callbacks.registerInline(new HostCallback("echo8inline", List.of(F32_8), null, inlineEcho))
+          .toCompletableFuture().join();
+      return new Bench(system, callbacks, echo, bigEcho, inlineEcho);
     }
 
     void check(Executable program, HostTensor input, int expectedCalls) {
-      long before = echo.calls.get();
+      long before = totalCalls();
       List<HostTensor> out = callbacks.run(program, List.of(input));
-      long calls = echo.calls.get() - before;
+      long calls = totalCalls() - before;
       requireSame(input, out, calls, expectedCalls);
+    }
+
+    private long totalCalls() {
+      return echo.calls.get() + bigEcho.calls.get() + inlineEcho.calls.get();
     }
 
     void close() throws Exception {
@@ -344,16 +387,23 @@ public final class CallbacksBench {
       }
     }
 
-    // 5. The 16 MiB callback: its floor (inline: allocateDirect of the input, two memcpys) and the pieces.
+    // 5. The 16 MiB callback: its floor (inline: a pooled input, two memcpys) and the pieces.
     float[] bigValues = new float[BIG_ELEMENTS];
     HostTensor big = HostTensor.ofFloats(bigValues);
     LatencyProbe.Budget bigBudget = new LatencyProbe.Budget(2, 40, 5.0);
-    profileLine("raw16m", "16 MiB callback inline on the XLA thread (per call, K=" + BIG_K + ")",
+    // complete() has copied the outputs into XLA's buffer when it returns, so the input can be closed then
+    // and its pooled memory serves the next call's input.
+    profileLine("raw16m", "16 MiB callback inline on the XLA thread, inputs closed (per call, K=" + BIG_K + ")",
+        rawRun(client, programs.big(), big, backstop, call -> {
+          call.complete(call.inputs());
+          call.inputs().forEach(HostTensor::close);
+        }, bigBudget).perStep(BIG_K));
+    profileLine("raw16m", "16 MiB callback inline on the XLA thread, inputs left to the GC (per call, K=" + BIG_K + ")",
         rawRun(client, programs.big(), big, backstop, call -> call.complete(call.inputs()), bigBudget).perStep(BIG_K));
-    // What the JNI upcall does per input: ByteBuffer.allocateDirect, which zeroes the memory and leaves
-    // freeing it to the GC (Bits.reserveMemory calls System.gc() and waits once MaxDirectMemorySize is
-    // reached) ...
-    profileLine("raw16m", "ByteBuffer.allocateDirect(16 MiB), freed by the GC (what the upcall does)",
+    // What the JNI upcall did per input before the pool: ByteBuffer.allocateDirect, which zeroes the memory
+    // and leaves freeing it to the GC (Bits.reserveMemory calls System.gc() and waits once
+    // MaxDirectMemorySize is reached) ...
+    profileLine("raw16m", "ByteBuffer.allocateDirect(16 MiB), freed by the GC (what the upcall did before the pool)",
         LatencyProbe.measure("p", 0, new LatencyProbe.Budget(5, 200, 2.0), () -> ByteBuffer.allocateDirect((int) BIG_BYTES)));
     // ... against the same allocation freed at once (Unsafe.invokeCleaner), as a native-owned buffer
     // released after the call would be.
@@ -368,7 +418,7 @@ public final class CallbacksBench {
         "func.func @main(%x: tensor<" + BIG_ELEMENTS + "xf32>) -> tensor<" + BIG_ELEMENTS + "xf32> {\n"
             + "  %y = stablehlo.add %x, %x : tensor<" + BIG_ELEMENTS + "xf32>\n  return %y : tensor<" + BIG_ELEMENTS + "xf32>\n}\n");
     profileLine("raw16m", "plain run of a 16 MiB add, no callback (upload+add+download; 1/" + BIG_K + " of it is in each call above)",
-        LatencyProbe.measure("p", 0, bigBudget, () -> plain.run(big)));
+        LatencyProbe.measure("p", 0, bigBudget, () -> plain.run(big).forEach(HostTensor::close)));
   }
 
   private static sun.misc.Unsafe unsafe() throws ReflectiveOperationException {
@@ -393,7 +443,7 @@ public final class CallbacksBench {
         () -> {
           try (RunContext context =
               RunContext.withHostCalls(client.plugin(), RAW_RUN_IDS.incrementAndGet(), sink::accept, backstop)) {
-            program.run(List.of(input), context);
+            program.run(List.of(input), context).forEach(HostTensor::close);
           }
         });
   }

@@ -136,11 +136,18 @@ public final class DeviceBuffer extends NativeHandle {
     }
   }
 
-  /** Copies the buffer into a new host tensor. */
+  /**
+   * Copies the buffer into a new host tensor. From 64 KiB on, the tensor's memory comes from the {@link
+   * HostMemoryPool}: close it when done and the next download of its size reuses it.
+   */
   public HostTensor toHost() {
-    HostTensor tensor = HostTensor.zeros(type);
-    try (Lease lease = lease()) {
-      download(tensor.nativeData());
+    HostTensor tensor = HostTensor.uninitialized(type); // the download overwrites every byte
+    try (Lease lease = lease();
+        HostTensor.Hold hold = tensor.hold("download into")) {
+      download(hold.data());
+    } catch (RuntimeException e) {
+      tensor.close();
+      throw e;
     }
     return tensor;
   }
@@ -166,29 +173,34 @@ public final class DeviceBuffer extends NativeHandle {
   /**
    * Starts copying the buffer to a new host tensor and returns at once; the future completes with the
    * tensor when the copy is done (exceptionally if it fails). The buffer stays alive until then, even if
-   * closed meanwhile.
+   * closed meanwhile. The tensor's memory is pooled as with {@link #toHost()}.
    */
   public CompletableFuture<HostTensor> toHostAsync() {
     PjrtApi api = client.api();
-    HostTensor tensor = HostTensor.zeros(type);
     Lease lease = lease(); // released when the copy is done
+    HostTensor tensor = HostTensor.uninitialized(type);
+    HostTensor.Hold hold = tensor.hold("download into"); // PJRT writes into it until the event
     try (PJRT_Buffer_ToHostBuffer_Args args = new PJRT_Buffer_ToHostBuffer_Args()) {
       args.struct_size(PJRT_Buffer_ToHostBuffer_Args_STRUCT_SIZE)
           .src(buffer)
-          .dst(new Pointer(tensor.nativeData()))
+          .dst(new Pointer(hold.data()))
           .dst_size(type.byteSize());
       api.check(api.bufferToHostBuffer.call(args), PjrtApi.Failure.GENERIC, "PJRT_Buffer_ToHostBuffer");
       return api.onReady(args.event(), "device-to-host transfer")
           .handle(
               (ignored, error) -> {
                 lease.close();
+                hold.close();
                 if (error != null) {
+                  tensor.close();
                   throw error instanceof RuntimeException r ? r : new RuntimeException(error);
                 }
                 return tensor;
               });
     } catch (RuntimeException e) {
       lease.close();
+      hold.close();
+      tensor.close();
       throw e;
     }
   }

@@ -194,7 +194,10 @@ public final class Executable extends NativeHandle {
     }
   }
 
-  /** Uploads host tensors, runs, downloads every output and frees the device buffers. */
+  /**
+   * Uploads host tensors, runs, downloads every output and frees the device buffers. Outputs from 64 KiB
+   * on hold pooled memory: close them when done (see {@link HostTensor#close()}).
+   */
   public List<HostTensor> run(HostTensor... inputs) {
     return run(Arrays.asList(inputs), null);
   }
@@ -234,14 +237,21 @@ public final class Executable extends NativeHandle {
       executeAddresses(argumentAddresses, n, context, device, outputAddresses);
       List<HostTensor> result = new ArrayList<>(numOutputs);
       int[] readable = program.readableByOutput();
-      for (int i = 0; i < numOutputs; i++) {
-        HostTensor tensor = HostTensor.zeros(outputTypes().get(i));
-        int[] cache = {readable[i]};
-        DeviceBuffer.download(
-            api, new PJRT_Buffer(new PjrtApi.Address(outputAddresses[i])), tensor.type().byteSize(), tensor.nativeData(),
-            cache);
-        readable[i] = cache[0];
-        result.add(tensor);
+      try {
+        for (int i = 0; i < numOutputs; i++) {
+          HostTensor tensor = HostTensor.uninitialized(outputTypes().get(i)); // the download overwrites it all
+          result.add(tensor);
+          int[] cache = {readable[i]};
+          try (HostTensor.Hold hold = tensor.hold("download into")) {
+            DeviceBuffer.download(
+                api, new PJRT_Buffer(new PjrtApi.Address(outputAddresses[i])), tensor.type().byteSize(), hold.data(),
+                cache);
+          }
+          readable[i] = cache[0];
+        }
+      } catch (RuntimeException e) {
+        result.forEach(HostTensor::close);
+        throw e;
       }
       return result;
     } finally {

@@ -85,7 +85,12 @@ public final class HostCall {
     return callbackName;
   }
 
-  /** Copies of the call's inputs, owned by Java (safe to keep after the call). */
+  /**
+   * Copies of the call's inputs, owned by Java (safe to keep after the call). Large ones hold pooled
+   * memory (see {@link HostMemoryPool}): a function that is done with an input may close it to give its
+   * memory back at once, but not one it returns as an output, which must stay open until the call is
+   * answered ({@link #complete} copies it before returning).
+   */
   public List<HostTensor> inputs() {
     return inputs;
   }
@@ -115,6 +120,11 @@ public final class HostCall {
         return Optional.of(
             "callback '" + callbackName + "' returned null as output " + i + ", expected " + expectedOutputs.get(i));
       }
+      if (out.isClosed()) {
+        return Optional.of(
+            "callback '" + callbackName + "' returned a closed tensor " + out.type() + " as output " + i
+                + ": close a tensor only after the call is answered, or return a copy");
+      }
       if (!out.type().equals(expectedOutputs.get(i))) {
         return Optional.of(
             "callback '" + callbackName + "' returned " + out.type() + " as output " + i + ", expected "
@@ -125,7 +135,8 @@ public final class HostCall {
   }
 
   /**
-   * Answers the call with {@code outputs}, copying them into XLA's result buffers. Outputs that do not
+   * Answers the call with {@code outputs}, copying them into XLA's result buffers before it returns (so
+   * the outputs, and inputs returned as outputs, may be closed as soon as it has). Outputs that do not
    * match (see {@link #mismatch}) fail the call with that message instead. Returns false when the call
    * was no longer waiting.
    */
@@ -139,14 +150,29 @@ public final class HostCall {
       return javaAnswer.complete(outputs);
     }
     int n = outputs.size();
+    HostTensor.Hold[] holds = new HostTensor.Hold[n]; // no output's memory goes back while it is copied
     try (PointerPointer<Pointer> data = new PointerPointer<>(Math.max(1, n));
         LongPointer sizes = new LongPointer(Math.max(1, n))) {
       for (int i = 0; i < n; i++) {
-        data.put(i, new Pointer(outputs.get(i).nativeData()));
+        try {
+          holds[i] = outputs.get(i).hold("answer a host call with");
+        } catch (IllegalStateException closedMeanwhile) {
+          return fail(
+              ErrorCode.INVALID_ARGUMENT,
+              "callback '" + callbackName + "': output " + i + " was closed while the call was being answered: "
+                  + closedMeanwhile.getMessage());
+        }
+        data.put(i, new Pointer(holds[i].data()));
         sizes.put(i, outputs.get(i).type().byteSize());
       }
       // A size mismatch fails the call natively; the message reaches the run, so nothing to read here.
       return XlaActors_CompleteHostCall(tag, data, sizes, n, (org.bytedeco.javacpp.BytePointer) null, 0) == 1;
+    } finally {
+      for (HostTensor.Hold hold : holds) {
+        if (hold != null) {
+          hold.close();
+        }
+      }
     }
   }
 

@@ -15,10 +15,10 @@ import org.bytedeco.javacpp.Pointer;
 
 /**
  * The bridge's one host-call sink: the native handler describes each call (XLA's input pointers, types,
- * dims) to this function on the XLA thread that made it; it copies the inputs into Java-owned tensors,
- * builds a {@link HostCall} and hands it to the run's {@link HostCallSink}. Runs are told apart by a sink
- * id, never by a pointer to a Java object, and the function object is held by a static field so the
- * plugin can call it for as long as the process lives.
+ * dims) to this function on the XLA thread that made it; it copies the inputs into Java-owned tensors
+ * (pooled memory, see {@link HostMemoryPool}), builds a {@link HostCall} and hands it to the run's {@link
+ * HostCallSink}. Runs are told apart by a sink id, never by a pointer to a Java object, and the function
+ * object is held by a static field so the plugin can call it for as long as the process lives.
  */
 final class HostCallBridge {
   static {
@@ -81,16 +81,20 @@ final class HostCallBridge {
       TensorType type = typeOf(call.input_types().get(i), call.input_dims(), dimOffset, rank);
       dimOffset += rank;
       if (type.byteSize() > Integer.MAX_VALUE - 8) {
+        inputs.forEach(HostTensor::close);
         fail(tag, ErrorCode.RESOURCE_EXHAUSTED,
             "host callback '" + name + "': input " + i + " is " + type + " (" + type.byteSize()
                 + " bytes); a host-callback tensor holds at most 2 GiB - 8 bytes: pass it in smaller pieces");
         return 0;
       }
-      HostTensor tensor = HostTensor.zeros(type);
-      if (type.byteSize() > 0) {
-        Pointer.memcpy(new Pointer(tensor.nativeData()), call.input_data(i), type.byteSize());
-      }
+      // Every byte is copied over, so a pooled block need not be zeroed first.
+      HostTensor tensor = HostTensor.uninitialized(type);
       inputs.add(tensor);
+      if (type.byteSize() > 0) {
+        try (HostTensor.Hold hold = tensor.hold("copy a callback input into")) {
+          Pointer.memcpy(new Pointer(hold.data()), call.input_data(i), type.byteSize());
+        }
+      }
     }
     int numOutputs = Math.toIntExact(call.num_outputs());
     List<TensorType> outputs = new ArrayList<>(numOutputs);

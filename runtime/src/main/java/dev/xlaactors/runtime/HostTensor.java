@@ -1,9 +1,12 @@
 package dev.xlaactors.runtime;
 
 import dev.xlaactors.error.InvalidArgumentException;
+import java.lang.ref.Cleaner;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.util.Objects;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicInteger;
 
 /**
  * An immutable tensor in host memory: a {@link TensorType} and its row-major elements in a direct
@@ -14,15 +17,218 @@ import java.util.Objects;
  * {@code ofFloats(new float[] {x})} is a scalar, while {@code ofFloats(new float[] {x}, 1)} and {@link
  * #vector(float...)} are one-element vectors. Pass dims whenever the count could be 1.
  *
- * <p>Thread-safe: the contents never change after construction and readers get read-only views.
+ * <p>Lifetime: a tensor holds host memory until it is closed or unreachable. Tensors the runtime fills
+ * itself (host-callback inputs, {@link DeviceBuffer#toHost} and other downloads) and {@link #zeros}, from
+ * 64 KiB to 1 GiB, take their memory from the process-wide {@link HostMemoryPool}: {@link #close()} gives
+ * it back at once for the next such tensor, which saves allocating, zeroing and faulting in fresh memory
+ * (milliseconds for megabytes). Closing is optional: a pooled tensor that is never closed gives its
+ * memory back when it and every view from {@link #data()} have become unreachable (a {@link Cleaner}), so
+ * code that never closes stays correct, only slower. Tensors made from Java values ({@code of...}) own
+ * memory of their exact size and closing them only makes them unreadable.
+ *
+ * <p>Thread-safe: the contents never change while the tensor is open, and readers get read-only views.
+ * Reads ({@code to...Array}) and native uses (uploads, host-call answers) that race with {@link #close()}
+ * either finish on intact contents (the memory goes back only after them) or fail with {@link
+ * IllegalStateException}.
  */
-public final class HostTensor {
+public final class HostTensor implements AutoCloseable {
+  /** Gives back the memory of pooled tensors that were never closed. */
+  private static final Cleaner CLEANER =
+      Cleaner.create(
+          task -> {
+            Thread thread = new Thread(task, "xla-actors-host-memory-cleaner");
+            thread.setDaemon(true);
+            return thread;
+          });
+
   private final TensorType type;
+  // For a pooled tensor, a buffer that is its own root over the block (see HostMemoryPool.Block.newRoot):
+  // the views data() hands out refer to it, so the cleaner registered on it waits for them too.
   private final ByteBuffer data;
+  private final Lifetime lifetime;
 
   private HostTensor(TensorType type, ByteBuffer data) {
+    this(type, data, new Lifetime(null, null));
+  }
+
+  private HostTensor(TensorType type, ByteBuffer data, Lifetime lifetime) {
     this.type = type;
     this.data = data;
+    this.lifetime = lifetime;
+  }
+
+  /**
+   * Who may still use a tensor's memory: the owner (until close) and each in-flight read or native use
+   * ({@link Hold}). The memory goes back to its pool when the last of them is done, or when the cleaner
+   * finds the tensor's buffer unreachable. Holds no reference to the tensor or its buffer (it is the
+   * cleaner's action), but keeps the block alive: a view that outlives close() still points into it.
+   */
+  private static final class Lifetime implements Runnable {
+    private final AtomicInteger references = new AtomicInteger(1);
+    private final AtomicBoolean closed = new AtomicBoolean();
+    private final AtomicBoolean givenBack = new AtomicBoolean();
+    private final AtomicBoolean rootGone = new AtomicBoolean();
+    // Whether data() handed out a view, which may outlive the tensor and still read the memory.
+    private volatile boolean viewed;
+    private final HostMemoryPool pool; // null with block: the memory is not pooled
+    private final HostMemoryPool.Block block;
+
+    Lifetime(HostMemoryPool pool, HostMemoryPool.Block block) {
+      this.pool = pool;
+      this.block = block;
+    }
+
+    /** The owner's release; true the first time. */
+    boolean close() {
+      if (closed.compareAndSet(false, true)) {
+        release();
+        return true;
+      }
+      return false;
+    }
+
+    /** One more user, unless the tensor is closed (or its memory already went back). */
+    boolean retain() {
+      if (closed.get()) {
+        return false;
+      }
+      while (true) {
+        int n = references.get();
+        if (n == 0) {
+          return false;
+        }
+        if (references.compareAndSet(n, n + 1)) {
+          return true;
+        }
+      }
+    }
+
+    void release() {
+      if (references.decrementAndGet() == 0) {
+        giveBack(false);
+      }
+    }
+
+    /** The cleaner's action: nothing can reach the memory any more (a Hold keeps the buffer reachable). */
+    @Override
+    public void run() {
+      closed.set(true);
+      giveBack(true);
+      rootGone();
+    }
+
+    private void giveBack(boolean byCleaner) {
+      if (block != null && givenBack.compareAndSet(false, true)) {
+        pool.release(block, byCleaner);
+        if (!viewed) {
+          rootGone(); // no view was handed out, and no read or native use is left: nothing can read it
+        }
+      }
+    }
+
+    /** Nothing can read the memory through this tensor any more: a dropped block may be freed. */
+    private void rootGone() {
+      if (block != null && rootGone.compareAndSet(false, true)) {
+        block.rootCollected();
+      }
+    }
+  }
+
+  /**
+   * One read or native use of the tensor's memory (use with try-with-resources): until it is closed, the
+   * tensor's memory stays its own, even if the tensor is closed meanwhile. It refers to the tensor, so the
+   * tensor's buffer stays reachable while native code uses its address.
+   */
+  final class Hold implements AutoCloseable {
+    private boolean released;
+
+    private Hold() {}
+
+    /** The tensor's buffer, for native code to read or (when the runtime fills a new tensor) write. */
+    ByteBuffer data() {
+      return data;
+    }
+
+    @Override
+    public void close() {
+      if (!released) {
+        released = true;
+        lifetime.release();
+      }
+    }
+  }
+
+  /**
+   * A hold on the memory for {@code use} (named in the error: "upload", "read"), refused with {@link
+   * IllegalStateException} once the tensor is closed.
+   */
+  Hold hold(String use) {
+    if (!lifetime.retain()) {
+      throw closedError(use);
+    }
+    return new Hold();
+  }
+
+  /**
+   * A tensor of {@code type} whose contents are whatever its memory held (zeros or a former tensor's
+   * bytes), for the runtime to overwrite completely before anyone else sees it: callback inputs,
+   * downloads. From the shared pool when its size is pooled.
+   */
+  static HostTensor uninitialized(TensorType type) {
+    return pooled(type, HostMemoryPool.shared(), false);
+  }
+
+  /** As {@link #uninitialized(TensorType)}, from {@code pool}. */
+  static HostTensor uninitialized(TensorType type, HostMemoryPool pool) {
+    return pooled(type, pool, false);
+  }
+
+  /** As {@link #zeros(TensorType)}, from {@code pool}. */
+  static HostTensor zeros(TensorType type, HostMemoryPool pool) {
+    return pooled(type, pool, true);
+  }
+
+  private static HostTensor pooled(TensorType type, HostMemoryPool pool, boolean zeroed) {
+    Objects.requireNonNull(type, "type");
+    long bytes = type.byteSize();
+    if (!HostMemoryPool.pooled(bytes) || pool.limitBytes() == 0) {
+      return new HostTensor(type, allocate(bytes)); // allocateDirect zeroes
+    }
+    HostMemoryPool.Block block = pool.acquire(bytes);
+    ByteBuffer root;
+    try {
+      root = block.newRoot((int) bytes);
+      if (zeroed && block.used()) {
+        HostMemoryPool.zero(root, bytes);
+      }
+    } catch (RuntimeException | Error e) {
+      pool.release(block, false);
+      throw e;
+    }
+    Lifetime lifetime = new Lifetime(pool, block);
+    CLEANER.register(root, lifetime);
+    return new HostTensor(type, root, lifetime);
+  }
+
+  /**
+   * Closes the tensor: its data can no longer be read ({@link #data()} and the {@code to...Array}
+   * accessors throw {@link IllegalStateException}; {@link #type()} still answers) nor uploaded or
+   * returned from a callback, and a pooled tensor's memory goes back to the {@link HostMemoryPool} at once
+   * (after any read or transfer in progress). Idempotent and thread-safe; closing is optional (see the
+   * class doc).
+   *
+   * <p>Views that {@link #data()} handed out before the close stay valid Java buffers (the memory is never
+   * freed under them, so they cannot crash the JVM), but once the memory is reused they show the bytes of
+   * whichever tensor reuses it. Close a tensor only when nothing will read it or its views again.
+   */
+  @Override
+  public void close() {
+    lifetime.close();
+  }
+
+  /** Whether {@link #close()} was called (or the tensor's memory was reclaimed). */
+  public boolean isClosed() {
+    return lifetime.closed.get();
   }
 
   /**
@@ -48,9 +254,12 @@ public final class HostTensor {
     return new HostTensor(type, copy);
   }
 
-  /** A tensor of zeros. */
+  /**
+   * A tensor of zeros. From 64 KiB to 1 GiB its memory comes from the {@link HostMemoryPool} (zeroed
+   * again when reused): close it when done to give it back.
+   */
   public static HostTensor zeros(TensorType type) {
-    return new HostTensor(type, allocate(type.byteSize()));
+    return zeros(type, HostMemoryPool.shared());
   }
 
   /** Raw little-endian element bytes, in row-major order. */
@@ -177,14 +386,20 @@ public final class HostTensor {
     return type.shape();
   }
 
-  /** A read-only little-endian view of the element bytes (position 0). */
+  /**
+   * A read-only little-endian view of the element bytes (position 0). It stays readable after {@link
+   * #close()}, but may then show another tensor's bytes: see there.
+   */
   public ByteBuffer data() {
-    return data.asReadOnlyBuffer().order(ByteOrder.LITTLE_ENDIAN);
+    lifetime.viewed = true; // before the check: a close() that misses it has made the check fail
+    if (lifetime.closed.get()) {
+      throw closedError("read");
+    }
+    return view();
   }
 
-  /** The buffer the native layer reads from; never handed to users. */
-  ByteBuffer nativeData() {
-    return data;
+  private ByteBuffer view() {
+    return data.asReadOnlyBuffer().order(ByteOrder.LITTLE_ENDIAN);
   }
 
   /**
@@ -226,7 +441,9 @@ public final class HostTensor {
       throw wrongAccessor("toComplex64Array", "c64");
     }
     float[] out = new float[2 * count()];
-    data().asFloatBuffer().get(out);
+    try (Hold hold = hold("read")) {
+      view().asFloatBuffer().get(out);
+    }
     return out;
   }
 
@@ -236,7 +453,9 @@ public final class HostTensor {
       throw wrongAccessor("toComplex128Array", "c128");
     }
     double[] out = new double[2 * count()];
-    data().asDoubleBuffer().get(out);
+    try (Hold hold = hold("read")) {
+      view().asDoubleBuffer().get(out);
+    }
     return out;
   }
 
@@ -244,7 +463,14 @@ public final class HostTensor {
   public float[] toFloatArray() {
     int n = count();
     float[] out = new float[n];
-    ByteBuffer b = data();
+    try (Hold hold = hold("read")) {
+      readFloats(view(), out);
+    }
+    return out;
+  }
+
+  private void readFloats(ByteBuffer b, float[] out) {
+    int n = out.length;
     switch (dtype()) {
       case F32 -> b.asFloatBuffer().get(out);
       case F16 -> {
@@ -264,7 +490,6 @@ public final class HostTensor {
       }
       default -> throw wrongAccessor("toFloatArray", "f32, f16, bf16 or f64");
     }
-    return out;
   }
 
   public double[] toDoubleArray() {
@@ -277,7 +502,9 @@ public final class HostTensor {
       return out;
     }
     double[] out = new double[count()];
-    data().asDoubleBuffer().get(out);
+    try (Hold hold = hold("read")) {
+      view().asDoubleBuffer().get(out);
+    }
     return out;
   }
 
@@ -288,16 +515,18 @@ public final class HostTensor {
     }
     int n = count();
     long[] out = new long[n];
-    ByteBuffer b = data();
     boolean unsigned = dtype().isUnsignedInteger() || dtype() == DType.PRED;
-    for (int i = 0; i < n; i++) {
-      out[i] =
-          switch (dtype().byteSize()) {
-            case 1 -> unsigned ? Byte.toUnsignedLong(b.get(i)) : b.get(i);
-            case 2 -> unsigned ? Short.toUnsignedLong(b.getShort(2 * i)) : b.getShort(2 * i);
-            case 4 -> unsigned ? Integer.toUnsignedLong(b.getInt(4 * i)) : b.getInt(4 * i);
-            default -> b.getLong(8 * i);
-          };
+    try (Hold hold = hold("read")) {
+      ByteBuffer b = view();
+      for (int i = 0; i < n; i++) {
+        out[i] =
+            switch (dtype().byteSize()) {
+              case 1 -> unsigned ? Byte.toUnsignedLong(b.get(i)) : b.get(i);
+              case 2 -> unsigned ? Short.toUnsignedLong(b.getShort(2 * i)) : b.getShort(2 * i);
+              case 4 -> unsigned ? Integer.toUnsignedLong(b.getInt(4 * i)) : b.getInt(4 * i);
+              default -> b.getLong(8 * i);
+            };
+      }
     }
     return out;
   }
@@ -308,7 +537,9 @@ public final class HostTensor {
       throw wrongAccessor("toIntArray", "s32");
     }
     int[] out = new int[count()];
-    data().asIntBuffer().get(out);
+    try (Hold hold = hold("read")) {
+      view().asIntBuffer().get(out);
+    }
     return out;
   }
 
@@ -317,9 +548,11 @@ public final class HostTensor {
       throw wrongAccessor("toBooleanArray", "pred");
     }
     boolean[] out = new boolean[count()];
-    ByteBuffer b = data();
-    for (int i = 0; i < out.length; i++) {
-      out[i] = b.get(i) != 0;
+    try (Hold hold = hold("read")) {
+      ByteBuffer b = view();
+      for (int i = 0; i < out.length; i++) {
+        out[i] = b.get(i) != 0;
+      }
     }
     return out;
   }
@@ -327,13 +560,21 @@ public final class HostTensor {
   /** A copy of the raw element bytes. */
   public byte[] toByteArray() {
     byte[] out = new byte[data.capacity()];
-    data().get(out);
+    try (Hold hold = hold("read")) {
+      view().get(out);
+    }
     return out;
   }
 
   @Override
   public String toString() {
-    return "HostTensor(" + type + ")";
+    return "HostTensor(" + type + (isClosed() ? ", closed)" : ")");
+  }
+
+  private IllegalStateException closedError(String use) {
+    return new IllegalStateException(
+        "cannot " + use + " HostTensor(" + type + "): the tensor was closed (close() gave its memory back"
+            + " for reuse); " + use + " it before closing it");
   }
 
   private int count() {

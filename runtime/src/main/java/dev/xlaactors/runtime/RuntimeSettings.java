@@ -13,10 +13,14 @@ import java.nio.file.Path;
  * @param pluginPath the PJRT plugin file to load
  * @param clientAsynchronous whether the CPU client runs executions on its own thread pool
  * @param compileCacheSize executables a client keeps for reuse; 0 disables the cache
+ * @param hostMemoryPoolBytes the most bytes of idle host memory the {@link HostMemoryPool} keeps for reuse
  */
-public record RuntimeSettings(Path pluginPath, boolean clientAsynchronous, int compileCacheSize) {
+public record RuntimeSettings(
+    Path pluginPath, boolean clientAsynchronous, int compileCacheSize, long hostMemoryPoolBytes) {
   /** The config key of the plugin path, named in error messages. */
   public static final String PLUGIN_PATH_KEY = "xla-actors.runtime.plugin-path";
+  /** The config key of the host-memory pool's bound, named in error messages. */
+  public static final String HOST_MEMORY_POOL_BYTES_KEY = "xla-actors.runtime.host-memory.pool-bytes";
   /** The environment variable that overrides {@link #PLUGIN_PATH_KEY}. */
   public static final String PLUGIN_ENV = "XLA_ACTORS_PLUGIN";
   /** The command that fetches the default plugin. */
@@ -54,10 +58,31 @@ public record RuntimeSettings(Path pluginPath, boolean clientAsynchronous, int c
       return new RuntimeSettings(
           path.isEmpty() ? defaultPluginPath() : Path.of(path),
           c.getBoolean("client-asynchronous"),
-          cacheSize);
+          cacheSize,
+          hostMemoryPoolBytes(config));
     } catch (ConfigException e) {
       throw new XlaException(ErrorCode.INVALID_ARGUMENT, "bad runtime configuration: " + e.getMessage(), e);
     }
+  }
+
+  private static long hostMemoryPoolBytes(Config config) {
+    long bytes;
+    try {
+      bytes = config.getBytes(HOST_MEMORY_POOL_BYTES_KEY);
+    } catch (ConfigException.WrongType | ConfigException.BadValue e) {
+      throw new XlaException(
+          ErrorCode.INVALID_ARGUMENT,
+          HOST_MEMORY_POOL_BYTES_KEY + " must be a size in bytes such as 256 MiB (0 turns pooling off), got "
+              + config.getValue(HOST_MEMORY_POOL_BYTES_KEY).render() + " ("
+              + config.getValue(HOST_MEMORY_POOL_BYTES_KEY).origin().description() + ")",
+          e);
+    }
+    if (bytes < 0) {
+      throw new XlaException(
+          ErrorCode.INVALID_ARGUMENT,
+          HOST_MEMORY_POOL_BYTES_KEY + " must be >= 0 bytes (0 turns pooling off), got " + bytes);
+    }
+    return bytes;
   }
 
   /** Where fetch-third-party.sh puts the plugin: {@code $XLA_ACTORS_CACHE} or {@code ~/.cache/xla-actors}. */
@@ -85,6 +110,11 @@ public record RuntimeSettings(Path pluginPath, boolean clientAsynchronous, int c
   }
 
   public RuntimeSettings withPluginPath(Path path) {
-    return new RuntimeSettings(path, clientAsynchronous, compileCacheSize);
+    return new RuntimeSettings(path, clientAsynchronous, compileCacheSize, hostMemoryPoolBytes);
+  }
+
+  /** These settings with another bound for the host-memory pool (see {@link HostMemoryPool}). */
+  public RuntimeSettings withHostMemoryPoolBytes(long bytes) {
+    return new RuntimeSettings(pluginPath, clientAsynchronous, compileCacheSize, bytes);
   }
 }

@@ -87,7 +87,12 @@ public final class XlaClient extends NativeHandle {
     return create(RuntimeSettings.load());
   }
 
+  /**
+   * A client of the plugin {@code settings} name, with their client options and compile cache; also sets
+   * the process-wide {@link HostMemoryPool}'s bound to theirs.
+   */
   public static XlaClient create(RuntimeSettings settings) {
+    HostMemoryPool.configureShared(settings.hostMemoryPoolBytes());
     return create(
         Plugin.load(settings),
         Map.of("asynchronous", settings.clientAsynchronous()),
@@ -361,7 +366,7 @@ public final class XlaClient extends NativeHandle {
     return upload(tensor, devices.get(0));
   }
 
-  /** Copies a host tensor to {@code device}; the host tensor can be reused at once. */
+  /** Copies a host tensor to {@code device}; the host tensor can be closed at once. */
   public DeviceBuffer upload(HostTensor tensor, Device device) {
     Objects.requireNonNull(tensor, "tensor");
     checkDevice(device, "device");
@@ -374,12 +379,15 @@ public final class XlaClient extends NativeHandle {
   PJRT_Buffer uploadUnowned(HostTensor tensor, Device device) {
     PJRT_Buffer buffer = new PJRT_Buffer();
     long[] dims = tensor.shape().dims();
-    api.check(
-        XlaActors_BufferFromHost(
-            api.api, client, new Pointer(tensor.nativeData()), tensor.dtype().pjrtType(), dims, dims.length,
-            device.pointer(), buffer),
-        PjrtApi.Failure.GENERIC,
-        "host-to-device transfer");
+    // The hold keeps the tensor's memory its own until the plugin is done reading it (the bridge waits).
+    try (HostTensor.Hold hold = tensor.hold("upload")) {
+      api.check(
+          XlaActors_BufferFromHost(
+              api.api, client, new Pointer(hold.data()), tensor.dtype().pjrtType(), dims, dims.length,
+              device.pointer(), buffer),
+          PjrtApi.Failure.GENERIC,
+          "host-to-device transfer");
+    }
     return buffer;
   }
 
@@ -391,13 +399,14 @@ public final class XlaClient extends NativeHandle {
   /**
    * Starts copying a host tensor to {@code device} and returns at once. The future completes with the
    * buffer when its data is on the device (exceptionally if the transfer fails); {@code tensor} is kept
-   * alive until the plugin is done reading it.
+   * alive until the plugin is done reading it, and closing it meanwhile gives its memory back only then.
    */
   public CompletableFuture<DeviceBuffer> uploadAsync(HostTensor tensor, Device device) {
     Objects.requireNonNull(tensor, "tensor");
     checkDevice(device, "device");
     DeviceBuffer buffer;
     CompletableFuture<Void> hostDone;
+    HostTensor.Hold hold = tensor.hold("upload"); // until the plugin is done reading the tensor
     try (Lease lease = lease();
         LongPointer dims = new LongPointer(Math.max(1, tensor.shape().rank()));
         PJRT_Client_BufferFromHostBuffer_Args args = new PJRT_Client_BufferFromHostBuffer_Args()) {
@@ -407,7 +416,7 @@ public final class XlaClient extends NativeHandle {
       }
       args.struct_size(PJRT_Client_BufferFromHostBuffer_Args_STRUCT_SIZE)
           .client(client)
-          .data(new Pointer(tensor.nativeData()))
+          .data(new Pointer(hold.data()))
           .type(tensor.dtype().pjrtType())
           .dims(dims)
           .num_dims(shape.length)
@@ -416,9 +425,12 @@ public final class XlaClient extends NativeHandle {
       api.check(api.clientBufferFromHostBuffer.call(args), PjrtApi.Failure.GENERIC, "PJRT_Client_BufferFromHostBuffer");
       buffer = new DeviceBuffer(this, args.buffer(), tensor.type());
       hostDone = api.onReady(args.done_with_host_buffer(), "host-to-device transfer");
+    } catch (RuntimeException e) {
+      hold.close();
+      throw e;
     }
     return hostDone
-        .whenComplete((ignored, error) -> Objects.requireNonNull(tensor)) // keeps the bytes reachable until done
+        .whenComplete((ignored, error) -> hold.close()) // the tensor may be closed and its memory reused now
         .thenCompose(ignored -> buffer.ready())
         .handle(
             (ignored, error) -> {
