@@ -25,6 +25,9 @@ import java.util.concurrent.locks.LockSupport;
  * callbacks.max-stuck-threads}), so hung functions cannot stop the callbacks of other runs. Thread-safe.
  */
 final class CallbackThreads implements Executor, AutoCloseable {
+  /** How long a spin only pauses before it starts yielding the core between checks. */
+  private static final long PURE_SPIN_NANOS = 5_000;
+
   private final String name;
   private final int threads;
   private final int maxStuck;
@@ -127,11 +130,17 @@ final class CallbackThreads implements Executor, AutoCloseable {
     if (spinNanos > 0) {
       spinning.incrementAndGet();
       try {
-        long until = System.nanoTime() + spinNanos;
-        while ((task = tasks.poll()) == null && System.nanoTime() - until < 0 && !closed) {
-          // A yield, not only a pause: on a busy machine the XLA thread that will make the next call
-          // may share this core, and it runs now rather than after this thread's time slice.
-          Thread.yield();
+        long start = System.nanoTime();
+        long until = start + spinNanos;
+        long now;
+        while ((task = tasks.poll()) == null && (now = System.nanoTime()) - until < 0 && !closed) {
+          if (now - start < PURE_SPIN_NANOS) {
+            Thread.onSpinWait();
+          } else {
+            // Then yield: on a busy machine the XLA thread that will make the next call may share
+            // this core, and it runs now rather than after this thread's time slice.
+            Thread.yield();
+          }
         }
       } finally {
         spinning.decrementAndGet();
