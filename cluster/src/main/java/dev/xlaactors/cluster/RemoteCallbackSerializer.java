@@ -6,10 +6,14 @@ import dev.xlaactors.cluster.RemoteCallbackServer.Request;
 import dev.xlaactors.cluster.RemoteCallbackServer.Served;
 import dev.xlaactors.error.ErrorCode;
 import dev.xlaactors.error.InvalidArgumentException;
+import dev.xlaactors.error.XlaException;
 import dev.xlaactors.runtime.DType;
 import dev.xlaactors.runtime.HostTensor;
+import dev.xlaactors.runtime.TensorType;
 import java.nio.BufferUnderflowException;
 import java.nio.ByteBuffer;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.function.Function;
 import org.apache.pekko.actor.ExtendedActorSystem;
@@ -20,8 +24,8 @@ import org.apache.pekko.serialization.SerializerWithStringManifest;
 
 /**
  * The binary form of the {@link RemoteCallbackServer} messages, so tensors cross JVMs without Java
- * serialization. Tensors are framed by {@link TensorWire}: dtype code ({@link DType#pjrtType()}), rank,
- * dimensions, byte count and the raw little-endian element bytes, exactly as {@link HostTensor} holds
+ * serialization. Big-endian framing; a tensor is its dtype code ({@link DType#pjrtType()}), its rank and
+ * dimensions, the byte count and the raw little-endian element bytes, exactly as {@link HostTensor} holds
  * them. Decoding checks everything (version, dtype code, rank, dimensions, byte count against the type,
  * no missing and no trailing bytes) and refuses a bad message with an {@link InvalidArgumentException}
  * that says what was wrong, so a damaged tensor never reaches a callback or XLA.
@@ -36,6 +40,8 @@ public final class RemoteCallbackSerializer extends SerializerWithStringManifest
   static final String SERVED = "S";
   static final String REFUSED = "F";
   private static final byte VERSION = 1;
+  /** PJRT arrays have at most this many dimensions in practice; more is a damaged message. */
+  private static final int MAX_RANK = 64;
 
   private final Function<ActorRef<?>, String> refToString;
   private final Function<String, ActorRef<Reply>> stringToRef;
@@ -77,16 +83,16 @@ public final class RemoteCallbackSerializer extends SerializerWithStringManifest
     if (o instanceof Request r) {
       byte[] name = utf8(r.callbackName());
       byte[] replyTo = utf8(refToString.apply(r.replyTo()));
-      ByteBuffer out = allocate(1 + 8 + 4 + name.length + 4 + replyTo.length + TensorWire.tensorsSize(r.inputs()));
+      ByteBuffer out = allocate(1 + 8 + 4 + name.length + 4 + replyTo.length + tensorsSize(r.inputs()));
       out.put(VERSION).putLong(r.callId());
       out.putInt(name.length).put(name).putInt(replyTo.length).put(replyTo);
-      TensorWire.putTensors(out, r.inputs());
+      putTensors(out, r.inputs());
       return out.array();
     }
     if (o instanceof Served s) {
-      ByteBuffer out = allocate(1 + 8 + TensorWire.tensorsSize(s.outputs()));
+      ByteBuffer out = allocate(1 + 8 + tensorsSize(s.outputs()));
       out.put(VERSION).putLong(s.callId());
-      TensorWire.putTensors(out, s.outputs());
+      putTensors(out, s.outputs());
       return out.array();
     }
     if (o instanceof Refused f) {
@@ -139,27 +145,104 @@ public final class RemoteCallbackSerializer extends SerializerWithStringManifest
     return new Refused(callId, ErrorCode.values()[code], string(in, manifest, "error message"));
   }
 
-  private static String message(String manifest) {
-    return "remote callback message (manifest '" + manifest + "')";
+  private static long tensorsSize(List<HostTensor> tensors) {
+    long size = 4;
+    for (HostTensor t : tensors) {
+      size += 1 + 1 + 8L * t.shape().rank() + 8 + t.type().byteSize();
+    }
+    return size;
+  }
+
+  private static void putTensors(ByteBuffer out, List<HostTensor> tensors) {
+    out.putInt(tensors.size());
+    for (HostTensor t : tensors) {
+      long[] dims = t.shape().dims();
+      out.put((byte) t.dtype().pjrtType()).put((byte) dims.length);
+      for (long d : dims) {
+        out.putLong(d);
+      }
+      out.putLong(t.type().byteSize());
+      out.put(t.data().duplicate());
+    }
   }
 
   private static List<HostTensor> tensors(ByteBuffer in, String manifest) {
-    return TensorWire.tensors(in, message(manifest));
+    int count = in.getInt();
+    // Each tensor takes at least 10 bytes, which bounds a damaged count before anything is allocated.
+    if (count < 0 || count > in.remaining() / 10) {
+      throw refused(manifest, "tensor count " + count + " does not fit the " + in.remaining() + " bytes left");
+    }
+    List<HostTensor> tensors = new ArrayList<>(count);
+    for (int i = 0; i < count; i++) {
+      tensors.add(tensor(in, manifest, i, count));
+    }
+    return tensors;
+  }
+
+  private static HostTensor tensor(ByteBuffer in, String manifest, int index, int count) {
+    String which = "tensor " + index + " of " + count;
+    int code = in.get();
+    DType dtype;
+    try {
+      dtype = DType.fromPjrtType(code);
+    } catch (XlaException e) {
+      throw refused(manifest, which + " has dtype code " + code + ", which is no dtype; known codes: " + knownCodes());
+    }
+    int rank = in.get();
+    if (rank < 0 || rank > MAX_RANK) {
+      throw refused(manifest, which + " has rank " + rank + ", expected 0.." + MAX_RANK);
+    }
+    long[] dims = new long[rank];
+    for (int d = 0; d < rank; d++) {
+      dims[d] = in.getLong();
+      if (dims[d] < 0) {
+        throw refused(manifest, which + " has dimension " + d + " of " + dims[d] + ", expected >= 0");
+      }
+    }
+    TensorType type = TensorType.of(dtype, dims);
+    long bytes = in.getLong();
+    if (bytes != type.byteSize()) {
+      throw refused(manifest, which + " (" + type + ") carries " + bytes + " bytes, expected " + type.byteSize());
+    }
+    if (bytes > in.remaining()) {
+      throw refused(manifest, which + " (" + type + ") is truncated: " + bytes + " bytes of data expected, "
+          + in.remaining() + " left");
+    }
+    ByteBuffer data = in.slice().limit((int) bytes);
+    in.position(in.position() + (int) bytes);
+    return HostTensor.of(type, data);
   }
 
   private static String string(ByteBuffer in, String manifest, String what) {
-    return TensorWire.string(in, message(manifest), what);
+    int length = in.getInt();
+    if (length < 0 || length > in.remaining()) {
+      throw refused(manifest, "the " + what + " claims " + length + " bytes, " + in.remaining() + " left");
+    }
+    byte[] bytes = new byte[length];
+    in.get(bytes);
+    return new String(bytes, StandardCharsets.UTF_8);
+  }
+
+  private static String knownCodes() {
+    StringBuilder s = new StringBuilder();
+    for (DType t : DType.values()) {
+      s.append(s.length() == 0 ? "" : ", ").append(t.pjrtType()).append('=').append(t.shortName());
+    }
+    return s.toString();
   }
 
   private static InvalidArgumentException refused(String manifest, String what) {
-    return TensorWire.refused(message(manifest), what);
+    return new InvalidArgumentException("refused remote callback message (manifest '" + manifest + "'): " + what);
   }
 
   private static ByteBuffer allocate(long size) {
-    return TensorWire.allocate(size, "remote callback message");
+    if (size > Integer.MAX_VALUE - 16) {
+      throw new InvalidArgumentException("a remote callback message of " + size + " bytes is over the 2 GiB a message can take");
+    }
+    return ByteBuffer.allocate((int) size);
   }
 
   private static byte[] utf8(String s) {
-    return TensorWire.utf8(s);
+    return s.getBytes(StandardCharsets.UTF_8);
   }
 }

@@ -12,10 +12,6 @@ import java.net.InetAddress;
 import java.net.ServerSocket;
 import java.nio.file.Path;
 import java.util.List;
-import java.util.Map;
-import org.apache.pekko.actor.typed.ActorSystem;
-import org.apache.pekko.cluster.MemberStatus;
-import org.apache.pekko.cluster.typed.Cluster;
 import dev.xlaactors.actors.jobs.Program;
 import dev.xlaactors.graph.GraphBuilder;
 import dev.xlaactors.graph.Value;
@@ -33,9 +29,6 @@ final class TestNodes {
   static HostCallback affine(String node) {
     return new HostCallback("affine-remote", List.of(F32X3), null, (in, s) -> {
       float[] x = in.get(0).toFloatArray();
-      // The child's protocol to the test harness: every call that reached the function.
-      System.out.println("SERVED affine-remote on " + node + " x0=" + x[0]);
-      System.out.flush();
       if (x[0] < 0) {
         // The child's protocol to the test harness, not logging: the harness waits for this line.
         System.out.println("CALLED affine-remote on " + node);
@@ -84,58 +77,6 @@ final class TestNodes {
       Thread.sleep(delayMs);
       return List.of(itemInput(i));
     }, output);
-  }
-
-  /**
-   * The catalog of the sharded computation test: {@code twice-plus-one} is {@code 2x + 1} of an f32[4];
-   * {@code slow} is the same after a loop of about 3 s (long enough to kill its node in the middle).
-   */
-  static Map<String, Program> computations() {
-    GraphBuilder b = new GraphBuilder("twice_plus_one");
-    Value x = b.parameter(F32X4);
-    Program twicePlusOne = Program.of(b.build(b.add(b.multiply(x, b.constant(2f)), b.constant(1f))));
-    return Map.of("twice-plus-one", twicePlusOne, "slow", Program.ofText("slow", SLOW_TWICE_PLUS_ONE));
-  }
-
-  /**
-   * {@code 2x + 1} after counting to 300 million in a while loop (about 3 s here); the count, minus
-   * itself, is added to the result so XLA cannot drop the loop.
-   */
-  private static final String SLOW_TWICE_PLUS_ONE = """
-      func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {
-        %c0 = stablehlo.constant dense<0> : tensor<i64>
-        %n = stablehlo.constant dense<300000000> : tensor<i64>
-        %r = stablehlo.while(%i = %c0) : tensor<i64>
-        cond {
-          %p = stablehlo.compare LT, %i, %n, SIGNED : (tensor<i64>, tensor<i64>) -> tensor<i1>
-          stablehlo.return %p : tensor<i1>
-        } do {
-          %one = stablehlo.constant dense<1> : tensor<i64>
-          %next = stablehlo.add %i, %one : tensor<i64>
-          stablehlo.return %next : tensor<i64>
-        }
-        %zero = stablehlo.subtract %r, %n : tensor<i64>
-        %zf = stablehlo.convert %zero : (tensor<i64>) -> tensor<f32>
-        %zb = stablehlo.broadcast_in_dim %zf, dims = [] : (tensor<f32>) -> tensor<4xf32>
-        %two = stablehlo.constant dense<2.0> : tensor<4xf32>
-        %onef = stablehlo.constant dense<1.0> : tensor<4xf32>
-        %m = stablehlo.multiply %x, %two : tensor<4xf32>
-        %y0 = stablehlo.add %m, %onef : tensor<4xf32>
-        %y = stablehlo.add %y0, %zb : tensor<4xf32>
-        return %y : tensor<4xf32>
-      }
-      """;
-
-  /** Waits until this node is Up (60 s at most, then exits with status 2, as a child's protocol). */
-  static void awaitUp(ActorSystem<?> system) throws InterruptedException {
-    long deadline = System.nanoTime() + java.time.Duration.ofSeconds(60).toNanos();
-    while (Cluster.get(system).selfMember().status() != MemberStatus.up()) {
-      if (System.nanoTime() > deadline) {
-        System.out.println("NOT UP after 60 s");
-        System.exit(2);
-      }
-      Thread.sleep(50);
-    }
   }
 
   /**
