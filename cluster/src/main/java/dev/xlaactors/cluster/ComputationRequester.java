@@ -15,6 +15,7 @@ import java.util.Iterator;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
+import java.util.concurrent.TimeUnit;
 import org.apache.pekko.actor.Address;
 import org.apache.pekko.actor.AddressFromURIString;
 import org.apache.pekko.actor.typed.ActorRef;
@@ -36,6 +37,12 @@ import org.apache.pekko.pattern.StatusReply;
  * timeout timer and watches the node that accepted the run: when that node becomes unreachable or is
  * removed from the cluster before answering, the run fails at once with {@code UNAVAILABLE} naming it.
  *
+ * <p>A run no entity has accepted yet is sent again every {@link #RESEND_INTERVAL} until one does or the
+ * run times out. Pekko delivers at most once, and a run sent to the shard of a node that died (before
+ * sharding knows it, up to the moment this node has processed that node's removal) is lost; sent again,
+ * it reaches the entity sharding starts on another node. Entities ignore the copies of a run they
+ * already accepted (same reply address and request id), so a run executes once per entity.
+ *
  * <p>Replies from the entities come back through a message adapter (it is an actor ref other nodes can
  * send to); cluster events through adapters as well.
  */
@@ -52,19 +59,28 @@ final class ComputationRequester extends AbstractBehavior<ComputationRequester.C
 
   private record TimedOut(long requestId) implements Command {}
 
+  private record Resend(long requestId) implements Command {}
+
   private record NodeUnreachable(Address node) implements Command {}
 
   private record NodeReachable(Address node) implements Command {}
 
   private record NodeRemoved(Address node) implements Command {}
 
+  /** How long a run may wait to be accepted before it is sent again (and again, until accepted or timed out). */
+  static final Duration RESEND_INTERVAL = Duration.ofSeconds(1);
+
   /** A run sent and not answered yet; {@code node} is null until an entity accepted it. */
   private static final class Pending {
     final Submit submit;
+    final Run run;
+    final long sentNanos = System.nanoTime();
+    int sends = 1;
     Address node;
 
-    Pending(Submit submit) {
+    Pending(Submit submit, Run run) {
       this.submit = submit;
+      this.run = run;
     }
   }
 
@@ -104,6 +120,7 @@ final class ComputationRequester extends AbstractBehavior<ComputationRequester.C
         .onMessage(Submit.class, this::onSubmit)
         .onMessage(Replied.class, this::onReplied)
         .onMessage(TimedOut.class, this::onTimedOut)
+        .onMessage(Resend.class, this::onResend)
         .onMessage(NodeUnreachable.class, this::onNodeUnreachable)
         .onMessage(NodeReachable.class, this::onNodeReachable)
         .onMessage(NodeRemoved.class, this::onNodeRemoved)
@@ -112,18 +129,41 @@ final class ComputationRequester extends AbstractBehavior<ComputationRequester.C
 
   private Behavior<Command> onSubmit(Submit s) {
     long requestId = nextRequestId++;
-    pending.put(requestId, new Pending(s));
+    Pending p = new Pending(s, new Run(requestId, s.inputs(), replies));
+    pending.put(requestId, p);
     timers.startSingleTimer(requestId, new TimedOut(requestId), s.timeout());
-    sharding.entityRefFor(ShardedComputations.TYPE_KEY, s.id()).tell(new Run(requestId, s.inputs(), replies));
+    send(p);
     return this;
+  }
+
+  private void send(Pending p) {
+    sharding.entityRefFor(ShardedComputations.TYPE_KEY, p.submit.id()).tell(p.run);
+    timers.startSingleTimer(resendKey(p.run.requestId()), new Resend(p.run.requestId()), RESEND_INTERVAL);
+  }
+
+  private Behavior<Command> onResend(Resend r) {
+    Pending p = pending.get(r.requestId());
+    if (p != null && p.node == null) {
+      p.sends++;
+      getContext().getLog().debug("run {} of computation '{}' not accepted after {} ms; sending it again (send {})",
+          r.requestId(), p.submit.id(), TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - p.sentNanos), p.sends);
+      send(p);
+    }
+    return this;
+  }
+
+  /** The resend timer's key: distinct from the timeout timer's, which is the request id itself. */
+  private static String resendKey(long requestId) {
+    return "resend-" + requestId;
   }
 
   private Behavior<Command> onReplied(Replied r) {
     Reply reply = r.reply();
     if (reply instanceof Accepted a) {
       Pending p = pending.get(a.requestId());
-      if (p != null) {
+      if (p != null && p.node == null) {
         p.node = AddressFromURIString.parse(a.node());
+        timers.cancel(resendKey(a.requestId()));
         if (unreachable.contains(p.node)) {
           finish(a.requestId(), StatusReply.error(unavailable(p, "is unreachable")));
         }
@@ -143,6 +183,7 @@ final class ComputationRequester extends AbstractBehavior<ComputationRequester.C
           ? "no node accepted it (the node holding the computation may be dead and not yet removed from the cluster;"
               + " sharding moves the computation once it is)"
           : "it was accepted by node " + p.node;
+      timers.cancel(resendKey(t.requestId()));
       p.submit.replyTo().tell(StatusReply.error(new XlaException(ErrorCode.DEADLINE_EXCEEDED,
           "a run of computation '" + p.submit.id() + "' got no answer within " + asWritten(p.submit.timeout()) + "; " + where)));
     }
@@ -173,6 +214,7 @@ final class ComputationRequester extends AbstractBehavior<ComputationRequester.C
       if (node.equals(p.node)) {
         i.remove();
         timers.cancel(e.getKey());
+        timers.cancel(resendKey(e.getKey()));
         XlaException error = unavailable(p, what);
         getContext().getLog().warn("{}", error.getMessage());
         p.submit.replyTo().tell(StatusReply.error(error));
@@ -196,6 +238,7 @@ final class ComputationRequester extends AbstractBehavior<ComputationRequester.C
     Pending p = pending.remove(requestId);
     if (p != null) {
       timers.cancel(requestId);
+      timers.cancel(resendKey(requestId));
       p.submit.replyTo().tell(answer);
     }
   }

@@ -11,6 +11,7 @@ import dev.xlaactors.runtime.HostTensor;
 import dev.xlaactors.runtime.XlaClient;
 import java.time.Duration;
 import java.util.Collections;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
@@ -57,10 +58,11 @@ import org.apache.pekko.pattern.StatusReply;
  *       not in it fails the run with {@code NOT_FOUND} naming the id and the catalog's ids: at once on a
  *       node that has the catalog, otherwise from the entity's node.
  *   <li>The entity first answers {@link Accepted} (naming its node), then {@link Outputs} or {@link
- *       Failed}. The requesting node watches the accepting node: when it becomes unreachable or leaves
- *       the cluster during the run, the run fails at once with {@code UNAVAILABLE} naming it. A run with
- *       no answer within its timeout fails with {@code DEADLINE_EXCEEDED}. Nothing is retried: a
- *       computation is not a job, and the caller decides.
+ *       Failed}. A run not accepted yet is sent again every second (a run sent to a node that just died is
+ *       lost otherwise); the entity runs each run once however many copies arrive. The requesting node
+ *       watches the accepting node: when it becomes unreachable or leaves the cluster during the run,
+ *       the run fails at once with {@code UNAVAILABLE} naming it, and is not sent again (the caller
+ *       decides). A run with no answer within its timeout fails with {@code DEADLINE_EXCEEDED}.
  *   <li>When the node holding an entity is removed from the cluster (the downing provider decides when;
  *       see README), its shards move to the other nodes of the role, and the next run of the id starts
  *       the entity there: it compiles the program again and serves the run. Computations keep no state
@@ -225,15 +227,28 @@ public final class ShardedComputations {
   /**
    * One computation: a {@link ComputationActor} child that compiles the program once and queues runs;
    * this actor accepts each run (telling the requester its node) and translates the child's answer into
-   * a {@link Reply}. An id not in the catalog is refused and the entity passivates.
+   * a {@link Reply}. Copies of a run it accepted (among the last {@value #REMEMBERED_RUNS}) are accepted
+   * again but not run again. An id not in the catalog is refused and the entity passivates.
    */
   static final class ComputationEntity extends AbstractBehavior<Command> {
+    /** How many accepted runs an entity remembers, to ignore the copies a requester sends again. */
+    private static final int REMEMBERED_RUNS = 1024;
+
+    /** A run as its requester names it: copies sent again have the same reply address and request id. */
+    private record RunKey(ActorRef<Reply> replyTo, long requestId) {}
+
     private final EntityContext<Command> entity;
     private final String id;
     private final String node;
     /** Null when this node cannot serve the id; then {@link #refusal} says why. */
     private final ActorRef<ComputationActor.Command> computation;
     private final Failed refusal;
+    private final Map<RunKey, Boolean> accepted = new LinkedHashMap<>() {
+      @Override
+      protected boolean removeEldestEntry(Map.Entry<RunKey, Boolean> eldest) {
+        return size() > REMEMBERED_RUNS;
+      }
+    };
 
     /**
      * The entity of {@code entity.getEntityId()}. No supervision: a failure here (a bug) stops it, and
@@ -295,6 +310,10 @@ public final class ShardedComputations {
         return this;
       }
       run.replyTo().tell(new Accepted(run.requestId(), node));
+      if (accepted.put(new RunKey(run.replyTo(), run.requestId()), Boolean.TRUE) != null) {
+        // A copy of a run already accepted here (its requester sent it again before our Accepted came).
+        return this;
+      }
       ActorRef<StatusReply<List<HostTensor>>> answer =
           getContext().spawnAnonymous(RunAnswer.create(id, node, run.requestId(), run.replyTo()));
       computation.tell(new ComputationActor.Run(run.inputs(), answer));
