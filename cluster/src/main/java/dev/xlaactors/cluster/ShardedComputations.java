@@ -46,10 +46,11 @@ import org.apache.pekko.pattern.StatusReply;
  * outputs cross JVMs through {@link ShardedComputationSerializer}, never Java serialization.
  *
  * <pre>{@code
- * ComputationCatalog catalog = ComputationCatalog.of(Map.of("scale", Program.of(graph)));
  * // every node, with the same catalog; nodes without the role only send (client may be null there)
- * ShardedComputations computations = ShardedComputations.init(system, "compute", client, null, catalog);
- * List<HostTensor> out = computations.run("scale", List.of(x), Duration.ofSeconds(10))
+ * ComputationCatalog catalog = ComputationCatalog.of(Map.of("twice-plus-one", Program.of(graph)));
+ * ShardedComputations computations = ShardedComputations.init(system, "compute", client, callbacks, catalog);
+ * List<HostTensor> out = computations
+ *     .run("twice-plus-one", List.of(HostTensor.vector(1.5f, -2f, 0.25f, 3f)), Duration.ofSeconds(10))
  *     .toCompletableFuture().join();
  * }</pre>
  *
@@ -165,6 +166,11 @@ public final class ShardedComputations {
    * (null when no program of the catalog calls the host). On a node without {@code role} it is a proxy:
    * {@code client} and {@code callbacks} may be null. {@code catalog} may be null on a proxy; then an
    * unknown id is only refused by the entity's node, one round trip later.
+   *
+   * <p>Call it once per node: sharding keeps the first entity factory of the type, so a second call on
+   * the same node returns a new requester over the same region, whose entities use the first call's
+   * client, callbacks and catalog (the second catalog only serves this node's check of unknown ids).
+   * Needs a cluster node ({@code xla-actors.cluster.seed-nodes} set; a one-node cluster will do).
    */
   public static ShardedComputations init(
       ActorSystem<?> system, String role, XlaClient client, CallbackRuntime callbacks, ComputationCatalog catalog) {
@@ -193,10 +199,10 @@ public final class ShardedComputations {
     Objects.requireNonNull(inputs, "inputs");
     if (timeout.isNegative() || timeout.isZero()) {
       return CompletableFuture.failedFuture(new InvalidArgumentException(
-          "the timeout of a run of computation '" + id + "' must be positive, got " + timeout));
+          "the timeout of a run of computation '" + id + "' must be positive, got " + timeout.toMillis() + " ms"));
     }
     if (catalog != null && catalog.program(id).isEmpty()) {
-      return CompletableFuture.failedFuture(unknown(id, catalog, XlaCluster.isClustered(system) ? XlaCluster.selfAddress(system) : null));
+      return CompletableFuture.failedFuture(unknown(id, catalog, XlaCluster.selfAddress(system)));
     }
     List<HostTensor> copy = List.copyOf(inputs);
     return AskPattern.askWithStatus(
@@ -211,10 +217,10 @@ public final class ShardedComputations {
     return region;
   }
 
-  /** The error of an id not in {@code catalog}, as seen on {@code node} (null: this node). */
+  /** The error of an id not in the catalog of {@code node}. */
   static XlaException unknown(String id, ComputationCatalog catalog, String node) {
-    return new XlaException(ErrorCode.NOT_FOUND, "no computation '" + id + "' in the catalog"
-        + (node == null ? "" : " of node " + node) + "; its ids: " + new TreeSet<>(catalog.ids()));
+    return new XlaException(ErrorCode.NOT_FOUND, "no computation '" + id + "' in the catalog of node " + node
+        + "; its ids: " + new TreeSet<>(catalog.ids()));
   }
 
   /** The exception a {@link Failed} reply stands for. */

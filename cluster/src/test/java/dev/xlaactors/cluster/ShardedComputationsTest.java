@@ -8,10 +8,16 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.xlaactors.actors.CallbackRuntime;
 import dev.xlaactors.actors.jobs.Program;
+import dev.xlaactors.cluster.ShardedComputations.ComputationCatalog;
 import dev.xlaactors.error.ErrorCode;
 import dev.xlaactors.error.InvalidArgumentException;
 import dev.xlaactors.error.XlaException;
+import dev.xlaactors.graph.Graph;
+import dev.xlaactors.graph.GraphBuilder;
+import dev.xlaactors.graph.Value;
+import dev.xlaactors.runtime.DType;
 import dev.xlaactors.runtime.HostTensor;
+import dev.xlaactors.runtime.TensorType;
 import dev.xlaactors.runtime.XlaClient;
 import java.time.Duration;
 import java.util.List;
@@ -47,7 +53,7 @@ class ShardedComputationsTest {
     system = XlaCluster.start(TestNodes.config(port, port, "compute"));
     client = XlaClient.create();
     callbacks = CallbackRuntime.create(system, client);
-    computations = ShardedComputations.init(system, "compute", client, callbacks, ShardedComputations.ComputationCatalog.of(Map.of(
+    computations = ShardedComputations.init(system, "compute", client, callbacks, ComputationCatalog.of(Map.of(
         "twice-plus-one", TestNodes.twicePlusOne(),
         "affine", TestNodes.affineComputation("A"),
         "broken", Program.ofText("broken", "this is not StableHLO"))));
@@ -88,6 +94,22 @@ class ShardedComputationsTest {
     // A program with a host callback runs through the node's CallbackRuntime.
     out = get(computations.run("affine", List.of(HostTensor.vector(1f, 2f, 3f)), TIMEOUT));
     assertArrayEquals(new float[] {4f, 7f, 10f}, out.get(0).toFloatArray(), 0f);
+  }
+
+  /** The example of the README's cluster section, as written there (the graph is built here). */
+  @Test
+  void theReadmeExample() {
+    GraphBuilder b = new GraphBuilder("twice_plus_one");
+    Value x = b.parameter(TensorType.of(DType.F32, 4));
+    Graph graph = b.build(b.add(b.multiply(x, b.constant(2f)), b.constant(1f)));
+
+    ComputationCatalog catalog = ComputationCatalog.of(Map.of("twice-plus-one", Program.of(graph)));
+    ShardedComputations computations = ShardedComputations.init(system, "compute", client, callbacks, catalog);
+    List<HostTensor> out = computations
+        .run("twice-plus-one", List.of(HostTensor.vector(1.5f, -2f, 0.25f, 3f)), Duration.ofSeconds(10))
+        .toCompletableFuture().join();
+
+    assertArrayEquals(new float[] {4f, -3f, 1.5f, 7f}, out.get(0).toFloatArray(), 0f);
   }
 
   @Test
