@@ -1,19 +1,23 @@
 package dev.xlaactors.cluster;
 
+import static dev.xlaactors.cluster.TensorWireFormat.putString;
+import static dev.xlaactors.cluster.TensorWireFormat.putTensors;
+import static dev.xlaactors.cluster.TensorWireFormat.refused;
+import static dev.xlaactors.cluster.TensorWireFormat.string;
+import static dev.xlaactors.cluster.TensorWireFormat.tensors;
+import static dev.xlaactors.cluster.TensorWireFormat.tensorsSize;
+import static dev.xlaactors.cluster.TensorWireFormat.utf8;
+
 import dev.xlaactors.cluster.RemoteCallbackServer.Refused;
 import dev.xlaactors.cluster.RemoteCallbackServer.Reply;
 import dev.xlaactors.cluster.RemoteCallbackServer.Request;
 import dev.xlaactors.cluster.RemoteCallbackServer.Served;
 import dev.xlaactors.error.ErrorCode;
 import dev.xlaactors.error.InvalidArgumentException;
-import dev.xlaactors.error.XlaException;
 import dev.xlaactors.runtime.DType;
 import dev.xlaactors.runtime.HostTensor;
-import dev.xlaactors.runtime.TensorType;
 import java.nio.BufferUnderflowException;
 import java.nio.ByteBuffer;
-import java.nio.charset.StandardCharsets;
-import java.util.ArrayList;
 import java.util.List;
 import java.util.function.Function;
 import org.apache.pekko.actor.ExtendedActorSystem;
@@ -24,11 +28,12 @@ import org.apache.pekko.serialization.SerializerWithStringManifest;
 
 /**
  * The binary form of the {@link RemoteCallbackServer} messages, so tensors cross JVMs without Java
- * serialization. Big-endian framing; a tensor is its dtype code ({@link DType#pjrtType()}), its rank and
- * dimensions, the byte count and the raw little-endian element bytes, exactly as {@link HostTensor} holds
- * them. Decoding checks everything (version, dtype code, rank, dimensions, byte count against the type,
- * no missing and no trailing bytes) and refuses a bad message with an {@link InvalidArgumentException}
- * that says what was wrong, so a damaged tensor never reaches a callback or XLA.
+ * serialization. Big-endian framing; tensors are written by {@link TensorWireFormat} (a tensor is its
+ * dtype code ({@link DType#pjrtType()}), its rank and dimensions, the byte count and the raw little-endian
+ * element bytes, exactly as {@link HostTensor} holds them). Decoding checks everything (version, dtype
+ * code, rank, dimensions, byte count against the type, no missing and no trailing bytes) and refuses a
+ * bad message with an {@link InvalidArgumentException} that says what was wrong, so a damaged tensor
+ * never reaches a callback or XLA.
  *
  * <p>Registered in the cluster module's reference.conf. Thread-safe (Pekko shares one instance).
  */
@@ -40,8 +45,6 @@ public final class RemoteCallbackSerializer extends SerializerWithStringManifest
   static final String SERVED = "S";
   static final String REFUSED = "F";
   private static final byte VERSION = 1;
-  /** PJRT arrays have at most this many dimensions in practice; more is a damaged message. */
-  private static final int MAX_RANK = 64;
 
   private final Function<ActorRef<?>, String> refToString;
   private final Function<String, ActorRef<Reply>> stringToRef;
@@ -85,7 +88,8 @@ public final class RemoteCallbackSerializer extends SerializerWithStringManifest
       byte[] replyTo = utf8(refToString.apply(r.replyTo()));
       ByteBuffer out = allocate(1 + 8 + 4 + name.length + 4 + replyTo.length + tensorsSize(r.inputs()));
       out.put(VERSION).putLong(r.callId());
-      out.putInt(name.length).put(name).putInt(replyTo.length).put(replyTo);
+      putString(out, name);
+      putString(out, replyTo);
       putTensors(out, r.inputs());
       return out.array();
     }
@@ -98,7 +102,8 @@ public final class RemoteCallbackSerializer extends SerializerWithStringManifest
     if (o instanceof Refused f) {
       byte[] message = utf8(f.message());
       ByteBuffer out = allocate(1 + 8 + 4 + 4 + message.length);
-      out.put(VERSION).putLong(f.callId()).putInt(f.code().ordinal()).putInt(message.length).put(message);
+      out.put(VERSION).putLong(f.callId()).putInt(f.code().ordinal());
+      putString(out, message);
       return out.array();
     }
     throw new IllegalArgumentException("RemoteCallbackSerializer cannot serialize " + o.getClass().getName());
@@ -106,143 +111,52 @@ public final class RemoteCallbackSerializer extends SerializerWithStringManifest
 
   @Override
   public Object fromBinary(byte[] bytes, String manifest) {
+    String what = what(manifest);
     ByteBuffer in = ByteBuffer.wrap(bytes);
     try {
       byte version = in.get();
       if (version != VERSION) {
-        throw refused(manifest, "version " + version + ", expected " + VERSION);
+        throw refused(what, "version " + version + ", expected " + VERSION);
       }
       Object message = switch (manifest) {
         case REQUEST -> {
           long callId = in.getLong();
-          String name = string(in, manifest, "callback name");
-          ActorRef<Reply> replyTo = stringToRef.apply(string(in, manifest, "reply address"));
-          yield new Request(callId, name, tensors(in, manifest), replyTo);
+          String name = string(in, what, "callback name");
+          ActorRef<Reply> replyTo = stringToRef.apply(string(in, what, "reply address"));
+          yield new Request(callId, name, tensors(in, what), replyTo);
         }
         case SERVED -> {
           long callId = in.getLong();
-          yield new Served(callId, tensors(in, manifest));
+          yield new Served(callId, tensors(in, what));
         }
-        case REFUSED -> refusedReply(in, manifest);
+        case REFUSED -> refusedReply(in, what);
         default -> throw new InvalidArgumentException("remote callback message with unknown manifest '" + manifest
             + "'; known: " + List.of(REQUEST, SERVED, REFUSED));
       };
       if (in.hasRemaining()) {
-        throw refused(manifest, in.remaining() + " trailing bytes after the message");
+        throw refused(what, in.remaining() + " trailing bytes after the message");
       }
       return message;
     } catch (BufferUnderflowException e) {
-      throw refused(manifest, "truncated: it ends after " + bytes.length + " bytes, in the middle of a field");
+      throw refused(what, "truncated: it ends after " + bytes.length + " bytes, in the middle of a field");
     }
   }
 
-  private static Refused refusedReply(ByteBuffer in, String manifest) {
+  private static Refused refusedReply(ByteBuffer in, String what) {
     long callId = in.getLong();
     int code = in.getInt();
     if (code < 0 || code >= ErrorCode.values().length) {
-      throw refused(manifest, "error code " + code + " is not one of 0.." + (ErrorCode.values().length - 1));
+      throw refused(what, "error code " + code + " is not one of 0.." + (ErrorCode.values().length - 1));
     }
-    return new Refused(callId, ErrorCode.values()[code], string(in, manifest, "error message"));
+    return new Refused(callId, ErrorCode.values()[code], string(in, what, "error message"));
   }
 
-  private static long tensorsSize(List<HostTensor> tensors) {
-    long size = 4;
-    for (HostTensor t : tensors) {
-      size += 1 + 1 + 8L * t.shape().rank() + 8 + t.type().byteSize();
-    }
-    return size;
-  }
-
-  private static void putTensors(ByteBuffer out, List<HostTensor> tensors) {
-    out.putInt(tensors.size());
-    for (HostTensor t : tensors) {
-      long[] dims = t.shape().dims();
-      out.put((byte) t.dtype().pjrtType()).put((byte) dims.length);
-      for (long d : dims) {
-        out.putLong(d);
-      }
-      out.putLong(t.type().byteSize());
-      out.put(t.data().duplicate());
-    }
-  }
-
-  private static List<HostTensor> tensors(ByteBuffer in, String manifest) {
-    int count = in.getInt();
-    // Each tensor takes at least 10 bytes, which bounds a damaged count before anything is allocated.
-    if (count < 0 || count > in.remaining() / 10) {
-      throw refused(manifest, "tensor count " + count + " does not fit the " + in.remaining() + " bytes left");
-    }
-    List<HostTensor> tensors = new ArrayList<>(count);
-    for (int i = 0; i < count; i++) {
-      tensors.add(tensor(in, manifest, i, count));
-    }
-    return tensors;
-  }
-
-  private static HostTensor tensor(ByteBuffer in, String manifest, int index, int count) {
-    String which = "tensor " + index + " of " + count;
-    int code = in.get();
-    DType dtype;
-    try {
-      dtype = DType.fromPjrtType(code);
-    } catch (XlaException e) {
-      throw refused(manifest, which + " has dtype code " + code + ", which is no dtype; known codes: " + knownCodes());
-    }
-    int rank = in.get();
-    if (rank < 0 || rank > MAX_RANK) {
-      throw refused(manifest, which + " has rank " + rank + ", expected 0.." + MAX_RANK);
-    }
-    long[] dims = new long[rank];
-    for (int d = 0; d < rank; d++) {
-      dims[d] = in.getLong();
-      if (dims[d] < 0) {
-        throw refused(manifest, which + " has dimension " + d + " of " + dims[d] + ", expected >= 0");
-      }
-    }
-    TensorType type = TensorType.of(dtype, dims);
-    long bytes = in.getLong();
-    if (bytes != type.byteSize()) {
-      throw refused(manifest, which + " (" + type + ") carries " + bytes + " bytes, expected " + type.byteSize());
-    }
-    if (bytes > in.remaining()) {
-      throw refused(manifest, which + " (" + type + ") is truncated: " + bytes + " bytes of data expected, "
-          + in.remaining() + " left");
-    }
-    ByteBuffer data = in.slice().limit((int) bytes);
-    in.position(in.position() + (int) bytes);
-    return HostTensor.of(type, data);
-  }
-
-  private static String string(ByteBuffer in, String manifest, String what) {
-    int length = in.getInt();
-    if (length < 0 || length > in.remaining()) {
-      throw refused(manifest, "the " + what + " claims " + length + " bytes, " + in.remaining() + " left");
-    }
-    byte[] bytes = new byte[length];
-    in.get(bytes);
-    return new String(bytes, StandardCharsets.UTF_8);
-  }
-
-  private static String knownCodes() {
-    StringBuilder s = new StringBuilder();
-    for (DType t : DType.values()) {
-      s.append(s.length() == 0 ? "" : ", ").append(t.pjrtType()).append('=').append(t.shortName());
-    }
-    return s.toString();
-  }
-
-  private static InvalidArgumentException refused(String manifest, String what) {
-    return new InvalidArgumentException("refused remote callback message (manifest '" + manifest + "'): " + what);
+  /** How errors name a message of {@code manifest}. */
+  private static String what(String manifest) {
+    return "remote callback message (manifest '" + manifest + "')";
   }
 
   private static ByteBuffer allocate(long size) {
-    if (size > Integer.MAX_VALUE - 16) {
-      throw new InvalidArgumentException("a remote callback message of " + size + " bytes is over the 2 GiB a message can take");
-    }
-    return ByteBuffer.allocate((int) size);
-  }
-
-  private static byte[] utf8(String s) {
-    return s.getBytes(StandardCharsets.UTF_8);
+    return TensorWireFormat.allocate(size, "remote callback message");
   }
 }

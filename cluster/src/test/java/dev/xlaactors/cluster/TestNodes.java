@@ -12,6 +12,7 @@ import java.net.InetAddress;
 import java.net.ServerSocket;
 import java.nio.file.Path;
 import java.util.List;
+import java.util.Map;
 import dev.xlaactors.actors.jobs.Program;
 import dev.xlaactors.graph.GraphBuilder;
 import dev.xlaactors.graph.Value;
@@ -24,7 +25,8 @@ final class TestNodes {
 
   /**
    * y = 3x + 1. A first element below zero stands for a long call: the node prints {@code CALLED} and
-   * sleeps a minute, so the test can kill it in the middle of the call.
+   * sleeps a minute, so the test can kill it in the middle of the call. Every call that returns prints
+   * {@code SERVED affine-remote <x> on <node>}, so a test can tell which calls ran.
    */
   static HostCallback affine(String node) {
     return new HostCallback("affine-remote", List.of(F32X3), null, (in, s) -> {
@@ -43,8 +45,31 @@ final class TestNodes {
       for (int i = 0; i < x.length; i++) {
         y[i] = 3 * x[i] + 1;
       }
+      System.out.println("SERVED affine-remote " + java.util.Arrays.toString(x) + " on " + node);
+      System.out.flush();
       return List.of(HostTensor.ofFloats(y, y.length));
     });
+  }
+
+  /** Computation "twice-plus-one": {@code 2x + 1} over f32[4], in XLA. */
+  static Program twicePlusOne() {
+    GraphBuilder b = new GraphBuilder("twice_plus_one");
+    Value x = b.parameter(F32X4);
+    return Program.of(b.build(b.add(b.multiply(x, b.constant(2f)), b.constant(1f))));
+  }
+
+  /** Computation "affine": {@code 3x + 1} over f32[3] by the host callback {@link #affine} of {@code node}. */
+  static Program affineComputation(String node) {
+    GraphBuilder b = new GraphBuilder("affine_computation");
+    Value x = b.parameter(F32X3);
+    return Program.of(b.build(b.hostCall(affine(node), x).get(0)));
+  }
+
+  /** The catalog of the sharded computation tests; every node has the same ids. */
+  static ShardedComputations.ComputationCatalog computations(String node) {
+    return ShardedComputations.ComputationCatalog.of(Map.of(
+        "twice-plus-one", twicePlusOne(),
+        "affine", affineComputation(node)));
   }
 
   static final TensorType F32X4 = TensorType.of(DType.F32, 4);
@@ -64,9 +89,7 @@ final class TestNodes {
    * delayMs} to read (so the job runs long enough to be killed half way), written to {@code output}.
    */
   static ShardedBatchJobs.Definition scoresJob(String id, String node, Path output, long count, long delayMs) {
-    GraphBuilder b = new GraphBuilder("twice_plus_one");
-    Value x = b.parameter(F32X4);
-    Program step = Program.of(b.build(b.add(b.multiply(x, b.constant(2f)), b.constant(1f))));
+    Program step = twicePlusOne();
     java.util.concurrent.atomic.AtomicBoolean first = new java.util.concurrent.atomic.AtomicBoolean(true);
     return new ShardedBatchJobs.Definition(step, count, i -> {
       if (first.getAndSet(false)) {
