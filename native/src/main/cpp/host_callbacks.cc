@@ -36,6 +36,7 @@ struct PendingCall {
   int error_code = 0;
   std::string error;
   XLA_FFI_Rets* rets = nullptr;  // XLA's result buffers; valid only while state == kWaiting
+  int borrowers = 0;  // readers of XLA's input buffers on other threads; the handler waits for them to go
 };
 
 std::mutex g_calls_mutex;
@@ -229,6 +230,9 @@ XLA_FFI_Error* HostCallbackHandlerImpl(XLA_FFI_CallFrame* frame) {
       call->error = "host callback '" + name + "' could not be dispatched to Java";
     }
   }
+  // The inputs are XLA's until this returns: let a borrowed read (a copy, never user code) finish first.
+  // No new one starts, as the state is no longer kWaiting.
+  call->answered.wait(lock, [&] { return call->borrowers == 0; });
   call->rets = nullptr;
   PendingCall::State state = call->state;
   std::string error = call->error;
@@ -316,6 +320,29 @@ int XlaActors_FailHostCall(int64_t tag, int code, const char* message, int64_t m
     return 1;
   } catch (...) {
     return 0;
+  }
+}
+
+int XlaActors_BorrowHostCallInputs(int64_t tag) {
+  try {
+    std::shared_ptr<PendingCall> call = FindCall(tag);
+    if (call == nullptr) return 0;
+    std::lock_guard<std::mutex> lock(call->mutex);
+    if (call->state != PendingCall::State::kWaiting) return 0;
+    ++call->borrowers;
+    return 1;
+  } catch (...) {
+    return 0;
+  }
+}
+
+void XlaActors_ReturnHostCallInputs(int64_t tag) {
+  try {
+    std::shared_ptr<PendingCall> call = FindCall(tag);  // still there: the handler waits for every borrower
+    if (call == nullptr) return;
+    std::lock_guard<std::mutex> lock(call->mutex);
+    if (call->borrowers > 0 && --call->borrowers == 0) call->answered.notify_all();
+  } catch (...) {
   }
 }
 

@@ -92,6 +92,15 @@ int XlaActors_CompleteHostCall(int64_t tag, void* const* outputs, const int64_t*
 // message). Returns 1 when the call was waiting, 0 otherwise.
 int XlaActors_FailHostCall(int64_t tag, int code, const char* message, int64_t message_size);
 
+// Lends the waiting call's input buffers to a reader on another thread: returns 1, and the call's
+// handler will not return to XLA (whose buffers they are) until XlaActors_ReturnHostCallInputs, when the
+// call was still waiting; 0 once it was answered, failed or given up (read nothing then). Every 1 must be
+// matched by one return, soon: the XLA thread waits for it.
+int XlaActors_BorrowHostCallInputs(int64_t tag);
+
+// Ends one XlaActors_BorrowHostCallInputs that returned 1.
+void XlaActors_ReturnHostCallInputs(int64_t tag);
+
 // Host calls currently waiting for an answer, across all runs.
 int64_t XlaActors_PendingHostCallCount(void);
 

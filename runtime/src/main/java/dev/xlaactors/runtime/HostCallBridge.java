@@ -5,19 +5,21 @@ import static dev.xlaactors.nativebridge.pjrt.global.Pjrt.*;
 import dev.xlaactors.error.ErrorCode;
 import dev.xlaactors.nativebridge.pjrt.XlaActors_HostCall;
 import dev.xlaactors.nativebridge.pjrt.XlaActors_HostCallSink;
+import java.nio.ByteBuffer;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.Predicate;
 import java.util.function.ToLongFunction;
 import org.bytedeco.javacpp.Pointer;
 
 /**
  * The bridge's one host-call sink: the native handler describes each call (XLA's input pointers, types,
  * dims) to this function on the XLA thread that made it; it copies the inputs into Java-owned tensors
- * (pooled memory, see {@link HostMemoryPool}), builds a {@link HostCall} and hands it to the run's {@link
- * HostCallSink}. Runs are told apart by a sink id, never by a pointer to a Java object, and the function
+ * (pooled memory, see {@link HostMemoryPool}), or lends XLA's buffers as borrowed tensors when the run
+ * says so for that callback, builds a {@link HostCall} and hands it to the run's {@link HostCallSink}. Runs are told apart by a sink id, never by a pointer to a Java object, and the function
  * object is held by a static field so the plugin can call it for as long as the process lives.
  */
 final class HostCallBridge {
@@ -25,8 +27,11 @@ final class HostCallBridge {
     NativeLibrary.load(); // before CALLBACK, the first JavaCPP object of this class
   }
 
-  /** A registered run sink and, per callback name, how long the native side waits for an answer. */
-  private record Registration(HostCallSink sink, ToLongFunction<String> backstopMillis) {}
+  /**
+   * A registered run sink and, per callback name, how long the native side waits for an answer and
+   * whether the call's inputs are borrowed.
+   */
+  private record Registration(HostCallSink sink, ToLongFunction<String> backstopMillis, Predicate<String> borrowsInputs) {}
 
   private static final Map<Long, Registration> SINKS = new ConcurrentHashMap<>();
   private static final AtomicLong NEXT_ID = new AtomicLong(1);
@@ -53,11 +58,12 @@ final class HostCallBridge {
 
   /**
    * Registers {@code sink}, whose calls to a callback named {@code n} wait natively at most {@code
-   * backstopMillis.applyAsLong(n)} ms (at least 1); returns its id for XlaActors_RunContext_Create.
+   * backstopMillis.applyAsLong(n)} ms (at least 1) and get XLA's input buffers when {@code
+   * borrowsInputs.test(n)}; returns its id for XlaActors_RunContext_Create.
    */
-  static long register(HostCallSink sink, ToLongFunction<String> backstopMillis) {
+  static long register(HostCallSink sink, ToLongFunction<String> backstopMillis, Predicate<String> borrowsInputs) {
     long id = NEXT_ID.getAndIncrement();
-    SINKS.put(id, new Registration(sink, backstopMillis));
+    SINKS.put(id, new Registration(sink, backstopMillis, borrowsInputs));
     return id;
   }
 
@@ -73,6 +79,7 @@ final class HostCallBridge {
       fail(tag, ErrorCode.FAILED_PRECONDITION, "host callback '" + name + "': its run has ended");
       return 0;
     }
+    boolean borrow = registration.borrowsInputs().test(name);
     int numInputs = Math.toIntExact(call.num_inputs());
     List<HostTensor> inputs = new ArrayList<>(numInputs);
     long dimOffset = 0;
@@ -86,6 +93,11 @@ final class HostCallBridge {
             "host callback '" + name + "': input " + i + " is " + type + " (" + type.byteSize()
                 + " bytes); a host-callback tensor holds at most 2 GiB - 8 bytes: pass it in smaller pieces");
         return 0;
+      }
+      if (borrow) {
+        ByteBuffer xlaBuffer = new Pointer(call.input_data(i)).capacity(type.byteSize()).asByteBuffer();
+        inputs.add(HostTensor.borrowed(type, xlaBuffer, new BorrowedInput(tag, name, i)));
+        continue;
       }
       // Every byte is copied over, so a pooled block need not be zeroed first.
       HostTensor tensor = HostTensor.uninitialized(type);
@@ -109,6 +121,24 @@ final class HostCallBridge {
     long backstopMillis = Math.max(1, registration.backstopMillis().applyAsLong(name));
     registration.sink().accept(new HostCall(call.run_id(), tag, name, inputs, outputs));
     return backstopMillis;
+  }
+
+  /** Input {@code index} of host call {@code tag}: XLA's buffer, lent by the waiting native handler. */
+  private record BorrowedInput(long tag, String callback, int index) implements HostTensor.BorrowedMemory {
+    @Override
+    public boolean enter() {
+      return XlaActors_BorrowHostCallInputs(tag) == 1;
+    }
+
+    @Override
+    public void exit() {
+      XlaActors_ReturnHostCallInputs(tag);
+    }
+
+    @Override
+    public String owner() {
+      return "input " + index + " of host callback '" + callback + "'";
+    }
   }
 
   private static TensorType typeOf(int pjrtType, org.bytedeco.javacpp.LongPointer dims, long offset, int rank) {

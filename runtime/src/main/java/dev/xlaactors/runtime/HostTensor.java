@@ -26,6 +26,11 @@ import java.util.concurrent.atomic.AtomicInteger;
  * code that never closes stays correct, only slower. Tensors made from Java values ({@code of...}) own
  * memory of their exact size and closing them only makes them unreadable.
  *
+ * <p>Borrowed tensors ({@link #isBorrowed()}): the inputs of a callback registered with borrowed inputs
+ * are XLA's own buffers, lent for the call, not copies. They are read through the {@code to...Array}
+ * accessors, returned as outputs or uploaded while the call waits, and {@link #copy()} keeps them; after
+ * the call every use fails with {@link IllegalStateException}, and {@link #data()} always does.
+ *
  * <p>Thread-safe: the contents never change while the tensor is open, and readers get read-only views.
  * Reads ({@code to...Array}) and native uses (uploads, host-call answers) that race with {@link #close()}
  * either finish on intact contents (the memory goes back only after them) or fail with {@link
@@ -48,7 +53,7 @@ public final class HostTensor implements AutoCloseable {
   private final Lifetime lifetime;
 
   private HostTensor(TensorType type, ByteBuffer data) {
-    this(type, data, new Lifetime(null, null));
+    this(type, data, new Lifetime(null, null, null));
   }
 
   private HostTensor(TensorType type, ByteBuffer data, Lifetime lifetime) {
@@ -72,25 +77,32 @@ public final class HostTensor implements AutoCloseable {
     private volatile boolean viewed;
     private final HostMemoryPool pool; // null with block: the memory is not pooled
     private final HostMemoryPool.Block block;
+    private final BorrowedMemory borrowed; // non-null: the memory is not ours, each use asks its lender
 
-    Lifetime(HostMemoryPool pool, HostMemoryPool.Block block) {
+    Lifetime(HostMemoryPool pool, HostMemoryPool.Block block, BorrowedMemory borrowed) {
       this.pool = pool;
       this.block = block;
+      this.borrowed = borrowed;
     }
 
     /** The owner's release; true the first time. */
     boolean close() {
       if (closed.compareAndSet(false, true)) {
-        release();
+        if (borrowed == null) {
+          release();
+        }
         return true;
       }
       return false;
     }
 
-    /** One more user, unless the tensor is closed (or its memory already went back). */
+    /** One more user, unless the tensor is closed (or its memory already went back, or its lender took it). */
     boolean retain() {
       if (closed.get()) {
         return false;
+      }
+      if (borrowed != null) {
+        return borrowed.enter();
       }
       while (true) {
         int n = references.get();
@@ -104,6 +116,10 @@ public final class HostTensor implements AutoCloseable {
     }
 
     void release() {
+      if (borrowed != null) {
+        borrowed.exit();
+        return;
+      }
       if (references.decrementAndGet() == 0) {
         giveBack(false);
       }
@@ -160,13 +176,70 @@ public final class HostTensor implements AutoCloseable {
 
   /**
    * A hold on the memory for {@code use} (named in the error: "upload", "read"), refused with {@link
-   * IllegalStateException} once the tensor is closed.
+   * IllegalStateException} once the tensor is closed, or a borrowed tensor's lender has taken it back.
    */
   Hold hold(String use) {
     if (!lifetime.retain()) {
-      throw closedError(use);
+      throw lifetime.borrowed != null && !lifetime.closed.get() ? lenderTookItBack(use) : closedError(use);
     }
     return new Hold();
+  }
+
+  /**
+   * Memory a tensor only borrows: XLA's buffer of a host call's input, lent while the call waits. Each use
+   * of it is bracketed by {@link #enter()} and {@link #exit()}; the lender does not take the memory back
+   * while a use is in progress, so a use must be short and never wait for anything (a copy).
+   */
+  interface BorrowedMemory {
+    /** Starts one use; false once the lender has taken the memory back (read nothing then). */
+    boolean enter();
+
+    /** Ends a use that {@link #enter()} allowed. */
+    void exit();
+
+    /** Whose memory it is, for errors: "input 0 of host callback 'f'". */
+    String owner();
+  }
+
+  /**
+   * A tensor over {@code memory}'s bytes ({@code data}, a buffer over memory that is not Java's), usable
+   * while its lender allows: each read and native use asks it ({@link BorrowedMemory#enter()}), and
+   * {@link #data()} refuses, since a view could outlive the memory.
+   */
+  static HostTensor borrowed(TensorType type, ByteBuffer data, BorrowedMemory memory) {
+    Objects.requireNonNull(memory, "memory");
+    if (data.capacity() != type.byteSize()) {
+      throw new IllegalArgumentException("borrowed memory of " + data.capacity() + " bytes for " + type);
+    }
+    return new HostTensor(type, data.order(ByteOrder.LITTLE_ENDIAN), new Lifetime(null, null, memory));
+  }
+
+  /**
+   * Whether this tensor's memory is borrowed: a host-callback input that is XLA's own buffer (the callback
+   * was registered with borrowed inputs), readable only until its call is answered or given up, and with
+   * no {@link #data()} view. {@link #copy()} keeps its contents.
+   */
+  public boolean isBorrowed() {
+    return lifetime.borrowed != null;
+  }
+
+  /**
+   * A new tensor with the same type and contents, in memory of its own (pooled when large): what keeps a
+   * borrowed host-callback input past its call, or a tensor past its {@link #close()}.
+   */
+  public HostTensor copy() {
+    HostTensor copy = uninitialized(type);
+    long bytes = type.byteSize();
+    try (Hold from = hold("copy"); Hold to = copy.hold("copy into")) {
+      if (bytes > 0) {
+        org.bytedeco.javacpp.Pointer.memcpy(
+            new org.bytedeco.javacpp.Pointer(to.data()), new org.bytedeco.javacpp.Pointer(from.data()), bytes);
+      }
+    } catch (RuntimeException | Error e) {
+      copy.close();
+      throw e;
+    }
+    return copy;
   }
 
   /**
@@ -205,7 +278,7 @@ public final class HostTensor implements AutoCloseable {
       pool.release(block, false);
       throw e;
     }
-    Lifetime lifetime = new Lifetime(pool, block);
+    Lifetime lifetime = new Lifetime(pool, block, null);
     CLEANER.register(root, lifetime);
     return new HostTensor(type, root, lifetime);
   }
@@ -391,6 +464,12 @@ public final class HostTensor implements AutoCloseable {
    * #close()}, but may then show another tensor's bytes: see there.
    */
   public ByteBuffer data() {
+    if (lifetime.borrowed != null) {
+      throw new IllegalStateException(
+          "HostTensor(" + type + ") is " + lifetime.borrowed.owner() + ", XLA's own buffer lent for the call"
+              + " (the callback was registered with CallbackOptions.borrowedInputs), so it hands out no view that"
+              + " could outlive the call: read it with the to...Array methods, or copy() it for a tensor of its own");
+    }
     lifetime.viewed = true; // before the check: a close() that misses it has made the check fail
     if (lifetime.closed.get()) {
       throw closedError("read");
@@ -568,7 +647,14 @@ public final class HostTensor implements AutoCloseable {
 
   @Override
   public String toString() {
-    return "HostTensor(" + type + (isClosed() ? ", closed)" : ")");
+    return "HostTensor(" + type + (isBorrowed() ? ", borrowed" : "") + (isClosed() ? ", closed)" : ")");
+  }
+
+  private IllegalStateException lenderTookItBack(String use) {
+    return new IllegalStateException(
+        "cannot " + use + " HostTensor(" + type + "): it is " + lifetime.borrowed.owner() + ", XLA's own buffer"
+            + " lent for the call only, and the call has been answered or given up; copy() it during the call"
+            + " to keep it");
   }
 
   private IllegalStateException closedError(String use) {

@@ -11,6 +11,7 @@ import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.Objects;
 import java.util.function.Function;
+import java.util.function.Predicate;
 
 /**
  * Per-run state handed to the bridge's XLA FFI handlers through a PJRT execute context, so nothing
@@ -64,9 +65,21 @@ public final class RunContext extends NativeHandle {
    */
   public static RunContext withHostCalls(
       Plugin plugin, long runId, HostCallSink sink, Function<String, Duration> backstopByCallback) {
+    return withHostCalls(plugin, runId, sink, backstopByCallback, name -> false);
+  }
+
+  /**
+   * As {@link #withHostCalls(Plugin, long, HostCallSink, Function)}; the inputs of a call to a callback
+   * named {@code n} for which {@code borrowsInputs.test(n)} are XLA's own buffers, lent for the call
+   * ({@link HostTensor#isBorrowed()}), not copies.
+   */
+  public static RunContext withHostCalls(Plugin plugin, long runId, HostCallSink sink,
+      Function<String, Duration> backstopByCallback, Predicate<String> borrowsInputs) {
     Objects.requireNonNull(sink, "sink");
     Objects.requireNonNull(backstopByCallback, "backstopByCallback");
-    long sinkId = HostCallBridge.register(sink, name -> Math.max(1, backstopByCallback.apply(name).toMillis()));
+    Objects.requireNonNull(borrowsInputs, "borrowsInputs");
+    long sinkId = HostCallBridge.register(
+        sink, name -> Math.max(1, backstopByCallback.apply(name).toMillis()), borrowsInputs);
     try {
       return create(plugin, runId, 1f, sinkId);
     } catch (RuntimeException e) {

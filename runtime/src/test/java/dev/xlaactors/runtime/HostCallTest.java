@@ -192,4 +192,75 @@ class HostCallTest {
       assertEquals(ErrorCode.CANCELLED, e.code());
     }
   }
+
+  /** Runs the program with every call's inputs borrowed from XLA. */
+  private static List<HostTensor> runBorrowing(HostCallSink sink, Duration backstop, float... x) {
+    try (RunContext context = RunContext.withHostCalls(client.plugin(), 1, sink, name -> backstop, name -> true)) {
+      return program.run(List.of(HostTensor.ofFloats(x)), context);
+    }
+  }
+
+  @Test
+  void aBorrowedInputIsXlasBufferAndTheCallWaitsForAReadInProgressBeforeGoingOn() throws Exception {
+    AtomicReference<HostTensor> input = new AtomicReference<>();
+    AtomicReference<Long> releasedAt = new AtomicReference<>();
+    HostCallSink sink =
+        call -> {
+          HostTensor x = call.inputs().get(0);
+          input.set(x);
+          answerers.submit(
+              () -> {
+                // A read in progress (a hold) when the call is answered: XLA must not go on until it ends.
+                HostTensor.Hold read = x.hold("read");
+                assertTrue(call.complete(List.of(x)), "the borrowed input itself is a valid answer");
+                sleep(400);
+                releasedAt.set(System.nanoTime());
+                read.close();
+              });
+        };
+    float[] out = runBorrowing(sink, Duration.ofSeconds(10), 1, 2, 3, 4).get(0).toFloatArray();
+    long returnedAt = System.nanoTime();
+    assertArrayEquals(new float[] {-2, -4, -6, -8}, out, 0f);
+    assertTrue(input.get().isBorrowed());
+    assertTrue(releasedAt.get() != null && returnedAt >= releasedAt.get(), "the run went on before the read ended");
+    IllegalStateException late = assertThrows(IllegalStateException.class, () -> input.get().toFloatArray());
+    assertTrue(late.getMessage().contains("input 0 of host callback 'double'"), late.getMessage());
+    assertEquals(0, HostCall.pendingCount());
+  }
+
+  @Test
+  void whenTheBackstopGivesUpOnACallItsBorrowedInputsEndToo() throws Exception {
+    AtomicReference<HostTensor> input = new AtomicReference<>();
+    CompletableFuture<Long> readEnded = new CompletableFuture<>();
+    HostCallSink sink =
+        call -> {
+          HostTensor x = call.inputs().get(0);
+          input.set(x);
+          answerers.submit(
+              () -> {
+                HostTensor.Hold read = x.hold("read"); // held past the 300 ms backstop
+                sleep(600);
+                readEnded.complete(System.nanoTime());
+                read.close();
+              });
+        };
+    long start = System.nanoTime();
+    ExecutionFailedException e =
+        assertThrows(ExecutionFailedException.class, () -> runBorrowing(sink, Duration.ofMillis(300), 1, 2, 3, 4));
+    long returnedAt = System.nanoTime();
+    assertEquals(ErrorCode.DEADLINE_EXCEEDED, e.code(), e.getMessage());
+    assertTrue(returnedAt >= readEnded.get(1, TimeUnit.SECONDS), "the run went on before the read ended");
+    assertTrue(TimeUnit.NANOSECONDS.toMillis(returnedAt - start) < 5_000);
+    assertThrows(IllegalStateException.class, () -> input.get().toFloatArray());
+    assertThrows(IllegalStateException.class, () -> input.get().copy());
+    assertEquals(0, HostCall.pendingCount());
+  }
+
+  private static void sleep(long millis) {
+    try {
+      Thread.sleep(millis);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    }
+  }
 }
