@@ -39,10 +39,9 @@ public final class CallbackDispatcher extends AbstractBehavior<CallbackDispatche
   public sealed interface Command {}
 
   /**
-   * Registers a Java function under {@code name} (null: the dispatcher names it {@code callback-<id>}).
-   * With {@code inline}, calls that take the direct path run the function on the thread that made the
-   * call (see {@link CallbackRuntime#registerInline}).
-   * Registering the same function, template, static argument and mode again yields the same id; a name already
+   * Registers a Java function under {@code name} (null: the dispatcher names it {@code callback-<id>}),
+   * called as {@code options} say (see {@link CallbackOptions}).
+   * Registering the same function, template, static argument and options again yields the same id; a name already
    * taken by a different callback is an error reply ({@link XlaException} with ALREADY_EXISTS): {@link
    * Unregister} it first to bind the name to something else.
    */
@@ -51,13 +50,17 @@ public final class CallbackDispatcher extends AbstractBehavior<CallbackDispatche
       List<TensorType> outputTemplate,
       Object staticArgument,
       HostFunction function,
-      boolean inline,
+      CallbackOptions options,
       ActorRef<StatusReply<CallbackId>> replyTo)
       implements Command {
-    /** A function run on the callback threads (not inline). */
+    public Register {
+      Objects.requireNonNull(options, "options");
+    }
+
+    /** A function called with {@link CallbackOptions#DEFAULT}. */
     public Register(String name, List<TensorType> outputTemplate, Object staticArgument, HostFunction function,
         ActorRef<StatusReply<CallbackId>> replyTo) {
-      this(name, outputTemplate, staticArgument, function, false, replyTo);
+      this(name, outputTemplate, staticArgument, function, CallbackOptions.DEFAULT, replyTo);
     }
   }
 
@@ -110,14 +113,15 @@ public final class CallbackDispatcher extends AbstractBehavior<CallbackDispatche
 
   /** A registered function, as the dispatcher publishes it for calls that go straight to the threads. */
   record FunctionEntry(
-      CallbackId id, List<TensorType> outputTemplate, Object staticArgument, HostFunction function, boolean inline)
+      CallbackId id, List<TensorType> outputTemplate, Object staticArgument, HostFunction function,
+      CallbackOptions options)
       implements Entry {}
 
   private record ServerEntry(CallbackId id, List<TensorType> outputTemplate, ActorRef<CallbackServer.Request> server)
       implements Entry {}
 
   /** What makes two registrations "the same callback". */
-  private record Identity(Object target, List<TensorType> outputTemplate, Object staticArgument, boolean inline) {}
+  private record Identity(Object target, List<TensorType> outputTemplate, Object staticArgument, CallbackOptions options) {}
 
   private final CallbackThreads callbackThreads;
   private final AtomicReference<Map<String, FunctionEntry>> published;
@@ -169,19 +173,19 @@ public final class CallbackDispatcher extends AbstractBehavior<CallbackDispatche
 
   private Behavior<Command> onRegister(Register r) {
     Objects.requireNonNull(r.function(), "function");
-    Identity identity = new Identity(r.function(), List.copyOf(r.outputTemplate()), r.staticArgument(), r.inline());
+    Identity identity = new Identity(r.function(), List.copyOf(r.outputTemplate()), r.staticArgument(), r.options());
     r.replyTo()
         .tell(
             register(
                 r.name(),
                 identity,
-                id -> new FunctionEntry(id, identity.outputTemplate(), r.staticArgument(), r.function(), r.inline())));
+                id -> new FunctionEntry(id, identity.outputTemplate(), r.staticArgument(), r.function(), r.options())));
     return this;
   }
 
   private Behavior<Command> onRegisterServer(RegisterServer r) {
     Objects.requireNonNull(r.server(), "server");
-    Identity identity = new Identity(r.server(), List.copyOf(r.outputTemplate()), null, false);
+    Identity identity = new Identity(r.server(), List.copyOf(r.outputTemplate()), null, CallbackOptions.DEFAULT);
     StatusReply<CallbackId> reply =
         register(r.name(), identity, id -> new ServerEntry(id, identity.outputTemplate(), r.server()));
     if (reply.isSuccess()) {

@@ -140,7 +140,20 @@ public final class CallbackRuntime implements AutoCloseable {
 
   /** Registers a callback a graph uses (see {@code GraphBuilder.hostCall}). */
   public CompletionStage<CallbackId> register(HostCallback callback) {
-    return register(callback.name(), callback.outputTemplate(), callback.staticArgument(), callback.function());
+    return register(callback, CallbackOptions.DEFAULT);
+  }
+
+  /**
+   * Registers {@code callback}, called as {@code options} say: inline on XLA's thread, with inputs
+   * borrowed from XLA instead of copied, or both (see {@link CallbackOptions}).
+   */
+  public CompletionStage<CallbackId> register(HostCallback callback, CallbackOptions options) {
+    return AskPattern.askWithStatus(
+        dispatcher,
+        (ActorRef<StatusReply<CallbackId>> replyTo) -> new CallbackDispatcher.Register(callback.name(),
+            callback.outputTemplate(), callback.staticArgument(), callback.function(), options, replyTo),
+        settings.registrationTimeout(),
+        system.scheduler());
   }
 
   /**
@@ -155,12 +168,7 @@ public final class CallbackRuntime implements AutoCloseable {
    * take the direct path (a run's second concurrent call, say) runs on the callback threads as usual.
    */
   public CompletionStage<CallbackId> registerInline(HostCallback callback) {
-    return AskPattern.askWithStatus(
-        dispatcher,
-        (ActorRef<StatusReply<CallbackId>> replyTo) -> new CallbackDispatcher.Register(callback.name(),
-            callback.outputTemplate(), callback.staticArgument(), callback.function(), true, replyTo),
-        settings.registrationTimeout(),
-        system.scheduler());
+    return register(callback, CallbackOptions.DEFAULT.withInline());
   }
 
   /** Registers every callback of {@code callbacks} (e.g. {@code graph.hostCallbacks()}). */
@@ -288,7 +296,8 @@ public final class CallbackRuntime implements AutoCloseable {
                 supervisor.tell(new RunSupervisor.HostCallArrived(call));
               }
             },
-            name -> nativeBackstop(name, runDeadline))) {
+            name -> nativeBackstop(name, runDeadline),
+            this::borrowsInputs)) {
       state.attach(context);
       List<HostTensor> outputs;
       try {
@@ -320,7 +329,7 @@ public final class CallbackRuntime implements AutoCloseable {
     if (function == null || !function.outputTemplate().equals(call.expectedOutputs()) || state.abortCause() != null) {
       return false;
     }
-    CallbackExecution execution = new CallbackExecution(callbackThreads, function.inline());
+    CallbackExecution execution = new CallbackExecution(callbackThreads, function.options().inline());
     long arrived = System.nanoTime();
     long deadline = arrived + settings.callbackTimeoutOf(call.callbackName()).toNanos();
     if (!state.claimDirectCall(new DirectCall(call, execution, arrived, deadline))) {
@@ -328,7 +337,7 @@ public final class CallbackRuntime implements AutoCloseable {
     }
     CallbackDispatcher.Dispatch dispatch =
         new CallbackDispatcher.Dispatch(call, supervisor, null, metrics, arrived, execution, state);
-    if (function.inline()) {
+    if (function.options().inline()) {
       CallbackDispatcher.runFunction(function, dispatch); // answers (or fails) the call before returning
       return true;
     }
@@ -339,6 +348,12 @@ public final class CallbackRuntime implements AutoCloseable {
           ErrorCode.UNAVAILABLE, "callback '" + call.callbackName() + "' could not be scheduled: the runtime is closed")));
     }
     return true;
+  }
+
+  /** Whether calls of {@code callback} get XLA's input buffers: a function registered with borrowed inputs. */
+  private boolean borrowsInputs(String callback) {
+    CallbackDispatcher.FunctionEntry function = functions.get().get(callback);
+    return function != null && function.options().borrowedInputs();
   }
 
   /** Calls the native backstop gave up on are timeouts of their callbacks, counted here; returns them. */
