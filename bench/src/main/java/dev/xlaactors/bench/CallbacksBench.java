@@ -2,6 +2,7 @@ package dev.xlaactors.bench;
 
 import com.typesafe.config.Config;
 import com.typesafe.config.ConfigFactory;
+import dev.xlaactors.actors.CallbackOptions;
 import dev.xlaactors.actors.CallbackRuntime;
 import dev.xlaactors.runtime.DType;
 import dev.xlaactors.runtime.Executable;
@@ -114,12 +115,13 @@ public final class CallbacksBench {
   }
 
   /** The programs of both modes, compiled once per client. */
-  private record Programs(Executable loop, Executable single, Executable big, Executable loopInline) {
+  private record Programs(Executable loop, Executable single, Executable big, Executable bigBorrowed, Executable loopInline) {
     static Programs compile(XlaClient client) {
       return new Programs(
           client.compile(loopProgram("echo8", "tensor<8xf32>", K)),
           client.compile(singleProgram("echo8", "tensor<8xf32>")),
           client.compile(loopProgram("echo16m", "tensor<" + BIG_ELEMENTS + "xf32>", BIG_K)),
+          client.compile(loopProgram("echo16mborrowed", "tensor<" + BIG_ELEMENTS + "xf32>", BIG_K)),
           client.compile(loopProgram("echo8inline", "tensor<8xf32>", K)));
     }
   }
@@ -196,6 +198,7 @@ public final class CallbacksBench {
       bench.check(programs.loop(), small, K);
       bench.check(programs.single(), small, 1);
       bench.check(programs.big(), big, BIG_K);
+      bench.check(programs.bigBorrowed(), big, BIG_K);
       bench.check(programs.loopInline(), small, K);
 
       CallbackRuntime callbacks = bench.callbacks();
@@ -215,6 +218,13 @@ public final class CallbacksBench {
                   () -> callbacks.run(programs.big(), List.of(big)).forEach(HostTensor::close))
               .perStep(BIG_K));
       bench.bigEcho().closeLast();
+      // The same with the callback registered with borrowed inputs: it gets XLA's buffer, and its answer
+      // (that buffer) is copied straight into XLA's result buffer: 1 copy per callback.
+      print(
+          LatencyProbe.measure(
+                  "callback_16MiB_borrowed", BIG_BYTES, 2, BIG,
+                  () -> callbacks.run(programs.bigBorrowed(), List.of(big)).forEach(HostTensor::close))
+              .perStep(BIG_K));
       ByteBuffer source = ByteBuffer.allocateDirect((int) BIG_BYTES);
       source.asFloatBuffer().put(bigValues);
       ByteBuffer target = ByteBuffer.allocateDirect((int) BIG_BYTES);
@@ -281,18 +291,22 @@ public final class CallbacksBench {
   }
 
   /** An actor system with a CallbackRuntime that serves the benchmark's callbacks. */
-  private record Bench(ActorSystem<Void> system, CallbackRuntime callbacks, Echo echo, ClosingEcho bigEcho, Echo inlineEcho) {
+  private record Bench(
+      ActorSystem<Void> system, CallbackRuntime callbacks, Echo echo, ClosingEcho bigEcho, Echo borrowedEcho, Echo inlineEcho) {
     static Bench start(XlaClient client, Config config) {
       ActorSystem<Void> system = ActorSystem.create(Behaviors.empty(), "bench", config);
       CallbackRuntime callbacks = CallbackRuntime.create(system, client);
       Echo echo = new Echo();
       ClosingEcho bigEcho = new ClosingEcho();
+      Echo borrowedEcho = new Echo();
       Echo inlineEcho = new Echo();
       callbacks.register("echo8", List.of(F32_8), null, echo).toCompletableFuture().join();
       callbacks.register("echo16m", List.of(F32_BIG), null, bigEcho).toCompletableFuture().join();
+      callbacks.register(new HostCallback("echo16mborrowed", List.of(F32_BIG), null, borrowedEcho),
+          CallbackOptions.DEFAULT.withBorrowedInputs()).toCompletableFuture().join();
       callbacks.registerInline(new HostCallback("echo8inline", List.of(F32_8), null, inlineEcho))
           .toCompletableFuture().join();
-      return new Bench(system, callbacks, echo, bigEcho, inlineEcho);
+      return new Bench(system, callbacks, echo, bigEcho, borrowedEcho, inlineEcho);
     }
 
     void check(Executable program, HostTensor input, int expectedCalls) {
@@ -303,7 +317,7 @@ public final class CallbacksBench {
     }
 
     private long totalCalls() {
-      return echo.calls.get() + bigEcho.calls.get() + inlineEcho.calls.get();
+      return echo.calls.get() + bigEcho.calls.get() + borrowedEcho.calls.get() + inlineEcho.calls.get();
     }
 
     void close() throws Exception {
