@@ -155,6 +155,16 @@ class BorrowedInputsTest {
     assertTrue(late.getMessage().contains("input 0 of host callback 'keeper'")
         && late.getMessage().contains("answered or given up"), late.getMessage());
     assertThrows(IllegalStateException.class, () -> kept.get(0).copy());
+    // Returning a borrowed input after its call has ended fails the new call, saying why.
+    callbacks.register(new HostCallback("stale", List.of(F32_N), null, (in, s) -> List.of(kept.get(0))))
+        .toCompletableFuture().get(5, TimeUnit.SECONDS);
+    try (Executable exe = program("stale")) {
+      Exception e = assertThrows(Exception.class, () -> callbacks.run(exe, List.of(HostTensor.ofFloats(x))));
+      CallbackException cause = assertInstanceOf(CallbackException.class, e instanceof CallbackException ? e : e.getCause(), e::toString);
+      assertEquals(ErrorCode.INVALID_ARGUMENT, cause.code(), cause.getMessage());
+      assertTrue(cause.getMessage().contains("output 0 can no longer be read")
+          && cause.getMessage().contains("input 0 of host callback 'keeper'"), cause.getMessage());
+    }
     HostTensor copy = copies.get(0);
     assertFalse(copy.isBorrowed());
     assertArrayEquals(plus(x, 1), copy.toFloatArray(), 0f);

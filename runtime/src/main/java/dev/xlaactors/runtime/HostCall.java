@@ -101,7 +101,8 @@ public final class HostCall {
   }
 
   /**
-   * What is wrong with {@code outputs} as this call's answer (count, null, dtype, shape), or empty when
+   * What is wrong with {@code outputs} as this call's answer (count, null, closed, dtype, shape, a
+   * borrowed input whose call has ended), or empty when
    * they match what the program expects: e.g. {@code callback 'tokenize' returned f32[3] as output 0,
    * expected f32[2]}.
    */
@@ -130,6 +131,10 @@ public final class HostCall {
             "callback '" + callbackName + "' returned " + out.type() + " as output " + i + ", expected "
                 + expectedOutputs.get(i));
       }
+      String unreadable = out.isBorrowed() ? out.unreadableReason("answer a host call with") : null;
+      if (unreadable != null) {
+        return Optional.of("callback '" + callbackName + "': output " + i + " can no longer be read: " + unreadable);
+      }
     }
     return Optional.empty();
   }
@@ -156,11 +161,10 @@ public final class HostCall {
       for (int i = 0; i < n; i++) {
         try {
           holds[i] = outputs.get(i).hold("answer a host call with");
-        } catch (IllegalStateException closedMeanwhile) {
+        } catch (IllegalStateException unreadable) { // closed, or a borrowed input whose call has ended
           return fail(
               ErrorCode.INVALID_ARGUMENT,
-              "callback '" + callbackName + "': output " + i + " was closed while the call was being answered: "
-                  + closedMeanwhile.getMessage());
+              "callback '" + callbackName + "': output " + i + " can no longer be read: " + unreadable.getMessage());
         }
         data.put(i, new Pointer(holds[i].data()));
         sizes.put(i, outputs.get(i).type().byteSize());

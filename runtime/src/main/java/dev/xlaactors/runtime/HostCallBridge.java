@@ -19,8 +19,9 @@ import org.bytedeco.javacpp.Pointer;
  * The bridge's one host-call sink: the native handler describes each call (XLA's input pointers, types,
  * dims) to this function on the XLA thread that made it; it copies the inputs into Java-owned tensors
  * (pooled memory, see {@link HostMemoryPool}), or lends XLA's buffers as borrowed tensors when the run
- * says so for that callback, builds a {@link HostCall} and hands it to the run's {@link HostCallSink}. Runs are told apart by a sink id, never by a pointer to a Java object, and the function
- * object is held by a static field so the plugin can call it for as long as the process lives.
+ * says so for that callback, builds a {@link HostCall} and hands it to the run's {@link HostCallSink}.
+ * Runs are told apart by a sink id, never by a pointer to a Java object, and the function object is held
+ * by a static field so the plugin can call it for as long as the process lives.
  */
 final class HostCallBridge {
   static {
@@ -94,7 +95,7 @@ final class HostCallBridge {
                 + " bytes); a host-callback tensor holds at most 2 GiB - 8 bytes: pass it in smaller pieces");
         return 0;
       }
-      if (borrow) {
+      if (borrow && type.byteSize() > 0) { // an empty input has nothing to lend
         ByteBuffer xlaBuffer = new Pointer(call.input_data(i)).capacity(type.byteSize()).asByteBuffer();
         inputs.add(HostTensor.borrowed(type, xlaBuffer, new BorrowedInput(tag, name, i)));
         continue;

@@ -185,6 +185,15 @@ public final class HostTensor implements AutoCloseable {
     return new Hold();
   }
 
+  /** Why the tensor can no longer be used for {@code use} (closed, or borrowed past its call), or null. */
+  String unreadableReason(String use) {
+    try (Hold ignored = hold(use)) {
+      return null;
+    } catch (IllegalStateException e) {
+      return e.getMessage();
+    }
+  }
+
   /**
    * Memory a tensor only borrows: XLA's buffer of a host call's input, lent while the call waits. Each use
    * of it is bracketed by {@link #enter()} and {@link #exit()}; the lender does not take the memory back
@@ -225,7 +234,8 @@ public final class HostTensor implements AutoCloseable {
 
   /**
    * A new tensor with the same type and contents, in memory of its own (pooled when large): what keeps a
-   * borrowed host-callback input past its call, or a tensor past its {@link #close()}.
+   * borrowed host-callback input past its call. Fails with {@link IllegalStateException} when this tensor
+   * can no longer be read (closed, or borrowed and its call has ended).
    */
   public HostTensor copy() {
     HostTensor copy = uninitialized(type);
