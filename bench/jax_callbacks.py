@@ -35,6 +35,8 @@ K = 100
 BIG_K = 8
 BIG_ELEMENTS = 4 << 20
 THROUGHPUT_WARMUP_SECONDS = 1.0
+# As CallbacksBench.WARMUP_SECONDS: the f32[8] programs run this long before anything is timed.
+WARMUP_SECONDS = float(os.environ.get("BENCH_WARMUP_SECONDS", "15"))
 THROUGHPUT_SECONDS = 3.0
 
 
@@ -102,12 +104,21 @@ def main():
     # Host (NumPy) arrays in, np.asarray out: like CallbackRuntime.run, which takes and returns host
     # tensors, each run uploads its input and reads its output back.
     small = np.arange(1, 9, dtype=np.float32)
+    programs = {}
     for kind in kinds:
         loop = loop_program(kind, spec8, K)
         single = jax.jit(lambda x, call=kinds[kind]: call(spec8, x))
         # A benchmark of a wrong answer is worthless: check once (this also compiles) before timing.
         check(loop, small, K)
         check(single, small, 1)
+        programs[kind] = (loop, single)
+    warmup_end = time.perf_counter() + WARMUP_SECONDS
+    while time.perf_counter() < warmup_end:
+        for loop, single in programs.values():
+            np.asarray(loop(small))
+            np.asarray(single(small))
+    print(f"INFO side=jax warmup_seconds={WARMUP_SECONDS:.0f}", flush=True)
+    for kind, (loop, single) in programs.items():
         measure(f"loop_f32x8_{kind}", 0, 2, K, 30, 5_000, 5.0, lambda: np.asarray(loop(small)))
         measure(f"single_f32x8_{kind}", 0, 2, 1, 2_000, 20_000, 4.0, lambda: np.asarray(single(small)))
     for kind in kinds:

@@ -38,6 +38,8 @@ modes:
             BENCH_REPS times (default 5), min / median / max over the repetitions. Last line:
             RESULT callbacks ours_median_us=<x> jax_median_us=<y> ratio=<x/y> p99_ratio=<r>
                    big_memcpy_fraction=<f> big_memcpy_fraction_copied=<c>
+            Both sides first run the f32[8] programs for BENCH_WARMUP_SECONDS (default 15), so the
+            JVM's JIT has compiled the call path before anything is timed.
             (x: ours per call in the K-call program; y: the lower of the two JAX kinds there; all
             medians over the repetitions; f: the 16 MiB callback's GB/s over a 16 MiB memcpy's,
             borrowed inputs; c: the same with copied inputs)

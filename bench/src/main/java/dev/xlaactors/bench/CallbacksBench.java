@@ -20,6 +20,7 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.Locale;
+import java.util.Objects;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.ForkJoinPool;
@@ -61,6 +62,13 @@ public final class CallbacksBench {
   private static final LatencyProbe.Budget MEMCPY = new LatencyProbe.Budget(20, 500, 2.0);
   private static final LatencyProbe.Budget PROFILE = new LatencyProbe.Budget(20, 3_000, 3.0);
   private static final double THROUGHPUT_WARMUP_SECONDS = 1.0;
+  /**
+   * How long the f32[8] programs run before anything is timed (BENCH_WARMUP_SECONDS, default 15): the JIT
+   * compiles the call path for about 10 s, during which a call costs 2 to 4 times its steady-state time
+   * on 2 cores, and the JAX side warms up as long.
+   */
+  static final double WARMUP_SECONDS = Double.parseDouble(
+      Objects.requireNonNullElse(System.getenv("BENCH_WARMUP_SECONDS"), "15"));
   private static final double THROUGHPUT_SECONDS = 3.0;
 
   /** Run ids of the profile's runs outside CallbackRuntime; far from the runtime's own. */
@@ -202,6 +210,13 @@ public final class CallbacksBench {
       bench.check(programs.loopInline(), small, K);
 
       CallbackRuntime callbacks = bench.callbacks();
+      long warmupEnd = System.nanoTime() + (long) (WARMUP_SECONDS * 1e9);
+      while (System.nanoTime() < warmupEnd) {
+        callbacks.run(programs.loop(), List.of(small));
+        callbacks.run(programs.single(), List.of(small));
+        callbacks.run(programs.loopInline(), List.of(small));
+      }
+      System.out.printf(Locale.ROOT, "INFO side=java warmup_seconds=%.0f%n", WARMUP_SECONDS);
       print(
           LatencyProbe.measure("loop_f32x8", 0, LOOP, () -> callbacks.run(programs.loop(), List.of(small)))
               .perStep(K));
