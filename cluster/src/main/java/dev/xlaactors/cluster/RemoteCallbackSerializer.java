@@ -1,8 +1,9 @@
 package dev.xlaactors.cluster;
 
+import static dev.xlaactors.cluster.TensorWireFormat.errorCode;
 import static dev.xlaactors.cluster.TensorWireFormat.putString;
 import static dev.xlaactors.cluster.TensorWireFormat.putTensors;
-import static dev.xlaactors.cluster.TensorWireFormat.refused;
+import static dev.xlaactors.cluster.TensorWireFormat.readMessage;
 import static dev.xlaactors.cluster.TensorWireFormat.string;
 import static dev.xlaactors.cluster.TensorWireFormat.tensors;
 import static dev.xlaactors.cluster.TensorWireFormat.tensorsSize;
@@ -14,9 +15,6 @@ import dev.xlaactors.cluster.RemoteCallbackServer.Request;
 import dev.xlaactors.cluster.RemoteCallbackServer.Served;
 import dev.xlaactors.error.ErrorCode;
 import dev.xlaactors.error.InvalidArgumentException;
-import dev.xlaactors.runtime.DType;
-import dev.xlaactors.runtime.HostTensor;
-import java.nio.BufferUnderflowException;
 import java.nio.ByteBuffer;
 import java.util.List;
 import java.util.function.Function;
@@ -112,43 +110,25 @@ public final class RemoteCallbackSerializer extends SerializerWithStringManifest
   @Override
   public Object fromBinary(byte[] bytes, String manifest) {
     String what = what(manifest);
-    ByteBuffer in = ByteBuffer.wrap(bytes);
-    try {
-      byte version = in.get();
-      if (version != VERSION) {
-        throw refused(what, "version " + version + ", expected " + VERSION);
+    return readMessage(bytes, VERSION, what, in -> switch (manifest) {
+      case REQUEST -> {
+        long callId = in.getLong();
+        String name = string(in, what, "callback name");
+        ActorRef<Reply> replyTo = stringToRef.apply(string(in, what, "reply address"));
+        yield new Request(callId, name, tensors(in, what), replyTo);
       }
-      Object message = switch (manifest) {
-        case REQUEST -> {
-          long callId = in.getLong();
-          String name = string(in, what, "callback name");
-          ActorRef<Reply> replyTo = stringToRef.apply(string(in, what, "reply address"));
-          yield new Request(callId, name, tensors(in, what), replyTo);
-        }
-        case SERVED -> {
-          long callId = in.getLong();
-          yield new Served(callId, tensors(in, what));
-        }
-        case REFUSED -> refusedReply(in, what);
-        default -> throw new InvalidArgumentException("remote callback message with unknown manifest '" + manifest
-            + "'; known: " + List.of(REQUEST, SERVED, REFUSED));
-      };
-      if (in.hasRemaining()) {
-        throw refused(what, in.remaining() + " trailing bytes after the message");
+      case SERVED -> {
+        long callId = in.getLong();
+        yield new Served(callId, tensors(in, what));
       }
-      return message;
-    } catch (BufferUnderflowException e) {
-      throw refused(what, "truncated: it ends after " + bytes.length + " bytes, in the middle of a field");
-    }
-  }
-
-  private static Refused refusedReply(ByteBuffer in, String what) {
-    long callId = in.getLong();
-    int code = in.getInt();
-    if (code < 0 || code >= ErrorCode.values().length) {
-      throw refused(what, "error code " + code + " is not one of 0.." + (ErrorCode.values().length - 1));
-    }
-    return new Refused(callId, ErrorCode.values()[code], string(in, what, "error message"));
+      case REFUSED -> {
+        long callId = in.getLong();
+        ErrorCode code = errorCode(in, what);
+        yield new Refused(callId, code, string(in, what, "error message"));
+      }
+      default -> throw new InvalidArgumentException("remote callback message with unknown manifest '" + manifest
+          + "'; known: " + List.of(REQUEST, SERVED, REFUSED));
+    });
   }
 
   /** How errors name a message of {@code manifest}. */

@@ -1,8 +1,9 @@
 package dev.xlaactors.cluster;
 
+import static dev.xlaactors.cluster.TensorWireFormat.errorCode;
 import static dev.xlaactors.cluster.TensorWireFormat.putString;
 import static dev.xlaactors.cluster.TensorWireFormat.putTensors;
-import static dev.xlaactors.cluster.TensorWireFormat.refused;
+import static dev.xlaactors.cluster.TensorWireFormat.readMessage;
 import static dev.xlaactors.cluster.TensorWireFormat.string;
 import static dev.xlaactors.cluster.TensorWireFormat.tensors;
 import static dev.xlaactors.cluster.TensorWireFormat.tensorsSize;
@@ -15,7 +16,6 @@ import dev.xlaactors.cluster.ShardedComputations.Reply;
 import dev.xlaactors.cluster.ShardedComputations.Run;
 import dev.xlaactors.error.ErrorCode;
 import dev.xlaactors.error.InvalidArgumentException;
-import java.nio.BufferUnderflowException;
 import java.nio.ByteBuffer;
 import java.util.List;
 import java.util.function.Function;
@@ -121,41 +121,25 @@ public final class ShardedComputationSerializer extends SerializerWithStringMani
   @Override
   public Object fromBinary(byte[] bytes, String manifest) {
     String what = "sharded computation message (manifest '" + manifest + "')";
-    ByteBuffer in = ByteBuffer.wrap(bytes);
-    try {
-      byte version = in.get();
-      if (version != VERSION) {
-        throw refused(what, "version " + version + ", expected " + VERSION);
+    return readMessage(bytes, VERSION, what, in -> switch (manifest) {
+      case RUN -> {
+        long requestId = in.getLong();
+        ActorRef<Reply> replyTo = stringToRef.apply(string(in, what, "reply address"));
+        yield new Run(requestId, tensors(in, what), replyTo);
       }
-      Object message = switch (manifest) {
-        case RUN -> {
-          long requestId = in.getLong();
-          ActorRef<Reply> replyTo = stringToRef.apply(string(in, what, "reply address"));
-          yield new Run(requestId, tensors(in, what), replyTo);
-        }
-        case ACCEPTED -> new Accepted(in.getLong(), string(in, what, "node address"));
-        case OUTPUTS -> {
-          long requestId = in.getLong();
-          yield new Outputs(requestId, tensors(in, what));
-        }
-        case FAILED -> {
-          long requestId = in.getLong();
-          int code = in.getInt();
-          if (code < 0 || code >= ErrorCode.values().length) {
-            throw refused(what, "error code " + code + " is not one of 0.." + (ErrorCode.values().length - 1));
-          }
-          yield new Failed(requestId, ErrorCode.values()[code], string(in, what, "error message"));
-        }
-        default -> throw new InvalidArgumentException("sharded computation message with unknown manifest '" + manifest
-            + "'; known: " + List.of(RUN, ACCEPTED, OUTPUTS, FAILED));
-      };
-      if (in.hasRemaining()) {
-        throw refused(what, in.remaining() + " trailing bytes after the message");
+      case ACCEPTED -> new Accepted(in.getLong(), string(in, what, "node address"));
+      case OUTPUTS -> {
+        long requestId = in.getLong();
+        yield new Outputs(requestId, tensors(in, what));
       }
-      return message;
-    } catch (BufferUnderflowException e) {
-      throw refused(what, "truncated: it ends after " + bytes.length + " bytes, in the middle of a field");
-    }
+      case FAILED -> {
+        long requestId = in.getLong();
+        ErrorCode code = errorCode(in, what);
+        yield new Failed(requestId, code, string(in, what, "error message"));
+      }
+      default -> throw new InvalidArgumentException("sharded computation message with unknown manifest '" + manifest
+          + "'; known: " + List.of(RUN, ACCEPTED, OUTPUTS, FAILED));
+    });
   }
 
   private static ByteBuffer allocate(long size) {

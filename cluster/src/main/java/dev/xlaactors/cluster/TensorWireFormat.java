@@ -1,14 +1,17 @@
 package dev.xlaactors.cluster;
 
+import dev.xlaactors.error.ErrorCode;
 import dev.xlaactors.error.InvalidArgumentException;
 import dev.xlaactors.error.XlaException;
 import dev.xlaactors.runtime.DType;
 import dev.xlaactors.runtime.HostTensor;
 import dev.xlaactors.runtime.TensorType;
+import java.nio.BufferUnderflowException;
 import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.function.Function;
 
 /**
  * How the cluster module's serializers write tensors and strings into a message, and read them back
@@ -19,8 +22,8 @@ import java.util.List;
  *
  * <p>Reading checks everything (dtype code, rank, dimensions, byte count against the type, no missing
  * bytes) and refuses bad bytes with an {@link InvalidArgumentException} {@code "refused <what>: <what was
- * wrong>"}, where {@code what} names the message being read; a {@link java.nio.BufferUnderflowException}
- * from a field cut short is left to the caller, which knows the whole message's length. Stateless.
+ * wrong>"}, where {@code what} names the message being read; a {@link BufferUnderflowException} from a
+ * field cut short is left to {@link #readMessage}, which knows the whole message's length. Stateless.
  */
 final class TensorWireFormat {
   private TensorWireFormat() {}
@@ -124,6 +127,37 @@ final class TensorWireFormat {
       throw new InvalidArgumentException("a " + what + " of " + size + " bytes is over the 2 GiB a message can take");
     }
     return ByteBuffer.allocate((int) size);
+  }
+
+  /**
+   * Reads a whole message of {@code bytes}: its version byte (refused unless it is {@code version}), the
+   * rest with {@code body}, then nothing more (trailing bytes are refused); a field cut short is refused
+   * as truncated.
+   */
+  static Object readMessage(byte[] bytes, byte version, String what, Function<ByteBuffer, Object> body) {
+    ByteBuffer in = ByteBuffer.wrap(bytes);
+    try {
+      byte got = in.get();
+      if (got != version) {
+        throw refused(what, "version " + got + ", expected " + version);
+      }
+      Object message = body.apply(in);
+      if (in.hasRemaining()) {
+        throw refused(what, in.remaining() + " trailing bytes after the message");
+      }
+      return message;
+    } catch (BufferUnderflowException e) {
+      throw refused(what, "truncated: it ends after " + bytes.length + " bytes, in the middle of a field");
+    }
+  }
+
+  /** Reads an {@link ErrorCode} written as its ordinal (int32), refusing a number that is none. */
+  static ErrorCode errorCode(ByteBuffer in, String what) {
+    int code = in.getInt();
+    if (code < 0 || code >= ErrorCode.values().length) {
+      throw refused(what, "error code " + code + " is not one of 0.." + (ErrorCode.values().length - 1));
+    }
+    return ErrorCode.values()[code];
   }
 
   static InvalidArgumentException refused(String what, String wrong) {
