@@ -2,10 +2,7 @@ package dev.xlaactors.cluster;
 
 import dev.xlaactors.actors.CallbackRuntime;
 import dev.xlaactors.runtime.XlaClient;
-import java.time.Duration;
 import org.apache.pekko.actor.typed.ActorSystem;
-import org.apache.pekko.cluster.MemberStatus;
-import org.apache.pekko.cluster.typed.Cluster;
 
 /**
  * A child JVM of the sharded computation test: a node with role {@code compute}, its own XLA client and
@@ -22,19 +19,6 @@ public final class ComputationNodeMain {
     XlaClient client = XlaClient.create();
     CallbackRuntime callbacks = CallbackRuntime.create(system, client);
     ShardedComputations.init(system, "compute", client, callbacks, TestNodes.computations(node));
-    long deadline = System.nanoTime() + Duration.ofSeconds(60).toNanos();
-    while (Cluster.get(system).selfMember().status() != MemberStatus.up()) {
-      if (System.nanoTime() > deadline) {
-        System.out.println("NOT UP after 60 s");
-        System.exit(2);
-      }
-      Thread.sleep(50);
-    }
-    System.out.println("READY " + XlaCluster.selfAddress(system));
-    System.out.flush();
-    while (System.in.read() >= 0) {
-      // the parent keeps the pipe open while it lives
-    }
-    System.exit(0);
+    TestNodes.announceReadyAndLiveWhileTheParentDoes(system);
   }
 }

@@ -2,11 +2,8 @@ package dev.xlaactors.cluster;
 
 import dev.xlaactors.runtime.XlaClient;
 import java.nio.file.Path;
-import java.time.Duration;
 import java.util.Optional;
 import org.apache.pekko.actor.typed.ActorSystem;
-import org.apache.pekko.cluster.MemberStatus;
-import org.apache.pekko.cluster.typed.Cluster;
 
 /**
  * A child JVM of the sharded job test: a node with role {@code compute} and its own XLA client that can
@@ -26,19 +23,6 @@ public final class JobNodeMain {
     XlaClient client = XlaClient.create();
     ShardedBatchJobs.init(system, "compute", client,
         id -> id.equals(args[6]) ? Optional.of(TestNodes.scoresJob(id, args[0], output, count, delayMs)) : Optional.empty());
-    long deadline = System.nanoTime() + Duration.ofSeconds(60).toNanos();
-    while (Cluster.get(system).selfMember().status() != MemberStatus.up()) {
-      if (System.nanoTime() > deadline) {
-        System.out.println("NOT UP after 60 s");
-        System.exit(2);
-      }
-      Thread.sleep(50);
-    }
-    System.out.println("READY " + XlaCluster.selfAddress(system));
-    System.out.flush();
-    while (System.in.read() >= 0) {
-      // the parent keeps the pipe open while it lives
-    }
-    System.exit(0);
+    TestNodes.announceReadyAndLiveWhileTheParentDoes(system);
   }
 }

@@ -1,6 +1,10 @@
 package dev.xlaactors.cluster;
 
 import com.typesafe.config.Config;
+import java.time.Duration;
+import org.apache.pekko.actor.typed.ActorSystem;
+import org.apache.pekko.cluster.MemberStatus;
+import org.apache.pekko.cluster.typed.Cluster;
 import com.typesafe.config.ConfigFactory;
 import dev.xlaactors.runtime.DType;
 import dev.xlaactors.runtime.HostCallback;
@@ -19,6 +23,28 @@ import dev.xlaactors.graph.Value;
 
 /** Configuration and callbacks shared by the parent test JVM and the child nodes of the cluster tests. */
 final class TestNodes {
+  /**
+   * The end of a child node's main: waits until this node is Up (exit 2 after 60 s), prints {@code READY
+   * <address>} for the parent, then lives until the parent closes its stdin (the parent died or stopped
+   * it), and exits 0.
+   */
+  static void announceReadyAndLiveWhileTheParentDoes(ActorSystem<Void> system) throws Exception {
+    long deadline = System.nanoTime() + Duration.ofSeconds(60).toNanos();
+    while (Cluster.get(system).selfMember().status() != MemberStatus.up()) {
+      if (System.nanoTime() > deadline) {
+        System.out.println("NOT UP after 60 s");
+        System.exit(2);
+      }
+      Thread.sleep(50);
+    }
+    System.out.println("READY " + XlaCluster.selfAddress(system));
+    System.out.flush();
+    while (System.in.read() >= 0) {
+      // the parent keeps the pipe open while it lives
+    }
+    System.exit(0);
+  }
+
   private TestNodes() {}
 
   static final TensorType F32X3 = TensorType.of(DType.F32, 3);
