@@ -11,6 +11,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -35,8 +36,10 @@ struct PendingCall {
   enum class State { kWaiting, kCompleted, kFailed, kAbandoned } state = State::kWaiting;
   int error_code = 0;
   std::string error;
+  XLA_FFI_Args* args = nullptr;  // XLA's input buffers; valid only while state == kWaiting
   XLA_FFI_Rets* rets = nullptr;  // XLA's result buffers; valid only while state == kWaiting
   int borrowers = 0;  // readers of XLA's input buffers on other threads; the handler waits for them to go
+  bool answering = false;  // an answer waits to write over input buffers: no new reader may start
 };
 
 std::mutex g_calls_mutex;
@@ -83,6 +86,49 @@ int64_t ElementCount(const XLA_FFI_Buffer* buffer) {
   int64_t n = 1;
   for (int64_t d = 0; d < buffer->rank; ++d) n *= buffer->dims[d];
   return n;
+}
+
+int64_t BytesOf(const XLA_FFI_Buffer* buffer) { return ElementCount(buffer) * ByteSizeOf(PjrtTypeOf(buffer->dtype)); }
+
+bool Overlaps(const void* a, int64_t a_size, const void* b, int64_t b_size) {
+  auto x = reinterpret_cast<uintptr_t>(a);
+  auto y = reinterpret_cast<uintptr_t>(b);
+  return a_size > 0 && b_size > 0 && x < y + static_cast<uintptr_t>(b_size) && y < x + static_cast<uintptr_t>(a_size);
+}
+
+// Whether a result buffer is (part of) an input buffer: the program aliases them (output_operand_aliases,
+// an in-place host call), so writing the answer changes the inputs.
+bool ResultsOverlapInputs(const XLA_FFI_Args& args, const XLA_FFI_Rets& rets) {
+  for (int64_t j = 0; j < rets.size; ++j) {
+    auto* result = static_cast<XLA_FFI_Buffer*>(rets.rets[j]);
+    for (int64_t i = 0; i < args.size; ++i) {
+      auto* input = static_cast<XLA_FFI_Buffer*>(args.args[i]);
+      if (Overlaps(result->data, BytesOf(result), input->data, BytesOf(input))) return true;
+    }
+  }
+  return false;
+}
+
+// Copies each output into its result buffer. An output may be an input buffer that another output's
+// result buffer aliases (say, an in-place call answering with its two inputs swapped): such a source is
+// set aside first, as writing that other output would change it. An output already in place is skipped.
+void WriteOutputs(const XLA_FFI_Rets& rets, void* const* outputs, const int64_t* sizes, int64_t count) {
+  std::vector<std::vector<char>> aside(static_cast<size_t>(count));
+  for (int64_t i = 0; i < count; ++i) {
+    for (int64_t j = 0; j < count; ++j) {
+      auto* result = static_cast<XLA_FFI_Buffer*>(rets.rets[j]);
+      if (j != i && Overlaps(outputs[i], sizes[i], result->data, sizes[j])) {
+        const char* source = static_cast<const char*>(outputs[i]);
+        aside[i].assign(source, source + sizes[i]);
+        break;
+      }
+    }
+  }
+  for (int64_t i = 0; i < count; ++i) {
+    void* target = static_cast<XLA_FFI_Buffer*>(rets.rets[i])->data;
+    const void* source = aside[i].empty() ? outputs[i] : aside[i].data();
+    if (sizes[i] > 0 && source != target) std::memmove(target, source, static_cast<size_t>(sizes[i]));
+  }
 }
 
 std::atomic<XlaActors_HostCallSink> g_sink{nullptr};
@@ -186,6 +232,7 @@ XLA_FFI_Error* HostCallbackHandlerImpl(XLA_FFI_CallFrame* frame) {
 
   int64_t tag = static_cast<int64_t>(NextTag());
   auto call = std::make_shared<PendingCall>();
+  call->args = &frame->args;
   call->rets = &frame->rets;
   {
     std::lock_guard<std::mutex> lock(g_calls_mutex);
@@ -221,6 +268,7 @@ XLA_FFI_Error* HostCallbackHandlerImpl(XLA_FFI_CallFrame* frame) {
   }
   if (call->state == PendingCall::State::kWaiting) {
     call->state = PendingCall::State::kAbandoned;  // a late reply finds this and writes nothing
+    call->answered.notify_all();  // an answer waiting for readers to finish gives up
     if (wait_millis > 0) {
       call->error_code = XLA_FFI_Error_Code_DEADLINE_EXCEEDED;
       call->error = "host callback '" + name + "' got no reply within " + std::to_string(wait_millis) +
@@ -233,6 +281,7 @@ XLA_FFI_Error* HostCallbackHandlerImpl(XLA_FFI_CallFrame* frame) {
   // The inputs are XLA's until this returns: let a borrowed read (a copy, never user code) finish first.
   // No new one starts, as the state is no longer kWaiting.
   call->answered.wait(lock, [&] { return call->borrowers == 0; });
+  call->args = nullptr;
   call->rets = nullptr;
   PendingCall::State state = call->state;
   std::string error = call->error;
@@ -260,13 +309,13 @@ extern "C" {
 
 void XlaActors_SetHostCallSink(XlaActors_HostCallSink sink) { g_sink.store(sink); }
 
-int XlaActors_CompleteHostCall(int64_t tag, void* const* outputs, const int64_t* sizes, int64_t count, char* error,
-                               size_t error_size) {
+int XlaActors_CompleteHostCall(int64_t tag, void* const* outputs, const int64_t* sizes, int64_t count,
+                               int64_t own_borrows, char* error, size_t error_size) {
   try {
     std::shared_ptr<PendingCall> call = FindCall(tag);
     if (call == nullptr) return 0;
-    std::lock_guard<std::mutex> lock(call->mutex);
-    if (call->state != PendingCall::State::kWaiting) return 0;
+    std::unique_lock<std::mutex> lock(call->mutex);
+    if (call->state != PendingCall::State::kWaiting || call->answering) return 0;
     XLA_FFI_Rets* rets = call->rets;
     std::string problem;
     if (count != rets->size || (count > 0 && (outputs == nullptr || sizes == nullptr))) {
@@ -275,16 +324,23 @@ int XlaActors_CompleteHostCall(int64_t tag, void* const* outputs, const int64_t*
     // Check every output before writing any, so a failed answer leaves XLA's buffers untouched.
     for (int64_t i = 0; problem.empty() && i < count; ++i) {
       auto* buffer = static_cast<XLA_FFI_Buffer*>(rets->rets[i]);
-      int64_t expected = ElementCount(buffer) * ByteSizeOf(PjrtTypeOf(buffer->dtype));
+      int64_t expected = BytesOf(buffer);
       if (sizes[i] != expected || (expected > 0 && outputs[i] == nullptr)) {
         problem = "output " + std::to_string(i) + " needs " + std::to_string(expected) + " bytes, got " +
                   (outputs[i] == nullptr ? std::string("none") : std::to_string(sizes[i]));
       }
     }
-    for (int64_t i = 0; problem.empty() && i < count; ++i) {
-      auto* buffer = static_cast<XLA_FFI_Buffer*>(rets->rets[i]);
-      if (sizes[i] > 0) std::memcpy(buffer->data, outputs[i], static_cast<size_t>(sizes[i]));
+    if (problem.empty() && ResultsOverlapInputs(*call->args, *rets)) {
+      // The answer writes over input buffers: let reads already in progress on other threads finish (a
+      // bounded copy each), and start no new one, so no reader sees half an answer.
+      call->answering = true;
+      call->answered.wait(lock, [&] {
+        return call->borrowers <= own_borrows || call->state != PendingCall::State::kWaiting;
+      });
+      call->answering = false;
+      if (call->state != PendingCall::State::kWaiting) return 0;  // given up meanwhile: write nothing
     }
+    if (problem.empty()) WriteOutputs(*rets, outputs, sizes, count);
     if (problem.empty()) {
       call->state = PendingCall::State::kCompleted;
     } else {
@@ -328,7 +384,7 @@ int XlaActors_BorrowHostCallInputs(int64_t tag) {
     std::shared_ptr<PendingCall> call = FindCall(tag);
     if (call == nullptr) return 0;
     std::lock_guard<std::mutex> lock(call->mutex);
-    if (call->state != PendingCall::State::kWaiting) return 0;
+    if (call->state != PendingCall::State::kWaiting || call->answering) return 0;
     ++call->borrowers;
     return 1;
   } catch (...) {
@@ -341,7 +397,10 @@ void XlaActors_ReturnHostCallInputs(int64_t tag) {
     std::shared_ptr<PendingCall> call = FindCall(tag);  // still there: the handler waits for every borrower
     if (call == nullptr) return;
     std::lock_guard<std::mutex> lock(call->mutex);
-    if (call->borrowers > 0 && --call->borrowers == 0) call->answered.notify_all();
+    if (call->borrowers > 0) {
+      --call->borrowers;
+      call->answered.notify_all();  // the handler waits for 0; an in-place answer for its own borrows
+    }
   } catch (...) {
   }
 }

@@ -83,10 +83,14 @@ void XlaActors_RunContext_Cancel(XlaActors_RunContext* run);
 void XlaActors_RunContext_Destroy(XlaActors_RunContext* run);
 
 // Copies `count` outputs into the waiting call's result buffers and wakes it. Each output's byte size
-// must equal what XLA expects. Returns 1 when the call was waiting (answered, or failed with a size
+// must equal what XLA expects. An output may be one of the call's own input buffers, and a result buffer
+// may be an input buffer (the program aliases them, output_operand_aliases): the copies then keep every
+// output's source intact until it is copied, and first wait for other readers of the inputs to finish.
+// `own_borrows` is how many XlaActors_BorrowHostCallInputs of this call the caller itself holds while it
+// answers (they are not waited for). Returns 1 when the call was waiting (answered, or failed with a size
 // mismatch described in `error`), 0 when it was no longer waiting (nothing written).
 int XlaActors_CompleteHostCall(int64_t tag, void* const* outputs, const int64_t* sizes, int64_t count,
-                               char* error, size_t error_size);
+                               int64_t own_borrows, char* error, size_t error_size);
 
 // Fails the waiting call with an absl status code and UTF-8 message (null or empty gives a generic
 // message). Returns 1 when the call was waiting, 0 otherwise.
@@ -94,7 +98,8 @@ int XlaActors_FailHostCall(int64_t tag, int code, const char* message, int64_t m
 
 // Lends the waiting call's input buffers to a reader on another thread: returns 1, and the call's
 // handler will not return to XLA (whose buffers they are) until XlaActors_ReturnHostCallInputs, when the
-// call was still waiting; 0 once it was answered, failed or given up (read nothing then). Every 1 must be
+// call was still waiting; 0 once it was answered, failed or given up, or while an answer is being
+// written over them (read nothing then). Every 1 must be
 // matched by one return, soon: the XLA thread waits for it.
 int XlaActors_BorrowHostCallInputs(int64_t tag);
 

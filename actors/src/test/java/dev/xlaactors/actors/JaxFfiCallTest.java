@@ -14,11 +14,13 @@ import java.nio.charset.StandardCharsets;
 import java.util.List;
 import org.apache.pekko.actor.testkit.typed.javadsl.ActorTestKit;
 import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
 
 /**
- * A program exported from JAX that calls a Java callback through {@code jax.ffi.ffi_call} (fixture made
- * by tools/jax_ffi_call_fixture.py): f(x) = 2 * tokenize(sin(x)).
+ * A program exported from JAX that calls a Java callback through {@code jax.ffi.ffi_call} (fixtures made
+ * by tools/jax_ffi_call_fixture.py): f(x) = 2 * tokenize(sin(x)), and the same with the callback's output
+ * written over its input ({@code input_output_aliases={0: 0}}).
  */
 class JaxFfiCallTest {
   private static final ActorTestKit testKit = ActorTestKit.create();
@@ -28,10 +30,11 @@ class JaxFfiCallTest {
     testKit.shutdownTestKit();
   }
 
-  @Test
-  void jaxProgramCallsTheJavaCallbackByName() throws IOException {
+  @ParameterizedTest
+  @ValueSource(strings = {"jax_ffi_call", "jax_ffi_call_in_place"})
+  void jaxProgramCallsTheJavaCallbackByName(String fixture) throws IOException {
     String text;
-    try (InputStream in = getClass().getResourceAsStream("/fixtures/jax_ffi_call.mlir")) {
+    try (InputStream in = getClass().getResourceAsStream("/fixtures/" + fixture + ".mlir")) {
       text = new String(in.readAllBytes(), StandardCharsets.UTF_8);
     }
     try (XlaClient client = XlaClient.create();
@@ -47,7 +50,8 @@ class JaxFfiCallTest {
           .toCompletableFuture()
           .join();
       float[] x = {0f, 0.5f, 1f, -2f};
-      try (Executable exe = ImportedProgram.fromText("jax_ffi_call", text).compile(client)) {
+      assertEquals(fixture.endsWith("in_place"), text.contains("output_operand_aliases"), fixture);
+      try (Executable exe = ImportedProgram.fromText(fixture, text).compile(client)) {
         float[] out = callbacks.run(exe, List.of(HostTensor.ofFloats(x))).get(0).toFloatArray();
         for (int i = 0; i < x.length; i++) {
           assertEquals(2 * ((float) Math.sin(x[i]) + 10), out[i], 1e-5f, "element " + i);

@@ -744,6 +744,51 @@ public final class GraphBuilder {
   }
 
   /**
+   * Like {@link #hostCall}, but in place: for each entry {@code i -> o} of {@code inputOutputAliases},
+   * output {@code o} is written over input {@code i}'s buffer (XLA's {@code output_operand_aliases}, as
+   * {@code jax.ffi.ffi_call}'s {@code input_output_aliases}). XLA then gives that output no buffer of its
+   * own, and a value carried through a loop needs no copy per call; where the input is still used after
+   * the call, XLA copies it first, so the program computes the same values either way. An input and the
+   * output it becomes must have the same type. The callback's function does not change: it returns its
+   * outputs, and returning a borrowed input ({@code CallbackOptions.withBorrowedInputs}) as the output
+   * written over it moves no bytes.
+   */
+  public List<Value> hostCallInPlace(HostCallback callback, Map<Integer, Integer> inputOutputAliases, Value... inputs) {
+    String op = "host_call_in_place";
+    if (callback == null || inputOutputAliases == null || inputOutputAliases.isEmpty()) {
+      throw error(op, "needs a callback and at least one input -> output alias, got " + inputOutputAliases);
+    }
+    List<TensorType> outputs = callback.outputTemplate();
+    Map<Integer, Integer> inputOf = new java.util.TreeMap<>(); // output -> input
+    for (Map.Entry<Integer, Integer> alias : new java.util.TreeMap<>(inputOutputAliases).entrySet()) {
+      int in = alias.getKey();
+      Integer out = alias.getValue();
+      if (in < 0 || in >= inputs.length || out == null || out < 0 || out >= outputs.size()) {
+        throw error(op, "alias " + in + " -> " + out + " needs an input index below " + inputs.length
+            + " and an output index below " + outputs.size() + " (callback '" + callback.name() + "')");
+      }
+      Integer other = inputOf.putIfAbsent(out, in);
+      if (other != null) {
+        throw error(op, "output " + out + " of callback '" + callback.name() + "' is aliased to inputs " + other
+            + " and " + in + "; an output can be written over one input only");
+      }
+      TensorType inType = inputs[in] == null ? null : inputs[in].type();
+      if (!outputs.get(out).equals(inType)) {
+        throw error(op, "input " + in + " is " + inType + " but output " + out + " of callback '" + callback.name()
+            + "', written over it, is " + outputs.get(out) + "; an input and its output must have the same type");
+      }
+    }
+    StringBuilder aliases = new StringBuilder();
+    for (Map.Entry<Integer, Integer> alias : inputOf.entrySet()) {
+      aliases.append(aliases.length() == 0 ? "" : ", ")
+          .append("#stablehlo.output_operand_alias<output_tuple_indices = [")
+          .append(outputs.size() == 1 ? "" : alias.getKey())
+          .append("], operand_index = ").append(alias.getValue()).append(", operand_tuple_indices = []>");
+    }
+    return hostCall(callback, true, Arrays.asList(inputs), null, "output_operand_aliases = [" + aliases + "]");
+  }
+
+  /**
    * Like {@link #hostCall}, but pure, as {@code jax.pure_callback}: XLA may drop the call when its
    * results are unused, or merge identical calls.
    */
@@ -784,6 +829,11 @@ public final class GraphBuilder {
   }
 
   private List<Value> hostCall(HostCallback callback, boolean effectful, List<Value> inputs, Op.Region equivalent) {
+    return hostCall(callback, effectful, inputs, equivalent, null);
+  }
+
+  private List<Value> hostCall(HostCallback callback, boolean effectful, List<Value> inputs, Op.Region equivalent,
+      String extraAttributes) {
     String op = "host_call";
     if (callback == null) {
       throw error(op, "callback is null");
@@ -794,7 +844,8 @@ public final class GraphBuilder {
       throw error(op, "the graph already calls another callback named '" + callback.name() + "'");
     }
     String attributes = "api_version = 4 : i32, backend_config = {callback = \"" + callback.name()
-        + "\"}, call_target_name = \"" + HostCallback.TARGET + "\", has_side_effect = " + effectful;
+        + "\"}, call_target_name = \"" + HostCallback.TARGET + "\", has_side_effect = " + effectful
+        + (extraAttributes == null ? "" : ", " + extraAttributes);
     return emitWithRegions("stablehlo.custom_call", inputs, List.of(), attributes, callback.outputTemplate(),
         callback, equivalent);
   }

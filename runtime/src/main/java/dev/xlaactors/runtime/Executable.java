@@ -8,6 +8,7 @@ import dev.xlaactors.nativebridge.pjrt.PJRT_Error;
 import dev.xlaactors.nativebridge.pjrt.PJRT_ExecuteContext;
 import dev.xlaactors.nativebridge.pjrt.PJRT_ExecuteContext_Create_Args;
 import dev.xlaactors.nativebridge.pjrt.PJRT_Executable_Fingerprint_Args;
+import dev.xlaactors.nativebridge.pjrt.PJRT_Executable_GetCompiledMemoryStats_Args;
 import dev.xlaactors.nativebridge.pjrt.PJRT_Executable_GetCostAnalysis_Args;
 import dev.xlaactors.nativebridge.pjrt.PJRT_Executable_Name_Args;
 import dev.xlaactors.nativebridge.pjrt.PJRT_Executable_Serialize_Args;
@@ -344,6 +345,23 @@ public final class Executable extends NativeHandle {
       args.struct_size(PJRT_Executable_GetCostAnalysis_Args_STRUCT_SIZE).executable(program.executable());
       api.check(api.executableCostAnalysis.call(args), PjrtApi.Failure.GENERIC, "PJRT_Executable_GetCostAnalysis");
       return Map.copyOf(PjrtApi.namedValues(args.properties(), args.num_properties()));
+    }
+  }
+
+  /**
+   * The memory XLA planned for this program when compiling it: parameters, results, the temporary buffers
+   * of each run; UNIMPLEMENTED where the plugin does not report it.
+   */
+  public CompiledMemoryStats compiledMemoryStats() {
+    PjrtApi api = client().api();
+    api.need(api.executableMemoryStats, "PJRT_Executable_GetCompiledMemoryStats");
+    try (Lease lease = lease();
+        PJRT_Executable_GetCompiledMemoryStats_Args args = new PJRT_Executable_GetCompiledMemoryStats_Args()) {
+      args.struct_size(PJRT_Executable_GetCompiledMemoryStats_Args_STRUCT_SIZE).executable(program.executable());
+      api.check(api.executableMemoryStats.call(args), PjrtApi.Failure.GENERIC, "PJRT_Executable_GetCompiledMemoryStats");
+      return new CompiledMemoryStats(args.generated_code_size_in_bytes(), args.argument_size_in_bytes(),
+          args.output_size_in_bytes(), args.alias_size_in_bytes(), args.temp_size_in_bytes(),
+          args.peak_memory_in_bytes());
     }
   }
 

@@ -156,6 +156,7 @@ public final class HostCall {
     }
     int n = outputs.size();
     HostTensor.Hold[] holds = new HostTensor.Hold[n]; // no output's memory goes back while it is copied
+    int ownBorrows = 0; // holds on this call's own inputs, which an in-place answer must not wait for
     try (PointerPointer<Pointer> data = new PointerPointer<>(Math.max(1, n));
         LongPointer sizes = new LongPointer(Math.max(1, n))) {
       for (int i = 0; i < n; i++) {
@@ -166,11 +167,15 @@ public final class HostCall {
               ErrorCode.INVALID_ARGUMENT,
               "callback '" + callbackName + "': output " + i + " can no longer be read: " + unreadable.getMessage());
         }
+        if (HostCallBridge.isInputOf(outputs.get(i), tag)) {
+          ownBorrows++;
+        }
         data.put(i, new Pointer(holds[i].data()));
         sizes.put(i, outputs.get(i).type().byteSize());
       }
       // A size mismatch fails the call natively; the message reaches the run, so nothing to read here.
-      return XlaActors_CompleteHostCall(tag, data, sizes, n, (org.bytedeco.javacpp.BytePointer) null, 0) == 1;
+      return XlaActors_CompleteHostCall(tag, data, sizes, n, ownBorrows, (org.bytedeco.javacpp.BytePointer) null, 0)
+          == 1;
     } finally {
       for (HostTensor.Hold hold : holds) {
         if (hold != null) {

@@ -124,6 +124,11 @@ final class HostCallBridge {
     return backstopMillis;
   }
 
+  /** Whether {@code tensor} is a borrowed input of host call {@code tag} (XLA's own buffer of that call). */
+  static boolean isInputOf(HostTensor tensor, long tag) {
+    return tensor.lender() instanceof BorrowedInput input && input.tag() == tag;
+  }
+
   /** Input {@code index} of host call {@code tag}: XLA's buffer, lent by the waiting native handler. */
   private record BorrowedInput(long tag, String callback, int index) implements HostTensor.BorrowedMemory {
     @Override

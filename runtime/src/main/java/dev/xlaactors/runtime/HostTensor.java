@@ -223,6 +223,11 @@ public final class HostTensor implements AutoCloseable {
     return new HostTensor(type, data.order(ByteOrder.LITTLE_ENDIAN), new Lifetime(null, null, memory));
   }
 
+  /** Who lent this tensor's memory, or null when the memory is the tensor's own. */
+  BorrowedMemory lender() {
+    return lifetime.borrowed;
+  }
+
   /**
    * Whether this tensor's memory is borrowed: a host-callback input that is XLA's own buffer (the callback
    * was registered with borrowed inputs), readable only until its call is answered or given up, and with

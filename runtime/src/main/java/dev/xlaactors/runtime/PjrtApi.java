@@ -80,6 +80,7 @@ final class PjrtApi {
   final PJRT_Executable_NumOutputs executableNumOutputs;
   final PJRT_Executable_SizeOfGeneratedCodeInBytes executableCodeSize;
   final PJRT_Executable_GetCostAnalysis executableCostAnalysis;
+  final PJRT_Executable_GetCompiledMemoryStats executableMemoryStats;
   final PJRT_Executable_OutputElementTypes executableOutputElementTypes;
   final PJRT_Executable_OutputDimensions executableOutputDimensions;
   final PJRT_Executable_Serialize executableSerialize;
@@ -141,6 +142,8 @@ final class PjrtApi {
     executableCodeSize =
         optional(api::PJRT_Executable_SizeOfGeneratedCodeInBytes, "PJRT_Executable_SizeOfGeneratedCodeInBytes");
     executableCostAnalysis = optional(api::PJRT_Executable_GetCostAnalysis, "PJRT_Executable_GetCostAnalysis");
+    executableMemoryStats =
+        optional(api::PJRT_Executable_GetCompiledMemoryStats, "PJRT_Executable_GetCompiledMemoryStats");
     executableOutputElementTypes =
         required(api::PJRT_Executable_OutputElementTypes, "PJRT_Executable_OutputElementTypes");
     executableOutputDimensions = required(api::PJRT_Executable_OutputDimensions, "PJRT_Executable_OutputDimensions");

@@ -51,6 +51,26 @@ class ExecutableInfoTest {
   }
 
   @Test
+  void theExecutableReportsTheMemoryXlaPlannedForIt() {
+    // (a + a) * 3: the sum is an intermediate value, in the run's temporary memory.
+    String twoSteps = """
+        func.func @main(%a: tensor<1024xf32>) -> tensor<1024xf32> {
+          %s = stablehlo.add %a, %a : tensor<1024xf32>
+          %t = stablehlo.sine %s : tensor<1024xf32>
+          %u = stablehlo.add %t, %s : tensor<1024xf32>
+          return %u : tensor<1024xf32>
+        }
+        """;
+    try (Executable exe = client.compile(twoSteps)) {
+      CompiledMemoryStats stats = exe.compiledMemoryStats();
+      assertEquals(4096, stats.argumentBytes(), stats.toString());
+      assertEquals(4096, stats.outputBytes(), stats.toString());
+      assertEquals(0, stats.aliasBytes(), stats.toString());
+      assertTrue(stats.tempBytes() >= 0 && stats.generatedCodeBytes() >= 0, stats.toString());
+    }
+  }
+
+  @Test
   void aSerializedExecutableLoadsAgainAndComputesTheSame() {
     byte[] serialized;
     try (Executable scale = client.compile(SCALE)) {
