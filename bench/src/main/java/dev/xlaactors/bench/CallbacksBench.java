@@ -78,8 +78,19 @@ public final class CallbacksBench {
 
   /** The host callback custom call, as the actors module's programs write it. */
   static String callbackCall(String result, String callback, String operand, String type) {
-    return "%s = stablehlo.custom_call @xla_actors.host_callback(%s) {api_version = 4 : i32, backend_config = {callback = \"%s\"}, has_side_effect = true} : (%s) -> %s"
-        .formatted(result, operand, callback, type, type);
+    return callbackCall(result, callback, operand, type, false);
+  }
+
+  /**
+   * The host callback custom call; {@code inPlace}: its output written over its operand's buffer, as
+   * {@code GraphBuilder.hostCallInPlace} writes it.
+   */
+  static String callbackCall(String result, String callback, String operand, String type, boolean inPlace) {
+    String aliases = inPlace
+        ? ", output_operand_aliases = [#stablehlo.output_operand_alias<output_tuple_indices = [], operand_index = 0, operand_tuple_indices = []>]"
+        : "";
+    return "%s = stablehlo.custom_call @xla_actors.host_callback(%s) {api_version = 4 : i32, backend_config = {callback = \"%s\"}, has_side_effect = true%s} : (%s) -> %s"
+        .formatted(result, operand, callback, aliases, type, type);
   }
 
   /**
@@ -88,6 +99,11 @@ public final class CallbacksBench {
    * lowers to, so both sides run the same program shape.
    */
   static String loopProgram(String callback, String type, int k) {
+    return loopProgram(callback, type, k, false);
+  }
+
+  /** {@link #loopProgram(String, String, int)}, its calls in place when {@code inPlace}. */
+  static String loopProgram(String callback, String type, int k, boolean inPlace) {
     return """
         func.func @main(%x: TYPE) -> TYPE {
           %c0 = stablehlo.constant dense<0> : tensor<i32>
@@ -105,7 +121,7 @@ public final class CallbacksBench {
           return %r#1 : TYPE
         }
         """
-        .replace("CALL", callbackCall("%y", callback, "%v", "TYPE"))
+        .replace("CALL", callbackCall("%y", callback, "%v", "TYPE", inPlace))
         .replace("TYPE", type)
         .replace("K", Integer.toString(k));
   }
@@ -123,13 +139,17 @@ public final class CallbacksBench {
   }
 
   /** The programs of both modes, compiled once per client. */
-  private record Programs(Executable loop, Executable single, Executable big, Executable bigBorrowed, Executable loopInline) {
+  private record Programs(Executable loop, Executable single, Executable big, Executable bigBorrowed,
+      Executable bigInPlace, Executable bigBorrowedInPlace, Executable loopInline) {
     static Programs compile(XlaClient client) {
+      String bigType = "tensor<" + BIG_ELEMENTS + "xf32>";
       return new Programs(
           client.compile(loopProgram("echo8", "tensor<8xf32>", K)),
           client.compile(singleProgram("echo8", "tensor<8xf32>")),
-          client.compile(loopProgram("echo16m", "tensor<" + BIG_ELEMENTS + "xf32>", BIG_K)),
-          client.compile(loopProgram("echo16mborrowed", "tensor<" + BIG_ELEMENTS + "xf32>", BIG_K)),
+          client.compile(loopProgram("echo16m", bigType, BIG_K)),
+          client.compile(loopProgram("echo16mborrowed", bigType, BIG_K)),
+          client.compile(loopProgram("echo16m", bigType, BIG_K, true)),
+          client.compile(loopProgram("echo16mborrowed", bigType, BIG_K, true)),
           client.compile(loopProgram("echo8inline", "tensor<8xf32>", K)));
     }
   }
@@ -207,6 +227,9 @@ public final class CallbacksBench {
       bench.check(programs.single(), small, 1);
       bench.check(programs.big(), big, BIG_K);
       bench.check(programs.bigBorrowed(), big, BIG_K);
+      bench.check(programs.bigInPlace(), big, BIG_K);
+      bench.bigEcho().closeLast();
+      bench.check(programs.bigBorrowedInPlace(), big, BIG_K);
       bench.check(programs.loopInline(), small, K);
 
       CallbackRuntime callbacks = bench.callbacks();
@@ -239,6 +262,22 @@ public final class CallbacksBench {
           LatencyProbe.measure(
                   "callback_16MiB_borrowed", BIG_BYTES, 2, BIG,
                   () -> callbacks.run(programs.bigBorrowed(), List.of(big)).forEach(HostTensor::close))
+              .perStep(BIG_K));
+      // In place (the program's output_operand_aliases, GraphBuilder.hostCallInPlace): each call's output
+      // is written over its input, in the loop's own buffer, so XLA no longer copies the result into the
+      // loop's carried value (16 MiB per call). Copied inputs: the call still copies 16 MiB in and 16 MiB
+      // out. Borrowed inputs: the answer is the input buffer itself, already where the output goes, so
+      // no byte moves.
+      print(
+          LatencyProbe.measure(
+                  "callback_16MiB_in_place", BIG_BYTES, 2, BIG,
+                  () -> callbacks.run(programs.bigInPlace(), List.of(big)).forEach(HostTensor::close))
+              .perStep(BIG_K));
+      bench.bigEcho().closeLast();
+      print(
+          LatencyProbe.measure(
+                  "callback_16MiB_borrowed_in_place", BIG_BYTES, 2, BIG,
+                  () -> callbacks.run(programs.bigBorrowedInPlace(), List.of(big)).forEach(HostTensor::close))
               .perStep(BIG_K));
       ByteBuffer source = ByteBuffer.allocateDirect((int) BIG_BYTES);
       source.asFloatBuffer().put(bigValues);
