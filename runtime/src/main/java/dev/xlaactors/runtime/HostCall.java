@@ -4,6 +4,7 @@ import static dev.xlaactors.nativebridge.pjrt.global.Pjrt.*;
 
 import dev.xlaactors.error.ErrorCode;
 import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.Objects;
 import java.util.Optional;
@@ -156,22 +157,30 @@ public final class HostCall {
     }
     int n = outputs.size();
     HostTensor.Hold[] holds = new HostTensor.Hold[n]; // no output's memory goes back while it is copied
+    List<HostTensor> copies = new ArrayList<>(0);
     int ownBorrows = 0; // holds on this call's own inputs, which an in-place answer must not wait for
     try (PointerPointer<Pointer> data = new PointerPointer<>(Math.max(1, n));
         LongPointer sizes = new LongPointer(Math.max(1, n))) {
       for (int i = 0; i < n; i++) {
+        HostTensor out = outputs.get(i);
         try {
-          holds[i] = outputs.get(i).hold("answer a host call with");
+          if (out.isBorrowed() && !HostCallBridge.isInputOf(out, tag)) {
+            // Another call's input: copied first, so this answer holds nothing of that call while it
+            // may wait (that call's own in-place answer could be waiting for this one's holds).
+            out = out.copy();
+            copies.add(out);
+          }
+          holds[i] = out.hold("answer a host call with");
         } catch (IllegalStateException unreadable) { // closed, or a borrowed input whose call has ended
           return fail(
               ErrorCode.INVALID_ARGUMENT,
               "callback '" + callbackName + "': output " + i + " can no longer be read: " + unreadable.getMessage());
         }
-        if (HostCallBridge.isInputOf(outputs.get(i), tag)) {
+        if (out.isBorrowed()) {
           ownBorrows++;
         }
         data.put(i, new Pointer(holds[i].data()));
-        sizes.put(i, outputs.get(i).type().byteSize());
+        sizes.put(i, out.type().byteSize());
       }
       // A size mismatch fails the call natively; the message reaches the run, so nothing to read here.
       return XlaActors_CompleteHostCall(tag, data, sizes, n, ownBorrows, (org.bytedeco.javacpp.BytePointer) null, 0)
@@ -182,6 +191,7 @@ public final class HostCall {
           hold.close();
         }
       }
+      copies.forEach(HostTensor::close);
     }
   }
 
