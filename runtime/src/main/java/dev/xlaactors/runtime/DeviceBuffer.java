@@ -12,6 +12,7 @@ import dev.xlaactors.nativebridge.pjrt.PJRT_Buffer_Memory_Args;
 import dev.xlaactors.nativebridge.pjrt.PJRT_Buffer_ReadyEvent_Args;
 import dev.xlaactors.nativebridge.pjrt.PJRT_Buffer_ToHostBuffer_Args;
 import dev.xlaactors.nativebridge.pjrt.PJRT_Error;
+import dev.xlaactors.nativebridge.pjrt.PJRT_Event;
 import java.nio.ByteBuffer;
 import java.util.concurrent.CompletableFuture;
 import org.bytedeco.javacpp.Pointer;
@@ -46,7 +47,25 @@ public final class DeviceBuffer extends NativeHandle {
   /** Output {@code outputIndex} of a run; {@code readableByOutput} is its executable's per-output cache. */
   DeviceBuffer(
       XlaClient client, PJRT_Buffer buffer, TensorType type, Device device, int[] readableByOutput, int outputIndex) {
-    super(client, () -> destroy(client.api(), buffer));
+    this(client, buffer, type, device, readableByOutput, outputIndex, () -> destroy(client.api(), buffer));
+  }
+
+  /**
+   * An upload that uses the host tensor's memory in place ({@code kImmutableZeroCopy}): {@code hostMemory}
+   * keeps that memory the tensor's, unchanged, until the plugin says it is done with it ({@code hostDone},
+   * once the buffer is destroyed and no execution still reads it).
+   */
+  DeviceBuffer(XlaClient client, PJRT_Buffer buffer, TensorType type, Device device, PJRT_Event hostDone,
+      HostTensor.Hold hostMemory) {
+    this(client, buffer, type, device, null, 0, () -> {
+      destroy(client.api(), buffer);
+      client.api().onReady(hostDone, "host memory of a " + type + " upload").whenComplete((ok, e) -> hostMemory.close());
+    });
+  }
+
+  private DeviceBuffer(XlaClient client, PJRT_Buffer buffer, TensorType type, Device device, int[] readableByOutput,
+      int outputIndex, Destroyer destroyer) {
+    super(client, destroyer);
     this.client = client;
     this.buffer = buffer;
     this.type = type;

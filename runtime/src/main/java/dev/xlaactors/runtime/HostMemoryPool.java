@@ -44,6 +44,12 @@ public final class HostMemoryPool {
   /** The smallest tensor, in bytes, whose memory comes from the pool. */
   public static final int MIN_POOLED_BYTES = 64 << 10;
 
+  /**
+   * Where a block's bytes start: a multiple of this many bytes, the alignment XLA's CPU plugin needs to
+   * use host memory in place (see {@link XlaClient#upload(HostTensor, Device)}).
+   */
+  static final int ALIGNMENT = 64;
+
   private static final int MIN_CLASS = Integer.numberOfTrailingZeros(MIN_POOLED_BYTES);
   private static final int MAX_CLASS = 30; // 1 GiB: the largest power of two a ByteBuffer can hold
 
@@ -125,7 +131,10 @@ public final class HostMemoryPool {
     ByteBuffer newRoot(int bytes) {
       liveRoots.incrementAndGet();
       try (BytePointer pointer = new BytePointer(memory)) {
-        return pointer.position(0).limit(bytes).capacity(bytes).asByteBuffer().order(ByteOrder.LITTLE_ENDIAN);
+        long start = (ALIGNMENT - pointer.address() % ALIGNMENT) % ALIGNMENT; // memory has ALIGNMENT bytes spare
+        try (BytePointer aligned = pointer.getPointer(start)) {
+          return aligned.position(0).limit(bytes).capacity(bytes).asByteBuffer().order(ByteOrder.LITTLE_ENDIAN);
+        }
       }
     }
 
@@ -219,7 +228,7 @@ public final class HostMemoryPool {
       }
       freshBlocks++;
     }
-    return new Block(allocateFresh(1 << sizeClass), sizeClass);
+    return new Block(allocateFresh((1 << sizeClass) + ALIGNMENT), sizeClass);
   }
 
   private ByteBuffer allocateFresh(int bytes) {

@@ -691,10 +691,20 @@ public final class HostTensor implements AutoCloseable {
   }
 
   private static ByteBuffer allocate(long bytes) {
-    if (bytes > Integer.MAX_VALUE) {
+    if (bytes > Integer.MAX_VALUE - HostMemoryPool.ALIGNMENT) {
       throw new InvalidArgumentException("tensors over 2 GiB are not supported, got " + bytes + " bytes");
     }
-    return ByteBuffer.allocateDirect((int) bytes).order(ByteOrder.LITTLE_ENDIAN);
+    if (bytes < HostMemoryPool.MIN_POOLED_BYTES) {
+      return ByteBuffer.allocateDirect((int) bytes).order(ByteOrder.LITTLE_ENDIAN);
+    }
+    // Large tensors start aligned, as the CPU plugin needs to upload them in place (XlaClient.upload). The
+    // slice keeps the whole allocation reachable, which the garbage collector frees with it.
+    ByteBuffer memory = ByteBuffer.allocateDirect((int) bytes + HostMemoryPool.ALIGNMENT);
+    int start;
+    try (org.bytedeco.javacpp.Pointer pointer = new org.bytedeco.javacpp.Pointer(memory)) {
+      start = (int) ((HostMemoryPool.ALIGNMENT - pointer.address() % HostMemoryPool.ALIGNMENT) % HostMemoryPool.ALIGNMENT);
+    }
+    return memory.position(start).limit(start + (int) bytes).slice().order(ByteOrder.LITTLE_ENDIAN);
   }
 
   private static TensorType checked(DType dtype, long count, long[] dims) {

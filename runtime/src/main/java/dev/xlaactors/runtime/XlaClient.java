@@ -56,6 +56,7 @@ public final class XlaClient extends NativeHandle {
   private final PJRT_Client client;
   private final List<Device> devices;
   private final String platformName;
+  private final boolean zeroCopyUploads;
   private final CompileCache cache;
 
   private XlaClient(Plugin plugin, PJRT_Client client, int compileCacheSize) {
@@ -66,6 +67,8 @@ public final class XlaClient extends NativeHandle {
     try {
       this.devices = readDevices();
       this.platformName = readPlatformName();
+      // The CPU plugin's buffers are host memory, so an upload can use the host tensor's memory in place.
+      this.zeroCopyUploads = platformName.equals("cpu");
     } catch (RuntimeException e) {
       close();
       throw e;
@@ -366,12 +369,56 @@ public final class XlaClient extends NativeHandle {
     return upload(tensor, devices.get(0));
   }
 
-  /** Copies a host tensor to {@code device}; the host tensor can be closed at once. */
+  /**
+   * Copies a host tensor to {@code device}; the host tensor can be closed at once. On the CPU plugin a
+   * tensor of {@value HostMemoryPool#MIN_POOLED_BYTES} bytes or more is not copied: the buffer uses its
+   * memory in place (PJRT's {@code kImmutableZeroCopy}; a tensor's bytes never change), and that memory
+   * stays the tensor's until the buffer is closed, even if the tensor is closed first.
+   */
   public DeviceBuffer upload(HostTensor tensor, Device device) {
     Objects.requireNonNull(tensor, "tensor");
     checkDevice(device, "device");
     try (Lease lease = lease()) {
+      if (zeroCopyUploads && tensor.type().byteSize() >= HostMemoryPool.MIN_POOLED_BYTES && !tensor.isBorrowed()) {
+        DeviceBuffer inPlace = uploadInPlace(tensor, device);
+        if (inPlace != null) {
+          return inPlace;
+        }
+      }
       return new DeviceBuffer(this, uploadUnowned(tensor, device), tensor.type(), device);
+    }
+  }
+
+  /**
+   * A buffer over the tensor's own memory, or null when that memory is not aligned as the plugin needs
+   * (memory of the pool always is). The caller holds a lease.
+   */
+  private DeviceBuffer uploadInPlace(HostTensor tensor, Device device) {
+    HostTensor.Hold hold = tensor.hold("upload"); // released when the plugin is done with the memory
+    try (LongPointer dims = new LongPointer(Math.max(1, tensor.shape().rank()));
+        PJRT_Client_BufferFromHostBuffer_Args args = new PJRT_Client_BufferFromHostBuffer_Args()) {
+      Pointer data = new Pointer(hold.data());
+      if (data.address() % HostMemoryPool.ALIGNMENT != 0) {
+        hold.close();
+        return null;
+      }
+      long[] shape = tensor.shape().dims();
+      if (shape.length > 0) {
+        dims.put(shape);
+      }
+      args.struct_size(PJRT_Client_BufferFromHostBuffer_Args_STRUCT_SIZE)
+          .client(client)
+          .data(data)
+          .type(tensor.dtype().pjrtType())
+          .dims(dims)
+          .num_dims(shape.length)
+          .host_buffer_semantics(PJRT_HostBufferSemantics_kImmutableZeroCopy)
+          .device(device.pointer());
+      api.check(api.clientBufferFromHostBuffer.call(args), PjrtApi.Failure.GENERIC, "PJRT_Client_BufferFromHostBuffer");
+      return new DeviceBuffer(this, args.buffer(), tensor.type(), device, args.done_with_host_buffer(), hold);
+    } catch (RuntimeException | Error e) {
+      hold.close();
+      throw e;
     }
   }
 

@@ -7,9 +7,10 @@ import java.util.List;
 import org.junit.jupiter.api.Test;
 
 /**
- * The pool under a small direct-memory limit (a child JVM with {@code -XX:MaxDirectMemorySize=64m} and the
+ * The pool under a small direct-memory limit (a child JVM with {@code -XX:MaxDirectMemorySize=65m} and the
  * default 256 MiB bound): idle blocks of other size classes, and blocks of tensors nobody closed, must not
- * make an allocation fail that would succeed without the pool.
+ * make an allocation fail that would succeed without the pool. (64 MiB would hold two 32 MiB tensors
+ * exactly; each block takes {@link HostMemoryPool#ALIGNMENT} bytes more, to start its bytes aligned.)
  */
 class HostMemoryPressureTest {
   private static final TensorType MIB_8 = TensorType.of(DType.F32, 2 << 20);
@@ -19,7 +20,7 @@ class HostMemoryPressureTest {
   @Test
   void idleAndUnclosedBlocksGiveWayWhenDirectMemoryRunsShort() throws Exception {
     ChildJvm.Result result =
-        ChildJvm.run(HostMemoryPressureTest.class, List.of("-Xmx256m", "-XX:MaxDirectMemorySize=64m"));
+        ChildJvm.run(HostMemoryPressureTest.class, List.of("-Xmx256m", "-XX:MaxDirectMemorySize=65m"));
     assertEquals(0, result.exitCode(), result.output());
     assertTrue(result.output().contains("pressure ok"), result.output());
   }
