@@ -402,24 +402,30 @@ public final class XlaClient extends NativeHandle {
         hold.close();
         return null;
       }
-      long[] shape = tensor.shape().dims();
-      if (shape.length > 0) {
-        dims.put(shape);
-      }
-      args.struct_size(PJRT_Client_BufferFromHostBuffer_Args_STRUCT_SIZE)
-          .client(client)
-          .data(data)
-          .type(tensor.dtype().pjrtType())
-          .dims(dims)
-          .num_dims(shape.length)
-          .host_buffer_semantics(PJRT_HostBufferSemantics_kImmutableZeroCopy)
-          .device(device.pointer());
-      api.check(api.clientBufferFromHostBuffer.call(args), PjrtApi.Failure.GENERIC, "PJRT_Client_BufferFromHostBuffer");
+      bufferFromHostBuffer(args, dims, tensor, data, PJRT_HostBufferSemantics_kImmutableZeroCopy, device);
       return new DeviceBuffer(this, args.buffer(), tensor.type(), device, args.done_with_host_buffer(), hold);
     } catch (RuntimeException | Error e) {
       hold.close();
       throw e;
     }
+  }
+
+  /** Calls PJRT_Client_BufferFromHostBuffer for {@code tensor}'s bytes at {@code data}; the results are in {@code args}. */
+  private void bufferFromHostBuffer(PJRT_Client_BufferFromHostBuffer_Args args, LongPointer dims, HostTensor tensor,
+      Pointer data, int semantics, Device device) {
+    long[] shape = tensor.shape().dims();
+    if (shape.length > 0) {
+      dims.put(shape);
+    }
+    args.struct_size(PJRT_Client_BufferFromHostBuffer_Args_STRUCT_SIZE)
+        .client(client)
+        .data(data)
+        .type(tensor.dtype().pjrtType())
+        .dims(dims)
+        .num_dims(shape.length)
+        .host_buffer_semantics(semantics)
+        .device(device.pointer());
+    api.check(api.clientBufferFromHostBuffer.call(args), PjrtApi.Failure.GENERIC, "PJRT_Client_BufferFromHostBuffer");
   }
 
   /** Uploads to a new native buffer that the caller, holding a lease on this client, must destroy. */
@@ -457,19 +463,8 @@ public final class XlaClient extends NativeHandle {
     try (Lease lease = lease();
         LongPointer dims = new LongPointer(Math.max(1, tensor.shape().rank()));
         PJRT_Client_BufferFromHostBuffer_Args args = new PJRT_Client_BufferFromHostBuffer_Args()) {
-      long[] shape = tensor.shape().dims();
-      if (shape.length > 0) {
-        dims.put(shape);
-      }
-      args.struct_size(PJRT_Client_BufferFromHostBuffer_Args_STRUCT_SIZE)
-          .client(client)
-          .data(new Pointer(hold.data()))
-          .type(tensor.dtype().pjrtType())
-          .dims(dims)
-          .num_dims(shape.length)
-          .host_buffer_semantics(PJRT_HostBufferSemantics_kImmutableUntilTransferCompletes)
-          .device(device.pointer());
-      api.check(api.clientBufferFromHostBuffer.call(args), PjrtApi.Failure.GENERIC, "PJRT_Client_BufferFromHostBuffer");
+      bufferFromHostBuffer(args, dims, tensor, new Pointer(hold.data()),
+          PJRT_HostBufferSemantics_kImmutableUntilTransferCompletes, device);
       buffer = new DeviceBuffer(this, args.buffer(), tensor.type());
       hostDone = api.onReady(args.done_with_host_buffer(), "host-to-device transfer");
     } catch (RuntimeException e) {
