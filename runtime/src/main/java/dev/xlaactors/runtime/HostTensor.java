@@ -322,7 +322,8 @@ public final class HostTensor implements AutoCloseable {
   /**
    * Wraps the remaining bytes of {@code data} (exactly {@code type.byteSize()} of them) as a tensor.
    * The bytes are copied unless the buffer is direct and little-endian; then they are shared and must
-   * not be modified afterwards.
+   * not be modified afterwards (nor while a buffer uploaded from the tensor is open: on the CPU plugin an
+   * upload may use them in place, see {@link XlaClient#upload(HostTensor, Device)}).
    */
   public static HostTensor of(TensorType type, ByteBuffer data) {
     Objects.requireNonNull(type, "type");
