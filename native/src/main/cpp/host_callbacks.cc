@@ -113,12 +113,13 @@ bool ResultsOverlapInputs(const XLA_FFI_Args& args, const XLA_FFI_Rets& rets) {
 // result buffer aliases (say, an in-place call answering with its two inputs swapped): such a source is
 // set aside first, as writing that other output would change it. An output already in place is skipped.
 void WriteOutputs(const XLA_FFI_Rets& rets, void* const* outputs, const int64_t* sizes, int64_t count) {
-  std::vector<std::vector<char>> aside(static_cast<size_t>(count));
+  std::vector<std::vector<char>> aside;  // allocated only when some source must be set aside
   for (int64_t i = 0; i < count; ++i) {
     for (int64_t j = 0; j < count; ++j) {
       auto* result = static_cast<XLA_FFI_Buffer*>(rets.rets[j]);
       if (j != i && Overlaps(outputs[i], sizes[i], result->data, sizes[j])) {
         const char* source = static_cast<const char*>(outputs[i]);
+        aside.resize(static_cast<size_t>(count));
         aside[i].assign(source, source + sizes[i]);
         break;
       }
@@ -126,7 +127,7 @@ void WriteOutputs(const XLA_FFI_Rets& rets, void* const* outputs, const int64_t*
   }
   for (int64_t i = 0; i < count; ++i) {
     void* target = static_cast<XLA_FFI_Buffer*>(rets.rets[i])->data;
-    const void* source = aside[i].empty() ? outputs[i] : aside[i].data();
+    const void* source = aside.empty() || aside[i].empty() ? outputs[i] : aside[i].data();
     if (sizes[i] > 0 && source != target) std::memmove(target, source, static_cast<size_t>(sizes[i]));
   }
 }
