@@ -14,6 +14,7 @@ import java.util.Arrays;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.TreeMap;
 import java.util.function.BiFunction;
 import java.util.function.Function;
 
@@ -759,8 +760,8 @@ public final class GraphBuilder {
       throw error(op, "needs a callback and at least one input -> output alias, got " + inputOutputAliases);
     }
     List<TensorType> outputs = callback.outputTemplate();
-    Map<Integer, Integer> inputOf = new java.util.TreeMap<>(); // output -> input
-    for (Map.Entry<Integer, Integer> alias : new java.util.TreeMap<>(inputOutputAliases).entrySet()) {
+    Map<Integer, Integer> inputOf = new TreeMap<>(); // output -> input
+    for (Map.Entry<Integer, Integer> alias : new TreeMap<>(inputOutputAliases).entrySet()) {
       int in = alias.getKey();
       Integer out = alias.getValue();
       if (in < 0 || in >= inputs.length || out == null || out < 0 || out >= outputs.size()) {

@@ -50,6 +50,11 @@ public final class HostMemoryPool {
    */
   static final int ALIGNMENT = 64;
 
+  /** How many bytes past {@code address} the first {@link #ALIGNMENT}-aligned address is (0 to 63). */
+  static int alignedOffset(long address) {
+    return (int) ((ALIGNMENT - address % ALIGNMENT) % ALIGNMENT);
+  }
+
   private static final int MIN_CLASS = Integer.numberOfTrailingZeros(MIN_POOLED_BYTES);
   private static final int MAX_CLASS = 30; // 1 GiB: the largest power of two a ByteBuffer can hold
 
@@ -131,8 +136,8 @@ public final class HostMemoryPool {
     ByteBuffer newRoot(int bytes) {
       liveRoots.incrementAndGet();
       try (BytePointer pointer = new BytePointer(memory)) {
-        long start = (ALIGNMENT - pointer.address() % ALIGNMENT) % ALIGNMENT; // memory has ALIGNMENT bytes spare
-        try (BytePointer aligned = pointer.getPointer(start)) {
+        // memory has ALIGNMENT bytes spare
+        try (BytePointer aligned = pointer.getPointer(alignedOffset(pointer.address()))) {
           return aligned.position(0).limit(bytes).capacity(bytes).asByteBuffer().order(ByteOrder.LITTLE_ENDIAN);
         }
       }

@@ -703,7 +703,7 @@ public final class HostTensor implements AutoCloseable {
     ByteBuffer memory = ByteBuffer.allocateDirect((int) bytes + HostMemoryPool.ALIGNMENT);
     int start;
     try (org.bytedeco.javacpp.Pointer pointer = new org.bytedeco.javacpp.Pointer(memory)) {
-      start = (int) ((HostMemoryPool.ALIGNMENT - pointer.address() % HostMemoryPool.ALIGNMENT) % HostMemoryPool.ALIGNMENT);
+      start = HostMemoryPool.alignedOffset(pointer.address());
     }
     return memory.position(start).limit(start + (int) bytes).slice().order(ByteOrder.LITTLE_ENDIAN);
   }

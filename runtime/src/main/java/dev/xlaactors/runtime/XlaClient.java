@@ -56,7 +56,6 @@ public final class XlaClient extends NativeHandle {
   private final PJRT_Client client;
   private final List<Device> devices;
   private final String platformName;
-  private final boolean zeroCopyUploads;
   private final CompileCache cache;
 
   private XlaClient(Plugin plugin, PJRT_Client client, int compileCacheSize) {
@@ -67,8 +66,6 @@ public final class XlaClient extends NativeHandle {
     try {
       this.devices = readDevices();
       this.platformName = readPlatformName();
-      // The CPU plugin's buffers are host memory, so an upload can use the host tensor's memory in place.
-      this.zeroCopyUploads = platformName.equals("cpu");
     } catch (RuntimeException e) {
       close();
       throw e;
@@ -379,7 +376,9 @@ public final class XlaClient extends NativeHandle {
     Objects.requireNonNull(tensor, "tensor");
     checkDevice(device, "device");
     try (Lease lease = lease()) {
-      if (zeroCopyUploads && tensor.type().byteSize() >= HostMemoryPool.MIN_POOLED_BYTES && !tensor.isBorrowed()) {
+      // The CPU plugin's buffers are host memory, so an upload can use the host tensor's memory in place.
+      if (platformName.equals("cpu") && tensor.type().byteSize() >= HostMemoryPool.MIN_POOLED_BYTES
+          && !tensor.isBorrowed()) {
         DeviceBuffer inPlace = uploadInPlace(tensor, device);
         if (inPlace != null) {
           return inPlace;
