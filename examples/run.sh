@@ -5,7 +5,7 @@
 # modules and the classpath points at their target/ folders, so nothing is installed into ~/.m2.
 #
 #   examples/run.sh <example> [args...]            quickstart, jax-model, batch-inference, generation, cluster,
-#                                                  cluster-callbacks
+#                                                  cluster-callbacks, node
 #   examples/run.sh --class <main-class> [args...] any class on the classpath (add yours with EXTRA_CLASSPATH)
 #   examples/run.sh --classpath                    prints the classpath (after building if needed)
 #
@@ -21,6 +21,7 @@ declare -A mains=(
   [generation]=dev.xlaactors.examples.TextGeneration
   [cluster]=dev.xlaactors.examples.ClusterJobs
   [cluster-callbacks]=dev.xlaactors.examples.TwoNodeCallbacks
+  [node]=dev.xlaactors.examples.ClusterNode
 )
 usage() {
   echo "usage: examples/run.sh <example> [args...] | --class <main-class> [args...] | --classpath" >&2
