@@ -6,6 +6,7 @@ import com.typesafe.config.ConfigValueFactory;
 import dev.xlaactors.actors.CallbackRuntime;
 import dev.xlaactors.cluster.ClusterCallbacks;
 import dev.xlaactors.cluster.XlaCluster;
+import dev.xlaactors.error.XlaException;
 import dev.xlaactors.graph.Graph;
 import dev.xlaactors.graph.GraphBuilder;
 import dev.xlaactors.graph.Value;
@@ -84,8 +85,12 @@ public final class ClusterNode {
     ActorSystem<Void> system;
     try {
       system = XlaCluster.start(config); // bad seeds or hostname: an XlaException naming the key
-    } catch (RuntimeException e) {
+    } catch (XlaException e) { // a malformed seed or hostname
       arguments.exit(e.getMessage());
+      return;
+    } catch (RuntimeException e) { // the port is taken, say
+      System.err.println("cannot start the node: " + e.getMessage());
+      System.exit(1);
       return;
     }
     String self = XlaCluster.selfAddress(system);
