@@ -62,7 +62,7 @@ public final class KnownConfigKeys {
           ErrorCode.INVALID_ARGUMENT,
           "unknown configuration key" + (unknown.size() > 1 ? "s " : " ") + String.join("; ", described)
               + ": no xla-actors module defines " + (unknown.size() > 1 ? "them" : "it")
-              + " (check the spelling against the modules' reference.conf, listed in the README)");
+              + " (check the spelling against the modules' reference.conf, listed in docs/configuration.md)");
     }
   }
 
