@@ -85,7 +85,9 @@ public final class PluginFetcher {
             + ", expected " + sha256 + "; deleted it. " + byHand);
       }
       Files.createDirectories(plugin.getParent());
-      Path partial = plugin.resolveSibling(plugin.getFileName() + ".partial");
+      // A file of its own, moved into place whole: another process fetching at the same time cannot see
+      // a half-written plugin.
+      Path partial = Files.createTempFile(plugin.getParent(), plugin.getFileName().toString(), ".partial");
       try (ZipFile zip = new ZipFile(wheel.toFile())) {
         ZipEntry entry = zip.getEntry(PLUGIN_ENTRY);
         if (entry == null) {
