@@ -13,6 +13,20 @@ import time
 import xml.etree.ElementTree as ET
 
 
+def reason(skipped):
+    """The message of @Disabled, or of a failed assumption (its first line, in the element's text)."""
+    if skipped.get("message"):
+        return skipped.get("message").strip()
+    text = (skipped.text or "").strip().splitlines()
+    if not text:
+        return "no reason given"
+    first = text[0]
+    for prefix in ("org.opentest4j.TestAbortedException: ", "Assumption failed: "):
+        if first.startswith(prefix):
+            first = first[len(prefix):]
+    return first
+
+
 def main():
     module, reports, started = sys.argv[1], sys.argv[2], sys.argv[3]
     since = calendar.timegm(time.strptime(started, "%Y-%m-%dT%H:%M:%SZ")) - 1
@@ -29,7 +43,7 @@ def main():
             if skip is not None:
                 skipped += 1
                 name = case.get("classname", "").rsplit(".", 1)[-1] + "." + case.get("name", "")
-                reasons.append("  skipped %s: %s" % (name, (skip.get("message") or "no reason given").strip()))
+                reasons.append("  skipped %s: %s" % (name, reason(skip)))
     if tests == 0:
         return
     print("%s: %d tests, %d failed, %d skipped" % (module, tests, failures, skipped))
