@@ -84,15 +84,15 @@ public final class WeightedCallbackBench {
     for (int i = 0; i < D; i++) {
       xs[i] = random.nextFloat() * 2 - 1;
     }
-    HostTensor weights = HostTensor.ofFloats(w, D, D);
-    HostTensor x = HostTensor.ofFloats(xs, 1, D);
     Config config = ConfigFactory.load();
     ActorSystem<Void> system = ActorSystem.create(Behaviors.empty(), "weighted-bench", config);
-    try (XlaClient client = XlaClient.create();
+    try (XlaClient client = XlaClient.create(); // loads the native library before the first tensor
         CallbackRuntime callbacks = CallbackRuntime.create(system, client);
         Executable weighted = client.compile(program("relu"));
         Executable weightedInline = client.compile(program("relu_inline"));
         Executable matmul = client.compile(MATMUL)) {
+      HostTensor weights = HostTensor.ofFloats(w, D, D);
+      HostTensor x = HostTensor.ofFloats(xs, 1, D);
       System.out.println("INFO side=java java=" + System.getProperty("java.version") + " plugin=" + client.platformName() + " "
           + client.platformVersion() + " cores=" + Runtime.getRuntime().availableProcessors());
       callbacks.register("relu", List.of(ROW), null, RELU).toCompletableFuture().join();
