@@ -481,8 +481,9 @@ public final class SafeTensors implements AutoCloseable {
     Path directory = file.toAbsolutePath().getParent();
     Path temporary = null;
     try {
-      temporary = Files.createTempFile(directory, file.getFileName().toString(), ".partial");
-      try (FileChannel out = FileChannel.open(temporary, StandardOpenOption.WRITE)) {
+      // Not createTempFile: its 0600 mode would stay on the model file; this one gets the umask's mode.
+      temporary = directory.resolve("." + file.getFileName() + "." + java.util.UUID.randomUUID() + ".partial");
+      try (FileChannel out = FileChannel.open(temporary, StandardOpenOption.CREATE_NEW, StandardOpenOption.WRITE)) {
         writeFully(out, head);
         for (ByteBuffer b : data) {
           writeFully(out, b);
