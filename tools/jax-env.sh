@@ -6,6 +6,8 @@
 set -euo pipefail
 jax_version=0.10.2
 numpy_version=2.3.5
+# flatbuffers: needed by Exported.serialize()/deserialize (jax.export artifacts); added to an existing venv too.
+flatbuffers_version=25.12.19
 cache="${XLA_ACTORS_CACHE:-$HOME/.cache/xla-actors}"
 venv="$cache/jax-venv-$jax_version"
 if [ ! -f "$venv/.complete" ]; then
@@ -14,5 +16,9 @@ if [ ! -f "$venv/.complete" ]; then
   "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
     "jax==$jax_version" "jaxlib==$jax_version" "numpy==$numpy_version" >&2
   touch "$venv/.complete"
+fi
+if [ ! -f "$venv/.flatbuffers-$flatbuffers_version" ]; then
+  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "flatbuffers==$flatbuffers_version" >&2
+  touch "$venv/.flatbuffers-$flatbuffers_version"
 fi
 echo "$venv/bin/python"

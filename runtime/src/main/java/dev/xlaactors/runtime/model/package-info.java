@@ -1,0 +1,6 @@
+/**
+ * Bringing real models in: reading the artifacts models are shipped as ({@code jax.export} serialized
+ * exports: {@link dev.xlaactors.runtime.model.JaxExport}), their weights, and binding weights to the
+ * parameters of the compiled program.
+ */
+package dev.xlaactors.runtime.model;
