@@ -251,4 +251,24 @@ class JaxExportArtifactTest {
         () -> client.compileModule("garbage", garbage, List.of(), CompileOptions.defaults()));
     assertTrue(e.getMessage().startsWith("module garbage does not compile"), e.getMessage());
   }
+
+  @Test
+  void theModuleCompilesAloneAndFilesReadAsArtifacts(@org.junit.jupiter.api.io.TempDir java.nio.file.Path dir)
+      throws IOException {
+    JaxExport mlp = load("mlp");
+    JaxFixture fixture = JaxFixture.load("export/mlp");
+    // The portable artifact by itself, through the bytecode entry point, with the parameter types given.
+    try (Executable exe = client.compileModule("mlp module", mlp.module(), mlp.parameterTypes(), CompileOptions.defaults())) {
+      fixture.check(exe.run(fixture.inputs(), null), 1e-5, 1e-6, "mlp module");
+    }
+    java.nio.file.Path file = dir.resolve("mlp.jaxexport");
+    java.nio.file.Files.write(file, artifact("mlp"));
+    assertEquals(mlp.inputPaths(), JaxExport.read(file).inputPaths());
+    assertEquals("mlp.jaxexport", JaxExport.read(file).source());
+    // ImportedProgram reads text; given bytecode it says where bytecode goes instead of failing to parse.
+    java.nio.file.Path module = dir.resolve("mlp.mlirbc");
+    java.nio.file.Files.write(module, mlp.module());
+    CompileException e = assertThrows(CompileException.class, () -> dev.xlaactors.graph.ImportedProgram.fromFile(module));
+    assertTrue(e.getMessage().contains("MLIR bytecode") && e.getMessage().contains("compileModule"), e.getMessage());
+  }
 }
