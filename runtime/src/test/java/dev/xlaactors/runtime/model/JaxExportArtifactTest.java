@@ -271,4 +271,33 @@ class JaxExportArtifactTest {
     CompileException e = assertThrows(CompileException.class, () -> dev.xlaactors.graph.ImportedProgram.fromFile(module));
     assertTrue(e.getMessage().contains("MLIR bytecode") && e.getMessage().contains("compileModule"), e.getMessage());
   }
+
+  /** The Java snippet of docs/jax-export.md, as written there (file read from the fixtures). */
+  @Test
+  void docsSnippet(@org.junit.jupiter.api.io.TempDir java.nio.file.Path dir) throws IOException {
+    java.nio.file.Files.write(dir.resolve("mlp.jaxexport"), artifact("mlp"));
+    java.nio.file.Path file = dir.resolve("mlp.jaxexport");
+    HostTensor w1 = HostTensor.ofFloats(new float[8 * 16], 8, 16);
+    HostTensor b1 = HostTensor.ofFloats(new float[16], 16);
+    HostTensor w2 = HostTensor.ofFloats(new float[16 * 4], 16, 4);
+    HostTensor b2 = HostTensor.ofFloats(new float[4], 4);
+    HostTensor x = HostTensor.ofFloats(new float[2 * 8], 2, 8);
+    // --- snippet start
+    JaxExport export = JaxExport.read(file);
+    System.out.println(export.inputPaths());   // [[0]['b1'], [0]['b2'], [0]['w1'], [0]['w2'], [1]]
+    System.out.println(export.inputNames());   // [b1, b2, w1, w2, [1]]
+    System.out.println(export.outputAvals());  // [f32[2,4]]
+    try (XlaClient client = XlaClient.create();
+        Executable exe = export.compile(client)) {
+      // Inputs in inputPaths() order; run() does what Exported.call does (dropped inputs, platform index).
+      List<HostTensor> out = export.run(exe, List.of(b1, b2, w1, w2, x));
+      System.out.println(out.get(0).type());   // f32[2,4]
+      // --- snippet end
+      assertEquals(TensorType.of(DType.F32, 2, 4), out.get(0).type());
+      // Zero weights: softmax of zeros is uniform.
+      for (float p : out.get(0).toFloatArray()) {
+        assertEquals(0.25f, p, 1e-6f);
+      }
+    }
+  }
 }
