@@ -389,8 +389,8 @@ public final class JaxExport {
 
   /**
    * The input paths made plain, for matching weights by name: an input {@code [i]['key']} (argument i is a
-   * flat dict) becomes {@code key}, unless two inputs would get the same name; every other input keeps its
-   * keystr. For {@code f(params, x)} with {@code params = {'wte': ..., 'wpe': ...}}: {@code wpe, wte, [1]}.
+   * flat dict with string keys) becomes {@code key}, unquoted, unless two inputs would get the same name;
+   * every other input keeps its keystr. For {@code f(params, x)} with {@code params = {'wte': ..., 'wpe': ...}}: {@code wpe, wte, [1]}.
    */
   public List<String> inputNames() {
     // Arguments that are flat dicts: every input under [i] is [i]['key'].
@@ -418,26 +418,44 @@ public final class JaxExport {
     return List.copyOf(names);
   }
 
-  /** {@code key} for a path {@code [i]['key']} (a plain key, no escapes), else null. */
+  /** The key of a path {@code [i]['key']} (one string key under a positional argument), unquoted; else null. */
   private static String plainKey(String path) {
     int close = path.indexOf("][");
-    if (!path.startsWith("[") || close < 0 || !path.endsWith("]")) {
+    if (!path.startsWith("[") || close < 2 || !path.substring(1, close).chars().allMatch(Character::isDigit)) {
       return null;
     }
-    String index = path.substring(1, close);
-    String key = path.substring(close + 2, path.length() - 1);
-    if (index.isEmpty() || !index.chars().allMatch(Character::isDigit) || key.length() < 2) {
+    int at = close + 2;
+    char quote = path.charAt(at);
+    if (quote != '\'' && quote != '"') {
       return null;
     }
-    char q = key.charAt(0);
-    String inner = key.substring(1, key.length() - 1);
-    boolean quoted = (q == '\'' || q == '"') && key.charAt(key.length() - 1) == q;
-    // A key with escapes, quotes or a nested path ("][") stays a keystr.
-    if (!quoted || inner.indexOf('\\') >= 0 || inner.indexOf('\'') >= 0 || inner.indexOf('"') >= 0
-        || inner.contains("][")) {
-      return null;
+    StringBuilder key = new StringBuilder();
+    for (int i = at + 1; i < path.length(); i++) {
+      char c = path.charAt(i);
+      if (c == quote) {
+        return i == path.length() - 2 && path.charAt(i + 1) == ']' ? key.toString() : null;
+      }
+      if (c == '\\' && i + 1 < path.length()) {
+        char e = path.charAt(++i);
+        switch (e) {
+          case 'n' -> key.append('\n');
+          case 'r' -> key.append('\r');
+          case 't' -> key.append('\t');
+          case 'x', 'u' -> {
+            int digits = e == 'x' ? 2 : 4;
+            if (i + digits >= path.length()) {
+              return null;
+            }
+            key.append((char) Integer.parseInt(path.substring(i + 1, i + 1 + digits), 16));
+            i += digits;
+          }
+          default -> key.append(e); // \\, \', \"
+        }
+      } else {
+        key.append(c);
+      }
     }
-    return inner;
+    return null;
   }
 
   /** Each input's dtype and shape as exported (symbolic dimensions included). */

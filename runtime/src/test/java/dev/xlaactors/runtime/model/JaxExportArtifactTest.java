@@ -75,7 +75,7 @@ class JaxExportArtifactTest {
   }
 
   @ParameterizedTest
-  @ValueSource(strings = {"mlp", "nested", "unused", "multi_platform", "symbolic"})
+  @ValueSource(strings = {"mlp", "nested", "keys", "unused", "multi_platform", "symbolic"})
   void readsWhatJaxWrote(String name) {
     JaxExport export = load(name);
     assertEquals(expected(name, "function"), List.of(export.functionName()));
@@ -94,7 +94,7 @@ class JaxExportArtifactTest {
   }
 
   @ParameterizedTest
-  @ValueSource(strings = {"mlp", "nested", "unused", "multi_platform"})
+  @ValueSource(strings = {"mlp", "nested", "keys", "unused", "multi_platform"})
   void compilesRunsAndMatchesJax(String name) {
     JaxExport export = load(name);
     JaxFixture fixture = JaxFixture.load("export/" + name);
@@ -111,7 +111,10 @@ class JaxExportArtifactTest {
     JaxExport mlp = load("mlp");
     assertEquals(List.of("b1", "b2", "w1", "w2", "[1]"), mlp.inputNames());
     assertEquals(mlp.inputNames(), mlp.parameterNames());
-    assertEquals(List.of("[0]", "[1]['k'][0]", "[1]['s']"), load("nested").inputNames());
+    assertEquals(List.of("[0]", "[1]['k'][0]", "[1]['s']"), load("nested").inputNames()); // [1] is not flat
+    // Keys unquoted as keystr (Python's repr) quoted them; keyword arguments keep their keystr.
+    assertEquals(List.of("blocks.0.attn.wo", "both '\"", "café", "it's", "say \"hi\"", "['scale']"),
+        load("keys").inputNames());
 
     JaxExport unused = load("unused"); // f(a, b, c) never reads b: JAX drops it from the module
     assertEquals(List.of(0, 2), unused.keptInputs());
