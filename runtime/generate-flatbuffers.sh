@@ -45,9 +45,9 @@ PY
   touch "$dir/.complete"
 fi
 
-# Regenerate only when a schema is newer than the last generation (generated code is never committed).
+# Regenerate only when a schema or this script is newer than the last generation (never committed).
 stamp="$out/.generated"
-if [ -f "$stamp" ] && [ -z "$(find "$here/src/main/flatbuffers" -name '*.fbs' -newer "$stamp")" ]; then
+if [ -f "$stamp" ] && [ -z "$(find "$here/src/main/flatbuffers" "$here/generate-flatbuffers.sh" -newer "$stamp")" ]; then
   exit 0
 fi
 rm -rf "$out"

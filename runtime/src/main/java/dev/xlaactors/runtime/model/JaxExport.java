@@ -177,6 +177,11 @@ public final class JaxExport {
 
   /** Reads an artifact file, e.g. one written by {@code open(path, "wb").write(exported.serialize())}. */
   public static JaxExport read(Path file) throws IOException {
+    long size = Files.size(file);
+    if (size > Integer.MAX_VALUE - 8) { // a FlatBuffer is below 2 GiB by construction
+      throw new InvalidArgumentException("jax.export artifact " + file + " is " + size + " bytes; a FlatBuffer, and so "
+          + "an Exported.serialize() result, is below 2 GiB: keep large weights out of the export (pass them as inputs)");
+    }
     return fromBytes(file.getFileName().toString(), Files.readAllBytes(file));
   }
 
@@ -555,7 +560,7 @@ public final class JaxExport {
     if (platforms.size() > 1) {
       constants.put(PLATFORM_INDEX, HostTensor.scalar(platformIndex(client)));
     }
-    return constants;
+    return java.util.Collections.unmodifiableMap(constants);
   }
 
   /** The index of {@code client}'s platform in {@link #platforms()}; a {@link CompileException} if absent. */
