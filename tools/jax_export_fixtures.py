@@ -99,6 +99,10 @@ def keys(d, *, scale):
     return {k: v * scale for k, v in d.items()}
 
 
+def dtypes(i, mask):
+    return jnp.where(mask, i * 2, i), jnp.sum(i.astype(jnp.float32)), jnp.logical_not(mask)
+
+
 def unused(a, b, c):
     return a * 2 + c
 
@@ -168,6 +172,9 @@ def main():
 
     a, b, c = f32(2, 2), np.arange(3, dtype=np.int32), f32(2, 2)
     save("unused", export.export(jax.jit(unused))(a, b, c), (a, b, c))
+
+    iv, mask = np.array([1, -2, 3], np.int32), np.array([True, False, True])
+    save("dtypes", export.export(jax.jit(dtypes))(iv, mask), (iv, mask))
 
     xm = f32(2, 3)
     save("multi_platform", export.export(jax.jit(jnp.sin), platforms=["cpu", "cuda"])(xm), (xm,))

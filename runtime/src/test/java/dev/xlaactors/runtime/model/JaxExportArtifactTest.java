@@ -75,7 +75,7 @@ class JaxExportArtifactTest {
   }
 
   @ParameterizedTest
-  @ValueSource(strings = {"mlp", "nested", "keys", "unused", "multi_platform", "symbolic"})
+  @ValueSource(strings = {"mlp", "nested", "keys", "dtypes", "unused", "multi_platform", "symbolic"})
   void readsWhatJaxWrote(String name) {
     JaxExport export = load(name);
     assertEquals(expected(name, "function"), List.of(export.functionName()));
@@ -94,7 +94,7 @@ class JaxExportArtifactTest {
   }
 
   @ParameterizedTest
-  @ValueSource(strings = {"mlp", "nested", "keys", "unused", "multi_platform"})
+  @ValueSource(strings = {"mlp", "nested", "keys", "dtypes", "unused", "multi_platform"})
   void compilesRunsAndMatchesJax(String name) {
     JaxExport export = load(name);
     JaxFixture fixture = JaxFixture.load("export/" + name);
