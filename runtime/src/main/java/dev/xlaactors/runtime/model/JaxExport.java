@@ -173,6 +173,9 @@ public final class JaxExport {
     }
     this.module = new byte[bytes.remaining()];
     bytes.get(module);
+    if (module.length < 4 || module[0] != 'M' || module[1] != 'L' || (module[2] & 0xff) != 0xef || module[3] != 'R') {
+      throw malformed("its module is not MLIR bytecode (a portable artifact starts with the bytes ML\\xefR)");
+    }
   }
 
   /** Reads an artifact file, e.g. one written by {@code open(path, "wb").write(exported.serialize())}. */
