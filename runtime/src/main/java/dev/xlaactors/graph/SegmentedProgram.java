@@ -183,6 +183,10 @@ public final class SegmentedProgram implements AutoCloseable {
 
   /** Where stage {@code index} runs. */
   public Target target(int index) {
+    if (index < 0 || index >= targets.length) {
+      throw new InvalidArgumentException("stage " + index + " of segmented program '" + graph.graph().name()
+          + "' does not exist; its stages are 0 to " + (targets.length - 1));
+    }
     return targets[index];
   }
 
