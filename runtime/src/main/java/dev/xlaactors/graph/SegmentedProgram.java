@@ -415,6 +415,14 @@ public final class SegmentedProgram implements AutoCloseable {
     void hostCall(HostCallStep h, Frame frame) {
       HostCallback callback = h.callback();
       List<HostTensor> inputs = new ArrayList<>(h.inputs().size());
+      for (int i = 0; i < h.inputs().size(); i++) { // refused as a fused run refuses it, before any download
+        TensorType type = h.inputs().get(i).type();
+        if (type.byteSize() > HostCall.MAX_INPUT_BYTES) {
+          // The exception a fused run gets when the bridge refuses the input.
+          throw new dev.xlaactors.error.ExecutionFailedException(ErrorCode.RESOURCE_EXHAUSTED,
+              "execution failed: " + HostCall.inputTooLarge(callback.name(), i, type));
+        }
+      }
       for (Value v : h.inputs()) {
         inputs.add(toHost(frame.lookup(v)));
       }
