@@ -71,11 +71,16 @@ public final class ResultJournal implements AutoCloseable {
   /**
    * Opens (or creates) {@code file}. Throws {@link FatalJobException}, and leaves the file as it was, when
    * another process holds it or when a line other than a torn last one is not a journal line: then it is
-   * not this job's output.
+   * not this job's output; also when it cannot be created, read or locked (the I/O error is its cause).
    */
   public static ResultJournal open(Path file, int syncEvery) throws IOException {
     synchronized (OPEN) {
-      return openLocked(file, syncEvery);
+      try {
+        return openLocked(file, syncEvery);
+      } catch (IOException e) {
+        throw new FatalJobException(file + " cannot be opened as a result journal: " + e
+            + "; give the job a file it can read and write", e);
+      }
     }
   }
 
@@ -197,18 +202,25 @@ public final class ResultJournal implements AutoCloseable {
     }
   }
 
-  /** The complete lines of an output file by index (for checking a job's output; the file is not locked). */
+  /**
+   * The complete lines of an output file by index (for checking a job's output; the file is not locked). A
+   * file that cannot be read is a {@link FatalJobException} naming it.
+   */
   public static Map<Long, String> read(Path file) throws IOException {
     synchronized (OPEN) {
       if (!Files.exists(file)) {
         return Map.of();
       }
       // A journal open in this JVM is read through its own channel: closing another descriptor would unlock it.
-      ResultJournal open = OPEN.get(file.toRealPath());
-      if (open != null) {
-        return parse(file, readAll(file, open.channel)).lines();
+      try {
+        ResultJournal open = OPEN.get(file.toRealPath());
+        if (open != null) {
+          return parse(file, readAll(file, open.channel)).lines();
+        }
+        return parse(file, Files.readAllBytes(file)).lines();
+      } catch (IOException e) {
+        throw new FatalJobException(file + " cannot be read as a result journal: " + e, e);
       }
-      return parse(file, Files.readAllBytes(file)).lines();
     }
   }
 
