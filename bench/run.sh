@@ -7,6 +7,7 @@
 #   bench/run.sh callbacks-profile  where the Java per-callback time goes (Java only)
 #   bench/run.sh segmented          fused (Phase 1) against segmented (Phase 2) runs (Java only)
 #   bench/run.sh cluster            a callback served in this JVM against one served by another JVM (Java only)
+#   bench/run.sh matmul             y = x[1,2048] . W[2048,2048] with W resident, against JAX jit
 #
 # Environment: JAX_PYTHON  a python with jax installed (default: the venv of tools/jax-env.sh)
 #              JAVA_OPTS   extra JVM options for the Java harness
@@ -60,6 +61,11 @@ modes:
             Then items/s of 6 sharded batch jobs (200 items each, H2 journal) on a cluster of one
             compute node and of three (this JVM and two child JVMs; on 2 cores that is overhead).
             Last line: RESULT cluster local_us=<x> remote_us=<y> ratio=<y/x> (f32[8])
+  matmul    y = x[1,2048] . W[2048,2048] f32, W (16 MiB) uploaded once: Executable.execute with x uploaded
+            and y downloaded, execute alone (x resident), and the two 8 KiB transfers, against JAX jit with
+            W on the device (bench/jax_matmul.py), alternately BENCH_REPS times (default 5); XLA_FLAGS
+            reaches both sides. Last line (medians over the repetitions):
+            RESULT matmul java_us=<x> jax_us=<y> ratio=<x/y>   (the upload+execute+download row)
 USAGE
 }
 
@@ -365,8 +371,42 @@ run_cluster() {
   grep '^RESULT' "$java_out"
 }
 
+matmul_rows() {
+  awk "$TABLE_AWK_LIB"'
+    END {
+      row("matmul upload x + execute + download y", "matmul_execute", "matmul_execute")
+      row("matmul execute, x resident", "matmul_execute_resident_x", "matmul_execute_resident_x")
+      row("upload x (8 KiB)", "upload_x_8KiB", "upload_x_8KiB")
+      row("download y (8 KiB)", "download_y_8KiB", "download_y_8KiB")
+      if (missing != "") { print "missing measurements:" missing > "/dev/stderr"; exit 1 }
+    }' "$1" "$2"
+}
+
+matmul_java() { java_bench dev.xlaactors.bench.MatmulBench > "$1" 2>> "$out_dir/matmul-java.log"; }
+matmul_jax() { "$python" "$repo/bench/jax_matmul.py" > "$1"; }
+
+run_matmul() {
+  ensure_java_built
+  python="$(jax_python)"
+  mkdir -p "$out_dir"
+  rm -f "$out_dir"/matmul-*.txt "$out_dir/matmul-java.log"
+  alternate_sides matmul matmul_java matmul_jax
+  machine_summary
+  grep -h '^INFO ' "$out_dir/matmul-java-1.txt" "$out_dir/matmul-jax-1.txt"
+  echo "repetitions: $reps (Java and JAX alternately)"
+  echo
+  local rep summary="$out_dir/matmul-summary.txt" row="matmul upload x + execute + download y"
+  for rep in $(seq 1 "$reps"); do
+    matmul_rows "$out_dir/matmul-java-$rep.txt" "$out_dir/matmul-jax-$rep.txt"
+  done | awk -v summary="$summary" "$AGGREGATE_AWK"
+  echo
+  printf "RESULT matmul java_us=%.3f jax_us=%.3f ratio=%.3f\n" "$(summary_value "$summary" "$row" java)" \
+    "$(summary_value "$summary" "$row" jax)" "$(summary_value "$summary" "$row" ratio)"
+}
+
 case "${1:-}" in
   execute) run_execute ;;
+  matmul) run_matmul ;;
   cluster) run_cluster ;;
   segmented) run_segmented ;;
   callbacks) run_callbacks ;;
