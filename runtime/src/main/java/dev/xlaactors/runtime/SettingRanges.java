@@ -50,8 +50,8 @@ public final class SettingRanges {
   public static Duration duration(Config c, String path, String key, boolean allowZero, Duration max, String maxText) {
     Duration d = c.getDuration(path);
     if (d.isNegative() || (!allowZero && d.isZero())) {
-      throw new XlaException(ErrorCode.INVALID_ARGUMENT, key + " must be a " + (allowZero ? "duration >= 0" : "positive duration")
-          + " (e.g. 30s), got " + asWritten(c, path));
+      throw new XlaException(ErrorCode.INVALID_ARGUMENT, key + " must be a " + (allowZero ? "duration >= 0 (e.g. 50us, or 0)"
+          : "positive duration (e.g. 30s)") + ", got " + asWritten(c, path));
     }
     if (d.compareTo(max) > 0) {
       throw new XlaException(ErrorCode.INVALID_ARGUMENT, key + " = " + asWritten(c, path) + " is longer than the largest accepted, "
