@@ -259,6 +259,11 @@ public final class CallbackRuntime implements AutoCloseable {
    * from an actor's thread: it blocks.
    */
   public List<HostTensor> run(Executable executable, List<HostTensor> inputs) {
+    // Called from a callback (a nested run): another thread serves callbacks while this one waits.
+    return callbackThreads.whileWaiting(() -> runOnThisThread(executable, inputs));
+  }
+
+  private List<HostTensor> runOnThisThread(Executable executable, List<HostTensor> inputs) {
     long runId = RUN_IDS.incrementAndGet();
     RunState state = new RunState(metrics);
     return execute(executable, inputs, runId, state, spawnSupervisor(runId, state, true));
