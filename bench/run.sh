@@ -8,6 +8,7 @@
 #   bench/run.sh segmented          fused (Phase 1) against segmented (Phase 2) runs (Java only)
 #   bench/run.sh cluster            a callback served in this JVM against one served by another JVM (Java only)
 #   bench/run.sh matmul             y = x[1,2048] . W[2048,2048] with W resident, against JAX jit
+#   bench/run.sh weighted           relu_callback(x . W) with a 16 MiB W: bound Model vs W re-sent vs JAX
 #
 # Environment: JAX_PYTHON  a python with jax installed (default: the venv of tools/jax-env.sh)
 #              JAVA_OPTS   extra JVM options for the Java harness
@@ -66,6 +67,12 @@ modes:
             W on the device (bench/jax_matmul.py), alternately BENCH_REPS times (default 5); XLA_FLAGS
             reaches both sides. Last line (medians over the repetitions):
             RESULT matmul java_us=<x> jax_us=<y> ratio=<x/y>   (the upload+execute+download row)
+  weighted  y = relu(x[1,2048] . W[2048,2048]) with relu a host callback and W 16 MiB, host x in, host y
+            out: a supervised CallbackRuntime run with W re-sent as a host tensor every run, the same with
+            W bound once (runtime.model.Model), and with relu registered inline; the bare matmul as a
+            bound Model; against JAX jit + pure_callback and jit of the bare matmul, W on the device.
+            Alternately BENCH_REPS times (default 5), BENCH_WEIGHTED_SECONDS per measurement (default 6).
+            Last line: RESULT weighted weighted_ratio=<bound/jax> inline_ratio=<x> hostonly_ratio=<y>
 USAGE
 }
 
@@ -404,6 +411,37 @@ run_matmul() {
     "$(summary_value "$summary" "$row" jax)" "$(summary_value "$summary" "$row" ratio)"
 }
 
+weighted_java() { java_bench dev.xlaactors.bench.WeightedCallbackBench > "$1"; }
+weighted_jax() { (cd "$repo/bench" && "$python" jax_weighted.py) > "$1"; }
+
+run_weighted() {
+  ensure_java_built
+  python="$(jax_python)"
+  mkdir -p "$out_dir"
+  rm -f "$out_dir"/weighted-*.txt
+  alternate_sides weighted weighted_java weighted_jax
+  machine_summary
+  grep -h '^INFO ' "$out_dir/weighted-java-1.txt" "$out_dir/weighted-jax-1.txt"
+  echo "repetitions: $reps (Java and JAX alternately)"
+  echo
+  local rep summary="$out_dir/weighted-summary.txt"
+  for rep in $(seq 1 "$reps"); do
+    awk "$TABLE_AWK_LIB"'
+      END {
+        row("supervised, W re-sent each run", "weighted_hostonly", "weighted_pure_callback")
+        row("supervised, W bound (Model)", "weighted_bound", "weighted_pure_callback")
+        row("supervised, W bound, relu inline", "weighted_bound_inline", "weighted_pure_callback")
+        row("bare matmul, W bound (Model.run)", "matmul_bound", "matmul_jit")
+        if (missing != "") { print "missing measurements:" missing > "/dev/stderr"; exit 1 }
+      }' "$out_dir/weighted-java-$rep.txt" "$out_dir/weighted-jax-$rep.txt"
+  done | awk -v summary="$summary" "$AGGREGATE_AWK"
+  echo
+  printf 'RESULT weighted weighted_ratio=%s inline_ratio=%s hostonly_ratio=%s\n' \
+    "$(summary_value "$summary" "supervised, W bound (Model)" ratio)" \
+    "$(summary_value "$summary" "supervised, W bound, relu inline" ratio)" \
+    "$(summary_value "$summary" "supervised, W re-sent each run" ratio)"
+}
+
 case "${1:-}" in
   execute) run_execute ;;
   matmul) run_matmul ;;
@@ -411,5 +449,6 @@ case "${1:-}" in
   segmented) run_segmented ;;
   callbacks) run_callbacks ;;
   callbacks-profile) run_callbacks_profile ;;
+  weighted) run_weighted ;;
   *) usage; exit 2 ;;
 esac

@@ -15,6 +15,11 @@ import dev.xlaactors.runtime.HostTensor;
 import dev.xlaactors.runtime.RunContext;
 import dev.xlaactors.runtime.TensorType;
 import dev.xlaactors.runtime.XlaClient;
+import dev.xlaactors.runtime.DeviceBuffer;
+import dev.xlaactors.runtime.model.Argument;
+import dev.xlaactors.runtime.model.Model;
+import java.util.function.Consumer;
+import java.util.function.Function;
 import java.time.Duration;
 import java.util.List;
 import java.util.Map;
@@ -246,7 +251,8 @@ public final class CallbackRuntime implements AutoCloseable {
    * xla-actors.actors.runs.queue-capacity} waiting runs it is refused with RESOURCE_EXHAUSTED.
    */
   public RunHandle start(Executable executable, List<HostTensor> inputs) {
-    return startQueued((runId, state, supervisor) -> execute(executable, inputs, runId, state, supervisor));
+    Started<List<HostTensor>> run = startQueued(KEEP, context -> executable.run(inputs, context));
+    return new RunHandle(run.runId(), run.result(), run.supervisor());
   }
 
   /**
@@ -259,22 +265,68 @@ public final class CallbackRuntime implements AutoCloseable {
    * from an actor's thread: it blocks.
    */
   public List<HostTensor> run(Executable executable, List<HostTensor> inputs) {
+    return runHere(KEEP, context -> executable.run(inputs, context));
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Models: bound parameters, device-buffer inputs, outputs left on the device
+
+  /**
+   * Starts a run of {@code model} on its per-request {@code inputs} (host tensors, device buffers, donated
+   * buffers: see {@link Argument}), supervised as {@link #start(Executable, List)}; the outputs are
+   * downloaded to the host. The bound parameters stay on the device and are not sent again.
+   */
+  public RunHandle start(Model model, List<Argument> inputs) {
+    Started<List<HostTensor>> run = startQueued(KEEP, context -> model.run(inputs, context));
+    return new RunHandle(run.runId(), run.result(), run.supervisor());
+  }
+
+  /** Runs {@code model} on the calling thread, as {@link #run(Executable, List)}; outputs on the host. */
+  public List<HostTensor> run(Model model, List<Argument> inputs) {
+    return runHere(KEEP, context -> model.run(inputs, context));
+  }
+
+  /**
+   * Starts a run of {@code model} whose outputs stay on the device: the handle's result gives buffers the
+   * caller owns and closes (one run's output can be the next run's input, with no host round trip). A
+   * run that fails or is cancelled gives no buffers: outputs XLA produced after the abort are freed.
+   */
+  public DeviceRunHandle startOnDevice(Model model, List<Argument> inputs) {
+    Started<List<DeviceBuffer>> run = startQueued(CLOSE, context -> model.execute(inputs, context));
+    return new DeviceRunHandle(run.runId(), run.result(), run.supervisor());
+  }
+
+  /** Runs {@code model} on the calling thread with its outputs left on the device (see {@link #startOnDevice}). */
+  public List<DeviceBuffer> runOnDevice(Model model, List<Argument> inputs) {
+    return runHere(CLOSE, context -> model.execute(inputs, context));
+  }
+
+  private static final Consumer<List<HostTensor>> KEEP = outputs -> {}; // host outputs: the GC takes them
+  private static final Consumer<List<DeviceBuffer>> CLOSE = outputs -> outputs.forEach(DeviceBuffer::close);
+
+  /** A started run: its id, its eventual outcome, its supervisor. */
+  private record Started<T>(long runId, java.util.concurrent.CompletableFuture<T> result,
+      ActorRef<RunSupervisor.Command> supervisor) {}
+
+  /** The body of a run, on the thread that executes it, given the run's context for host calls. */
+  private interface RunBody<T> {
+    T execute(long runId, RunState<T> state, ActorRef<RunSupervisor.Command> supervisor);
+  }
+
+  private <T> T runHere(Consumer<? super T> discard, Function<RunContext, T> body) {
     // Called from a callback (a nested run): another thread serves callbacks while this one waits.
-    return callbackThreads.whileWaiting(() -> runOnThisThread(executable, inputs));
+    return callbackThreads.whileWaiting(() -> {
+      long runId = RUN_IDS.incrementAndGet();
+      RunState<T> state = new RunState<>(metrics, discard);
+      return execute(body, runId, state, spawnSupervisor(runId, state, true));
+    });
   }
 
-  private List<HostTensor> runOnThisThread(Executable executable, List<HostTensor> inputs) {
-    long runId = RUN_IDS.incrementAndGet();
-    RunState state = new RunState(metrics);
-    return execute(executable, inputs, runId, state, spawnSupervisor(runId, state, true));
+  private <T> Started<T> startQueued(Consumer<? super T> discard, Function<RunContext, T> body) {
+    return startQueued(discard, (RunBody<T>) (runId, state, supervisor) -> execute(body, runId, state, supervisor));
   }
 
-  /** The body of a run, on the thread that executes it. */
-  private interface RunBody {
-    List<HostTensor> execute(long runId, RunState state, ActorRef<RunSupervisor.Command> supervisor);
-  }
-
-  private RunHandle startQueued(RunBody body) {
+  private <T> Started<T> startQueued(Consumer<? super T> discard, RunBody<T> body) {
     if (queuedRuns.incrementAndGet() > settings.runQueueCapacity()) {
       queuedRuns.decrementAndGet();
       throw new XlaException(ErrorCode.RESOURCE_EXHAUSTED,
@@ -283,7 +335,7 @@ public final class CallbackRuntime implements AutoCloseable {
               + " or raise that key or the run-dispatcher's pool size");
     }
     long runId = RUN_IDS.incrementAndGet();
-    RunState state = new RunState(metrics);
+    RunState<T> state = new RunState<>(metrics, discard);
     ActorRef<RunSupervisor.Command> supervisor = spawnSupervisor(runId, state, false);
     try {
       runExecutor.execute(() -> {
@@ -305,10 +357,10 @@ public final class CallbackRuntime implements AutoCloseable {
       supervisor.tell(new RunSupervisor.RunEnded());
       throw new XlaException(ErrorCode.UNAVAILABLE, "run refused: the run dispatcher did not accept it: " + rejected, rejected);
     }
-    return new RunHandle(runId, state.result(), supervisor);
+    return new Started<>(runId, state.result(), supervisor);
   }
 
-  private ActorRef<RunSupervisor.Command> spawnSupervisor(long runId, RunState state, boolean executingNow) {
+  private ActorRef<RunSupervisor.Command> spawnSupervisor(long runId, RunState<?> state, boolean executingNow) {
     return system.systemActorOf(
         RunSupervisor.create(runId, state, dispatcher, settings, metrics, callbackThreads, executingNow),
         "xla-run-" + runId, Props.empty());
@@ -324,8 +376,8 @@ public final class CallbackRuntime implements AutoCloseable {
     return min(callTimeout, runLeft).plus(settings.nativeBackstopSlack());
   }
 
-  private List<HostTensor> execute(
-      Executable executable, List<HostTensor> inputs, long runId, RunState state, ActorRef<RunSupervisor.Command> supervisor) {
+  private <T> T execute(
+      Function<RunContext, T> body, long runId, RunState<T> state, ActorRef<RunSupervisor.Command> supervisor) {
     long runDeadline = System.nanoTime() + settings.runTimeout().toNanos();
     MDC.put("runId", Long.toString(runId));
     watchdog.watch(state, supervisor);
@@ -342,9 +394,9 @@ public final class CallbackRuntime implements AutoCloseable {
             name -> nativeBackstop(name, runDeadline),
             this::borrowsInputs)) {
       state.attach(context);
-      List<HostTensor> outputs;
+      T outputs;
       try {
-        outputs = executable.run(inputs, context);
+        outputs = body.apply(context);
       } catch (RuntimeException e) {
         List<HostCall> givenUp = countGivenUpNatively(state);
         throw state.failed(givenUp.isEmpty() ? e : backstopFired(givenUp.get(0), e));
@@ -367,7 +419,7 @@ public final class CallbackRuntime implements AutoCloseable {
    * or unknown name, a wrong template, a call while another of the run is in flight, an aborted run)
    * takes the supervisor's path. False if the call was not taken.
    */
-  private boolean dispatchDirectly(HostCall call, RunState state, ActorRef<RunSupervisor.Command> supervisor) {
+  private boolean dispatchDirectly(HostCall call, RunState<?> state, ActorRef<RunSupervisor.Command> supervisor) {
     CallbackDispatcher.FunctionEntry function = functions.get().get(call.callbackName());
     if (function == null || !function.outputTemplate().equals(call.expectedOutputs()) || state.abortCause() != null) {
       return false;
@@ -400,7 +452,7 @@ public final class CallbackRuntime implements AutoCloseable {
   }
 
   /** Calls the native backstop gave up on are timeouts of their callbacks, counted here; returns them. */
-  private List<HostCall> countGivenUpNatively(RunState state) {
+  private List<HostCall> countGivenUpNatively(RunState<?> state) {
     List<HostCall> givenUp = state.givenUpNatively();
     for (HostCall call : givenUp) {
       metrics.recordCallback(call.callbackName(), 0, true, true);
@@ -455,14 +507,38 @@ public final class CallbackRuntime implements AutoCloseable {
    * like a fused run; returns the outputs and what crossed between host and devices.
    */
   public SegmentedProgram.Result runSegmented(SegmentedProgram program, List<HostTensor> inputs) {
+    return runSegmentedArguments(program, hostArguments(inputs));
+  }
+
+  /** Host tensors as arguments; a null list or element stays null, for the program's own error message. */
+  private static List<Argument> hostArguments(List<HostTensor> inputs) {
+    if (inputs == null) {
+      return null;
+    }
+    List<Argument> arguments = new java.util.ArrayList<>(inputs.size());
+    for (HostTensor t : inputs) {
+      arguments.add(t == null ? null : Argument.of(t));
+    }
+    return arguments;
+  }
+
+  /**
+   * As {@link #runSegmented}, with inputs that may be device buffers (weights kept on the device between
+   * runs): a stage on the buffer's device reads it with no upload, and it stays the caller's. Donated
+   * buffers are refused (see {@link SegmentedProgram#runArguments}).
+   */
+  public SegmentedProgram.Result runSegmentedArguments(SegmentedProgram program, List<Argument> inputs) {
     long runId = RUN_IDS.incrementAndGet();
-    RunState state = new RunState(metrics);
+    RunState<List<HostTensor>> state = new RunState<>(metrics);
     return executeSegmented(program, inputs, runId, state, spawnSupervisor(runId, state, true));
   }
 
   /** Starts a run of a segmented program on the run dispatcher; returns at once. See {@link #start(Executable, List)}. */
   public RunHandle start(SegmentedProgram program, List<HostTensor> inputs) {
-    return startQueued((runId, state, supervisor) -> executeSegmented(program, inputs, runId, state, supervisor).outputs());
+    Started<List<HostTensor>> run = startQueued(KEEP,
+        (RunBody<List<HostTensor>>) (runId, state, supervisor) ->
+            executeSegmented(program, hostArguments(inputs), runId, state, supervisor).outputs());
+    return new RunHandle(run.runId(), run.result(), run.supervisor());
   }
 
   /**
@@ -475,7 +551,7 @@ public final class CallbackRuntime implements AutoCloseable {
   }
 
   private SegmentedProgram.Result executeSegmented(
-      SegmentedProgram program, List<HostTensor> inputs, long runId, RunState state,
+      SegmentedProgram program, List<Argument> inputs, long runId, RunState<List<HostTensor>> state,
       ActorRef<RunSupervisor.Command> supervisor) {
     long runDeadline = System.nanoTime() + settings.runTimeout().toNanos();
     MDC.put("runId", Long.toString(runId));
@@ -483,7 +559,7 @@ public final class CallbackRuntime implements AutoCloseable {
     try {
       SegmentedProgram.Result result;
       try {
-        result = program.run(inputs, new SupervisedHostCalls(runId, state, supervisor,
+        result = program.runArguments(inputs, new SupervisedHostCalls(runId, state, supervisor,
             name -> nativeBackstop(name, runDeadline), metrics, call -> dispatchDirectly(call, state, supervisor),
             settings.callbackSpin()));
       } catch (RuntimeException e) {

@@ -2,6 +2,8 @@
  * Bringing real models in: reading the artifacts models are shipped as ({@code jax.export} serialized
  * exports: {@link dev.xlaactors.runtime.model.JaxExport}), their weights (safetensors files, memory-mapped
  * and validated before any tensor is read: {@link dev.xlaactors.runtime.model.SafeTensors}), and binding
- * weights to the parameters of the compiled program.
+ * weights to the parameters of the compiled program: {@link dev.xlaactors.runtime.model.Model} (parameters
+ * bound to device-resident buffers, shared by concurrent runs) and the per-run {@link
+ * dev.xlaactors.runtime.model.Argument}s (host tensors, device buffers, donated buffers).
  */
 package dev.xlaactors.runtime.model;
