@@ -48,6 +48,22 @@ fetch_wheel() {
   echo "$wheel"
 }
 
+# The unpacked plugin against its own pin: a cut-short or changed .so is unpacked again from the wheel.
+# A checked plugin gets xla_cpu_pjrt.so.pin beside it (size and sha256), which Plugin.load checks before dlopen.
+so="$plugin_dir/xla_cpu_pjrt.so"
+so_pin="$so.pin"
+so_sha="$(prop xla_cpu_pjrt.so.sha256)"
+so_size="$(prop xla_cpu_pjrt.so.size)"
+write_pin() { printf 'sha256=%s\nsize=%s\n' "$so_sha" "$so_size" > "$so_pin.tmp" && mv "$so_pin.tmp" "$so_pin"; }
+if [ -f "$plugin_dir/.complete" ] && { [ ! -f "$so_pin" ] || [ "$(stat -c %s "$so" 2>/dev/null)" != "$so_size" ] || [ "$so" -nt "$so_pin" ]; }; then
+  if echo "$so_sha  $so" | sha256sum -c --status 2>/dev/null; then
+    write_pin
+  else
+    echo "$so is not the pinned plugin (cut short or changed); unpacking it again" >&2
+    rm -f "$plugin_dir/.complete" "$so_pin"
+  fi
+fi
+
 if [ ! -f "$plugin_dir/.complete" ]; then
   wheel="$(fetch_wheel xla-cpu-pjrt "$pjrt_version" "$(prop xla_cpu_pjrt.sha256)" 3.11 "$(prop xla_cpu_pjrt.platform)")"
   tmp="$(mktemp -d)"
@@ -61,6 +77,11 @@ PY
   mv "$tmp/xla_plugins/xla_cpu_pjrt/xla_cpu_pjrt.so" "$plugin_dir/"
   mv "$tmp/xla_plugins/xla_cpu_pjrt/include/pjrt_c_api.h" "$plugin_dir/include/xla/pjrt/c/"
   rm -rf "$tmp"
+  if ! echo "$so_sha  $so" | sha256sum -c --status; then
+    echo "sha256 mismatch for $so unpacked from $wheel: expected $so_sha, got $(sha256sum "$so" | cut -d' ' -f1)" >&2
+    exit 1
+  fi
+  write_pin
   touch "$plugin_dir/.complete"
 fi
 

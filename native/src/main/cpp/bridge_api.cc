@@ -9,6 +9,7 @@
 #include <mutex>
 #include <new>
 #include <string>
+#include <utility>
 
 #include "bridge.h"
 
@@ -135,6 +136,24 @@ const PJRT_Api* XlaActors_LoadPlugin(const char* path, char* error, size_t error
                      std::to_string(api->struct_size) + "-byte API table, without the execute-context functions "
                      "(needs at least " + std::to_string(kMinimumApiSize) + " bytes)");
       return nullptr;
+    }
+    // The functions C++ calls before Java has checked the table (errors, execute contexts): a null entry
+    // would crash the JVM, so refuse the plugin naming the missing function.
+    const std::pair<const char*, const void*> needed[] = {
+        {"PJRT_Error_Destroy", reinterpret_cast<const void*>(api->PJRT_Error_Destroy)},
+        {"PJRT_Error_Message", reinterpret_cast<const void*>(api->PJRT_Error_Message)},
+        {"PJRT_Error_GetCode", reinterpret_cast<const void*>(api->PJRT_Error_GetCode)},
+        {"PJRT_ExecuteContext_Create", reinterpret_cast<const void*>(api->PJRT_ExecuteContext_Create)},
+        {"PJRT_ExecuteContext_Destroy", reinterpret_cast<const void*>(api->PJRT_ExecuteContext_Destroy)},
+    };
+    for (const auto& [name, function] : needed) {
+      if (function == nullptr) {
+        WriteError(error, error_size,
+                   std::string("PJRT plugin '") + path + "' (PJRT C API 0." +
+                       std::to_string(api->pjrt_api_version.minor_version) + ") has no " + name +
+                       ", which xla-actors needs (its API table entry is null)");
+        return nullptr;
+      }
     }
     if (api->PJRT_Plugin_Initialize != nullptr) {
       PJRT_Plugin_Initialize_Args init_args;

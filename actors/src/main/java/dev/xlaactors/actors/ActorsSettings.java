@@ -7,6 +7,7 @@ import com.typesafe.config.ConfigValueType;
 import dev.xlaactors.error.ErrorCode;
 import dev.xlaactors.error.XlaException;
 import dev.xlaactors.runtime.KnownConfigKeys;
+import dev.xlaactors.runtime.SettingRanges;
 import java.time.Duration;
 import java.util.HashMap;
 import java.util.Map;
@@ -14,8 +15,9 @@ import org.apache.pekko.actor.typed.ActorSystem;
 
 /**
  * The actors module's settings, read once from {@code xla-actors.actors} (see its reference.conf) and
- * validated: a missing or unknown key, a wrong type or unit, or a non-positive duration is an {@link
- * XlaException} naming the key.
+ * validated: a missing or unknown key, a wrong type or unit, a non-positive duration, a duration longer
+ * than Pekko's scheduler can time ({@link SettingRanges#longestDelay}) or a count outside its range is an
+ * {@link XlaException} naming the key, the value and the range.
  *
  * @param defaultCallbackTimeout how long a callback may take unless overridden by name
  * @param callbackTimeouts per-callback-name overrides
@@ -65,22 +67,31 @@ public record ActorsSettings(
       Config timeouts = c.getConfig("callbacks.timeouts");
       for (Map.Entry<String, ConfigValue> e : c.getObject("callbacks.timeouts").entrySet()) {
         String name = e.getKey();
-        overrides.put(name, positive(timeouts, "\"" + name + "\"", "callbacks.timeouts." + name));
+        overrides.put(name, timed(config, timeouts, "\"" + name + "\"", "callbacks.timeouts." + name));
       }
       String runDispatcher = dispatcher(config, c, "runs.dispatcher");
+      Duration runTimeout = timed(config, c, "runs.timeout", "runs.timeout");
+      Duration slack = timed(config, c, "runs.native-backstop-slack", "runs.native-backstop-slack");
+      // A batch job times one step as the run timeout plus the slack plus a minute (InferenceJob).
+      if (runTimeout.plus(slack).plusMinutes(1).compareTo(SettingRanges.longestDelay(config)) > 0) {
+        throw new XlaException(ErrorCode.INVALID_ARGUMENT, ROOT + ".runs.timeout (" + asWritten(c.getValue("runs.timeout")) + ") + "
+            + ROOT + ".runs.native-backstop-slack (" + asWritten(c.getValue("runs.native-backstop-slack"))
+            + ") + 1m (a batch job's step timeout) is longer than the largest accepted, " + SettingRanges.describeLongest(config));
+      }
       return new ActorsSettings(
-          positive(c, "callbacks.default-timeout", "callbacks.default-timeout"),
+          timed(config, c, "callbacks.default-timeout", "callbacks.default-timeout"),
           overrides,
-          count(c, "callbacks.threads", 1),
-          count(c, "callbacks.max-stuck-threads", 0),
-          nonNegative(c, "callbacks.spin"),
-          positive(c, "callbacks.registration-timeout", "callbacks.registration-timeout"),
-          positive(c, "runs.timeout", "runs.timeout"),
-          positive(c, "runs.native-backstop-slack", "runs.native-backstop-slack"),
+          count(c, "callbacks.threads", 1, SettingRanges.MAX_THREADS, "threads that run callback functions"),
+          count(c, "callbacks.max-stuck-threads", 0, SettingRanges.MAX_THREADS, "replacement threads for stuck callbacks"),
+          SettingRanges.duration(c, "callbacks.spin", ROOT + ".callbacks.spin", true, MAX_SPIN,
+              "100ms (spinning longer only burns a core; blocking is cheaper by then)"),
+          timed(config, c, "callbacks.registration-timeout", "callbacks.registration-timeout"),
+          runTimeout,
+          slack,
           runDispatcher,
-          count(c, "runs.queue-capacity", 1),
+          count(c, "runs.queue-capacity", 1, SettingRanges.MAX_QUEUE, "runs waiting for a run thread"),
           c.getBoolean("metrics.log"),
-          positive(c, "metrics.log-interval", "metrics.log-interval"),
+          timed(config, c, "metrics.log-interval", "metrics.log-interval"),
           RunMode.parse(c.getString("runs.mode"), ROOT + ".runs.mode"));
     } catch (ConfigException e) {
       throw new XlaException(ErrorCode.INVALID_ARGUMENT, "bad configuration under " + ROOT + ": " + e.getMessage(), e);
@@ -103,27 +114,14 @@ public record ActorsSettings(
   /** A duration and the config key that set it, for error messages. */
   public record Timeout(Duration duration, String key) {}
 
-  private static Duration positive(Config c, String path, String keyForMessage) {
-    Duration d = c.getDuration(path);
-    if (d.isNegative() || d.isZero()) {
-      throw new XlaException(
-          ErrorCode.INVALID_ARGUMENT,
-          ROOT + "." + keyForMessage + " must be a positive duration (e.g. 30s), got " + asWritten(c.getValue(path)));
-    }
-    return d;
+  private static final Duration MAX_SPIN = Duration.ofMillis(100);
+
+  /** A duration an actor times: positive, and no longer than Pekko's scheduler can time. */
+  private static Duration timed(Config root, Config c, String path, String keyForMessage) {
+    return SettingRanges.timed(root, c, path, ROOT + "." + keyForMessage);
   }
 
-  private static Duration nonNegative(Config c, String path) {
-    Duration d = c.getDuration(path);
-    if (d.isNegative()) {
-      throw new XlaException(
-          ErrorCode.INVALID_ARGUMENT,
-          ROOT + "." + path + " must be a duration >= 0 (e.g. 50us, or 0 to never spin), got " + asWritten(c.getValue(path)));
-    }
-    return d;
-  }
-
-  private static int count(Config c, String path, int min) {
+  private static int count(Config c, String path, int min, int max, String what) {
     int n;
     try {
       n = c.getInt(path); // a -D value arrives as a string: getInt parses it
@@ -134,6 +132,7 @@ public record ActorsSettings(
       throw new XlaException(
           ErrorCode.INVALID_ARGUMENT, ROOT + "." + path + " must be a count >= " + min + ", got " + asWritten(c.getValue(path)));
     }
+    SettingRanges.check(n, ROOT + "." + path, asWritten(c.getValue(path)), min, max, what);
     return n;
   }
 
@@ -168,9 +167,9 @@ public record ActorsSettings(
       } catch (ConfigException e) {
         size = 0;
       }
-      if (size < 1) {
-        throw new XlaException(ErrorCode.INVALID_ARGUMENT,
-            path + "." + pool + " (the dispatcher named by " + full + ") must be a count >= 1, got " + asWritten(d.getValue(pool)));
+      if (size < 1 || size > SettingRanges.MAX_THREADS) {
+        throw new XlaException(ErrorCode.INVALID_ARGUMENT, path + "." + pool + " (the dispatcher named by " + full + ") must be a count "
+            + (size < 1 ? ">= 1" : "from 1 to " + SettingRanges.MAX_THREADS) + ", got " + asWritten(d.getValue(pool)));
       }
     }
     return path;

@@ -2,6 +2,7 @@ package dev.xlaactors.actors;
 
 import dev.xlaactors.error.CallbackException;
 import dev.xlaactors.error.ErrorCode;
+import dev.xlaactors.error.InvalidArgumentException;
 import dev.xlaactors.error.XlaException;
 import dev.xlaactors.graph.Graph;
 import dev.xlaactors.graph.SegmentationOptions;
@@ -135,12 +136,39 @@ public final class CallbackRuntime implements AutoCloseable {
   /** Registers {@code function} as the callback {@code name} (null: the dispatcher names it). */
   public CompletionStage<CallbackId> register(
       String name, List<TensorType> outputTemplate, Object staticArgument, HostFunction function) {
+    String missing = missingArgument(name, outputTemplate, function, CallbackOptions.DEFAULT);
+    if (missing != null) {
+      return CompletableFuture.failedFuture(new InvalidArgumentException(missing));
+    }
     return AskPattern.askWithStatus(
         dispatcher,
         (ActorRef<StatusReply<CallbackId>> replyTo) ->
             new CallbackDispatcher.Register(name, outputTemplate, staticArgument, function, replyTo),
         settings.registrationTimeout(),
         system.scheduler());
+  }
+
+  /**
+   * What is missing from a registration, or null: a null argument fails the registration at once instead
+   * of reaching the dispatcher, where it would only time out.
+   */
+  private static String missingArgument(String name, List<TensorType> outputTemplate, HostFunction function, CallbackOptions options) {
+    String which = "register of callback " + (name == null ? "(unnamed)" : "'" + name + "'");
+    if (outputTemplate == null) {
+      return which + " needs an output template (a list of tensor types, empty for none), got null";
+    }
+    for (int i = 0; i < outputTemplate.size(); i++) {
+      if (outputTemplate.get(i) == null) {
+        return which + " has a null output type at index " + i + " of its template";
+      }
+    }
+    if (function == null) {
+      return which + " needs a function, got null";
+    }
+    if (options == null) {
+      return which + " needs options (CallbackOptions.DEFAULT for the usual), got null";
+    }
+    return null;
   }
 
   /** Registers a callback a graph uses (see {@code GraphBuilder.hostCall}). */
@@ -153,6 +181,11 @@ public final class CallbackRuntime implements AutoCloseable {
    * borrowed from XLA instead of copied, or both (see {@link CallbackOptions}).
    */
   public CompletionStage<CallbackId> register(HostCallback callback, CallbackOptions options) {
+    String missing = callback == null ? "register needs a callback, got null"
+        : missingArgument(callback.name(), callback.outputTemplate(), callback.function(), options);
+    if (missing != null) {
+      return CompletableFuture.failedFuture(new InvalidArgumentException(missing));
+    }
     return AskPattern.askWithStatus(
         dispatcher,
         (ActorRef<StatusReply<CallbackId>> replyTo) -> new CallbackDispatcher.Register(callback.name(),
@@ -187,6 +220,11 @@ public final class CallbackRuntime implements AutoCloseable {
   /** Registers an actor that serves the callback {@code name} (see {@link CallbackServer}). */
   public CompletionStage<CallbackId> registerServer(
       String name, List<TensorType> outputTemplate, ActorRef<CallbackServer.Request> server) {
+    String missing = server == null ? "registerServer of callback '" + name + "' needs a server actor, got null"
+        : missingArgument(name, outputTemplate, (in, s) -> in, CallbackOptions.DEFAULT);
+    if (missing != null) {
+      return CompletableFuture.failedFuture(new InvalidArgumentException(missing));
+    }
     return AskPattern.askWithStatus(
         dispatcher,
         (ActorRef<StatusReply<CallbackId>> replyTo) ->
@@ -276,9 +314,12 @@ public final class CallbackRuntime implements AutoCloseable {
   }
 
   private <T> T runHere(Consumer<? super T> discard, Function<RunContext, T> body) {
-    long runId = RUN_IDS.incrementAndGet();
-    RunState<T> state = new RunState<>(metrics, discard);
-    return execute(body, runId, state, spawnSupervisor(runId, state, true));
+    // Called from a callback (a nested run): another thread serves callbacks while this one waits.
+    return callbackThreads.whileWaiting(() -> {
+      long runId = RUN_IDS.incrementAndGet();
+      RunState<T> state = new RunState<>(metrics, discard);
+      return execute(body, runId, state, spawnSupervisor(runId, state, true));
+    });
   }
 
   private <T> Started<T> startQueued(Consumer<? super T> discard, Function<RunContext, T> body) {

@@ -37,6 +37,7 @@ final class CallbackThreads implements Executor, AutoCloseable {
   private final Set<Thread> live = ConcurrentHashMap.newKeySet();
   private final AtomicInteger spinning = new AtomicInteger();
   private final AtomicInteger stuck = new AtomicInteger();
+  private final AtomicInteger blocked = new AtomicInteger();
   private final AtomicInteger workers = new AtomicInteger();
   private final AtomicInteger numbers = new AtomicInteger();
   private volatile boolean closed;
@@ -67,6 +68,27 @@ final class CallbackThreads implements Executor, AutoCloseable {
     }
   }
 
+  /**
+   * Runs {@code body} on this thread. When this thread is one of these threads (a callback that runs a
+   * program, whose own callbacks need threads of this pool), another thread takes its place until {@code
+   * body} returns, so nested runs never wait for the thread their caller holds: nesting does not consume the
+   * bounded pool, at the cost of one thread per level in progress.
+   */
+  <T> T whileWaiting(java.util.function.Supplier<T> body) {
+    if (!live.contains(Thread.currentThread())) {
+      return body.get();
+    }
+    int nowBlocked = blocked.incrementAndGet();
+    if (workers.get() - stuck.get() - nowBlocked < threads && !closed) {
+      startWorker();
+    }
+    try {
+      return body.get();
+    } finally {
+      blocked.decrementAndGet(); // the surplus thread retires when it next looks for work
+    }
+  }
+
   /** Threads still running a function whose call was given up. */
   int stuck() {
     return stuck.get();
@@ -75,7 +97,7 @@ final class CallbackThreads implements Executor, AutoCloseable {
   /** A thread became stuck (+1) or its function finally returned (-1): start a replacement if needed. */
   void stuckChanged(int delta) {
     int nowStuck = stuck.addAndGet(delta);
-    if (delta > 0 && nowStuck <= maxStuck && workers.get() - nowStuck < threads) {
+    if (delta > 0 && nowStuck <= maxStuck && workers.get() - nowStuck - blocked.get() < threads) {
       startWorker();
     }
   }
@@ -158,10 +180,10 @@ final class CallbackThreads implements Executor, AutoCloseable {
     return task;
   }
 
-  /** A surplus thread (a replaced stuck one that came back) leaves; true if this one should. */
+  /** A surplus thread (a replaced stuck or waiting one that came back) leaves; true if this one should. */
   private boolean retire() {
     int w = workers.get();
-    return w - stuck.get() > threads && workers.compareAndSet(w, w - 1);
+    return w - stuck.get() - blocked.get() > threads && workers.compareAndSet(w, w - 1);
   }
 
   /** Stops the threads; functions still running are interrupted. */

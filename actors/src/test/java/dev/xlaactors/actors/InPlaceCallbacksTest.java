@@ -181,6 +181,84 @@ class InPlaceCallbacksTest {
   }
 
   @Test
+  void oneInputAnsweredAsTwoOutputsWrittenOverTheInputsGivesBothOutputsThatInput() {
+    for (int n : new int[] {4, 1 << 16}) {
+      oneInputAnsweredAsTwoOutputs(n);
+    }
+  }
+
+  private void oneInputAnsweredAsTwoOutputs(int n) {
+    // Outputs 0 and 1 are written over inputs 0 and 1; the answer is one input twice. Whichever it is,
+    // both outputs must hold it (issue 24: output 0 came back wrong), with copied and with borrowed inputs.
+    TensorType type = TensorType.of(DType.F32, n);
+    float[] xs = ramp(n);
+    float[] ys = new float[n];
+    Arrays.fill(ys, 7f);
+    float[] x1s = xs.clone();
+    for (int i = 0; i < n; i++) {
+      x1s[i] += 1;
+    }
+    float[] y1s = new float[n];
+    Arrays.fill(y1s, 8f);
+    for (boolean borrowed : new boolean[] {false, true}) {
+      for (int which = 0; which < 2; which++) {
+        int w = which;
+        String name = "twice-" + n + "-" + which + (borrowed ? "-borrowed" : "-copied");
+        HostCallback twice = new HostCallback(name, List.of(type, type), null, (in, s) -> List.of(in.get(w), in.get(w)));
+        CallbackOptions options = borrowed ? CallbackOptions.DEFAULT.withBorrowedInputs() : CallbackOptions.DEFAULT;
+        callbacks.register(twice, options).toCompletableFuture().join();
+        for (Map<Integer, Integer> aliases : List.of(Map.of(0, 0, 1, 1), Map.of(0, 1, 1, 0), Map.of(0, 0), Map.of(1, 0))) {
+          GraphBuilder b = new GraphBuilder("twice_in_place");
+          Value x = b.parameter(type);
+          Value y = b.parameter(type);
+          List<Value> out = b.hostCallInPlace(twice, aliases, b.add(x, b.constant(1f)), b.add(y, b.constant(1f)));
+          Graph graph = b.build(out.get(0), out.get(1));
+          for (RunMode mode : RunMode.values()) {
+            for (int run = 0; run < 2; run++) {
+              List<HostTensor> result = callbacks.run(graph, List.of(HostTensor.ofFloats(xs), HostTensor.ofFloats(ys)), mode);
+              float[] expected = which == 0 ? x1s : y1s;
+              assertArrayEquals(expected, result.get(0).toFloatArray(), 0f, name + " " + aliases + " " + mode + ": output 0");
+              assertArrayEquals(expected, result.get(1).toFloatArray(), 0f, name + " " + aliases + " " + mode + ": output 1");
+            }
+          }
+        }
+      }
+    }
+  }
+
+  @Test
+  void oneInputAnsweredAsBothOutputsOfACallWithOneInput() {
+    for (int n : new int[] {4, 1 << 16}) {
+      oneInputAsBothOutputs(n);
+    }
+  }
+
+  private void oneInputAsBothOutputs(int n) {
+    TensorType type = TensorType.of(DType.F32, n);
+    float[] xs = ramp(n);
+    float[] x1s = xs.clone();
+    for (int i = 0; i < n; i++) {
+      x1s[i] += 1;
+    }
+    for (boolean borrowed : new boolean[] {false, true}) {
+      String name = "dup-" + n + (borrowed ? "-borrowed" : "-copied");
+      HostCallback dup = new HostCallback(name, List.of(type, type), null, (in, s) -> List.of(in.get(0), in.get(0)));
+      callbacks.register(dup, borrowed ? CallbackOptions.DEFAULT.withBorrowedInputs() : CallbackOptions.DEFAULT).toCompletableFuture().join();
+      for (Map<Integer, Integer> aliases : List.of(Map.of(0, 0), Map.of(0, 1))) {
+        GraphBuilder b = new GraphBuilder("dup_in_place");
+        Value x = b.parameter(type);
+        List<Value> out = b.hostCallInPlace(dup, aliases, b.add(x, b.constant(1f)));
+        Graph graph = b.build(out.get(0), out.get(1));
+        for (RunMode mode : RunMode.values()) {
+          List<HostTensor> result = callbacks.run(graph, List.of(HostTensor.ofFloats(xs)), mode);
+          assertArrayEquals(x1s, result.get(0).toFloatArray(), 0f, name + " " + aliases + " " + mode + ": output 0");
+          assertArrayEquals(x1s, result.get(1).toFloatArray(), 0f, name + " " + aliases + " " + mode + ": output 1");
+        }
+      }
+    }
+  }
+
+  @Test
   void aReaderOfABorrowedInputNeverSeesHalfAnAnswerWrittenOverIt() throws Exception {
     // The function hands its borrowed input to a reader thread, which copies it again and again, and
     // answers with a tensor of 7s that XLA writes over that very input. Every copy the reader gets must

@@ -7,6 +7,7 @@ import com.typesafe.config.ConfigValueFactory;
 import dev.xlaactors.error.ErrorCode;
 import dev.xlaactors.error.XlaException;
 import dev.xlaactors.runtime.KnownConfigKeys;
+import dev.xlaactors.runtime.SettingRanges;
 import java.time.Duration;
 import java.util.List;
 import java.util.Map;
@@ -74,6 +75,7 @@ public record ClusterSettings(
       if (await.isNegative() || await.isZero()) {
         throw invalid("callbacks.await-timeout", "must be a positive duration", c.getValue("callbacks.await-timeout").render());
       }
+      SettingRanges.timed(config, c, "callbacks.await-timeout", ROOT + ".callbacks.await-timeout");
       return new ClusterSettings(
           systemName,
           seeds,

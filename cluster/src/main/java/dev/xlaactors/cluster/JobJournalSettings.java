@@ -5,6 +5,7 @@ import com.typesafe.config.ConfigException;
 import com.typesafe.config.ConfigFactory;
 import dev.xlaactors.error.ErrorCode;
 import dev.xlaactors.error.XlaException;
+import dev.xlaactors.runtime.SettingRanges;
 import java.time.Duration;
 import java.util.HashMap;
 import java.util.Map;
@@ -46,6 +47,9 @@ public record JobJournalSettings(
     }
   }
 
+  /** The most database connections one JVM's journal may hold. */
+  static final int MAX_CONNECTIONS = 256;
+
   /** Settings from {@code config} (an application config with the modules' reference.conf beneath). */
   public static JobJournalSettings fromConfig(Config config) {
     try {
@@ -64,6 +68,11 @@ public record JobJournalSettings(
       if (recordTimeout.isNegative() || recordTimeout.isZero()) {
         throw invalid("record-timeout", "must be a positive duration", c.getValue("record-timeout").render());
       }
+      SettingRanges.timed(config, c, "record-timeout", ROOT + ".record-timeout");
+      SettingRanges.check(maxConnections, ROOT + ".journal.max-connections", Integer.toString(maxConnections), 1, MAX_CONNECTIONS,
+          "database connections");
+      SettingRanges.check(snapshotEvery, ROOT + ".snapshot-every", Integer.toString(snapshotEvery), 1, SettingRanges.MAX_QUEUE,
+          "items between snapshots");
       return new JobJournalSettings(url, c.getString("journal.user"), c.getString("journal.password"), maxConnections,
           snapshotEvery, recordTimeout);
     } catch (ConfigException e) {

@@ -95,7 +95,7 @@ public final class ShardedJobSerializer extends SerializerWithStringManifest {
     try {
       Object message = switch (manifest) {
         case ENSURE -> new ShardedBatchJobs.Ensure();
-        case ITEM_SCORED -> new ShardedBatchJobs.ItemScored(in.getLong(), readString(in));
+        case ITEM_SCORED -> new ShardedBatchJobs.ItemScored(readIndex(in), readString(in));
         case JOB_ENDED -> readEnded(in);
         case SNAPSHOT -> {
           Optional<ShardedBatchJobs.JobEnded> ended = readFlag(in, "ended flag") ? Optional.of(readEnded(in)) : Optional.empty();
@@ -103,9 +103,16 @@ public final class ShardedJobSerializer extends SerializerWithStringManifest {
           if (count < 0) {
             throw new InvalidArgumentException("refused batch job snapshot: " + count + " lines, expected a count >= 0");
           }
+          if (count > in.remaining() / 12) { // each line is at least an index and a length
+            throw new InvalidArgumentException("refused batch job snapshot: " + count + " lines, but only " + in.remaining()
+                + " bytes follow (at least 12 per line)");
+          }
           TreeMap<Long, String> lines = new TreeMap<>();
           for (int i = 0; i < count; i++) {
-            lines.put(in.getLong(), readString(in));
+            long index = readIndex(in);
+            if (lines.put(index, readString(in)) != null) {
+              throw new InvalidArgumentException("refused batch job snapshot: item " + index + " appears twice; a snapshot holds each item once");
+            }
           }
           yield new ShardedBatchJobs.JobSnapshot(lines, ended);
         }
@@ -130,6 +137,14 @@ public final class ShardedJobSerializer extends SerializerWithStringManifest {
 
   private static ShardedBatchJobs.JobEnded readEnded(ByteBuffer in) {
     return new ShardedBatchJobs.JobEnded(readFlag(in, "completed flag"), readString(in));
+  }
+
+  private static long readIndex(ByteBuffer in) {
+    long index = in.getLong();
+    if (index < 0) {
+      throw new InvalidArgumentException("refused batch job message: item index " + index + ", expected an index >= 0");
+    }
+    return index;
   }
 
   private static boolean readFlag(ByteBuffer in, String what) {

@@ -100,6 +100,7 @@ public final class BatchInference {
     System.out.println("press Ctrl-C to stop it; run the same command again to resume");
 
     ActorSystem<Void> system = ActorSystem.create(Behaviors.empty(), "batch-inference");
+    int exit = 1;
     try (XlaClient client = XlaClient.create();
         CallbackRuntime callbacks = CallbackRuntime.create(system, client)) {
       JobSettings settings = JobSettings.create(system);
@@ -149,8 +150,12 @@ public final class BatchInference {
       System.out.println("result: " + result);
       System.out.printf("%s holds %d of %d items%n", output,
           ResultJournal.read(output).keySet().stream().filter(i -> i < items).count(), items);
+      exit = result instanceof JobResult.Completed ? 0 : 1; // a failed, cancelled or timed-out job is a failure
     } finally {
       system.terminate();
+    }
+    if (exit != 0) {
+      System.exit(exit);
     }
   }
 

@@ -184,6 +184,10 @@ public final class SegmentedProgram implements AutoCloseable {
 
   /** Where stage {@code index} runs. */
   public Target target(int index) {
+    if (index < 0 || index >= targets.length) {
+      throw new InvalidArgumentException("stage " + index + " of segmented program '" + graph.graph().name()
+          + "' does not exist; its stages are 0 to " + (targets.length - 1));
+    }
     return targets[index];
   }
 
@@ -439,6 +443,14 @@ public final class SegmentedProgram implements AutoCloseable {
     void hostCall(HostCallStep h, Frame frame) {
       HostCallback callback = h.callback();
       List<HostTensor> inputs = new ArrayList<>(h.inputs().size());
+      for (int i = 0; i < h.inputs().size(); i++) { // refused as a fused run refuses it, before any download
+        TensorType type = h.inputs().get(i).type();
+        if (type.byteSize() > HostCall.MAX_INPUT_BYTES) {
+          // The exception a fused run gets when the bridge refuses the input.
+          throw new dev.xlaactors.error.ExecutionFailedException(ErrorCode.RESOURCE_EXHAUSTED,
+              "execution failed: " + HostCall.inputTooLarge(callback.name(), i, type));
+        }
+      }
       for (Value v : h.inputs()) {
         inputs.add(toHost(frame.lookup(v)));
       }

@@ -23,6 +23,15 @@ import org.bytedeco.javacpp.PointerPointer;
  * constructor lets code outside the runtime forge one). Thread-safe; immutable but for whether it was answered.
  */
 public final class HostCall {
+  /** The largest input a host callback can be given, in bytes: one host tensor's ({@link HostTensor#MAX_BYTES}). */
+  public static final long MAX_INPUT_BYTES = HostTensor.MAX_BYTES;
+
+  /** Why input {@code index} of {@code type} cannot reach callback {@code callback}: one message in every run mode. */
+  public static String inputTooLarge(String callback, int index, TensorType type) {
+    return "host callback '" + callback + "': input " + index + " is " + type + " (" + type.byteSize()
+        + " bytes); a callback input holds at most " + MAX_INPUT_BYTES + " bytes: pass it in smaller pieces";
+  }
+
   static {
     NativeLibrary.load();
   }

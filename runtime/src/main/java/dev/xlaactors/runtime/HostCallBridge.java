@@ -88,11 +88,9 @@ final class HostCallBridge {
       int rank = Math.toIntExact(call.input_ranks().get(i));
       TensorType type = typeOf(call.input_types().get(i), call.input_dims(), dimOffset, rank);
       dimOffset += rank;
-      if (type.byteSize() > Integer.MAX_VALUE - 8) {
+      if (type.byteSize() > HostCall.MAX_INPUT_BYTES) {
         inputs.forEach(HostTensor::close);
-        fail(tag, ErrorCode.RESOURCE_EXHAUSTED,
-            "host callback '" + name + "': input " + i + " is " + type + " (" + type.byteSize()
-                + " bytes); a host-callback tensor holds at most 2 GiB - 8 bytes: pass it in smaller pieces");
+        fail(tag, ErrorCode.RESOURCE_EXHAUSTED, HostCall.inputTooLarge(name, i, type));
         return 0;
       }
       if (borrow && type.byteSize() > 0) { // an empty input has nothing to lend

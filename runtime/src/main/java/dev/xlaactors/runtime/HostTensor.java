@@ -37,6 +37,12 @@ import java.util.concurrent.atomic.AtomicInteger;
  * IllegalStateException}.
  */
 public final class HostTensor implements AutoCloseable {
+  /**
+   * The most bytes one host tensor holds: 2 GiB less 65 bytes (a ByteBuffer's int capacity, less room to
+   * align the block to 64 bytes). Also the largest host-callback input ({@link HostCall#MAX_INPUT_BYTES}).
+   */
+  public static final long MAX_BYTES = Integer.MAX_VALUE - HostMemoryPool.ALIGNMENT;
+
   /** Gives back the memory of pooled tensors that were never closed. */
   private static final Cleaner CLEANER =
       Cleaner.create(
@@ -692,8 +698,9 @@ public final class HostTensor implements AutoCloseable {
   }
 
   private static ByteBuffer allocate(long bytes) {
-    if (bytes > Integer.MAX_VALUE - HostMemoryPool.ALIGNMENT) {
-      throw new InvalidArgumentException("tensors over 2 GiB are not supported, got " + bytes + " bytes");
+    if (bytes > MAX_BYTES) {
+      throw new InvalidArgumentException("tensors over 2 GiB are not supported, got " + bytes + " bytes (a host tensor holds at most "
+          + MAX_BYTES + " bytes)");
     }
     if (bytes < HostMemoryPool.MIN_POOLED_BYTES) {
       return ByteBuffer.allocateDirect((int) bytes).order(ByteOrder.LITTLE_ENDIAN);

@@ -159,6 +159,9 @@ final class PjrtApi {
     // Called from the bridge's hot paths (hot_paths.cc), which trust these checks.
     required(api::PJRT_LoadedExecutable_Execute, "PJRT_LoadedExecutable_Execute");
     required(api::PJRT_Buffer_Destroy, "PJRT_Buffer_Destroy");
+    // Called directly: the empty execute context of every run (Executable) and run contexts (bridge_api.cc).
+    required(api::PJRT_ExecuteContext_Create, "PJRT_ExecuteContext_Create");
+    required(api::PJRT_ExecuteContext_Destroy, "PJRT_ExecuteContext_Destroy");
     bufferOnDeviceSize = optional(api::PJRT_Buffer_OnDeviceSizeInBytes, "PJRT_Buffer_OnDeviceSizeInBytes");
     bufferDevice = optional(api::PJRT_Buffer_Device, "PJRT_Buffer_Device");
     bufferMemory = optional(api::PJRT_Buffer_Memory, "PJRT_Buffer_Memory");

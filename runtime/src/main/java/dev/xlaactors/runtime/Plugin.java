@@ -75,8 +75,10 @@ public final class Plugin {
   }
 
   /**
-   * Loads the plugin at {@code path}, or returns the one already loaded from there. A missing file, a file
-   * that is not a PJRT plugin, or a plugin whose API lacks what the runtime needs is a {@link
+   * Loads the plugin at {@code path}, or returns the one already loaded from there. The file is checked
+   * before it is loaded (see {@link PluginFile}): a truncated or corrupt file, or a fetched plugin whose size
+   * or sha256 is not the pinned one, is refused instead of crashing the JVM inside the dynamic loader. A
+   * missing file, a file that is not a PJRT plugin, or a plugin whose API lacks what the runtime needs is a {@link
    * PluginException} naming the plugin, its version and the missing piece, plus the config key, the
    * environment variable and the fetch command.
    */
@@ -89,6 +91,14 @@ public final class Plugin {
     }
     if (!Files.isRegularFile(key)) {
       throw new PluginException(ErrorCode.NOT_FOUND, "PJRT plugin not found at " + key + hint());
+    }
+    if (!LOADED.containsKey(key)) {
+      // dlopen of a truncated or corrupt file kills the JVM (SIGBUS): check the file first.
+      try {
+        PluginFile.check(key);
+      } catch (PluginException e) {
+        throw new PluginException(e.code(), e.getMessage() + hint());
+      }
     }
     return LOADED.computeIfAbsent(
         key,

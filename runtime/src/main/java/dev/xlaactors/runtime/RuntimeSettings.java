@@ -35,6 +35,11 @@ public record RuntimeSettings(
   /** Version of the {@code xla-cpu-pjrt} wheel the build fetches; keep in step with third-party.properties. */
   static final String DEFAULT_PLUGIN_VERSION = "0.0.1";
 
+  /** The most compiled programs a client's cache may keep. */
+  static final int MAX_COMPILE_CACHE = 100_000;
+  /** The largest host-memory pool: 1 TiB. */
+  static final long MAX_POOL_BYTES = 1L << 40;
+
   /** Settings from the application's config (application.conf, system properties, reference.conf). */
   public static RuntimeSettings load() {
     return fromConfig(ConfigFactory.load());
@@ -55,6 +60,8 @@ public record RuntimeSettings(
             ErrorCode.INVALID_ARGUMENT,
             "xla-actors.runtime.compile-cache-size must be >= 0, got " + cacheSize);
       }
+      SettingRanges.check(cacheSize, "xla-actors.runtime.compile-cache-size", Integer.toString(cacheSize), 0, MAX_COMPILE_CACHE,
+          "compiled programs kept; each holds its machine code");
       return new RuntimeSettings(
           path.isEmpty() ? defaultPluginPath() : Path.of(path),
           c.getBoolean("client-asynchronous"),
@@ -82,6 +89,8 @@ public record RuntimeSettings(
           ErrorCode.INVALID_ARGUMENT,
           HOST_MEMORY_POOL_BYTES_KEY + " must be >= 0 bytes (0 turns pooling off), got " + bytes);
     }
+    SettingRanges.check(bytes, HOST_MEMORY_POOL_BYTES_KEY, config.getValue(HOST_MEMORY_POOL_BYTES_KEY).render(), 0, MAX_POOL_BYTES,
+        "bytes of host memory the pool keeps; 0 turns pooling off");
     return bytes;
   }
 

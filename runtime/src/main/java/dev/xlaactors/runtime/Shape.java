@@ -23,7 +23,16 @@ public final class Shape {
         throw new InvalidArgumentException(
             "dimension " + i + " of shape " + Arrays.toString(dims) + " is negative");
       }
-      elements = dims[i] == 0 ? 0 : Math.multiplyExact(elements, dims[i]);
+    }
+    for (long d : dims) {
+      try {
+        elements = Math.multiplyExact(elements, d);
+      } catch (ArithmeticException tooMany) {
+        if (Arrays.stream(dims).anyMatch(x -> x == 0)) {
+          break; // an empty tensor, however large its other dimensions
+        }
+        throw new InvalidArgumentException("shape " + Arrays.toString(dims) + " holds more than " + Long.MAX_VALUE + " elements");
+      }
     }
     return new Shape(dims.clone());
   }

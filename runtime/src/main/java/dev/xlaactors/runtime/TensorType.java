@@ -10,6 +10,12 @@ public record TensorType(DType dtype, Shape shape) {
   public TensorType {
     Objects.requireNonNull(dtype, "dtype");
     Objects.requireNonNull(shape, "shape");
+    try {
+      Math.multiplyExact(shape.elementCount(), (long) dtype.byteSize());
+    } catch (ArithmeticException tooBig) {
+      throw new InvalidArgumentException(
+          dtype.shortName() + shape + " would take more than " + Long.MAX_VALUE + " bytes");
+    }
   }
 
   public static TensorType of(DType dtype, long... dims) {

@@ -2,6 +2,7 @@ package dev.xlaactors.actors.jobs;
 
 import com.typesafe.config.Config;
 import com.typesafe.config.ConfigException;
+import dev.xlaactors.runtime.SettingRanges;
 import dev.xlaactors.error.ErrorCode;
 import dev.xlaactors.error.XlaException;
 import java.time.Duration;
@@ -36,14 +37,14 @@ public record JobSettings(
 
   /** Validates every value; the message names the key a bad value would have come from. */
   public JobSettings {
-    atLeast(poolSize, 1, "computations.pool-size");
-    atLeast(queueCapacity, 1, "computations.queue-capacity");
-    atLeast(maxRetries, 0, "jobs.max-retries");
+    atLeast(poolSize, 1, SettingRanges.MAX_THREADS, "computations.pool-size", "computations run at once");
+    atLeast(queueCapacity, 1, SettingRanges.MAX_QUEUE, "computations.queue-capacity", "computations waiting");
+    atLeast(maxRetries, 0, MAX_RETRIES, "jobs.max-retries", "retries of one item");
     positive(backoffMin, "jobs.backoff-min");
     positive(backoffMax, "jobs.backoff-max");
     positive(timeout, "jobs.timeout");
     positive(progressInterval, "jobs.progress-interval");
-    atLeast(syncEvery, 1, "jobs.sync-every");
+    atLeast(syncEvery, 1, SettingRanges.MAX_QUEUE, "jobs.sync-every", "items appended between forces to disk");
     if (backoffMax.compareTo(backoffMin) < 0) {
       throw new XlaException(
           ErrorCode.INVALID_ARGUMENT,
@@ -59,6 +60,18 @@ public record JobSettings(
   public static JobSettings fromConfig(Config config) {
     try {
       Config c = config.getConfig(ROOT);
+      for (String timed : new String[] {"jobs.backoff-min", "jobs.backoff-max", "jobs.timeout", "jobs.progress-interval"}) {
+        if (!c.getDuration(timed).isNegative()) { // a negative one gets its own message below
+          SettingRanges.duration(c, timed, ROOT + "." + timed, true, SettingRanges.longestDelay(config),
+              SettingRanges.describeLongest(config));
+        }
+      }
+      for (String count : new String[] {"computations.pool-size", "computations.queue-capacity", "jobs.max-retries", "jobs.sync-every"}) {
+        long n = c.getLong(count);
+        if (n > Integer.MAX_VALUE) { // the constructor names the range of an int that is too big
+          SettingRanges.check(n, ROOT + "." + count, SettingRanges.asWritten(c, count), 0, Integer.MAX_VALUE, "a count");
+        }
+      }
       return new JobSettings(
           c.getInt("computations.pool-size"),
           c.getInt("computations.queue-capacity"),
@@ -92,10 +105,15 @@ public record JobSettings(
     return d.compareTo(backoffMax) <= 0 ? d : backoffMax;
   }
 
-  private static void atLeast(int value, int min, String key) {
+  private static final int MAX_RETRIES = 1000;
+  /** The longest duration at Pekko's default scheduler tick (fromConfig checks against the configured tick). */
+  private static final Duration LONGEST = SettingRanges.longestDelay(com.typesafe.config.ConfigFactory.empty());
+
+  private static void atLeast(int value, int min, int max, String key, String what) {
     if (value < min) {
       throw new XlaException(ErrorCode.INVALID_ARGUMENT, ROOT + "." + key + " must be at least " + min + ", got " + value);
     }
+    SettingRanges.check(value, ROOT + "." + key, Integer.toString(value), min, max, what);
   }
 
   /** A duration the way HOCON writes it ({@code -5s}, {@code 250ms}), not ISO-8601 ({@code PT-5S}). */
@@ -109,6 +127,10 @@ public record JobSettings(
   private static void positive(Duration d, String key) {
     if (d == null || d.isNegative() || d.isZero()) {
       throw new XlaException(ErrorCode.INVALID_ARGUMENT, ROOT + "." + key + " must be a positive duration (e.g. 30s), got " + asWritten(d));
+    }
+    if (d.compareTo(LONGEST) > 0) {
+      throw new XlaException(ErrorCode.INVALID_ARGUMENT, ROOT + "." + key + " = " + asWritten(d) + " is longer than the largest accepted, "
+          + SettingRanges.describeLongest(com.typesafe.config.ConfigFactory.empty()));
     }
   }
 }

@@ -23,10 +23,14 @@ import java.util.zip.CRC32;
 /**
  * A batch job's output file, which is also its journal: one line per finished item, {@code
  * index<TAB>values<TAB>crc}, appended in the order items finish, where {@code crc} is the CRC-32 of {@code
- * index<TAB>values} as 8 lowercase hex digits. Opening it reads and checks every line first and changes
- * nothing in a file it refuses; then it cuts a torn last line (a run killed in the middle of a write, or a
- * line left NUL-filled or half-written by a power loss, which its CRC exposes), and locks the file so two
- * processes cannot write it at once. A new file is created owner-only ({@code rw-------}) and its directory
+ * index<TAB>values} as 8 lowercase hex digits. Opening it locks the file, reads and checks every line and
+ * changes nothing in a file it refuses; then it cuts a torn last line (a run killed in the middle of a
+ * write, or a line left NUL-filled or half-written by a power loss, which its CRC exposes). The lock is held
+ * on the one channel the journal reads and writes through until {@link #close()}, so a second writer,
+ * another job of this JVM or another process, is refused with a message naming the file and the holder's
+ * pid (from {@code /proc/locks} on Linux). POSIX drops a process's lock when the process closes any
+ * descriptor of the file, so code of this JVM must read an open journal only through {@link #read(Path)},
+ * which uses the journal's channel. A new file is created owner-only ({@code rw-------}) and its directory
  * is forced to disk, so the file itself survives a crash. Each appended line is forced to disk every
  * {@code syncEvery} items, so after a crash the file holds every finished item exactly once, and a new run
  * computes only the others.
@@ -42,6 +46,7 @@ public final class ResultJournal implements AutoCloseable {
   private static final Pattern TORN = Pattern.compile("\\d{0,18}(\t[^\t]*(\t[0-9a-f]{0,8})?)?");
 
   private final Path file;
+  private final Path key;
   private final FileChannel channel;
   private final FileLock lock;
   private final BitSet done = new BitSet();
@@ -51,8 +56,10 @@ public final class ResultJournal implements AutoCloseable {
   private int sinceSync;
   private IOException broken;
 
-  private ResultJournal(Path file, FileChannel channel, FileLock lock, int syncEvery, long truncatedBytes, Map<Long, String> lines) {
+  private ResultJournal(Path file, Path key, FileChannel channel, FileLock lock, int syncEvery, long truncatedBytes,
+      Map<Long, String> lines) {
     this.file = file;
+    this.key = key;
     this.channel = channel;
     this.lock = lock;
     this.syncEvery = syncEvery;
@@ -64,15 +71,34 @@ public final class ResultJournal implements AutoCloseable {
   /**
    * Opens (or creates) {@code file}. Throws {@link FatalJobException}, and leaves the file as it was, when
    * another process holds it or when a line other than a torn last one is not a journal line: then it is
-   * not this job's output.
+   * not this job's output; also when it cannot be created, read or locked (the I/O error is its cause).
    */
   public static ResultJournal open(Path file, int syncEvery) throws IOException {
+    synchronized (OPEN) {
+      try {
+        return openLocked(file, syncEvery);
+      } catch (IOException e) {
+        throw new FatalJobException(file + " cannot be opened as a result journal: " + e
+            + "; give the job a file it can read and write", e);
+      }
+    }
+  }
+
+  // Called holding OPEN, so no read() of this JVM opens (and, closing it, unlocks) the file meanwhile.
+  private static ResultJournal openLocked(Path file, int syncEvery) throws IOException {
     Path parent = file.toAbsolutePath().getParent();
     if (parent != null) {
       Files.createDirectories(parent);
     }
     if (Files.isDirectory(file)) {
       throw new FatalJobException(file + " is a directory; give the job a file to write its results to");
+    }
+    // Refuse a second job of this JVM before opening anything: POSIX drops a process's lock on a file when
+    // the process closes any descriptor of that file, so even a refused open would unlock the first job.
+    Path key = key(file);
+    if (OPEN.containsKey(key)) {
+      throw new FatalJobException(file + " is being written by another job of this JVM (pid " + ProcessHandle.current().pid()
+          + "); give this job another output file, or wait until that job ends");
     }
     boolean created = !Files.exists(file, LinkOption.NOFOLLOW_LINKS);
     Set<StandardOpenOption> options = Set.of(StandardOpenOption.CREATE, StandardOpenOption.READ, StandardOpenOption.WRITE);
@@ -90,22 +116,79 @@ public final class ResultJournal implements AutoCloseable {
       try {
         lock = channel.tryLock();
       } catch (java.nio.channels.OverlappingFileLockException e) {
-        lock = null; // held by another job of this JVM
+        lock = null; // held by a channel of this JVM that is not a journal
       }
       if (lock == null) {
-        throw new FatalJobException(file + " is being written by another job or process");
+        long holder = lockHolder(file);
+        String who = holder == ProcessHandle.current().pid() ? "another channel of this JVM (pid " + holder + ")"
+            : holder > 0 ? "another process (pid " + holder + ")" : "another process";
+        throw new FatalJobException(file + " is being written by " + who
+            + "; give this job another output file, or wait until that one ends");
       }
-      byte[] bytes = Files.readAllBytes(file);
+      // Read through the locked channel: a second descriptor (Files.readAllBytes) would drop the lock when closed.
+      byte[] bytes = readAll(file, channel);
       Parsed parsed = parse(file, bytes);
       if (parsed.end() < bytes.length) {
         channel.truncate(parsed.end());
         channel.force(true);
       }
-      return new ResultJournal(file, channel, lock, syncEvery, bytes.length - parsed.end(), parsed.lines());
+      ResultJournal journal = new ResultJournal(file, key, channel, lock, syncEvery, bytes.length - parsed.end(), parsed.lines());
+      OPEN.put(key, journal);
+      return journal;
     } catch (IOException | RuntimeException e) {
       channel.close();
       throw e;
     }
+  }
+
+  /** The journals open in this JVM, by the real path of their file. Also the monitor of open, read and close. */
+  private static final Map<Path, ResultJournal> OPEN = new java.util.HashMap<>();
+
+  private static Path key(Path file) throws IOException {
+    if (Files.exists(file)) {
+      return file.toRealPath();
+    }
+    Path absolute = file.toAbsolutePath();
+    Path parent = absolute.getParent();
+    return parent == null ? absolute.normalize() : parent.toRealPath().resolve(absolute.getFileName());
+  }
+
+  private static byte[] readAll(Path file, FileChannel channel) throws IOException {
+    long size = channel.size();
+    if (size > Integer.MAX_VALUE - 16) {
+      throw new FatalJobException(file + " holds " + size + " bytes, more than a result journal can (2 GiB); give the job a new file");
+    }
+    ByteBuffer buffer = ByteBuffer.allocate((int) size);
+    while (buffer.hasRemaining()) {
+      if (channel.read(buffer, buffer.position()) < 0) {
+        break; // cut short by someone else meanwhile: parse what is there
+      }
+    }
+    return java.util.Arrays.copyOf(buffer.array(), buffer.position());
+  }
+
+  /**
+   * The pid of the process holding a POSIX lock on {@code file}, from Linux's {@code /proc/locks}, or -1
+   * where that is not known (another system, or the lock went away meanwhile).
+   */
+  static long lockHolder(Path file) {
+    try {
+      long dev = ((Number) Files.getAttribute(file, "unix:dev")).longValue();
+      long ino = ((Number) Files.getAttribute(file, "unix:ino")).longValue();
+      long major = ((dev >>> 8) & 0xfff) | ((dev >>> 32) & ~0xfffL);
+      long minor = (dev & 0xff) | ((dev >>> 12) & ~0xffL);
+      String id = String.format("%02x:%02x:%d", major, minor, ino);
+      for (String line : Files.readAllLines(Path.of("/proc/locks"))) {
+        String[] f = line.trim().split("\\s+");
+        // "1: POSIX  ADVISORY  WRITE 1234 08:01:5678 0 EOF"; waiters have "->" after the number.
+        if (f.length >= 6 && !f[1].equals("->") && f[5].equals(id)) {
+          return Long.parseLong(f[4]);
+        }
+      }
+    } catch (IOException | RuntimeException notKnown) {
+      // not Linux, or no "unix" attribute view: the pid is not known
+    }
+    return -1;
   }
 
   private static final Set<PosixFilePermission> OWNER_ONLY =
@@ -119,12 +202,26 @@ public final class ResultJournal implements AutoCloseable {
     }
   }
 
-  /** The complete lines of an output file by index (for checking a job's output; the file is not locked). */
+  /**
+   * The complete lines of an output file by index (for checking a job's output; the file is not locked). A
+   * file that cannot be read is a {@link FatalJobException} naming it.
+   */
   public static Map<Long, String> read(Path file) throws IOException {
-    if (!Files.exists(file)) {
-      return Map.of();
+    synchronized (OPEN) {
+      if (!Files.exists(file)) {
+        return Map.of();
+      }
+      // A journal open in this JVM is read through its own channel: closing another descriptor would unlock it.
+      try {
+        ResultJournal open = OPEN.get(file.toRealPath());
+        if (open != null) {
+          return parse(file, readAll(file, open.channel)).lines();
+        }
+        return parse(file, Files.readAllBytes(file)).lines();
+      } catch (IOException e) {
+        throw new FatalJobException(file + " cannot be read as a result journal: " + e, e);
+      }
     }
-    return parse(file, Files.readAllBytes(file)).lines();
   }
 
   /** The journal line of {@code index} with {@code values}, newline included. */
@@ -246,14 +343,17 @@ public final class ResultJournal implements AutoCloseable {
   /** Forces what is left to disk and releases the file. */
   @Override
   public void close() throws IOException {
-    if (!channel.isOpen()) {
-      return;
-    }
-    try {
-      channel.force(false);
-      lock.release();
-    } finally {
-      channel.close();
+    synchronized (OPEN) {
+      if (!channel.isOpen()) {
+        return;
+      }
+      try {
+        channel.force(false);
+        lock.release();
+      } finally {
+        OPEN.remove(key, this);
+        channel.close();
+      }
     }
   }
 }

@@ -47,7 +47,7 @@ class ResultJournalTest {
     Path file = dir.resolve("out.tsv");
     try (ResultJournal first = ResultJournal.open(file, 1)) {
       FatalJobException inUse = assertThrows(FatalJobException.class, () -> ResultJournal.open(file, 1));
-      assertTrue(inUse.getMessage().endsWith("is being written by another job or process"), inUse.getMessage());
+      assertTrue(inUse.getMessage().startsWith(file + " is being written by another job of this JVM"), inUse.getMessage());
       FatalJobException tab = assertThrows(FatalJobException.class, () -> first.append(1, "a\tb"));
       assertTrue(tab.getMessage().contains("contain a tab or a newline"), tab.getMessage());
     }
