@@ -6,6 +6,7 @@
 set -euo pipefail
 jax_version=0.10.2
 numpy_version=2.3.5
+safetensors_version=0.8.0 # tools/jax_gpt.py writes and reads the weights with it
 cache="${XLA_ACTORS_CACHE:-$HOME/.cache/xla-actors}"
 venv="$cache/jax-venv-$jax_version"
 if [ ! -f "$venv/.complete" ]; then
@@ -14,5 +15,9 @@ if [ ! -f "$venv/.complete" ]; then
   "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
     "jax==$jax_version" "jaxlib==$jax_version" "numpy==$numpy_version" >&2
   touch "$venv/.complete"
+fi
+# Added after the first venvs were made: installed on its own so an existing venv gets it too.
+if ! "$venv/bin/python" -c 'import safetensors' 2>/dev/null; then
+  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "safetensors==$safetensors_version" >&2
 fi
 echo "$venv/bin/python"
