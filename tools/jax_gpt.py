@@ -26,6 +26,7 @@ and this script's format version) and prints DIR on its last line:
                        runtimes that import text.
 - manifest.json        config, sha256 of the weights file, files, batch sizes, prefill length, whether
                        donation survived the export, and how long making it took.
+- model.properties     the config and the reference run as flat key=value lines (for java.util.Properties).
 - reference.json       JAX's own run of the exported artifacts on a fixed prompt: last-position logits of
                        prefill (tiny config: all of them), the logits of one decode step, greedy tokens.
 
@@ -278,6 +279,13 @@ def make(name, out):
     (out / "reference.json").write_text(json.dumps(ref))
     manifest["make_seconds"] = round(time.time() - started, 1)
     (out / "manifest.json").write_text(json.dumps(manifest, indent=1))
+    # The same facts as flat key=value lines, which the Java side reads with java.util.Properties.
+    flat = {**{k: v for k, v in cfg.items()}, "name": name, "parameters": manifest["parameters"],
+            "weights_sha256": manifest["weights_sha256"], "weights_bytes": manifest["weights_bytes"],
+            "make_seconds": manifest["make_seconds"], "jax_version": jax.__version__}
+    flat.update({k: v for k, v in ref.items()})
+    (out / "model.properties").write_text(
+        "".join(f"{k}={','.join(map(str, v)) if isinstance(v, list) else v}\n" for k, v in flat.items()))
     # A marker written last: a directory without it is a half-made one, remade on the next use.
     (out / ".complete").write_text("")
     print(f"made {name} ({manifest['parameters']:,} parameters) in {manifest['make_seconds']} s", file=sys.stderr)
