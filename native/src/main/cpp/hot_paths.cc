@@ -101,7 +101,8 @@ extern "C" {
 
 PJRT_Error* XlaActors_ExecuteAndWait(const PJRT_Api* api, PJRT_LoadedExecutable* executable,
                                      const int64_t* argument_addresses, size_t num_arguments, PJRT_Device* device,
-                                     PJRT_ExecuteContext* context, int64_t* output_addresses, size_t num_outputs) {
+                                     PJRT_ExecuteContext* context, int64_t* output_addresses, size_t num_outputs,
+                                     const int64_t* non_donatable, size_t num_non_donatable) {
   static_assert(sizeof(int64_t) == sizeof(PJRT_Buffer*), "buffer addresses cross as int64");
   PJRT_Buffer* const* arguments = reinterpret_cast<PJRT_Buffer* const*>(argument_addresses);
   PJRT_Buffer** outputs = reinterpret_cast<PJRT_Buffer**>(output_addresses);
@@ -110,6 +111,8 @@ PJRT_Error* XlaActors_ExecuteAndWait(const PJRT_Api* api, PJRT_LoadedExecutable*
   std::memset(&options, 0, sizeof(options));
   options.struct_size = PJRT_ExecuteOptions_STRUCT_SIZE;
   options.context = context;
+  options.non_donatable_input_indices = non_donatable;
+  options.num_non_donatable_input_indices = num_non_donatable;
   PJRT_Event* complete_event = nullptr;
   PJRT_LoadedExecutable_Execute_Args args;
   std::memset(&args, 0, sizeof(args));

@@ -122,9 +122,12 @@ void XlaActors_SetHostCallSpinNanos(int64_t nanos);
 // Runs `executable` on `device` with one argument list and waits until the run is complete.
 // `outputs` receives `num_outputs` new buffers (all 0 on failure; nothing leaks). Buffers cross as
 // their addresses (PJRT_Buffer* as int64), so each list is one array copy, not a JNI call per element.
+// `non_donatable` lists the argument indices PJRT must not donate even where the program aliases the
+// parameter to an output (PJRT copies instead); the Java side lists every argument not passed as donated.
 PJRT_Error* XlaActors_ExecuteAndWait(const PJRT_Api* api, PJRT_LoadedExecutable* executable,
                                      const int64_t* arguments, size_t num_arguments, PJRT_Device* device,
-                                     PJRT_ExecuteContext* context, int64_t* outputs, size_t num_outputs);
+                                     PJRT_ExecuteContext* context, int64_t* outputs, size_t num_outputs,
+                                     const int64_t* non_donatable, size_t num_non_donatable);
 
 // Destroys a buffer (one JNI crossing for the most frequent destroy).
 PJRT_Error* XlaActors_BufferDestroy(const PJRT_Api* api, PJRT_Buffer* buffer);

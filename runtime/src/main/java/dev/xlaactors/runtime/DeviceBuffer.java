@@ -13,8 +13,12 @@ import dev.xlaactors.nativebridge.pjrt.PJRT_Buffer_ReadyEvent_Args;
 import dev.xlaactors.nativebridge.pjrt.PJRT_Buffer_ToHostBuffer_Args;
 import dev.xlaactors.nativebridge.pjrt.PJRT_Error;
 import dev.xlaactors.nativebridge.pjrt.PJRT_Event;
+import dev.xlaactors.nativebridge.pjrt.PJRT_Buffer_UnsafePointer_Args;
 import java.nio.ByteBuffer;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicReference;
 import org.bytedeco.javacpp.Pointer;
 
 /**
@@ -22,6 +26,12 @@ import org.bytedeco.javacpp.Pointer;
  * or returned by {@link Executable#execute}; the caller owns it and closes it. It keeps its client alive.
  * Thread-safe; reading it while another thread closes it is either completed or refused with {@link
  * IllegalStateException}, never a crash.
+ *
+ * <p>Sharing and donation: {@link #share()} gives another owner of the same device memory (a bound
+ * model parameter is one), freed when every owner is closed. A buffer passed to a run as {@code
+ * Argument.donated(buffer)} is given to that run (PJRT may reuse its memory for an output): it is closed
+ * when the run starts, and any later use fails with an {@link XlaException} (FAILED_PRECONDITION) that
+ * names the run it was donated to. A shared buffer cannot be donated.
  */
 public final class DeviceBuffer extends NativeHandle {
   private final XlaClient client;
@@ -34,6 +44,11 @@ public final class DeviceBuffer extends NativeHandle {
   // have the same layout: null for other buffers.
   private final int[] readableByOutput;
   private final int outputIndex;
+  // How many open handles own this native buffer (this one and its shares): donation needs exactly one.
+  private final AtomicInteger owners;
+  private final AtomicBoolean ownerReleased = new AtomicBoolean();
+  // The run this buffer was donated to ("run 3 of model 'gpt'"), or null.
+  private final AtomicReference<String> donatedTo = new AtomicReference<>();
 
   /** Takes ownership of {@code buffer}; the caller holds a lease on {@code client}. */
   DeviceBuffer(XlaClient client, PJRT_Buffer buffer, TensorType type) {
@@ -65,7 +80,13 @@ public final class DeviceBuffer extends NativeHandle {
 
   private DeviceBuffer(XlaClient client, PJRT_Buffer buffer, TensorType type, Device device, int[] readableByOutput,
       int outputIndex, Destroyer destroyer) {
-    super(client, destroyer);
+    this(client, client, buffer, type, device, readableByOutput, outputIndex, destroyer, new AtomicInteger(1));
+  }
+
+  private DeviceBuffer(NativeHandle parent, XlaClient client, PJRT_Buffer buffer, TensorType type, Device device,
+      int[] readableByOutput, int outputIndex, Destroyer destroyer, AtomicInteger owners) {
+    super(parent, destroyer);
+    this.owners = owners;
     this.client = client;
     this.buffer = buffer;
     this.type = type;
@@ -266,6 +287,87 @@ public final class DeviceBuffer extends NativeHandle {
 
   NativeHandle.Lease leaseBuffer() {
     return lease();
+  }
+
+  /**
+   * Another owner of this buffer's device memory: a handle of its own, closed by its holder; the memory is
+   * freed when this buffer and every share of it are closed. Used to bind a parameter to a model while the
+   * caller keeps (or closes) its own handle. A shared buffer cannot be donated.
+   */
+  public DeviceBuffer share() {
+    try (Lease lease = lease()) {
+      owners.incrementAndGet();
+      try {
+        return new DeviceBuffer(this, client, buffer, type, device, readableByOutput, outputIndex, () -> {}, owners);
+      } catch (RuntimeException e) {
+        owners.decrementAndGet();
+        throw e;
+      }
+    }
+  }
+
+  /** Whether {@code other} is this buffer or a share of it (the same native buffer). */
+  public boolean sameMemoryAs(DeviceBuffer other) {
+    return other != null && other.buffer.address() == buffer.address();
+  }
+
+  /** Whether this buffer was donated to a run (it is closed then; use the run's output instead). */
+  public boolean isDonated() {
+    return donatedTo.get() != null;
+  }
+
+  /**
+   * The address of the buffer's memory on its device (PJRT_Buffer_UnsafePointer; host memory on the CPU
+   * plugin), for diagnostics such as checking that a donated input's memory became an output's. Never
+   * dereference it: the memory belongs to XLA.
+   */
+  public long unsafeDevicePointer() {
+    PjrtApi api = client.api();
+    api.need(api.bufferUnsafePointer, "PJRT_Buffer_UnsafePointer");
+    try (Lease lease = lease();
+        PJRT_Buffer_UnsafePointer_Args args = new PJRT_Buffer_UnsafePointer_Args()) {
+      args.struct_size(PJRT_Buffer_UnsafePointer_Args_STRUCT_SIZE).buffer(buffer);
+      api.check(api.bufferUnsafePointer.call(args), PjrtApi.Failure.GENERIC, "PJRT_Buffer_UnsafePointer");
+      return args.buffer_pointer();
+    }
+  }
+
+  /**
+   * Gives this buffer to run {@code run} (e.g. "run 3 of model 'gpt'"): refused if it is shared or already
+   * donated; otherwise returns a lease that keeps the native buffer alive for the run, and closes this
+   * handle, so every later use fails naming the run.
+   */
+  NativeHandle.Lease donateTo(String run) {
+    Lease lease = lease(); // throws, naming the earlier run, if already donated
+    if (owners.get() > 1) {
+      lease.close();
+      throw new InvalidArgumentException(
+          "buffer " + type + " is shared (bound to a model, or shared with share()) and cannot be donated: "
+              + "its other owners still read it; donate a copy (copyToDevice) or an unshared buffer");
+    }
+    if (!donatedTo.compareAndSet(null, run)) {
+      lease.close();
+      throw closedError();
+    }
+    close();
+    return lease;
+  }
+
+  @Override
+  protected void onClose() {
+    if (ownerReleased.compareAndSet(false, true)) {
+      owners.decrementAndGet();
+    }
+  }
+
+  @Override
+  protected RuntimeException closedError() {
+    String run = donatedTo.get();
+    if (run != null) {
+      return new XlaException(ErrorCode.FAILED_PRECONDITION,
+          "buffer " + type + " was donated to " + run + "; use the run's output instead");
+    }
+    return super.closedError();
   }
 
   @Override

@@ -18,6 +18,8 @@ import java.util.Arrays;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
+import java.util.concurrent.atomic.AtomicLong;
+import dev.xlaactors.runtime.model.Argument;
 
 /**
  * A compiled program, ready to run many times, from many threads at once, on any device of its client.
@@ -29,6 +31,7 @@ import java.util.Objects;
  */
 public final class Executable extends NativeHandle {
   private final LoadedProgram program;
+  private final AtomicLong runsWithDonation = new AtomicLong(); // numbers the runs named in donation errors
 
   Executable(LoadedProgram program) {
     super(program, () -> {}); // a view: the LoadedProgram parent owns the native executable
@@ -38,6 +41,24 @@ public final class Executable extends NativeHandle {
   /** The types of the program's parameters, in order. */
   public List<TensorType> parameterTypes() {
     return program.signature().parameters();
+  }
+
+  /**
+   * The positions of the parameters a run may donate (see {@link Argument#donated}): those the program
+   * aliases to an output ({@code tf.aliasing_output = N}) or marks {@code jax.buffer_donor = true}.
+   */
+  public java.util.Set<Integer> donatableParameters() {
+    return program.signature().donors();
+  }
+
+  /**
+   * Another view of this compiled program, closed independently (the program lives while any view does);
+   * a {@link dev.xlaactors.runtime.model.Model} keeps one so that its caller may close theirs.
+   */
+  public Executable share() {
+    try (Lease lease = lease()) {
+      return new Executable(program);
+    }
   }
 
   /** The types of the program's outputs, in order (a tuple result is flattened). */
@@ -59,7 +80,9 @@ public final class Executable extends NativeHandle {
 
   /**
    * Runs on device buffers, on the device that holds the first argument (the first device when there are
-   * none); the caller owns (and closes) the returned buffers.
+   * none); the caller owns (and closes) the returned buffers. No argument is donated: where the program
+   * aliases a parameter to an output, PJRT copies the argument and it stays valid (donate with {@link
+   * #execute(Argument...)}).
    */
   public List<DeviceBuffer> execute(DeviceBuffer... arguments) {
     return execute(Arrays.asList(arguments), null);
@@ -86,6 +109,135 @@ public final class Executable extends NativeHandle {
     return executeChecked(arguments, context, device);
   }
 
+  /**
+   * Runs on {@code arguments} (host tensors, device buffers, donated device buffers: see {@link Argument})
+   * on the device of the first device-buffer argument (the first device when there is none). The caller
+   * owns the returned buffers.
+   */
+  public List<DeviceBuffer> execute(Argument... arguments) {
+    Device device = client().devices().get(0);
+    for (Argument a : arguments) {
+      if (a instanceof Argument.OnDevice d) {
+        device = d.buffer().device();
+        break;
+      }
+      if (a instanceof Argument.Donated d) {
+        device = d.buffer().device();
+        break;
+      }
+    }
+    return executeArguments(Arrays.asList(arguments), null, device, null);
+  }
+
+  /**
+   * Runs on {@code arguments} on {@code device}: host tensors are uploaded there for the run and freed
+   * after it; device buffers must live there. Every argument is checked (type, client, device, donation)
+   * before anything reaches the plugin. A donated buffer must fill a parameter of {@link
+   * #donatableParameters()}, must not be shared ({@link DeviceBuffer#share()}) or passed twice; it is
+   * closed when the run starts, whatever the run's outcome, and a later use fails naming the run ({@code
+   * runName}, e.g. "run 3 of model 'gpt'"; null: this executable's own count). Every argument not
+   * donated is passed to PJRT as non-donatable, so a run never consumes a buffer its caller still holds.
+   */
+  public List<DeviceBuffer> executeArguments(List<Argument> arguments, RunContext context, Device device, String runName) {
+    Objects.requireNonNull(arguments, "arguments");
+    checkDevice(device);
+    int n = arguments.size();
+    List<TensorType> types = new ArrayList<>(n);
+    boolean anyDonated = false;
+    for (int i = 0; i < n; i++) {
+      Argument a = arguments.get(i);
+      if (a == null) {
+        throw new NullPointerException("argument " + i);
+      }
+      types.add(a.type());
+      if (a instanceof Argument.OnDevice d) {
+        checkPlacement(i, d.buffer(), device);
+      } else if (a instanceof Argument.Donated d) {
+        checkPlacement(i, d.buffer(), device);
+        anyDonated = true;
+      }
+    }
+    checkTypes(types);
+    if (anyDonated) {
+      checkDonations(arguments);
+    }
+    boolean[] donated = anyDonated ? new boolean[n] : null;
+    List<NativeHandle.Lease> leases = new ArrayList<>(n + 1);
+    List<DeviceBuffer> uploaded = new ArrayList<>();
+    try {
+      leases.add(lease());
+      long[] argumentAddresses = new long[n];
+      String run = null;
+      for (int i = 0; i < n; i++) {
+        Argument a = arguments.get(i);
+        DeviceBuffer b;
+        if (a instanceof Argument.Host h) {
+          b = client().upload(h.tensor(), device);
+          uploaded.add(b);
+        } else if (a instanceof Argument.OnDevice d) {
+          b = d.buffer();
+        } else {
+          continue; // donated last, once nothing else can fail before the run
+        }
+        leases.add(b.leaseBuffer());
+        argumentAddresses[i] = b.pointer().address();
+      }
+      for (int i = 0; anyDonated && i < n; i++) {
+        if (arguments.get(i) instanceof Argument.Donated d) {
+          if (run == null) {
+            run = runName != null ? runName : "run " + runsWithDonation.incrementAndGet() + " of executable '" + name() + "'";
+          }
+          leases.add(d.buffer().donateTo(run + " (argument " + i + " of @main)"));
+          argumentAddresses[i] = d.buffer().pointer().address();
+          donated[i] = true;
+        }
+      }
+      return executeInto(argumentAddresses, n, context, device, donated);
+    } finally {
+      leases.forEach(NativeHandle.Lease::close);
+      uploaded.forEach(DeviceBuffer::close);
+    }
+  }
+
+  /** Donation is refused where the program does not alias the parameter, and for a buffer passed twice. */
+  private void checkDonations(List<Argument> arguments) {
+    java.util.Set<Integer> donors = donatableParameters();
+    for (int i = 0; i < arguments.size(); i++) {
+      if (!(arguments.get(i) instanceof Argument.Donated d)) {
+        continue;
+      }
+      if (!donors.contains(i)) {
+        throw new InvalidArgumentException(
+            "argument " + i + " of @main (" + d.type() + ") is donated, but the program does not alias that parameter "
+                + "to an output (donatable parameters: " + new java.util.TreeSet<>(donors) + "), so its memory could "
+                + "not be reused: pass it with Argument.of(buffer), or mark the parameter {tf.aliasing_output = N : i32} "
+                + "(jax.jit(f, donate_argnums=...))");
+      }
+      for (int j = 0; j < arguments.size(); j++) {
+        Argument other = arguments.get(j);
+        DeviceBuffer b = other instanceof Argument.OnDevice o ? o.buffer() : other instanceof Argument.Donated o ? o.buffer() : null;
+        if (j != i && b != null && b.sameMemoryAs(d.buffer())) {
+          throw new InvalidArgumentException(
+              "argument " + i + " of @main (" + d.type() + ") is donated, and the same buffer is also argument " + j
+                  + ": a donated buffer is given to the run and cannot be read as another argument; pass a copy");
+        }
+      }
+    }
+  }
+
+  private void checkPlacement(int i, DeviceBuffer b, Device device) {
+    if (b.client() != program.client()) {
+      throw new InvalidArgumentException(
+          "argument " + i + " lives on another client than this executable's " + program.client()
+              + ": move it with copyToDevice(one of this client's devices)");
+    }
+    Device where = b.device();
+    if (!where.equals(device)) {
+      throw new InvalidArgumentException(
+          "argument " + i + " lives on " + where + ", the run is on " + device + ": move it with copyToDevice");
+    }
+  }
+
   private void checkDevice(Device device) {
     client().checkDevice(device, "execution device");
     if (!addressableDevices().contains(device)) {
@@ -107,26 +259,34 @@ public final class Executable extends NativeHandle {
         leases.add(b.leaseBuffer());
         argumentAddresses[i] = b.pointer().address();
       }
-      int numOutputs = outputTypes().size();
-      long[] outputAddresses = new long[numOutputs];
-      executeAddresses(argumentAddresses, n, context, device, outputAddresses);
-      List<DeviceBuffer> result = new ArrayList<>(numOutputs);
-      for (int i = 0; i < numOutputs; i++) {
-        PJRT_Buffer output = new PJRT_Buffer(new PjrtApi.Address(outputAddresses[i]));
-        result.add(new DeviceBuffer(client(), output, outputTypes().get(i), device, program.readableByOutput(), i));
-      }
-      return result;
+      return executeInto(argumentAddresses, n, context, device, new boolean[n]);
     } finally {
       leases.forEach(NativeHandle.Lease::close);
     }
   }
 
+  /** One run on leased argument addresses; wraps the outputs as buffers the caller owns. */
+  private List<DeviceBuffer> executeInto(
+      long[] argumentAddresses, int n, RunContext context, Device device, boolean[] donated) {
+    int numOutputs = outputTypes().size();
+    long[] outputAddresses = new long[numOutputs];
+    executeAddresses(argumentAddresses, n, context, device, outputAddresses, donated == null ? new boolean[n] : donated);
+    List<DeviceBuffer> result = new ArrayList<>(numOutputs);
+    for (int i = 0; i < numOutputs; i++) {
+      PJRT_Buffer output = new PJRT_Buffer(new PjrtApi.Address(outputAddresses[i]));
+      result.add(new DeviceBuffer(client(), output, outputTypes().get(i), device, program.readableByOutput(), i));
+    }
+    return result;
+  }
+
   /**
    * One run on buffer addresses that the caller keeps alive; writes the outputs' addresses (all 0 when the
-   * run fails, which throws).
+   * run fails, which throws). {@code donated} says which arguments PJRT may donate (null: any, for buffers
+   * of this class's own that nobody else sees); every other one is passed as non-donatable.
    */
   private void executeAddresses(
-      long[] argumentAddresses, int numArguments, RunContext context, Device device, long[] outputAddresses) {
+      long[] argumentAddresses, int numArguments, RunContext context, Device device, long[] outputAddresses,
+      boolean[] donated) {
     PjrtApi api = client().api();
     try (NativeHandle.Lease contextLease = context == null ? null : context.leaseContext()) {
       // Every run carries an execute context: an FFI handler that asks a run without one for its user
@@ -137,13 +297,17 @@ public final class Executable extends NativeHandle {
       AddressLists lists = AddressLists.acquire(numArguments, outputAddresses.length);
       PJRT_Error error;
       try {
+        int numNonDonatable = 0;
         for (int i = 0; i < numArguments; i++) {
           lists.arguments.put(i, argumentAddresses[i]);
+          if (donated != null && !donated[i]) {
+            lists.nonDonatable.put(numNonDonatable++, i);
+          }
         }
         error =
             XlaActors_ExecuteAndWait(
                 api.api, program.loaded(), lists.arguments, numArguments, device.pointer(), executeContext,
-                lists.outputs, outputAddresses.length);
+                lists.outputs, outputAddresses.length, lists.nonDonatable, numNonDonatable);
         for (int i = 0; i < outputAddresses.length; i++) {
           outputAddresses[i] = lists.outputs.get(i);
         }
@@ -163,11 +327,13 @@ public final class Executable extends NativeHandle {
 
     final java.nio.LongBuffer arguments;
     final java.nio.LongBuffer outputs;
+    final java.nio.LongBuffer nonDonatable; // argument indices PJRT must not donate
     private boolean inUse;
 
     private AddressLists(int numArguments, int numOutputs) {
       arguments = direct(numArguments);
       outputs = direct(numOutputs);
+      nonDonatable = direct(numArguments);
     }
 
     private static java.nio.LongBuffer direct(int count) {
@@ -235,7 +401,8 @@ public final class Executable extends NativeHandle {
       for (int i = 0; i < n; i++) {
         argumentAddresses[i] = client.uploadUnowned(inputs.get(i), device).address();
       }
-      executeAddresses(argumentAddresses, n, context, device, outputAddresses);
+      // These buffers are this run's own, so PJRT may donate them where the program aliases a parameter.
+      executeAddresses(argumentAddresses, n, context, device, outputAddresses, null);
       List<HostTensor> result = new ArrayList<>(numOutputs);
       int[] readable = program.readableByOutput();
       try {

@@ -126,7 +126,11 @@ public abstract class NativeHandle implements AutoCloseable {
     }
   }
 
-  private IllegalStateException closedError() {
+  /**
+   * The error a use after {@link #close()} throws; a subclass may say more (why it was closed, what to use
+   * instead). Never touches native code.
+   */
+  protected RuntimeException closedError() {
     return new IllegalStateException(getClass().getSimpleName() + " is closed");
   }
 

@@ -95,6 +95,7 @@ final class PjrtApi {
   final PJRT_Buffer_ReadyEvent bufferReadyEvent;
   final PJRT_Buffer_ToHostBuffer bufferToHostBuffer;
   final PJRT_Buffer_CopyToDevice bufferCopyToDevice;
+  final PJRT_Buffer_UnsafePointer bufferUnsafePointer;
   /**
    * Whether the bridge's download may read host buffers in place: the plugin has every function that
    * needs (hot_paths.cc reads them only when Java says so, since they may lie past a short table).
@@ -164,6 +165,7 @@ final class PjrtApi {
     bufferReadyEvent = optional(api::PJRT_Buffer_ReadyEvent, "PJRT_Buffer_ReadyEvent");
     bufferToHostBuffer = required(api::PJRT_Buffer_ToHostBuffer, "PJRT_Buffer_ToHostBuffer");
     bufferCopyToDevice = optional(api::PJRT_Buffer_CopyToDevice, "PJRT_Buffer_CopyToDevice");
+    bufferUnsafePointer = optional(api::PJRT_Buffer_UnsafePointer, "PJRT_Buffer_UnsafePointer");
     inPlaceReadPossible =
         optional(api::PJRT_Buffer_IsOnCpu, "PJRT_Buffer_IsOnCpu") != null
             && optional(api::PJRT_Buffer_GetMemoryLayout, "PJRT_Buffer_GetMemoryLayout") != null

@@ -14,12 +14,23 @@ import java.util.regex.Pattern;
  *
  * @param parameters the types of {@code @main}'s parameters, in order; {@code !stablehlo.token}
  *     parameters are not arguments (the runtime makes a fresh token for each run) and are left out
+ * @param donors the positions (in {@code parameters}) of the parameters the program lets a run donate:
+ *     those with {@code tf.aliasing_output = N} (aliased to output N, JAX's {@code donate_argnums}) or
+ *     {@code jax.buffer_donor = true}; PJRT reuses a donated argument's memory for an output
  */
-public record ProgramSignature(List<TensorType> parameters) {
+public record ProgramSignature(List<TensorType> parameters, java.util.Set<Integer> donors) {
   static final Pattern MAIN = Pattern.compile("func\\.func\\s+(?:public\\s+)?@main\\s*\\(");
+  private static final Pattern DONOR =
+      Pattern.compile("\\btf\\.aliasing_output\\s*=|\\bjax\\.buffer_donor\\s*=\\s*true\\b");
 
   public ProgramSignature {
     parameters = List.copyOf(parameters);
+    donors = java.util.Set.copyOf(donors);
+  }
+
+  /** A signature whose parameters no run may donate. */
+  public ProgramSignature(List<TensorType> parameters) {
+    this(parameters, java.util.Set.of());
   }
 
   // Custom-call targets of JAX's Python callbacks (pure_callback, io_callback, debug.print/callback).
@@ -50,6 +61,7 @@ public record ProgramSignature(List<TensorType> parameters) {
     }
     List<String> pieces = split(program.substring(m.end(), close));
     List<TensorType> types = new ArrayList<>();
+    java.util.Set<Integer> donors = new java.util.HashSet<>();
     for (int p = 0; p < pieces.size(); p++) {
       String piece = pieces.get(p);
       int colon = piece.indexOf(':');
@@ -71,13 +83,16 @@ public record ProgramSignature(List<TensorType> parameters) {
                 + "the plugin does not refine them from the arguments; export with concrete shapes, e.g. "
                 + "jax.jit(f).lower(*example_args).as_text() or jax.export.export(jax.jit(f))(*concrete_shape_dtype_structs)");
       }
+      if (DONOR.matcher(piece.substring(end + 1)).find()) {
+        donors.add(types.size());
+      }
       try {
         types.add(TensorType.parseMlir(piece.substring(tensor, end + 1)));
       } catch (RuntimeException e) {
         throw new CompileException(ErrorCode.UNIMPLEMENTED, "parameter " + p + " of @main: " + e.getMessage());
       }
     }
-    return new ProgramSignature(types);
+    return new ProgramSignature(types, donors);
   }
 
   /**

@@ -412,6 +412,7 @@ public final class XlaClient extends NativeHandle {
   /** Calls PJRT_Client_BufferFromHostBuffer for {@code tensor}'s bytes at {@code data}; the results are in {@code args}. */
   private void bufferFromHostBuffer(PJRT_Client_BufferFromHostBuffer_Args args, LongPointer dims, HostTensor tensor,
       Pointer data, int semantics, Device device) {
+    countUpload(tensor);
     long[] shape = tensor.shape().dims();
     if (shape.length > 0) {
       dims.put(shape);
@@ -427,8 +428,31 @@ public final class XlaClient extends NativeHandle {
     api.check(api.clientBufferFromHostBuffer.call(args), PjrtApi.Failure.GENERIC, "PJRT_Client_BufferFromHostBuffer");
   }
 
+  // Host-to-device transfers started by this client (every upload path), and their bytes.
+  private final java.util.concurrent.atomic.AtomicLong uploads = new java.util.concurrent.atomic.AtomicLong();
+  private final java.util.concurrent.atomic.AtomicLong uploadedBytes = new java.util.concurrent.atomic.AtomicLong();
+
+  /**
+   * How many host-to-device uploads this client has made (explicit ones and those of {@link
+   * Executable#run}), e.g. to check that a bound weight is uploaded once, not per run.
+   */
+  public long uploadCount() {
+    return uploads.get();
+  }
+
+  /** The bytes of every upload counted by {@link #uploadCount()}. */
+  public long uploadedBytes() {
+    return uploadedBytes.get();
+  }
+
+  private void countUpload(HostTensor tensor) {
+    uploads.incrementAndGet();
+    uploadedBytes.addAndGet(tensor.type().byteSize());
+  }
+
   /** Uploads to a new native buffer that the caller, holding a lease on this client, must destroy. */
   PJRT_Buffer uploadUnowned(HostTensor tensor, Device device) {
+    countUpload(tensor);
     PJRT_Buffer buffer = new PJRT_Buffer();
     long[] dims = tensor.shape().dims();
     // The hold keeps the tensor's memory its own until the plugin is done reading it (the bridge waits).
