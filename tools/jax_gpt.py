@@ -48,7 +48,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # bump when the files written change: the directory name changes with it
 CONFIGS = {
     # GPT-2 small: 124 M parameters.
     "gpt2-124m": dict(layers=12, d_model=768, heads=12, vocab=50257, ctx=1024, prefill_len=128,

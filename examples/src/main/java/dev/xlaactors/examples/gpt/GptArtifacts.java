@@ -25,7 +25,8 @@ public record GptArtifacts(Path dir, Properties properties) {
   public static GptArtifacts open(Path dir) {
     if (!Files.isRegularFile(dir.resolve("model.properties")) || !Files.isRegularFile(dir.resolve("weights.safetensors"))) {
       throw new InvalidArgumentException("no model in " + dir + " (expected model.properties and weights.safetensors written by "
-          + "tools/jax_gpt.py make): make one with $(bash tools/jax-env.sh) tools/jax_gpt.py make --config tiny --out " + dir);
+          + "tools/jax_gpt.py make): make one with $(bash tools/jax-env.sh) tools/jax_gpt.py make --config <tiny|gpt2-124m> --out "
+          + dir);
     }
     Properties p = new Properties();
     try (InputStream in = Files.newInputStream(dir.resolve("model.properties"))) {
