@@ -122,9 +122,9 @@ class TransfersTest {
       for (int i = 0; i < doubled.length; i++) {
         doubled[i] *= 2;
       }
-      assertArrayEquals(doubled, exe.execute(buffer).get(0).toHost().toFloatArray());
+      assertArrayEquals(doubled, exe.execute(dev.xlaactors.runtime.model.Argument.donated(buffer)).get(0).toHost().toFloatArray());
       assertArrayEquals(values, tensor.toFloatArray(), "the uploaded tensor is unchanged");
-      // The plugin gave the buffer to the result: it is gone, as any donated buffer.
+      // Donated explicitly: the buffer is gone, and says where it went.
       XlaException donated = assertThrows(XlaException.class, buffer::toHost);
       assertTrue(donated.getMessage().contains("donated"), donated.getMessage());
     }

@@ -1,0 +1,194 @@
+package dev.xlaactors.runtime.model;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNotEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import dev.xlaactors.error.ErrorCode;
+import dev.xlaactors.error.InvalidArgumentException;
+import dev.xlaactors.error.XlaException;
+import dev.xlaactors.runtime.DType;
+import dev.xlaactors.runtime.DeviceBuffer;
+import dev.xlaactors.runtime.Executable;
+import dev.xlaactors.runtime.HostTensor;
+import dev.xlaactors.runtime.TensorType;
+import dev.xlaactors.runtime.XlaClient;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+
+/** Donation: only buffers passed as Argument.donated are given to a run; the rest stay valid. */
+class DonationTest {
+  static final int ROWS = 1024;
+  static final int WIDTH = 256; // a 1 MiB cache
+  // cache' = dynamic_update_slice(cache, new, pos): a KV-cache-like update, the cache aliased to the output.
+  static final String UPDATE = """
+      func.func @main(%cache: tensor<1024x256xf32> {tf.aliasing_output = 0 : i32}, %new: tensor<1x256xf32>,
+                      %pos: tensor<i32>) -> tensor<1024x256xf32> {
+        %zero = stablehlo.constant dense<0> : tensor<i32>
+        %r = stablehlo.dynamic_update_slice %cache, %new, %pos, %zero
+            : (tensor<1024x256xf32>, tensor<1x256xf32>, tensor<i32>, tensor<i32>) -> tensor<1024x256xf32>
+        return %r : tensor<1024x256xf32>
+      }
+      """;
+  // The same step with a bound projection w: cache'[pos] = x . w.
+  static final String PROJECTED_UPDATE = """
+      func.func @main(%w: tensor<256x256xf32>, %cache: tensor<1024x256xf32> {jax.buffer_donor = true},
+                      %x: tensor<1x256xf32>, %pos: tensor<i32>) -> tensor<1024x256xf32> {
+        %zero = stablehlo.constant dense<0> : tensor<i32>
+        %y = stablehlo.dot_general %x, %w, contracting_dims = [1] x [0] : (tensor<1x256xf32>, tensor<256x256xf32>) -> tensor<1x256xf32>
+        %r = stablehlo.dynamic_update_slice %cache, %y, %pos, %zero
+            : (tensor<1024x256xf32>, tensor<1x256xf32>, tensor<i32>, tensor<i32>) -> tensor<1024x256xf32>
+        return %r : tensor<1024x256xf32>
+      }
+      """;
+
+  private static XlaClient client;
+  private static Executable update;
+
+  @BeforeAll
+  static void open() {
+    client = XlaClient.create();
+    update = client.compile(UPDATE);
+  }
+
+  @AfterAll
+  static void close() {
+    update.close();
+    client.close();
+  }
+
+  static HostTensor row(float value) {
+    float[] v = new float[WIDTH];
+    java.util.Arrays.fill(v, value);
+    return HostTensor.ofFloats(v, 1, WIDTH);
+  }
+
+  @Test
+  void theProgramTextSaysWhichParametersMayBeDonated() {
+    assertEquals(Set.of(0), update.donatableParameters());
+    try (Executable projected = client.compile(PROJECTED_UPDATE)) {
+      assertEquals(Set.of(1), projected.donatableParameters());
+    }
+  }
+
+  @Test
+  void aDonatedCacheIsUpdatedInPlaceForAHundredSteps() {
+    DeviceBuffer cache = client.upload(HostTensor.zeros(TensorType.of(DType.F32, ROWS, WIDTH)));
+    // The first output may get fresh memory (the upload's memory can be the host tensor's own); from
+    // then on each step's output must be the donated cache's memory itself.
+    long address = -1;
+    int sameMemory = 0;
+    for (int step = 0; step < 100; step++) {
+      DeviceBuffer previous = cache;
+      long before = previous.unsafeDevicePointer();
+      cache = update.execute(Argument.donated(previous), Argument.of(row(step + 1)), Argument.of(HostTensor.scalar(step))).get(0);
+      assertTrue(previous.isDonated() && previous.isClosed());
+      if (cache.unsafeDevicePointer() == before) {
+        sameMemory++;
+      }
+      if (step == 1) {
+        address = cache.unsafeDevicePointer();
+      }
+    }
+    assertTrue(sameMemory >= 99, "the output reused the donated memory in " + sameMemory + " of 100 steps");
+    assertEquals(address, cache.unsafeDevicePointer(), "one cache memory from step 1 on");
+    float[] values = cache.toHost().toFloatArray();
+    for (int r = 0; r < ROWS; r++) {
+      float expected = r < 100 ? r + 1 : 0;
+      assertEquals(expected, values[r * WIDTH], "row " + r);
+      assertEquals(expected, values[r * WIDTH + WIDTH - 1], "row " + r);
+    }
+    cache.close();
+  }
+
+  @Test
+  void aBufferNotDonatedStaysValidAndUnchangedEvenWhereTheParameterIsAliased() {
+    try (DeviceBuffer cache = client.upload(HostTensor.zeros(TensorType.of(DType.F32, ROWS, WIDTH)))) {
+      try (DeviceBuffer out = update.execute(cache, client.upload(row(7)), client.upload(HostTensor.scalar(3))).get(0)) {
+        assertNotEquals(cache.unsafeDevicePointer(), out.unsafeDevicePointer(), "PJRT copied instead of donating");
+        assertEquals(7f, out.toHost().toFloatArray()[3 * WIDTH]);
+      }
+      assertFalse(cache.isDonated());
+      assertEquals(0f, cache.toHost().toFloatArray()[3 * WIDTH], "the caller's cache is unchanged");
+    }
+  }
+
+  @Test
+  void usingADonatedBufferFailsNamingTheRunItWentTo() {
+    DeviceBuffer cache = client.upload(HostTensor.zeros(TensorType.of(DType.F32, ROWS, WIDTH)));
+    try (DeviceBuffer out = update.execute(Argument.donated(cache), Argument.of(row(1)), Argument.of(HostTensor.scalar(0))).get(0)) {
+      XlaException used = assertThrows(XlaException.class, cache::toHost);
+      assertEquals(ErrorCode.FAILED_PRECONDITION, used.code());
+      assertTrue(used.getMessage().matches(
+          "buffer f32\\[1024,256\\] was donated to run \\d+ of executable '.*' \\(argument 0 of @main\\); use the run's output instead"),
+          used.getMessage());
+      XlaException again = assertThrows(XlaException.class,
+          () -> update.execute(Argument.donated(cache), Argument.of(row(1)), Argument.of(HostTensor.scalar(0))));
+      assertTrue(again.getMessage().contains("was donated to run"), again.getMessage());
+      XlaException read = assertThrows(XlaException.class,
+          () -> update.execute(Argument.of(cache), Argument.of(row(1)), Argument.of(HostTensor.scalar(0))));
+      assertTrue(read.getMessage().contains("was donated to run"), read.getMessage());
+    }
+  }
+
+  @Test
+  void donatingWhereTheProgramDoesNotAliasOrABufferPassedTwiceOrASharedBufferIsRefused() {
+    try (DeviceBuffer cache = client.upload(HostTensor.zeros(TensorType.of(DType.F32, ROWS, WIDTH)));
+        DeviceBuffer fresh = client.upload(row(2))) {
+      InvalidArgumentException notAliased = assertThrows(InvalidArgumentException.class,
+          () -> update.execute(Argument.of(cache), Argument.donated(fresh), Argument.of(HostTensor.scalar(0))));
+      assertTrue(notAliased.getMessage().startsWith("argument 1 of @main (f32[1,256]) is donated, but the program does not alias"),
+          notAliased.getMessage());
+      assertFalse(fresh.isClosed(), "a refused donation leaves the buffer its owner's");
+      DeviceBuffer share = cache.share();
+      InvalidArgumentException shared = assertThrows(InvalidArgumentException.class,
+          () -> update.execute(Argument.donated(cache), Argument.of(row(1)), Argument.of(HostTensor.scalar(0))));
+      assertTrue(shared.getMessage().contains("is shared"), shared.getMessage());
+      share.close();
+      assertFalse(cache.isClosed());
+    }
+  }
+
+  @Test
+  void aModelRefusesToDonateItsBoundParameterAndUpdatesADonatedCache() {
+    float[] w = ModelTest.random(WIDTH * WIDTH, 9);
+    try (Executable exe = client.compile(PROJECTED_UPDATE);
+        DeviceBuffer weights = client.upload(HostTensor.ofFloats(w, WIDTH, WIDTH));
+        Model model = Model.bind(exe, List.of("w", "cache", "x", "pos"), Map.of("w", weights))) {
+      assertEquals(Set.of("cache"), model.donatableInputs());
+      DeviceBuffer cache = client.upload(HostTensor.zeros(TensorType.of(DType.F32, ROWS, WIDTH)));
+      float[] x = ModelTest.random(WIDTH, 10);
+      for (int step = 0; step < 5; step++) {
+        DeviceBuffer previous = cache;
+        cache = model.execute(List.of(Argument.donated(cache), Argument.of(HostTensor.ofFloats(x, 1, WIDTH)),
+            Argument.of(HostTensor.scalar(step))), null).get(0);
+        if (step == 4) {
+          XlaException used = assertThrows(XlaException.class, previous::toHost);
+          assertEquals("buffer f32[1024,256] was donated to run 5 of model '" + model.name()
+              + "' (argument 1 of @main); use the run's output instead", used.getMessage());
+        }
+      }
+      float[] expected = ModelTest.times(x, w, WIDTH, WIDTH);
+      float[] values = cache.toHost().toFloatArray();
+      assertArrayEquals(expected, java.util.Arrays.copyOfRange(values, 4 * WIDTH, 5 * WIDTH), 1e-3f);
+      // A model whose cache input has w's type, to try donating the bound w itself.
+      String sameTypes = PROJECTED_UPDATE.replace("1024x256", "256x256");
+      try (Executable exe2 = client.compile(sameTypes);
+          Model model2 = Model.bind(exe2, List.of("w", "cache", "x", "pos"), Map.of("w", weights))) {
+        InvalidArgumentException bound = assertThrows(InvalidArgumentException.class, () -> model2.execute(List.of(
+            Argument.donated(weights), Argument.of(HostTensor.ofFloats(x, 1, WIDTH)), Argument.of(HostTensor.scalar(0))), null));
+        assertTrue(bound.getMessage().contains("donates the buffer bound to parameter 'w': bound parameters are shared"),
+            bound.getMessage());
+        assertFalse(weights.isClosed(), "the refused donation left the weights alone");
+      }
+      cache.close();
+    }
+  }
+}
