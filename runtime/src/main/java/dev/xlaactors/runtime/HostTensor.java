@@ -701,6 +701,7 @@ public final class HostTensor implements AutoCloseable {
     // Large tensors start aligned, as the CPU plugin needs to upload them in place (XlaClient.upload). The
     // slice keeps the whole allocation reachable, which the garbage collector frees with it.
     ByteBuffer memory = ByteBuffer.allocateDirect((int) bytes + HostMemoryPool.ALIGNMENT);
+    NativeLibrary.load(); // Pointer's natives: a large tensor may be the program's first native use
     int start;
     try (org.bytedeco.javacpp.Pointer pointer = new org.bytedeco.javacpp.Pointer(memory)) {
       start = HostMemoryPool.alignedOffset(pointer.address());
