@@ -99,7 +99,7 @@ public final class CallbackDispatcher extends AbstractBehavior<CallbackDispatche
       RuntimeMetrics metrics,
       long arrivedNanos,
       CallbackExecution execution,
-      RunState directRun)
+      RunState<?> directRun)
       implements Command {}
 
   /** A registered server stopped: its names are freed. */

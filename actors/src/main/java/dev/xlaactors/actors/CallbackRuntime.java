@@ -14,6 +14,11 @@ import dev.xlaactors.runtime.HostTensor;
 import dev.xlaactors.runtime.RunContext;
 import dev.xlaactors.runtime.TensorType;
 import dev.xlaactors.runtime.XlaClient;
+import dev.xlaactors.runtime.DeviceBuffer;
+import dev.xlaactors.runtime.model.Argument;
+import dev.xlaactors.runtime.model.Model;
+import java.util.function.Consumer;
+import java.util.function.Function;
 import java.time.Duration;
 import java.util.List;
 import java.util.Map;
@@ -208,7 +213,8 @@ public final class CallbackRuntime implements AutoCloseable {
    * xla-actors.actors.runs.queue-capacity} waiting runs it is refused with RESOURCE_EXHAUSTED.
    */
   public RunHandle start(Executable executable, List<HostTensor> inputs) {
-    return startQueued((runId, state, supervisor) -> execute(executable, inputs, runId, state, supervisor));
+    Started<List<HostTensor>> run = startQueued(KEEP, context -> executable.run(inputs, context));
+    return new RunHandle(run.runId(), run.result(), run.supervisor());
   }
 
   /**
@@ -221,17 +227,65 @@ public final class CallbackRuntime implements AutoCloseable {
    * from an actor's thread: it blocks.
    */
   public List<HostTensor> run(Executable executable, List<HostTensor> inputs) {
+    return runHere(KEEP, context -> executable.run(inputs, context));
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Models: bound parameters, device-buffer inputs, outputs left on the device
+
+  /**
+   * Starts a run of {@code model} on its per-request {@code inputs} (host tensors, device buffers, donated
+   * buffers: see {@link Argument}), supervised as {@link #start(Executable, List)}; the outputs are
+   * downloaded to the host. The bound parameters stay on the device and are not sent again.
+   */
+  public RunHandle start(Model model, List<Argument> inputs) {
+    Started<List<HostTensor>> run = startQueued(KEEP, context -> model.run(inputs, context));
+    return new RunHandle(run.runId(), run.result(), run.supervisor());
+  }
+
+  /** Runs {@code model} on the calling thread, as {@link #run(Executable, List)}; outputs on the host. */
+  public List<HostTensor> run(Model model, List<Argument> inputs) {
+    return runHere(KEEP, context -> model.run(inputs, context));
+  }
+
+  /**
+   * Starts a run of {@code model} whose outputs stay on the device: the handle's result gives buffers the
+   * caller owns and closes (one run's output can be the next run's input, with no host round trip). A
+   * run that fails or is cancelled gives no buffers: outputs XLA produced after the abort are freed.
+   */
+  public DeviceRunHandle startOnDevice(Model model, List<Argument> inputs) {
+    Started<List<DeviceBuffer>> run = startQueued(CLOSE, context -> model.execute(inputs, context));
+    return new DeviceRunHandle(run.runId(), run.result(), run.supervisor());
+  }
+
+  /** Runs {@code model} on the calling thread with its outputs left on the device (see {@link #startOnDevice}). */
+  public List<DeviceBuffer> runOnDevice(Model model, List<Argument> inputs) {
+    return runHere(CLOSE, context -> model.execute(inputs, context));
+  }
+
+  private static final Consumer<List<HostTensor>> KEEP = outputs -> {}; // host outputs: the GC takes them
+  private static final Consumer<List<DeviceBuffer>> CLOSE = outputs -> outputs.forEach(DeviceBuffer::close);
+
+  /** A started run: its id, its eventual outcome, its supervisor. */
+  private record Started<T>(long runId, java.util.concurrent.CompletableFuture<T> result,
+      ActorRef<RunSupervisor.Command> supervisor) {}
+
+  /** The body of a run, on the thread that executes it, given the run's context for host calls. */
+  private interface RunBody<T> {
+    T execute(long runId, RunState<T> state, ActorRef<RunSupervisor.Command> supervisor);
+  }
+
+  private <T> T runHere(Consumer<? super T> discard, Function<RunContext, T> body) {
     long runId = RUN_IDS.incrementAndGet();
-    RunState state = new RunState(metrics);
-    return execute(executable, inputs, runId, state, spawnSupervisor(runId, state, true));
+    RunState<T> state = new RunState<>(metrics, discard);
+    return execute(body, runId, state, spawnSupervisor(runId, state, true));
   }
 
-  /** The body of a run, on the thread that executes it. */
-  private interface RunBody {
-    List<HostTensor> execute(long runId, RunState state, ActorRef<RunSupervisor.Command> supervisor);
+  private <T> Started<T> startQueued(Consumer<? super T> discard, Function<RunContext, T> body) {
+    return startQueued(discard, (RunBody<T>) (runId, state, supervisor) -> execute(body, runId, state, supervisor));
   }
 
-  private RunHandle startQueued(RunBody body) {
+  private <T> Started<T> startQueued(Consumer<? super T> discard, RunBody<T> body) {
     if (queuedRuns.incrementAndGet() > settings.runQueueCapacity()) {
       queuedRuns.decrementAndGet();
       throw new XlaException(ErrorCode.RESOURCE_EXHAUSTED,
@@ -240,7 +294,7 @@ public final class CallbackRuntime implements AutoCloseable {
               + " or raise that key or the run-dispatcher's pool size");
     }
     long runId = RUN_IDS.incrementAndGet();
-    RunState state = new RunState(metrics);
+    RunState<T> state = new RunState<>(metrics, discard);
     ActorRef<RunSupervisor.Command> supervisor = spawnSupervisor(runId, state, false);
     try {
       runExecutor.execute(() -> {
@@ -262,10 +316,10 @@ public final class CallbackRuntime implements AutoCloseable {
       supervisor.tell(new RunSupervisor.RunEnded());
       throw new XlaException(ErrorCode.UNAVAILABLE, "run refused: the run dispatcher did not accept it: " + rejected, rejected);
     }
-    return new RunHandle(runId, state.result(), supervisor);
+    return new Started<>(runId, state.result(), supervisor);
   }
 
-  private ActorRef<RunSupervisor.Command> spawnSupervisor(long runId, RunState state, boolean executingNow) {
+  private ActorRef<RunSupervisor.Command> spawnSupervisor(long runId, RunState<?> state, boolean executingNow) {
     return system.systemActorOf(
         RunSupervisor.create(runId, state, dispatcher, settings, metrics, callbackThreads, executingNow),
         "xla-run-" + runId, Props.empty());
@@ -281,8 +335,8 @@ public final class CallbackRuntime implements AutoCloseable {
     return min(callTimeout, runLeft).plus(settings.nativeBackstopSlack());
   }
 
-  private List<HostTensor> execute(
-      Executable executable, List<HostTensor> inputs, long runId, RunState state, ActorRef<RunSupervisor.Command> supervisor) {
+  private <T> T execute(
+      Function<RunContext, T> body, long runId, RunState<T> state, ActorRef<RunSupervisor.Command> supervisor) {
     long runDeadline = System.nanoTime() + settings.runTimeout().toNanos();
     MDC.put("runId", Long.toString(runId));
     watchdog.watch(state, supervisor);
@@ -299,9 +353,9 @@ public final class CallbackRuntime implements AutoCloseable {
             name -> nativeBackstop(name, runDeadline),
             this::borrowsInputs)) {
       state.attach(context);
-      List<HostTensor> outputs;
+      T outputs;
       try {
-        outputs = executable.run(inputs, context);
+        outputs = body.apply(context);
       } catch (RuntimeException e) {
         List<HostCall> givenUp = countGivenUpNatively(state);
         throw state.failed(givenUp.isEmpty() ? e : backstopFired(givenUp.get(0), e));
@@ -324,7 +378,7 @@ public final class CallbackRuntime implements AutoCloseable {
    * or unknown name, a wrong template, a call while another of the run is in flight, an aborted run)
    * takes the supervisor's path. False if the call was not taken.
    */
-  private boolean dispatchDirectly(HostCall call, RunState state, ActorRef<RunSupervisor.Command> supervisor) {
+  private boolean dispatchDirectly(HostCall call, RunState<?> state, ActorRef<RunSupervisor.Command> supervisor) {
     CallbackDispatcher.FunctionEntry function = functions.get().get(call.callbackName());
     if (function == null || !function.outputTemplate().equals(call.expectedOutputs()) || state.abortCause() != null) {
       return false;
@@ -357,7 +411,7 @@ public final class CallbackRuntime implements AutoCloseable {
   }
 
   /** Calls the native backstop gave up on are timeouts of their callbacks, counted here; returns them. */
-  private List<HostCall> countGivenUpNatively(RunState state) {
+  private List<HostCall> countGivenUpNatively(RunState<?> state) {
     List<HostCall> givenUp = state.givenUpNatively();
     for (HostCall call : givenUp) {
       metrics.recordCallback(call.callbackName(), 0, true, true);
@@ -413,13 +467,15 @@ public final class CallbackRuntime implements AutoCloseable {
    */
   public SegmentedProgram.Result runSegmented(SegmentedProgram program, List<HostTensor> inputs) {
     long runId = RUN_IDS.incrementAndGet();
-    RunState state = new RunState(metrics);
+    RunState<List<HostTensor>> state = new RunState<>(metrics);
     return executeSegmented(program, inputs, runId, state, spawnSupervisor(runId, state, true));
   }
 
   /** Starts a run of a segmented program on the run dispatcher; returns at once. See {@link #start(Executable, List)}. */
   public RunHandle start(SegmentedProgram program, List<HostTensor> inputs) {
-    return startQueued((runId, state, supervisor) -> executeSegmented(program, inputs, runId, state, supervisor).outputs());
+    Started<List<HostTensor>> run = startQueued(KEEP,
+        (RunBody<List<HostTensor>>) (runId, state, supervisor) -> executeSegmented(program, inputs, runId, state, supervisor).outputs());
+    return new RunHandle(run.runId(), run.result(), run.supervisor());
   }
 
   /**
@@ -432,7 +488,7 @@ public final class CallbackRuntime implements AutoCloseable {
   }
 
   private SegmentedProgram.Result executeSegmented(
-      SegmentedProgram program, List<HostTensor> inputs, long runId, RunState state,
+      SegmentedProgram program, List<HostTensor> inputs, long runId, RunState<List<HostTensor>> state,
       ActorRef<RunSupervisor.Command> supervisor) {
     long runDeadline = System.nanoTime() + settings.runTimeout().toNanos();
     MDC.put("runId", Long.toString(runId));

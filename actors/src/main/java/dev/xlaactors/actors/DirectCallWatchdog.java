@@ -16,7 +16,7 @@ import org.apache.pekko.actor.typed.ActorRef;
  * tick late. Thread-safe.
  */
 final class DirectCallWatchdog implements AutoCloseable {
-  private final Map<RunState, ActorRef<RunSupervisor.Command>> runs = new ConcurrentHashMap<>();
+  private final Map<RunState<?>, ActorRef<RunSupervisor.Command>> runs = new ConcurrentHashMap<>();
   private final ScheduledExecutorService timer;
 
   DirectCallWatchdog(String name, Duration tick) {
@@ -37,11 +37,11 @@ final class DirectCallWatchdog implements AutoCloseable {
     return Duration.ofMillis(millis);
   }
 
-  void watch(RunState state, ActorRef<RunSupervisor.Command> supervisor) {
+  void watch(RunState<?> state, ActorRef<RunSupervisor.Command> supervisor) {
     runs.put(state, supervisor);
   }
 
-  void unwatch(RunState state) {
+  void unwatch(RunState<?> state) {
     runs.remove(state);
   }
 

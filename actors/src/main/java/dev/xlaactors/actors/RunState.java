@@ -4,7 +4,6 @@ import dev.xlaactors.error.CallbackException;
 import dev.xlaactors.error.ErrorCode;
 import dev.xlaactors.error.XlaException;
 import dev.xlaactors.runtime.HostCall;
-import dev.xlaactors.runtime.HostTensor;
 import dev.xlaactors.runtime.RunContext;
 import java.util.List;
 import java.util.Queue;
@@ -18,9 +17,12 @@ import java.util.concurrent.atomic.AtomicReference;
  * by whichever comes first: the execution returning (success or failure) or the supervisor aborting it
  * (cancel, a timeout, a failed callback). An aborted run never reports success, even if XLA finishes
  * afterwards, and its caller learns of the abort at once through {@link #result()}. Thread-safe.
+ *
+ * @param <T> what a successful run gives (host tensors, or device buffers the caller will own)
  */
-final class RunState {
-  private final CompletableFuture<List<HostTensor>> result = new CompletableFuture<>();
+final class RunState<T> {
+  private final CompletableFuture<T> result = new CompletableFuture<>();
+  private final java.util.function.Consumer<? super T> discard;
   private final AtomicBoolean decided = new AtomicBoolean();
   private final AtomicReference<CallbackException> abortCause = new AtomicReference<>();
   private final Queue<HostCall> issued = new ConcurrentLinkedQueue<>();
@@ -31,11 +33,17 @@ final class RunState {
   private volatile RunContext context;
 
   RunState(RuntimeMetrics metrics) {
+    this(metrics, outputs -> {});
+  }
+
+  /** {@code discard} frees the outputs of an execution that returned after the run was aborted. */
+  RunState(RuntimeMetrics metrics, java.util.function.Consumer<? super T> discard) {
     this.metrics = metrics;
+    this.discard = discard;
   }
 
   /** The run's outcome: its outputs, or the exception it ended with (the abort cause when aborted). */
-  CompletableFuture<List<HostTensor>> result() {
+  CompletableFuture<T> result() {
     return result;
   }
 
@@ -68,8 +76,9 @@ final class RunState {
    * The execution returned {@code outputs}: the run's outputs unless it was aborted first, in which case
    * this throws the abort cause and the outputs are dropped.
    */
-  List<HostTensor> succeeded(List<HostTensor> outputs) {
+  T succeeded(T outputs) {
     if (!decide(outputs, null)) {
+      discard.accept(outputs);
       throw outcomeException();
     }
     return outputs;
@@ -143,7 +152,7 @@ final class RunState {
   }
 
   /** Decides the outcome if there is none yet (and counts the run once); true if this call decided it. */
-  private boolean decide(List<HostTensor> outputs, RuntimeException failure) {
+  private boolean decide(T outputs, RuntimeException failure) {
     if (!decided.compareAndSet(false, true)) {
       return false;
     }

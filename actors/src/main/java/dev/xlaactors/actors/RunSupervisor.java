@@ -85,7 +85,7 @@ public final class RunSupervisor extends AbstractBehavior<RunSupervisor.Command>
   private static final Object RUN_TIMER = "run-timeout";
 
   private final long runId;
-  private final RunState state;
+  private final RunState<?> state;
   private final ActorRef<CallbackDispatcher.Command> dispatcher;
   private final ActorsSettings settings;
   private final RuntimeMetrics metrics;
@@ -102,7 +102,7 @@ public final class RunSupervisor extends AbstractBehavior<RunSupervisor.Command>
    */
   static Behavior<Command> create(
       long runId,
-      RunState state,
+      RunState<?> state,
       ActorRef<CallbackDispatcher.Command> dispatcher,
       ActorsSettings settings,
       RuntimeMetrics metrics,
@@ -122,7 +122,7 @@ public final class RunSupervisor extends AbstractBehavior<RunSupervisor.Command>
       ActorContext<Command> context,
       TimerScheduler<Command> timers,
       long runId,
-      RunState state,
+      RunState<?> state,
       ActorRef<CallbackDispatcher.Command> dispatcher,
       ActorsSettings settings,
       RuntimeMetrics metrics,

@@ -28,7 +28,7 @@ final class SupervisedHostCalls implements SegmentedProgram.HostCallInvoker {
   private static final AtomicLong JAVA_TAGS = new AtomicLong();
 
   private final long runId;
-  private final RunState state;
+  private final RunState<?> state;
   private final ActorRef<RunSupervisor.Command> supervisor;
   private final Function<String, Duration> backstop;
   private final RuntimeMetrics metrics;
@@ -40,7 +40,7 @@ final class SupervisedHostCalls implements SegmentedProgram.HostCallInvoker {
    * it took the call), else told to the supervisor; the orchestrating thread spins {@code spin} for the
    * answer before it parks, and waits at most the call's {@code backstop}.
    */
-  SupervisedHostCalls(long runId, RunState state, ActorRef<RunSupervisor.Command> supervisor,
+  SupervisedHostCalls(long runId, RunState<?> state, ActorRef<RunSupervisor.Command> supervisor,
       Function<String, Duration> backstop, RuntimeMetrics metrics, Predicate<HostCall> direct, Duration spin) {
     this.runId = runId;
     this.state = state;

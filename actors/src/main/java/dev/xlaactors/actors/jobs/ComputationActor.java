@@ -2,6 +2,7 @@ package dev.xlaactors.actors.jobs;
 
 import dev.xlaactors.actors.ActorsSettings;
 import dev.xlaactors.actors.CallbackRuntime;
+import dev.xlaactors.actors.DeviceRunHandle;
 import dev.xlaactors.actors.RunHandle;
 import dev.xlaactors.error.CompileException;
 import dev.xlaactors.error.ErrorCode;
@@ -10,6 +11,10 @@ import dev.xlaactors.error.XlaException;
 import dev.xlaactors.runtime.Executable;
 import dev.xlaactors.runtime.HostTensor;
 import dev.xlaactors.runtime.XlaClient;
+import dev.xlaactors.runtime.DeviceBuffer;
+import dev.xlaactors.runtime.model.Argument;
+import dev.xlaactors.runtime.model.Model;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CancellationException;
 import java.util.concurrent.CompletableFuture;
@@ -40,8 +45,13 @@ import org.apache.pekko.pattern.StatusReply;
  * CallbackRuntime} (so their callbacks are supervised and a run can be cancelled); others run directly.
  * Compiling and running happen on the blocking run dispatcher ({@code xla-actors.actors.runs.dispatcher}).
  *
+ * <p>A computation may also serve a {@link Model} (see {@link #create(Model, CallbackRuntime,
+ * JobSettings)}): nothing to compile, the bound parameters stay on the device, and each request passes
+ * only its per-request inputs. Either kind takes {@link RunArguments} (host tensors, device buffers or
+ * donated buffers) and {@link RunOnDevice} (outputs left on the device, owned by the requester).
+ *
  * <p>When it stops, a run in progress is cancelled (its pending callbacks fail at once) and the
- * executable is closed.
+ * executable is closed (a model given by the caller stays the caller's).
  */
 public final class ComputationActor extends AbstractBehavior<ComputationActor.Command> {
 
@@ -51,11 +61,24 @@ public final class ComputationActor extends AbstractBehavior<ComputationActor.Co
   /** Runs the program on {@code inputs}; the reply is its outputs, or the error that ended the run. */
   public record Run(List<HostTensor> inputs, ActorRef<StatusReply<List<HostTensor>>> replyTo) implements Command {}
 
+  /**
+   * Runs on {@code inputs} ({@link Argument}s: host tensors, device buffers, donated buffers); a model's
+   * computation takes its per-request inputs only. The reply is the outputs on the host, or the error.
+   */
+  public record RunArguments(List<Argument> inputs, ActorRef<StatusReply<List<HostTensor>>> replyTo) implements Command {}
+
+  /**
+   * As {@link RunArguments}, with the outputs left on the device: the reply's buffers belong to the
+   * requester, who closes them (or passes them to the next run). A failed or cancelled run replies with
+   * the error and leaves no buffers behind.
+   */
+  public record RunOnDevice(List<Argument> inputs, ActorRef<StatusReply<List<DeviceBuffer>>> replyTo) implements Command {}
+
   private record Compiled(Executable executable) implements Command {}
 
   private record CompileFailed(Throwable cause) implements Command {}
 
-  private record RunFinished(Run request, List<HostTensor> outputs, Throwable failure) implements Command {}
+  private record RunFinished(Command request, List<?> outputs, Throwable failure) implements Command {}
 
   private final Program program;
   private final XlaClient client;
@@ -65,7 +88,9 @@ public final class ComputationActor extends AbstractBehavior<ComputationActor.Co
   private Executable executable;
   private XlaException startFailure;
   private boolean busy;
-  private RunHandle current;
+  private Runnable cancelCurrent;
+  private Model model; // the caller's (model computations) or made over the executable for argument runs
+  private final boolean ownsModel;
   /** Guards the hand-over of the executable between the compiling thread and PostStop. */
   private final Object lifecycle = new Object();
   private boolean stopped;
@@ -90,6 +115,26 @@ public final class ComputationActor extends AbstractBehavior<ComputationActor.Co
         .onFailure(SupervisorStrategy.resume());
   }
 
+  /**
+   * A computation serving {@code model}, which stays the caller's (close it after the computation has
+   * stopped; closing it earlier makes later requests fail naming it). Requests pass the model's
+   * per-request inputs ({@link Run} host tensors, or {@link RunArguments}/{@link RunOnDevice}). With
+   * {@code callbacks} every run goes through that runtime (supervised callbacks, cancellation); without,
+   * runs execute directly, so a model whose program calls host callbacks needs {@code callbacks}. Several
+   * computations (a {@link ComputationPool}) may serve one model: its bound buffers are shared read-only.
+   * Supervision as {@link #create(Program, XlaClient, CallbackRuntime, JobSettings)}.
+   */
+  public static Behavior<Command> create(Model model, CallbackRuntime callbacks, JobSettings settings) {
+    java.util.Objects.requireNonNull(model, "model");
+    return Behaviors.<Command>supervise(
+            Behaviors.setup(
+                context ->
+                    Behaviors.withStash(
+                        settings.queueCapacity(),
+                        queue -> new ComputationActor(context, queue, model, callbacks))))
+        .onFailure(SupervisorStrategy.resume());
+  }
+
   private ComputationActor(
       ActorContext<Command> context, StashBuffer<Command> queue, Program program, XlaClient client, CallbackRuntime callbacks) {
     super(context);
@@ -97,6 +142,7 @@ public final class ComputationActor extends AbstractBehavior<ComputationActor.Co
     this.program = program;
     this.client = client;
     this.callbacks = callbacks;
+    this.ownsModel = true;
     ActorsSettings actors = callbacks != null ? callbacks.settings() : ActorsSettings.create(context.getSystem());
     this.blocking = context.getSystem().dispatchers().lookup(DispatcherSelector.fromConfig(actors.runDispatcher()));
     context.pipeToSelf(
@@ -104,10 +150,32 @@ public final class ComputationActor extends AbstractBehavior<ComputationActor.Co
         (exe, failure) -> failure == null ? new Compiled(exe) : new CompileFailed(unwrap(failure)));
   }
 
+  private ComputationActor(ActorContext<Command> context, StashBuffer<Command> queue, Model model, CallbackRuntime callbacks) {
+    super(context);
+    this.queue = queue;
+    this.program = null;
+    this.client = model.client();
+    this.callbacks = callbacks;
+    this.model = model;
+    this.ownsModel = false;
+    ActorsSettings actors = callbacks != null ? callbacks.settings() : ActorsSettings.create(context.getSystem());
+    this.blocking = context.getSystem().dispatchers().lookup(DispatcherSelector.fromConfig(actors.runDispatcher()));
+  }
+
+  private String describe() {
+    return program != null ? program.toString() : "Model(" + model.name() + ")";
+  }
+
+  private boolean ready() {
+    return program == null || executable != null;
+  }
+
   @Override
   public Receive<Command> createReceive() {
     return newReceiveBuilder()
         .onMessage(Run.class, this::onRun)
+        .onMessage(RunArguments.class, this::onRun)
+        .onMessage(RunOnDevice.class, this::onRun)
         .onMessage(Compiled.class, this::onCompiled)
         .onMessage(CompileFailed.class, this::onCompileFailed)
         .onMessage(RunFinished.class, this::onRunFinished)
@@ -134,14 +202,13 @@ public final class ComputationActor extends AbstractBehavior<ComputationActor.Co
     return exe;
   }
 
-  private Behavior<Command> onRun(Run r) {
+  private Behavior<Command> onRun(Command r) {
     if (startFailure != null) {
-      r.replyTo().tell(StatusReply.error(startFailure));
-    } else if (executable == null || busy) {
+      fail(r, startFailure);
+    } else if (!ready() || busy) {
       if (queue.isFull()) {
-        r.replyTo()
-            .tell(StatusReply.error(new XlaException(ErrorCode.RESOURCE_EXHAUSTED,
-                program + " has " + queue.size() + " requests waiting (xla-actors.actors.computations.queue-capacity)")));
+        fail(r, new XlaException(ErrorCode.RESOURCE_EXHAUSTED,
+            describe() + " has " + queue.size() + " requests waiting (xla-actors.actors.computations.queue-capacity)"));
       } else {
         queue.stash(r);
       }
@@ -151,23 +218,89 @@ public final class ComputationActor extends AbstractBehavior<ComputationActor.Co
     return this;
   }
 
-  private void start(Run r) {
+  private static void fail(Command request, Throwable failure) {
+    if (request instanceof Run r) {
+      r.replyTo().tell(StatusReply.error(failure));
+    } else if (request instanceof RunArguments r) {
+      r.replyTo().tell(StatusReply.error(failure));
+    } else if (request instanceof RunOnDevice r) {
+      r.replyTo().tell(StatusReply.error(failure));
+    }
+  }
+
+  @SuppressWarnings("unchecked")
+  private static void succeed(Command request, List<?> outputs) {
+    if (request instanceof Run r) {
+      r.replyTo().tell(StatusReply.success((List<HostTensor>) outputs));
+    } else if (request instanceof RunArguments r) {
+      r.replyTo().tell(StatusReply.success((List<HostTensor>) outputs));
+    } else if (request instanceof RunOnDevice r) {
+      r.replyTo().tell(StatusReply.success((List<DeviceBuffer>) outputs));
+    }
+  }
+
+  /** The model argument runs use: the caller's, or one made once over the compiled executable. */
+  private Model model() {
+    if (model == null) {
+      List<String> names = new ArrayList<>();
+      for (int i = 0; i < executable.parameterTypes().size(); i++) {
+        names.add("argument " + i);
+      }
+      model = Model.bind(executable, names, java.util.Map.of());
+    }
+    return model;
+  }
+
+  private boolean supervised() {
+    return program != null ? program.callsHost() : callbacks != null;
+  }
+
+  private void start(Command request) {
     busy = true;
-    CompletionStage<List<HostTensor>> outputs;
+    CompletionStage<? extends List<?>> outputs;
     try {
-      if (program.callsHost()) {
-        current = callbacks.start(executable, r.inputs());
-        outputs = current.result();
+      if (request instanceof RunOnDevice r) {
+        Model m = model();
+        if (supervised()) {
+          DeviceRunHandle handle = callbacks.startOnDevice(m, r.inputs());
+          cancelCurrent = () -> handle.cancel(describe() + " stopped");
+          outputs = handle.result();
+        } else {
+          outputs = CompletableFuture.supplyAsync(() -> m.execute(r.inputs(), null), blocking);
+        }
       } else {
-        Executable exe = executable;
-        outputs = CompletableFuture.supplyAsync(() -> exe.run(r.inputs(), null), blocking);
+        List<Argument> arguments = request instanceof RunArguments r ? r.inputs() : null;
+        List<HostTensor> hostInputs = request instanceof Run r ? r.inputs() : null;
+        if (program != null && hostInputs != null) {
+          outputs = startProgramRun(hostInputs); // the host-tensor path of a program, as before
+        } else {
+          Model m = model();
+          List<Argument> in = arguments != null ? arguments : hostInputs.stream().map(Argument::of).toList();
+          if (supervised()) {
+            RunHandle handle = callbacks.start(m, in);
+            cancelCurrent = () -> handle.cancel(describe() + " stopped");
+            outputs = handle.result();
+          } else {
+            outputs = CompletableFuture.supplyAsync(() -> m.run(in, null), blocking);
+          }
+        }
       }
     } catch (RuntimeException e) {
       // The run could not even start (e.g. its callback runtime's actor system is gone): answer this
       // request with the error, and stay free for the next one instead of busy forever.
       outputs = CompletableFuture.failedFuture(e);
     }
-    getContext().pipeToSelf(outputs, (out, failure) -> new RunFinished(r, out, failure == null ? null : unwrap(failure)));
+    getContext().pipeToSelf(outputs, (out, failure) -> new RunFinished(request, out, failure == null ? null : unwrap(failure)));
+  }
+
+  private CompletionStage<List<HostTensor>> startProgramRun(List<HostTensor> inputs) {
+    if (program.callsHost()) {
+      RunHandle handle = callbacks.start(executable, inputs);
+      cancelCurrent = () -> handle.cancel(program + " stopped");
+      return handle.result();
+    }
+    Executable exe = executable;
+    return CompletableFuture.supplyAsync(() -> exe.run(inputs, null), blocking);
   }
 
   private Behavior<Command> onCompiled(Compiled c) {
@@ -189,19 +322,22 @@ public final class ComputationActor extends AbstractBehavior<ComputationActor.Co
 
   private Behavior<Command> onRunFinished(RunFinished f) {
     busy = false;
-    current = null;
+    cancelCurrent = null;
     if (f.failure() == null) {
-      f.request().replyTo().tell(StatusReply.success(f.outputs()));
+      succeed(f.request(), f.outputs());
     } else {
-      getContext().getLog().debug("a run of {} failed: {}", program, f.failure().toString());
-      f.request().replyTo().tell(StatusReply.error(f.failure()));
+      getContext().getLog().debug("a run of {} failed: {}", describe(), f.failure().toString());
+      fail(f.request(), f.failure());
     }
     return queue.isEmpty() ? this : queue.unstash(this, 1, m -> m);
   }
 
   private Behavior<Command> onPostStop(PostStop signal) {
-    if (current != null) {
-      current.cancel(program + " stopped");
+    if (cancelCurrent != null) {
+      cancelCurrent.run();
+    }
+    if (ownsModel && model != null) {
+      model.close(); // a run in progress holds the model until it ends
     }
     Executable exe;
     synchronized (lifecycle) {

@@ -2,6 +2,7 @@ package dev.xlaactors.actors.jobs;
 
 import dev.xlaactors.actors.CallbackRuntime;
 import dev.xlaactors.runtime.XlaClient;
+import dev.xlaactors.runtime.model.Model;
 import org.apache.pekko.actor.typed.Behavior;
 import org.apache.pekko.actor.typed.javadsl.Routers;
 
@@ -22,5 +23,14 @@ public final class ComputationPool {
       Program program, XlaClient client, CallbackRuntime callbacks, JobSettings settings) {
     return Routers.pool(settings.poolSize(), ComputationActor.create(program, client, callbacks, settings))
         .withRoundRobinRouting();
+  }
+
+  /**
+   * A pool of {@code settings.poolSize()} computations serving one {@code model}: nothing is compiled or
+   * uploaded per worker, every worker's runs share the model's bound buffers read-only. The model stays
+   * the caller's (see {@link ComputationActor#create(Model, CallbackRuntime, JobSettings)}).
+   */
+  public static Behavior<ComputationActor.Command> create(Model model, CallbackRuntime callbacks, JobSettings settings) {
+    return Routers.pool(settings.poolSize(), ComputationActor.create(model, callbacks, settings)).withRoundRobinRouting();
   }
 }

@@ -6,6 +6,9 @@ import dev.xlaactors.error.CompileException;
 import dev.xlaactors.error.InvalidArgumentException;
 import dev.xlaactors.runtime.HostTensor;
 import dev.xlaactors.runtime.XlaClient;
+import dev.xlaactors.runtime.DeviceBuffer;
+import dev.xlaactors.runtime.model.Argument;
+import dev.xlaactors.runtime.model.Model;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.LinkedHashSet;
@@ -74,9 +77,11 @@ public final class InferenceJob extends AbstractBehavior<InferenceJob.Command> {
 
   private record OpenFailed(Throwable cause) implements Command {}
 
-  private record InputReady(long attemptId, List<HostTensor> inputs) implements Command {}
+  private record InputReady(long attemptId, List<Argument> inputs) implements Command {}
 
   private record StepDone(long attemptId, List<HostTensor> outputs) implements Command {}
+
+  private record DeviceStepDone(long attemptId, List<DeviceBuffer> outputs) implements Command {}
 
   private record Accepted(long attemptId, boolean goOn) implements Command {}
 
@@ -94,6 +99,8 @@ public final class InferenceJob extends AbstractBehavior<InferenceJob.Command> {
   private static final Object TIMEOUT_TIMER = "timeout";
   @SuppressWarnings("unchecked")
   private static final Class<List<HostTensor>> OUTPUTS = (Class<List<HostTensor>>) (Class<?>) List.class;
+  @SuppressWarnings("unchecked")
+  private static final Class<List<DeviceBuffer>> DEVICE_OUTPUTS = (Class<List<DeviceBuffer>>) (Class<?>) List.class;
 
   private final String name;
   private final JobWork work;
@@ -149,6 +156,32 @@ public final class InferenceJob extends AbstractBehavior<InferenceJob.Command> {
         .onFailure(SupervisorStrategy.stop());
   }
 
+  /**
+   * A job named {@code name} running the bound {@code step} model over {@code work} (see {@link
+   * ComputationActor#create(Model, CallbackRuntime, JobSettings)}): the model's bound parameters stay on
+   * the device for every item, and the work passes only the per-request inputs ({@link JobWork#arguments};
+   * device buffers and donated state included). The model stays the caller's: close it after the job ended.
+   */
+  public static Behavior<Command> create(
+      String name, Model step, CallbackRuntime callbacks, JobWork work, JobSettings settings) {
+    Behavior<ComputationActor.Command> computation = ComputationActor.create(step, callbacks, settings);
+    ActorsSettings actors = callbacks != null ? callbacks.settings() : null;
+    return Behaviors.<Command>supervise(
+            Behaviors.setup(
+                context ->
+                    Behaviors.withTimers(
+                        timers ->
+                            new InferenceJob(
+                                context,
+                                timers,
+                                name,
+                                computation,
+                                actors != null ? actors : ActorsSettings.create(context.getSystem()),
+                                work,
+                                settings))))
+        .onFailure(SupervisorStrategy.stop());
+  }
+
   private InferenceJob(
       ActorContext<Command> context,
       TimerScheduler<Command> timers,
@@ -179,6 +212,7 @@ public final class InferenceJob extends AbstractBehavior<InferenceJob.Command> {
         .onMessage(OpenFailed.class, this::onOpenFailed)
         .onMessage(InputReady.class, this::onInputReady)
         .onMessage(StepDone.class, this::onStepDone)
+        .onMessage(DeviceStepDone.class, this::onDeviceStepDone)
         .onMessage(Accepted.class, this::onAccepted)
         .onMessage(AttemptFailed.class, this::onAttemptFailed)
         .onMessage(RetryDue.class, this::onRetryDue)
@@ -271,9 +305,9 @@ public final class InferenceJob extends AbstractBehavior<InferenceJob.Command> {
             (inputs, failure) -> failure == null ? new InputReady(id, inputs) : new AttemptFailed(id, unwrap(failure)));
   }
 
-  private List<HostTensor> inputOf(long current) {
+  private List<Argument> inputOf(long current) {
     try {
-      return work.input(current);
+      return work.arguments(current);
     } catch (Exception e) {
       throw new CompletionException(e);
     }
@@ -284,14 +318,53 @@ public final class InferenceJob extends AbstractBehavior<InferenceJob.Command> {
       return this;
     }
     long id = r.attemptId();
+    if (work.outputsOnDevice()) {
+      getContext()
+          .askWithStatus(
+              DEVICE_OUTPUTS,
+              step,
+              stepTimeout,
+              replyTo -> new ComputationActor.RunOnDevice(r.inputs(), replyTo),
+              (outputs, failure) -> failure == null ? new DeviceStepDone(id, outputs) : new AttemptFailed(id, unwrap(failure)));
+      return this;
+    }
+    List<HostTensor> hostInputs = new ArrayList<>(r.inputs().size());
+    for (Argument a : r.inputs()) {
+      if (a instanceof Argument.Host h) {
+        hostInputs.add(h.tensor());
+      }
+    }
+    boolean allHost = hostInputs.size() == r.inputs().size();
     getContext()
         .askWithStatus(
             OUTPUTS,
             step,
             stepTimeout,
-            replyTo -> new ComputationActor.Run(r.inputs(), replyTo),
+            replyTo -> allHost ? new ComputationActor.Run(hostInputs, replyTo) : new ComputationActor.RunArguments(r.inputs(), replyTo),
             (outputs, failure) -> failure == null ? new StepDone(id, outputs) : new AttemptFailed(id, unwrap(failure)));
     return this;
+  }
+
+  private Behavior<Command> onDeviceStepDone(DeviceStepDone d) {
+    if (d.attemptId() != attemptId || ending != null) {
+      d.outputs().forEach(DeviceBuffer::close); // a stale step's outputs: nobody will take them
+      return this;
+    }
+    long id = d.attemptId();
+    long current = item;
+    getContext()
+        .pipeToSelf(
+            onBlocking(() -> acceptDeviceOutputs(current, d.outputs())),
+            (goOn, failure) -> failure == null ? new Accepted(id, goOn) : new AttemptFailed(id, unwrap(failure)));
+    return this;
+  }
+
+  private boolean acceptDeviceOutputs(long current, List<DeviceBuffer> outputs) {
+    try {
+      return work.acceptOnDevice(current, outputs);
+    } catch (Exception e) {
+      throw new CompletionException(e);
+    }
   }
 
   private Behavior<Command> onStepDone(StepDone d) {

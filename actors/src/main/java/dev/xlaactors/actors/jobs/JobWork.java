@@ -1,6 +1,9 @@
 package dev.xlaactors.actors.jobs;
 
+import dev.xlaactors.runtime.DeviceBuffer;
 import dev.xlaactors.runtime.HostTensor;
+import dev.xlaactors.runtime.model.Argument;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.OptionalLong;
 
@@ -33,6 +36,39 @@ public interface JobWork extends AutoCloseable {
    * successfully after this item (a generation's stop condition), true to go on.
    */
   boolean accept(long item, List<HostTensor> outputs) throws Exception;
+
+  /**
+   * The step's arguments for {@code item}: by default {@link #input} as host tensors. A work that keeps
+   * state on the device (see {@link Generation#withDeviceState}) passes device buffers, donated or not.
+   */
+  default List<Argument> arguments(long item) throws Exception {
+    return input(item).stream().map(Argument::of).toList();
+  }
+
+  /**
+   * Whether the step's outputs stay on the device and go to {@link #acceptOnDevice} (default false: they
+   * are downloaded and go to {@link #accept}).
+   */
+  default boolean outputsOnDevice() {
+    return false;
+  }
+
+  /**
+   * Takes the step's outputs left on the device (only when {@link #outputsOnDevice()}): the work owns the
+   * buffers, to keep for the next item or close. By default downloads them, closes them and calls {@link
+   * #accept}.
+   */
+  default boolean acceptOnDevice(long item, List<DeviceBuffer> outputs) throws Exception {
+    List<HostTensor> host = new ArrayList<>(outputs.size());
+    try {
+      for (DeviceBuffer b : outputs) {
+        host.add(b.toHost());
+      }
+    } finally {
+      outputs.forEach(DeviceBuffer::close);
+    }
+    return accept(item, host);
+  }
 
   /** Releases what {@link #open} opened; called once when the job ends, however it ends. */
   @Override
