@@ -7,6 +7,8 @@ set -euo pipefail
 jax_version=0.10.2
 numpy_version=2.3.5
 safetensors_version=0.8.0 # tools/jax_gpt.py writes and reads the weights with it
+# flatbuffers: needed by Exported.serialize()/deserialize (jax.export artifacts); added to an existing venv too.
+flatbuffers_version=25.12.19
 cache="${XLA_ACTORS_CACHE:-$HOME/.cache/xla-actors}"
 venv="$cache/jax-venv-$jax_version"
 if [ ! -f "$venv/.complete" ]; then
@@ -19,5 +21,9 @@ fi
 # Added after the first venvs were made: installed on its own so an existing venv gets it too.
 if ! "$venv/bin/python" -c 'import safetensors' 2>/dev/null; then
   "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "safetensors==$safetensors_version" >&2
+fi
+if [ ! -f "$venv/.flatbuffers-$flatbuffers_version" ]; then
+  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "flatbuffers==$flatbuffers_version" >&2
+  touch "$venv/.flatbuffers-$flatbuffers_version"
 fi
 echo "$venv/bin/python"

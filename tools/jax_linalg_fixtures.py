@@ -94,7 +94,7 @@ def more(m, sq, h, dl, d, du, b):
     u, sv, vh = jax.lax.linalg.svd(m, algorithm=qr_svd)
     ut, svt, vht = jax.lax.linalg.svd(m, full_matrices=False, algorithm=qr_svd)
     pq, pr, pp = jax.vmap(lambda x: jsl.qr(x, pivoting=True))(m)
-    hh, hq = jax.vmap(jsl.hessenberg)(sq)
+    hh, hq = jax.vmap(lambda x: jsl.hessenberg(x, calc_q=True))(sq)
     arr, td, te, ttau = jax.lax.linalg.tridiagonal(h)
     return {
         "svd_qr_u": u, "svd_qr_s": sv, "svd_qr_vh": vh,

@@ -60,9 +60,21 @@ public record ImportedProgram(String name, String text, List<TensorType> paramet
     }
   }
 
-  /** Reads a module from a UTF-8 file, e.g. one written from {@code lowered.as_text()}. */
+  /**
+   * Reads a module from a UTF-8 file, e.g. one written from {@code lowered.as_text()}. A file of MLIR
+   * bytecode (a StableHLO portable artifact) is refused with the way to run it: its signature cannot be read
+   * here, so it compiles through {@link XlaClient#compileModule} with the parameter types given, or, for a
+   * {@code jax.export} artifact, through {@code dev.xlaactors.runtime.model.JaxExport}.
+   */
   public static ImportedProgram fromFile(Path file) throws IOException {
-    return fromText(file.getFileName().toString(), Files.readString(file, StandardCharsets.UTF_8));
+    byte[] bytes = Files.readAllBytes(file);
+    String name = file.getFileName().toString();
+    if (bytes.length >= 4 && bytes[0] == 'M' && bytes[1] == 'L' && (bytes[2] & 0xff) == 0xef && bytes[3] == 'R') {
+      throw new CompileException(ErrorCode.INVALID_ARGUMENT, "imported program " + name + " is MLIR bytecode (a StableHLO "
+          + "portable artifact), not text: compile it with client.compileModule(name, bytes, parameterTypes, "
+          + "CompileOptions.defaults()), or read a jax.export artifact (Exported.serialize()) with JaxExport.read");
+    }
+    return fromText(name, new String(bytes, StandardCharsets.UTF_8));
   }
 
   /**

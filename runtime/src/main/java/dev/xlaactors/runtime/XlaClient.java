@@ -307,8 +307,12 @@ public final class XlaClient extends NativeHandle {
     ProgramSignature signature = ProgramSignature.parse(original); // refuses what cannot run, before XLA
     LapackLibrary.loadIfCalledBy(original);
     String stablehlo = TokenPassThrough.rewrite(original);
+    return compileBytes(stablehlo.getBytes(StandardCharsets.UTF_8), signature, options);
+  }
+
+  private LoadedProgram compileBytes(byte[] module, ProgramSignature signature, CompileOptions options) {
     try (Lease lease = lease();
-        BytePointer code = PjrtApi.bytes(stablehlo.getBytes(StandardCharsets.UTF_8));
+        BytePointer code = PjrtApi.bytes(module);
         BytePointer format = PjrtApi.bytes("mlir".getBytes(StandardCharsets.UTF_8));
         BytePointer proto = PjrtApi.bytes(options.toProto());
         PJRT_Program program = new PJRT_Program();
@@ -331,6 +335,45 @@ public final class XlaClient extends NativeHandle {
       // Wrapped while the lease still holds the client: a close() that raced with the compile cannot
       // have destroyed it, and the new program keeps it alive until the program is closed.
       return new LoadedProgram(this, args.executable(), signature);
+    }
+  }
+
+  /**
+   * Compiles a module given as bytes: MLIR bytecode or a StableHLO portable artifact (VHLO bytecode, what
+   * {@code jax.export} keeps in {@code mlir_module_serialized}), which the plugin's "mlir" format reads as
+   * it reads text. Bytecode cannot be read here, so the caller gives {@code @main}'s parameter types (runs
+   * are checked against them); nothing is rewritten, so {@code @main} must take only static tensors.
+   * Cached like text, keyed by the bytes' SHA-256.
+   *
+   * @param name where the module came from, used in messages
+   */
+  public Executable compileModule(
+      String name, byte[] module, List<TensorType> parameterTypes, CompileOptions options) {
+    Objects.requireNonNull(name, "name");
+    Objects.requireNonNull(module, "module");
+    Objects.requireNonNull(options, "options");
+    ProgramSignature signature = new ProgramSignature(parameterTypes);
+    if (module.length == 0) {
+      throw new CompileException(ErrorCode.INVALID_ARGUMENT, "module " + name + " is empty");
+    }
+    checkOpen();
+    // Custom-call targets are plain strings inside bytecode too.
+    LapackLibrary.loadIfCalledBy(new String(module, StandardCharsets.ISO_8859_1));
+    String key = "bytecode sha-256 " + sha256(module) + " " + signature.parameters();
+    try {
+      return cache.getOrCompile(key, options, () -> compileBytes(module, signature, options));
+    } catch (CompileException e) {
+      CompileException named = new CompileException(e.code(), "module " + name + " does not compile: " + e.getMessage());
+      named.initCause(e);
+      throw named;
+    }
+  }
+
+  private static String sha256(byte[] bytes) {
+    try {
+      return java.util.HexFormat.of().formatHex(java.security.MessageDigest.getInstance("SHA-256").digest(bytes));
+    } catch (java.security.NoSuchAlgorithmException e) {
+      throw new IllegalStateException(e); // every JVM has SHA-256
     }
   }
 

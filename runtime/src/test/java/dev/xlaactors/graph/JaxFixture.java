@@ -9,9 +9,9 @@ import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.List;
 
-/** Inputs and JAX's outputs for one program, read from a file written by tools/jax_fixtures.py. */
-record JaxFixture(List<HostTensor> inputs, List<HostTensor> outputs) {
-  static JaxFixture load(String name) {
+/** Inputs and JAX's outputs for one program, read from a file written by tools/jax_fixtures.py (or jax_export_fixtures.py). */
+public record JaxFixture(List<HostTensor> inputs, List<HostTensor> outputs) {
+  public static JaxFixture load(String name) {
     String text = resource(name + ".txt");
     List<HostTensor> inputs = new ArrayList<>();
     List<HostTensor> outputs = new ArrayList<>();
@@ -72,7 +72,7 @@ record JaxFixture(List<HostTensor> inputs, List<HostTensor> outputs) {
   }
 
   /** A fixture file's text; a name ending in {@code .gz} is gunzipped (the linalg exports are stored so). */
-  static String resource(String file) {
+  public static String resource(String file) {
     try (InputStream in = JaxFixture.class.getResourceAsStream("/fixtures/" + file)) {
       if (in == null) {
         throw new IllegalStateException("missing test resource fixtures/" + file
@@ -90,7 +90,7 @@ record JaxFixture(List<HostTensor> inputs, List<HostTensor> outputs) {
   }
 
   /** Compares {@code actual} with JAX's outputs: exact for integers and pred, tolerances for f32. */
-  void check(List<HostTensor> actual, double rtol, double atol, String what) {
+  public void check(List<HostTensor> actual, double rtol, double atol, String what) {
     if (actual.size() != outputs.size()) {
       throw new AssertionError(what + ": expected " + outputs.size() + " outputs, got " + actual.size());
     }
