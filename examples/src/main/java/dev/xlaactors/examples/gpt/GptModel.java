@@ -9,6 +9,7 @@ import dev.xlaactors.runtime.HostTensor;
 import dev.xlaactors.runtime.RunContext;
 import dev.xlaactors.runtime.XlaClient;
 import dev.xlaactors.runtime.model.Argument;
+import dev.xlaactors.runtime.model.JaxExport;
 import dev.xlaactors.runtime.model.Model;
 import dev.xlaactors.runtime.model.SafeTensors;
 import java.io.IOException;
@@ -17,8 +18,6 @@ import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
-import java.util.Set;
-import java.util.TreeSet;
 
 /**
  * The GPT model of {@link GptArtifacts} loaded for one batch size: its weights uploaded once to a device
@@ -59,8 +58,9 @@ public final class GptModel implements AutoCloseable {
     List<Model> models = new ArrayList<>();
     try {
       for (String program : List.of("prefill_b", "decode_b", "decode_sample_b")) {
-        try (Executable exe = compile(client, artifacts, program + batch)) {
-          models.add(Model.bind(exe, parameterNames(weights.keySet(), program), weights));
+        JaxExport export = read(artifacts, program + batch);
+        try (Executable exe = compileText(client, artifacts, program + batch)) {
+          models.add(Model.bind(exe, export.inputNames(), weights));
         }
       }
       return new GptModel(artifacts, client, batch, weights, models.get(0), models.get(1), models.get(2));
@@ -88,7 +88,12 @@ public final class GptModel implements AutoCloseable {
     }
   }
 
-  private static Executable compile(XlaClient client, GptArtifacts artifacts, String program) {
+  /**
+   * The module of {@code program} as text ({@code Exported.mlir_module()}), compiled. Not the serialized
+   * export's bytecode: an executable compiled from bytecode does not know which parameters the module
+   * aliases to outputs ({@code tf.aliasing_output}), so the runtime would refuse to donate the KV cache.
+   */
+  private static Executable compileText(XlaClient client, GptArtifacts artifacts, String program) {
     try {
       return ImportedProgram.fromFile(artifacts.program(program, ".mlir")).compile(client);
     } catch (IOException e) {
@@ -97,13 +102,17 @@ public final class GptModel implements AutoCloseable {
   }
 
   /**
-   * The parameter names of @main: JAX flattens the weights dict in sorted key order, then the other
-   * arguments follow in the order of the Python signature.
+   * The jax.export artifact of {@code program}: its inputs are named by their tree paths made plain, so
+   * the weights dict's entries are named as in the safetensors file ({@code wte}, {@code h.0.ln_1.g}, ...)
+   * and the per-request inputs keep their keystr ({@code [1]}, {@code [2]}, ...).
    */
-  private static List<String> parameterNames(Set<String> weightNames, String program) {
-    List<String> names = new ArrayList<>(new TreeSet<>(weightNames));
-    names.addAll(program.equals("prefill_b") ? List.of("tokens", "length") : List.of("token", "pos", "cache"));
-    return names;
+  private static JaxExport read(GptArtifacts artifacts, String program) {
+    // The names come from the serialized export; the module is compiled from its text twin (below).
+    try {
+      return JaxExport.read(artifacts.program(program, ".jax"));
+    } catch (IOException e) {
+      throw new UncheckedIOException("cannot read program " + program + " of " + artifacts.dir(), e);
+    }
   }
 
   public GptArtifacts artifacts() {
