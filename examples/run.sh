@@ -4,8 +4,8 @@
 # ~/.cache/xla-actors, about a minute). The build stays inside this checkout: the reactor packages the
 # modules and the classpath points at their target/ folders, so nothing is installed into ~/.m2.
 #
-#   examples/run.sh <example> [args...]            quickstart, jax-model, batch-inference, generation, generate, cluster,
-#                                                  cluster-callbacks
+#   examples/run.sh <example> [args...]            quickstart, jax-model, batch-inference, generation, generate, perplexity,
+#                                                  cluster, cluster-callbacks
 #   examples/run.sh --class <main-class> [args...] any class on the classpath (add yours with EXTRA_CLASSPATH)
 #   examples/run.sh --classpath                    prints the classpath (after building if needed)
 #
@@ -20,6 +20,7 @@ declare -A mains=(
   [batch-inference]=dev.xlaactors.examples.BatchInference
   [generation]=dev.xlaactors.examples.TextGeneration
   [generate]=dev.xlaactors.examples.GenerateText
+  [perplexity]=dev.xlaactors.examples.Perplexity
   [cluster]=dev.xlaactors.examples.ClusterJobs
   [cluster-callbacks]=dev.xlaactors.examples.TwoNodeCallbacks
 )

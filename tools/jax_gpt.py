@@ -24,6 +24,8 @@ and this script's format version) and prints DIR on its last line:
                        once its safety check is disabled for that target.
 - *.mlir               the same modules as StableHLO text (Exported.mlir_module()), for readers and for
                        runtimes that import text.
+- score_b1.jax         score(params, tokens[1,T] i32, length i32) -> mean negative log-likelihood of tokens
+                       1..length-1 [1] f32 (perplexity = exp of it), for the batch-scoring job.
 - manifest.json        config, sha256 of the weights file, files, batch sizes, prefill length, whether
                        donation survived the export, and how long making it took.
 - model.properties     the config and the reference run as flat key=value lines (for java.util.Properties).
@@ -48,7 +50,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-FORMAT_VERSION = 3  # bump when the files written change: the directory name changes with it
+FORMAT_VERSION = 4  # bump when the files written change: the directory name changes with it
 CONFIGS = {
     # GPT-2 small: 124 M parameters.
     "gpt2-124m": dict(layers=12, d_model=768, heads=12, vocab=50257, ctx=1024, prefill_len=128,
@@ -165,7 +167,26 @@ def make_functions(cfg):
                                has_side_effect=True)(logits, callback="sample")
         return nxt, cache
 
-    return prefill, decode_step, decode_sample
+    def score(p, tokens, length):
+        """Mean negative log-likelihood of tokens 1..length-1 of each row, each given the ones before it."""
+        B, T = tokens.shape
+        x = p["wte"][tokens] + p["wpe"][:T][None]
+        causal = jnp.tril(jnp.ones((T, T), bool))
+        for i in range(L):
+            h = f"h.{i}."
+            a = layer_norm(x, p[h + "ln_1.g"], p[h + "ln_1.b"])
+            qkv = a @ p[h + "attn.c_attn.w"] + p[h + "attn.c_attn.b"]
+            q, k, v = (t.reshape(B, T, H, Dh).transpose(0, 2, 1, 3) for t in jnp.split(qkv, 3, axis=-1))
+            s = jnp.where(causal, jnp.einsum("bhqd,bhkd->bhqk", q, k) * scale, -1e30)
+            o = jnp.einsum("bhqk,bhkd->bhqd", jax.nn.softmax(s, axis=-1), v)
+            x = x + o.transpose(0, 2, 1, 3).reshape(B, T, d) @ p[h + "attn.c_proj.w"] + p[h + "attn.c_proj.b"]
+            x = x + mlp(p, h, layer_norm(x, p[h + "ln_2.g"], p[h + "ln_2.b"]))
+        logp = jax.nn.log_softmax(logits_of(p, x[:, :-1]), axis=-1)
+        nll = -jnp.take_along_axis(logp, tokens[:, 1:, None], axis=-1)[..., 0]
+        counted = jnp.arange(1, T)[None] < length
+        return jnp.sum(jnp.where(counted, nll, 0.0), axis=1) / (length - 1).astype(jnp.float32)
+
+    return prefill, decode_step, decode_sample, score
 
 
 # ---------------------------------------------------------------- making the artifacts
@@ -174,7 +195,7 @@ def make_functions(cfg):
 def export_all(cfg, params, out):
     from jax import export
 
-    prefill, decode_step, decode_sample = make_functions(cfg)
+    prefill, decode_step, decode_sample, score = make_functions(cfg)
     L, d, H, C = cfg["layers"], cfg["d_model"], cfg["heads"], cfg["ctx"]
     pspec = {k: jax.ShapeDtypeStruct(v.shape, v.dtype) for k, v in params.items()}
     i32 = jax.ShapeDtypeStruct((), jnp.int32)
@@ -190,6 +211,8 @@ def export_all(cfg, params, out):
             (f"decode_sample_b{B}", jax.jit(decode_sample, donate_argnums=3),
              (pspec, jax.ShapeDtypeStruct((B,), jnp.int32), i32, cache), unsafe),
         ]
+        if B == 1:
+            jobs.append((f"score_b{B}", jax.jit(score), (pspec, jax.ShapeDtypeStruct((B, cfg["prefill_len"]), jnp.int32), i32), []))
         for name, fn, args, checks in jobs:
             exp = export.export(fn, disabled_checks=checks)(*args)
             (out / f"{name}.jax").write_bytes(exp.serialize())
@@ -284,7 +307,10 @@ def make(name, out):
     steps = 16
     prompt = [t % cfg["vocab"] for t in REFERENCE_PROMPT]
     first, step_logits, toks = greedy(manifest, loaded, progs, prompt, steps)
-    ref = {"prompt": prompt, "greedy_tokens": toks,
+    padded = np.zeros((1, cfg["prefill_len"]), np.int32)
+    padded[0, : len(prompt)] = prompt
+    nll = np.asarray(jax.jit(progs["score_b1"].call)(jax.device_put(loaded), padded, np.int32(len(prompt))))
+    ref = {"prompt": prompt, "greedy_tokens": toks, "score_nll": float(nll[0]),
            "prefill_last_logits_top": [int(i) for i in np.argsort(-first[0])[:10]]}
     if name == "tiny":
         ref["prefill_last_logits"] = [float(x) for x in first[0]]

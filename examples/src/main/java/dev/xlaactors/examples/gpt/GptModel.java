@@ -36,9 +36,10 @@ public final class GptModel implements AutoCloseable {
   private final Model prefill;
   private final Model decode;
   private final Model decodeSample;
+  private final Model score; // null unless the artifacts have score_b<batch>
 
   private GptModel(GptArtifacts artifacts, XlaClient client, int batch, Map<String, DeviceBuffer> weights, Model prefill,
-      Model decode, Model decodeSample) {
+      Model decode, Model decodeSample, Model score) {
     this.artifacts = artifacts;
     this.client = client;
     this.batch = batch;
@@ -46,6 +47,7 @@ public final class GptModel implements AutoCloseable {
     this.prefill = prefill;
     this.decode = decode;
     this.decodeSample = decodeSample;
+    this.score = score;
   }
 
   /** Uploads the weights to {@code client}'s first device and compiles and binds the programs of {@code batch}. */
@@ -57,15 +59,19 @@ public final class GptModel implements AutoCloseable {
     Map<String, DeviceBuffer> weights = uploadWeights(client, artifacts, client.devices().get(0));
     List<Model> models = new ArrayList<>();
     try {
-      for (String program : List.of("prefill_b", "decode_b", "decode_sample_b")) {
+      for (String program : List.of("prefill_b", "decode_b", "decode_sample_b", "score_b")) {
+        if (program.equals("score_b") && !java.nio.file.Files.exists(artifacts.dir().resolve(program + batch + ".jax"))) {
+          models.add(null); // scoring is exported for batch 1 only
+          continue;
+        }
         JaxExport export = read(artifacts, program + batch);
         try (Executable exe = compileText(client, artifacts, program + batch)) {
           models.add(Model.bind(exe, export.inputNames(), weights));
         }
       }
-      return new GptModel(artifacts, client, batch, weights, models.get(0), models.get(1), models.get(2));
+      return new GptModel(artifacts, client, batch, weights, models.get(0), models.get(1), models.get(2), models.get(3));
     } catch (RuntimeException e) {
-      models.forEach(Model::close);
+      models.stream().filter(java.util.Objects::nonNull).forEach(Model::close);
       weights.values().forEach(DeviceBuffer::close);
       throw e;
     }
@@ -95,6 +101,13 @@ public final class GptModel implements AutoCloseable {
    */
   private static Executable compileText(XlaClient client, GptArtifacts artifacts, String program) {
     try {
+      java.nio.file.Path gz = artifacts.dir().resolve(program + ".mlir.gz"); // the committed test fixtures are gzipped
+      if (java.nio.file.Files.exists(gz)) {
+        try (var in = new java.util.zip.GZIPInputStream(java.nio.file.Files.newInputStream(gz))) {
+          return ImportedProgram.fromText(program, new String(in.readAllBytes(), java.nio.charset.StandardCharsets.UTF_8))
+              .compile(client);
+        }
+      }
       return ImportedProgram.fromFile(artifacts.program(program, ".mlir")).compile(client);
     } catch (IOException e) {
       throw new UncheckedIOException("cannot read program " + program + " of " + artifacts.dir(), e);
@@ -130,6 +143,18 @@ public final class GptModel implements AutoCloseable {
 
   public int vocab() {
     return artifacts.vocab();
+  }
+
+  /**
+   * The scoring program ({@code score(params, tokens[1,T], length) -> mean negative log-likelihood f32[1]}),
+   * weights bound: a run passes the padded tokens and the length. Batch 1 only.
+   */
+  public Model scoreModel() {
+    if (score == null) {
+      throw new InvalidArgumentException("model '" + artifacts.name() + "' has no scoring program for batch " + batch
+          + ": load it for batch 1 (tools/jax_gpt.py exports score_b1)");
+    }
+    return score;
   }
 
   /** The logits of the last prompt position, {@code [batch * vocab]}, and the KV cache the caller now owns. */
@@ -237,6 +262,9 @@ public final class GptModel implements AutoCloseable {
     prefill.close();
     decode.close();
     decodeSample.close();
+    if (score != null) {
+      score.close();
+    }
     weights.values().forEach(DeviceBuffer::close);
   }
 }
