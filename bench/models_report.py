@@ -47,7 +47,7 @@ decode_ratio = min(med[k][0] / med[k][1] for k in decode)
 weighted = "n/a"
 if len(sys.argv) > 3:
     try:
-        m = re.search(r"ratio=([0-9.]+)", open(sys.argv[3]).read())
+        m = re.search(r"weighted_ratio=([0-9.]+)", open(sys.argv[3]).read())
         weighted = m.group(1) if m else "n/a"
     except OSError:
         pass

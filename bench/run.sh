@@ -8,6 +8,8 @@
 #   bench/run.sh segmented          fused (Phase 1) against segmented (Phase 2) runs (Java only)
 #   bench/run.sh cluster            a callback served in this JVM against one served by another JVM (Java only)
 #   bench/run.sh models             the 124 M GPT of examples/generate: load, prefill, decode tokens/s, RSS vs JAX
+#   bench/run.sh matmul             y = x[1,2048] . W[2048,2048] with W resident, against JAX jit
+#   bench/run.sh weighted           relu_callback(x . W) with a 16 MiB W: bound Model vs W re-sent vs JAX
 #
 # Environment: JAX_PYTHON  a python with jax installed (default: the venv of tools/jax-env.sh)
 #              JAVA_OPTS   extra JVM options for the Java harness
@@ -71,6 +73,17 @@ modes:
             repetitions inside each side, min / median / max. Last line:
             RESULT models weighted_ratio=<supervised/JAX, 16 MiB-weight program> decode_ratio=<ours/JAX
                    tokens/s, the lower batch size ratio> load_ratio=<ours/JAX> rss_over_weights=<ours>
+  matmul    y = x[1,2048] . W[2048,2048] f32, W (16 MiB) uploaded once: Executable.execute with x uploaded
+            and y downloaded, execute alone (x resident), and the two 8 KiB transfers, against JAX jit with
+            W on the device (bench/jax_matmul.py), alternately BENCH_REPS times (default 5); XLA_FLAGS
+            reaches both sides. Last line (medians over the repetitions):
+            RESULT matmul java_us=<x> jax_us=<y> ratio=<x/y>   (the upload+execute+download row)
+  weighted  y = relu(x[1,2048] . W[2048,2048]) with relu a host callback and W 16 MiB, host x in, host y
+            out: a supervised CallbackRuntime run with W re-sent as a host tensor every run, the same with
+            W bound once (runtime.model.Model), and with relu registered inline; the bare matmul as a
+            bound Model; against JAX jit + pure_callback and jit of the bare matmul, W on the device.
+            Alternately BENCH_REPS times (default 5), BENCH_WEIGHTED_SECONDS per measurement (default 6).
+            Last line: RESULT weighted weighted_ratio=<bound/jax> inline_ratio=<x> hostonly_ratio=<y>
 USAGE
 }
 
@@ -388,13 +401,11 @@ run_models() {
   fi
   machine_summary
   echo "model: $dir"
-  # The 16 MiB-weight program's supervised-vs-JAX bench, where its harness is built (branch bound-params).
+  # The 16 MiB-weight program's supervised-vs-JAX bench (bench/run.sh weighted), its table shown here.
   local weighted="$out_dir/models-weighted.txt"
-  rm -f "$weighted"
-  if [ -f bench/target/classes/dev/xlaactors/bench/WeightedBench.class ]; then
-    java_bench dev.xlaactors.bench.WeightedBench > "$weighted" 2> "$out_dir/models-weighted.log" || true
-    grep -v '^RESULT' "$weighted" || true
-  fi
+  echo "the 16 MiB-weight program (bench/run.sh weighted):"
+  run_weighted | tee "$weighted" | grep -v -e '^RESULT' -e '^machine:'
+  echo
   echo "Java (ModelsBench)..." >&2
   java_bench dev.xlaactors.bench.ModelsBench "$dir" "$reps" 32 > "$out_dir/models-java.txt" 2> "$out_dir/models-java.log"
   echo "JAX (tools/jax_gpt.py bench)..." >&2
@@ -402,12 +413,78 @@ run_models() {
   "$python" bench/models_report.py "$out_dir/models-java.txt" "$out_dir/models-jax.txt" "$weighted"
 }
 
+matmul_rows() {
+  awk "$TABLE_AWK_LIB"'
+    END {
+      row("matmul upload x + execute + download y", "matmul_execute", "matmul_execute")
+      row("matmul execute, x resident", "matmul_execute_resident_x", "matmul_execute_resident_x")
+      row("upload x (8 KiB)", "upload_x_8KiB", "upload_x_8KiB")
+      row("download y (8 KiB)", "download_y_8KiB", "download_y_8KiB")
+      if (missing != "") { print "missing measurements:" missing > "/dev/stderr"; exit 1 }
+    }' "$1" "$2"
+}
+
+matmul_java() { java_bench dev.xlaactors.bench.MatmulBench > "$1" 2>> "$out_dir/matmul-java.log"; }
+matmul_jax() { "$python" "$repo/bench/jax_matmul.py" > "$1"; }
+
+run_matmul() {
+  ensure_java_built
+  python="$(jax_python)"
+  mkdir -p "$out_dir"
+  rm -f "$out_dir"/matmul-*.txt "$out_dir/matmul-java.log"
+  alternate_sides matmul matmul_java matmul_jax
+  machine_summary
+  grep -h '^INFO ' "$out_dir/matmul-java-1.txt" "$out_dir/matmul-jax-1.txt"
+  echo "repetitions: $reps (Java and JAX alternately)"
+  echo
+  local rep summary="$out_dir/matmul-summary.txt" row="matmul upload x + execute + download y"
+  for rep in $(seq 1 "$reps"); do
+    matmul_rows "$out_dir/matmul-java-$rep.txt" "$out_dir/matmul-jax-$rep.txt"
+  done | awk -v summary="$summary" "$AGGREGATE_AWK"
+  echo
+  printf "RESULT matmul java_us=%.3f jax_us=%.3f ratio=%.3f\n" "$(summary_value "$summary" "$row" java)" \
+    "$(summary_value "$summary" "$row" jax)" "$(summary_value "$summary" "$row" ratio)"
+}
+
+weighted_java() { java_bench dev.xlaactors.bench.WeightedCallbackBench > "$1"; }
+weighted_jax() { (cd "$repo/bench" && "$python" jax_weighted.py) > "$1"; }
+
+run_weighted() {
+  ensure_java_built
+  python="$(jax_python)"
+  mkdir -p "$out_dir"
+  rm -f "$out_dir"/weighted-*.txt
+  alternate_sides weighted weighted_java weighted_jax
+  machine_summary
+  grep -h '^INFO ' "$out_dir/weighted-java-1.txt" "$out_dir/weighted-jax-1.txt"
+  echo "repetitions: $reps (Java and JAX alternately)"
+  echo
+  local rep summary="$out_dir/weighted-summary.txt"
+  for rep in $(seq 1 "$reps"); do
+    awk "$TABLE_AWK_LIB"'
+      END {
+        row("supervised, W re-sent each run", "weighted_hostonly", "weighted_pure_callback")
+        row("supervised, W bound (Model)", "weighted_bound", "weighted_pure_callback")
+        row("supervised, W bound, relu inline", "weighted_bound_inline", "weighted_pure_callback")
+        row("bare matmul, W bound (Model.run)", "matmul_bound", "matmul_jit")
+        if (missing != "") { print "missing measurements:" missing > "/dev/stderr"; exit 1 }
+      }' "$out_dir/weighted-java-$rep.txt" "$out_dir/weighted-jax-$rep.txt"
+  done | awk -v summary="$summary" "$AGGREGATE_AWK"
+  echo
+  printf 'RESULT weighted weighted_ratio=%s inline_ratio=%s hostonly_ratio=%s\n' \
+    "$(summary_value "$summary" "supervised, W bound (Model)" ratio)" \
+    "$(summary_value "$summary" "supervised, W bound, relu inline" ratio)" \
+    "$(summary_value "$summary" "supervised, W re-sent each run" ratio)"
+}
+
 case "${1:-}" in
   execute) run_execute ;;
   models) run_models ;;
+  matmul) run_matmul ;;
   cluster) run_cluster ;;
   segmented) run_segmented ;;
   callbacks) run_callbacks ;;
   callbacks-profile) run_callbacks_profile ;;
+  weighted) run_weighted ;;
   *) usage; exit 2 ;;
 esac

@@ -7,7 +7,7 @@ set -euo pipefail
 jax_version=0.10.2
 numpy_version=2.3.5
 safetensors_version=0.8.0 # tools/jax_gpt.py writes and reads the weights with it
-# flatbuffers: needed by Exported.serialize()/deserialize (jax.export artifacts); added to an existing venv too.
+# flatbuffers: needed by Exported.serialize()/deserialize (jax.export artifacts).
 flatbuffers_version=25.12.19
 cache="${XLA_ACTORS_CACHE:-$HOME/.cache/xla-actors}"
 venv="$cache/jax-venv-$jax_version"
@@ -18,12 +18,10 @@ if [ ! -f "$venv/.complete" ]; then
     "jax==$jax_version" "jaxlib==$jax_version" "numpy==$numpy_version" >&2
   touch "$venv/.complete"
 fi
-# Added after the first venvs were made: installed on its own so an existing venv gets it too.
-if ! "$venv/bin/python" -c 'import safetensors' 2>/dev/null; then
-  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "safetensors==$safetensors_version" >&2
-fi
-if [ ! -f "$venv/.flatbuffers-$flatbuffers_version" ]; then
-  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "flatbuffers==$flatbuffers_version" >&2
-  touch "$venv/.flatbuffers-$flatbuffers_version"
+# Added after the first venvs were made: installed on their own so an existing venv gets them too.
+if [ ! -f "$venv/.extras-$safetensors_version-$flatbuffers_version" ]; then
+  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
+    "safetensors==$safetensors_version" "flatbuffers==$flatbuffers_version" >&2
+  touch "$venv/.extras-$safetensors_version-$flatbuffers_version"
 fi
 echo "$venv/bin/python"

@@ -466,6 +466,27 @@ public final class CallbackRuntime implements AutoCloseable {
    * like a fused run; returns the outputs and what crossed between host and devices.
    */
   public SegmentedProgram.Result runSegmented(SegmentedProgram program, List<HostTensor> inputs) {
+    return runSegmentedArguments(program, hostArguments(inputs));
+  }
+
+  /** Host tensors as arguments; a null list or element stays null, for the program's own error message. */
+  private static List<Argument> hostArguments(List<HostTensor> inputs) {
+    if (inputs == null) {
+      return null;
+    }
+    List<Argument> arguments = new java.util.ArrayList<>(inputs.size());
+    for (HostTensor t : inputs) {
+      arguments.add(t == null ? null : Argument.of(t));
+    }
+    return arguments;
+  }
+
+  /**
+   * As {@link #runSegmented}, with inputs that may be device buffers (weights kept on the device between
+   * runs): a stage on the buffer's device reads it with no upload, and it stays the caller's. Donated
+   * buffers are refused (see {@link SegmentedProgram#runArguments}).
+   */
+  public SegmentedProgram.Result runSegmentedArguments(SegmentedProgram program, List<Argument> inputs) {
     long runId = RUN_IDS.incrementAndGet();
     RunState<List<HostTensor>> state = new RunState<>(metrics);
     return executeSegmented(program, inputs, runId, state, spawnSupervisor(runId, state, true));
@@ -474,7 +495,8 @@ public final class CallbackRuntime implements AutoCloseable {
   /** Starts a run of a segmented program on the run dispatcher; returns at once. See {@link #start(Executable, List)}. */
   public RunHandle start(SegmentedProgram program, List<HostTensor> inputs) {
     Started<List<HostTensor>> run = startQueued(KEEP,
-        (RunBody<List<HostTensor>>) (runId, state, supervisor) -> executeSegmented(program, inputs, runId, state, supervisor).outputs());
+        (RunBody<List<HostTensor>>) (runId, state, supervisor) ->
+            executeSegmented(program, hostArguments(inputs), runId, state, supervisor).outputs());
     return new RunHandle(run.runId(), run.result(), run.supervisor());
   }
 
@@ -488,7 +510,7 @@ public final class CallbackRuntime implements AutoCloseable {
   }
 
   private SegmentedProgram.Result executeSegmented(
-      SegmentedProgram program, List<HostTensor> inputs, long runId, RunState<List<HostTensor>> state,
+      SegmentedProgram program, List<Argument> inputs, long runId, RunState<List<HostTensor>> state,
       ActorRef<RunSupervisor.Command> supervisor) {
     long runDeadline = System.nanoTime() + settings.runTimeout().toNanos();
     MDC.put("runId", Long.toString(runId));
@@ -496,7 +518,7 @@ public final class CallbackRuntime implements AutoCloseable {
     try {
       SegmentedProgram.Result result;
       try {
-        result = program.run(inputs, new SupervisedHostCalls(runId, state, supervisor,
+        result = program.runArguments(inputs, new SupervisedHostCalls(runId, state, supervisor,
             name -> nativeBackstop(name, runDeadline), metrics, call -> dispatchDirectly(call, state, supervisor),
             settings.callbackSpin()));
       } catch (RuntimeException e) {

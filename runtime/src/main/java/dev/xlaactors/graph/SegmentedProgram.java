@@ -17,6 +17,7 @@ import dev.xlaactors.runtime.HostCallback;
 import dev.xlaactors.runtime.HostTensor;
 import dev.xlaactors.runtime.TensorType;
 import dev.xlaactors.runtime.XlaClient;
+import dev.xlaactors.runtime.model.Argument;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.IdentityHashMap;
@@ -188,6 +189,23 @@ public final class SegmentedProgram implements AutoCloseable {
 
   /** Runs the plan on {@code inputs} (checked against the graph's parameter types). */
   public Result run(List<HostTensor> inputs, HostCallInvoker invoker) {
+    if (inputs == null) {
+      throw new InvalidArgumentException("graph '" + graph.graph().name() + "': inputs are null");
+    }
+    List<Argument> arguments = new ArrayList<>(inputs.size());
+    for (HostTensor t : inputs) {
+      arguments.add(t == null ? null : Argument.of(t));
+    }
+    return runArguments(arguments, invoker);
+  }
+
+  /**
+   * Runs the plan on {@code inputs}: host tensors, or device buffers (weights kept on the device between
+   * runs, outputs of an earlier run) that a stage on the buffer's own device reads in place, with no
+   * upload; they stay the caller's. A stage placed elsewhere gets a copy. Donation is refused: a
+   * segmented run hands each value to several stages and host calls, so no stage may consume it.
+   */
+  public Result runArguments(List<Argument> inputs, HostCallInvoker invoker) {
     List<TensorType> expected = graph.graph().parameterTypes();
     if (inputs == null || inputs.size() != expected.size()) {
       throw new InvalidArgumentException("graph '" + graph.graph().name() + "' expects " + expected.size()
@@ -198,12 +216,22 @@ public final class SegmentedProgram implements AutoCloseable {
         throw new InvalidArgumentException("input " + i + " of graph '" + graph.graph().name() + "': expected "
             + expected.get(i) + ", got " + (inputs.get(i) == null ? "null" : inputs.get(i).type()));
       }
+      if (inputs.get(i) instanceof Argument.Donated) {
+        throw new InvalidArgumentException("input " + i + " of graph '" + graph.graph().name() + "' is donated: a "
+            + "segmented run does not take donated buffers (several stages may read one value); pass Argument.of(buffer)");
+      }
     }
     Execution run = new Execution(invoker);
     Frame root = new Frame(null);
     try {
       for (int i = 0; i < inputs.size(); i++) {
-        root.create(graph.parameters().get(i), onHost(inputs.get(i)));
+        if (inputs.get(i) instanceof Argument.OnDevice d) {
+          Slot slot = new Slot();
+          slot.device = d.buffer(); // the caller's: bound, never created, so never closed by the run
+          root.bind(graph.parameters().get(i), slot);
+        } else {
+          root.create(graph.parameters().get(i), onHost(((Argument.Host) inputs.get(i)).tensor()));
+        }
       }
       run.plan(graph.plan(), root);
       List<HostTensor> outputs = new ArrayList<>();

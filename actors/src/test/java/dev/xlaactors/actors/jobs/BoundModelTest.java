@@ -352,4 +352,30 @@ class BoundModelTest {
       assertEquals(running, totals.get(step), 1e-2 * Math.max(1, Math.abs(running)), "total after step " + step);
     }
   }
+
+  @Test
+  void aSegmentedRunReadsAWeightKeptOnTheDeviceWithoutUploadingIt() {
+    dev.xlaactors.graph.GraphBuilder b = new dev.xlaactors.graph.GraphBuilder("weighted_segmented");
+    dev.xlaactors.graph.Value wv = b.parameter(TensorType.of(DType.F32, D, D));
+    dev.xlaactors.graph.Value xv = b.parameter(TensorType.of(DType.F32, 1, D));
+    dev.xlaactors.runtime.HostCallback relu = new dev.xlaactors.runtime.HostCallback("relu", List.of(TensorType.of(DType.F32, 1, D)),
+        null, (in, s) -> List.of(HostTensor.ofFloats(relu(in.get(0).toFloatArray()), 1, D)));
+    dev.xlaactors.graph.Value y = b.hostCall(relu, b.matmul(xv, wv)).get(0);
+    dev.xlaactors.graph.SegmentedProgram program = callbacks.segmented(b.build(y));
+    try (DeviceBuffer weights = client.upload(HostTensor.ofFloats(w, D, D))) {
+      for (int run = 0; run < 3; run++) {
+        float[] x = random(D, 90 + run, 1f);
+        long uploads = client.uploadCount();
+        dev.xlaactors.graph.SegmentedProgram.Result result =
+            callbacks.runSegmentedArguments(program, List.of(Argument.of(weights), Argument.of(row(x))));
+        assertArrayEquals(expected(x), result.outputs().get(0).toFloatArray(), 1e-3f);
+        assertEquals(1, client.uploadCount() - uploads, "x only: the weight is read where it lives");
+        assertEquals(4L * D, result.stats().bytesToDevice(), "x's 8 KiB, not W's 16 MiB");
+      }
+      assertTrue(!weights.isClosed(), "the weight stays the caller's");
+      XlaException donated = assertThrows(XlaException.class,
+          () -> callbacks.runSegmentedArguments(program, List.of(Argument.donated(weights), Argument.of(row(random(D, 99, 1f))))));
+      assertTrue(donated.getMessage().contains("does not take donated buffers"), donated.getMessage());
+    }
+  }
 }

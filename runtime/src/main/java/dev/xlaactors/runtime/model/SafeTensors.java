@@ -1,7 +1,7 @@
 package dev.xlaactors.runtime.model;
 
-import dev.xlaactors.error.InvalidArgumentException;
 import dev.xlaactors.error.ErrorCode;
+import dev.xlaactors.error.InvalidArgumentException;
 import dev.xlaactors.error.XlaException;
 import dev.xlaactors.runtime.DType;
 import dev.xlaactors.runtime.HostTensor;
@@ -21,6 +21,7 @@ import java.nio.file.Path;
 import java.nio.file.StandardCopyOption;
 import java.nio.file.StandardOpenOption;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.Collections;
 import java.util.Comparator;
 import java.util.LinkedHashMap;
@@ -243,7 +244,7 @@ public final class SafeTensors implements AutoCloseable {
     long[] dims = integers(file, name, "shape", fields.get("shape"), -1);
     for (int i = 0; i < dims.length; i++) {
       if (dims[i] < 0) {
-        throw invalidTensor(file, name, "has shape " + java.util.Arrays.toString(dims) + ": dimension " + i
+        throw invalidTensor(file, name, "has shape " + Arrays.toString(dims) + ": dimension " + i
             + " is negative, expected sizes >= 0");
       }
     }
@@ -255,7 +256,7 @@ public final class SafeTensors implements AutoCloseable {
       }
       bytes = Math.multiplyExact(count, (long) dtype.byteSize());
     } catch (ArithmeticException e) {
-      throw invalidTensor(file, name, "has shape " + java.util.Arrays.toString(dims)
+      throw invalidTensor(file, name, "has shape " + Arrays.toString(dims)
           + " whose byte size overflows a 64-bit integer");
     }
     long[] offsets = integers(file, name, "data_offsets", fields.get("data_offsets"), 2);
@@ -462,7 +463,7 @@ public final class SafeTensors implements AutoCloseable {
         json.append(',');
       }
       json.append(quote(name)).append(":{\"dtype\":\"").append(dtype).append("\",\"shape\":[")
-          .append(java.util.Arrays.stream(type.shape().dims()).mapToObj(Long::toString)
+          .append(Arrays.stream(type.shape().dims()).mapToObj(Long::toString)
               .collect(Collectors.joining(",")))
           .append("],\"data_offsets\":[").append(offset).append(',').append(offset + bytes).append("]}");
       offset += bytes;
@@ -480,8 +481,9 @@ public final class SafeTensors implements AutoCloseable {
     Path directory = file.toAbsolutePath().getParent();
     Path temporary = null;
     try {
-      temporary = Files.createTempFile(directory, file.getFileName().toString(), ".partial");
-      try (FileChannel out = FileChannel.open(temporary, StandardOpenOption.WRITE)) {
+      // Not createTempFile: its 0600 mode would stay on the model file; this one gets the umask's mode.
+      temporary = directory.resolve("." + file.getFileName() + "." + java.util.UUID.randomUUID() + ".partial");
+      try (FileChannel out = FileChannel.open(temporary, StandardOpenOption.CREATE_NEW, StandardOpenOption.WRITE)) {
         writeFully(out, head);
         for (ByteBuffer b : data) {
           writeFully(out, b);

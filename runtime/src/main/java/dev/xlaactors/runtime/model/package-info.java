@@ -1,9 +1,9 @@
 /**
- * Models: compiled programs with parameters bound to device-resident buffers ({@link
- * dev.xlaactors.runtime.model.Model}), the per-run {@link dev.xlaactors.runtime.model.Argument}s (host
- * tensors, device buffers, donated buffers), and bringing models in from the artifacts they are shipped
- * as: {@code jax.export} serialized exports ({@link dev.xlaactors.runtime.model.JaxExport}) and weights
- * read from safetensors files ({@link dev.xlaactors.runtime.model.SafeTensors}), memory-mapped and
- * validated before any tensor is read.
+ * Bringing real models in: reading the artifacts models are shipped as ({@code jax.export} serialized
+ * exports: {@link dev.xlaactors.runtime.model.JaxExport}), their weights (safetensors files, memory-mapped
+ * and validated before any tensor is read: {@link dev.xlaactors.runtime.model.SafeTensors}), and binding
+ * weights to the parameters of the compiled program: {@link dev.xlaactors.runtime.model.Model} (parameters
+ * bound to device-resident buffers, shared by concurrent runs) and the per-run {@link
+ * dev.xlaactors.runtime.model.Argument}s (host tensors, device buffers, donated buffers).
  */
 package dev.xlaactors.runtime.model;
