@@ -5,7 +5,7 @@
 # modules and the classpath points at their target/ folders, so nothing is installed into ~/.m2.
 #
 #   examples/run.sh <example> [args...]            quickstart, jax-model, batch-inference, generation, generate, perplexity,
-#                                                  cluster, cluster-callbacks
+#                                                  cluster, cluster-callbacks, node
 #   examples/run.sh --class <main-class> [args...] any class on the classpath (add yours with EXTRA_CLASSPATH)
 #   examples/run.sh --classpath                    prints the classpath (after building if needed)
 #
@@ -23,6 +23,7 @@ declare -A mains=(
   [perplexity]=dev.xlaactors.examples.Perplexity
   [cluster]=dev.xlaactors.examples.ClusterJobs
   [cluster-callbacks]=dev.xlaactors.examples.TwoNodeCallbacks
+  [node]=dev.xlaactors.examples.ClusterNode
 )
 usage() {
   echo "usage: examples/run.sh <example> [args...] | --class <main-class> [args...] | --classpath" >&2
@@ -44,20 +45,25 @@ if [ ! -f "$stamp" ] || [ ! -f "$classpath_file" ] ||
     \( -name '*.java' -o -name '*.cc' -o -name '*.h' -o -name '*.sh' -o -name 'pom.xml' -o -name '*.conf' -o -name '*.properties' \) \
     -print -quit)" ]; then
   mkdir -p examples/target
-  # Build quietly in the reactor (package, not install: ~/.m2 may be shared); show the log only if it fails.
+  # Build in the reactor (package, not install: ~/.m2 may be shared). Maven runs quietly (.mvn/maven.config),
+  # so what it prints is the build's progress: fetching the plugin, compiling the native bridge.
+  echo "building xla-actors (log: examples/target/build.log): fetching the XLA CPU plugin if missing," \
+    "compiling the native bridge if it changed, compiling the Java modules" >&2
+  started=$SECONDS
   if ! mvn -B -Dstyle.color=never -DskipTests -pl examples -am package dependency:build-classpath \
-    -Dmdep.outputFile=target/classpath.txt > examples/target/build.log 2>&1; then
-    cat examples/target/build.log >&2
+    -Dmdep.outputFile=target/classpath.txt 2>&1 | tee examples/target/build.log | sed -u -e 's/\x1b\[[0-9;]*m//g' -e '/^$/d' -e 's/^/  /' >&2; then
     echo "build failed (log: examples/target/build.log)" >&2
     exit 1
   fi
+  echo "built in $((SECONDS - started)) s" >&2
   touch "$stamp" # rewritten on every build, so an unchanged tree is not built again
 fi
-classpath="${EXTRA_CLASSPATH:+$EXTRA_CLASSPATH:}examples/target/classes:$(cat "$classpath_file")"
+classpath="${EXTRA_CLASSPATH:+$EXTRA_CLASSPATH:}$root/examples/target/classes:$(cat "$classpath_file")"
 if [ -z "$main" ]; then
   echo "$classpath"
   exit 0
 fi
+echo "starting $main" >&2
 # shellcheck disable=SC2086 # JAVA_OPTS holds several options on purpose
 exec java -Dconfig.file=conf/application.conf -Dlogback.configurationFile=conf/logback.xml ${JAVA_OPTS:-} \
   -cp "$classpath" "$main" "$@"

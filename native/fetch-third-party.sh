@@ -3,7 +3,7 @@
 # into a cache outside the repository, verifying each wheel's sha256. Idempotent: a complete cache is reused.
 #
 #   cache: ${XLA_ACTORS_CACHE:-$HOME/.cache/xla-actors}; headers for the build under $cache/include
-#   prints the cache directory on its last line.
+#   prints the cache directory on its last line (not with --no-print, which the Maven build passes).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 prop() { sed -n "s/^$1=//p" "$here/third-party.properties"; }
@@ -86,4 +86,4 @@ ln -sfn "$plugin_dir/include/xla/pjrt" "$cache/include/xla/pjrt"
 ln -sfn "$ffi_dir/include/xla/ffi" "$cache/include/xla/ffi"
 # The wheels are unpacked and marked complete; keep the cache small.
 rm -f "$cache"/wheels/*.whl
-echo "$cache"
+[ "${1:-}" = "--no-print" ] || echo "$cache"

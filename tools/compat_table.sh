@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Formats JaxCompatibilityTest's results as the README's Markdown table ("Which JAX exports run").
+# Formats JaxCompatibilityTest's results as docs/imports.md's Markdown table ("Which JAX exports run").
 #
 #   mvn -B -q -pl runtime -am test -Dtest=JaxCompatibilityTest -Dsurefire.failIfNoSpecifiedTests=false
 #   tools/compat_table.sh [runtime/target/compat-results.tsv]

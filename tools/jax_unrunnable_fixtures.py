@@ -32,7 +32,7 @@ def main():
     OUT.mkdir(parents=True, exist_ok=True)
     x = np.zeros((4,), np.float32)
     (OUT / "python_callback.mlir").write_text(jax.jit(python_callback).lower(x).as_text())
-    # jax.export refuses host callbacks, so the ordered effect is lowered the way the README exports.
+    # jax.export refuses host callbacks, so the ordered effect is lowered the way docs/imports.md exports.
     (OUT / "ordered_effect.mlir").write_text(jax.jit(ordered_print).lower(x).as_text())
     batch = export.symbolic_shape("b, 8")
     spec = jax.ShapeDtypeStruct(batch, np.float32)

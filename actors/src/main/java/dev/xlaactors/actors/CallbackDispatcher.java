@@ -7,11 +7,13 @@ import dev.xlaactors.error.XlaException;
 import dev.xlaactors.runtime.HostCall;
 import dev.xlaactors.runtime.HostFunction;
 import dev.xlaactors.runtime.HostTensor;
+import dev.xlaactors.runtime.KnownConfigKeys;
 import dev.xlaactors.runtime.TensorType;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
+import java.util.Set;
 import java.util.TreeSet;
 import java.util.concurrent.atomic.AtomicReference;
 import org.apache.pekko.actor.typed.ActorRef;
@@ -128,6 +130,7 @@ public final class CallbackDispatcher extends AbstractBehavior<CallbackDispatche
   private final Map<String, Entry> byName = new HashMap<>();
   private final Map<Identity, Entry> byIdentity = new HashMap<>();
   private long nextId = 1;
+  private final Set<String> timeoutNames;
 
   /**
    * The dispatcher. Its registry is its whole value, so a failure while handling a message resumes it
@@ -136,16 +139,30 @@ public final class CallbackDispatcher extends AbstractBehavior<CallbackDispatche
    * without a message. Its functions run on {@code callbackThreads}.
    */
   static Behavior<Command> create(CallbackThreads callbackThreads, AtomicReference<Map<String, FunctionEntry>> published) {
+    return create(callbackThreads, published, Set.of());
+  }
+
+  /**
+   * The dispatcher, told the names that have a timeout of their own ({@code callbacks.timeouts.<name>}):
+   * registering a name that has none, while one of those keys is a near miss of it naming no registered
+   * callback, is refused, since that key's timeout would silently never apply.
+   */
+  static Behavior<Command> create(
+      CallbackThreads callbackThreads, AtomicReference<Map<String, FunctionEntry>> published, Set<String> timeoutNames) {
     return Behaviors.<Command>supervise(
-            Behaviors.setup(context -> new CallbackDispatcher(context, callbackThreads, published)))
+            Behaviors.setup(context -> new CallbackDispatcher(context, callbackThreads, published, timeoutNames)))
         .onFailure(SupervisorStrategy.resume());
   }
 
   private CallbackDispatcher(
-      ActorContext<Command> context, CallbackThreads callbackThreads, AtomicReference<Map<String, FunctionEntry>> published) {
+      ActorContext<Command> context,
+      CallbackThreads callbackThreads,
+      AtomicReference<Map<String, FunctionEntry>> published,
+      Set<String> timeoutNames) {
     super(context);
     this.callbackThreads = callbackThreads;
     this.published = published;
+    this.timeoutNames = Set.copyOf(timeoutNames);
   }
 
   private void publish() {
@@ -222,6 +239,26 @@ public final class CallbackDispatcher extends AbstractBehavior<CallbackDispatche
     return this;
   }
 
+  /**
+   * A timeout key's name that looks like a misspelling of {@code name}: {@code name} has no key of its
+   * own, the key names no registered callback, and the two differ by at most a quarter of their length
+   * (at least 1), not only in digits ({@code step1} and {@code step2} are two callbacks).
+   */
+  private String misspeltTimeoutName(String name) {
+    if (timeoutNames.contains(name)) {
+      return null;
+    }
+    for (String key : timeoutNames) {
+      if (byName.containsKey(key) || key.replaceAll("[0-9]", "").equals(name.replaceAll("[0-9]", ""))) {
+        continue;
+      }
+      if (KnownConfigKeys.distance(key, name) <= Math.max(1, Math.max(key.length(), name.length()) / 4)) {
+        return key;
+      }
+    }
+    return null;
+  }
+
   /** Drops an entry that no name refers to any more, so its function or server is not kept alive. */
   private void forgetIfUnnamed(Entry entry) {
     if (!byName.containsValue(entry)) {
@@ -235,6 +272,14 @@ public final class CallbackDispatcher extends AbstractBehavior<CallbackDispatche
     String name = requestedName != null ? requestedName : existing != null ? existing.id().name() : null;
     if (name != null && name.isBlank()) {
       return StatusReply.error(new InvalidArgumentException("a callback name must not be blank, got \"" + name + "\""));
+    }
+    String misspelt = name == null ? null : misspeltTimeoutName(name);
+    if (misspelt != null) {
+      String keys = "xla-actors.actors.callbacks.timeouts.";
+      return StatusReply.error(new InvalidArgumentException(
+          "callback '" + name + "' has no timeout of its own, but the key " + keys + misspelt + " names no registered"
+              + " callback: did you mean " + keys + name + "? (its timeout would never apply; rename the key, or"
+              + " register '" + misspelt + "' first if it is another callback)"));
     }
     Entry named = name == null ? null : byName.get(name);
     if (named != null && named != existing) {

@@ -87,7 +87,7 @@ public final class CallbackRuntime implements AutoCloseable {
     HostCall.setAnswerSpin(settings.callbackSpin());
     this.dispatcher =
         system.systemActorOf(
-            CallbackDispatcher.create(callbackThreads, functions), "xla-callback-dispatcher-" + runtimeId, Props.empty());
+            CallbackDispatcher.create(callbackThreads, functions, settings.callbackTimeouts().keySet()), "xla-callback-dispatcher-" + runtimeId, Props.empty());
     this.runExecutor = system.dispatchers().lookup(DispatcherSelector.fromConfig(settings.runDispatcher()));
     this.metricsLogging =
         settings.logMetrics()

@@ -65,7 +65,7 @@ import org.apache.pekko.pattern.StatusReply;
  *       the run fails at once with {@code UNAVAILABLE} naming it, and is not sent again (the caller
  *       decides). A run with no answer within its timeout fails with {@code DEADLINE_EXCEEDED}.
  *   <li>When the node holding an entity is removed from the cluster (the downing provider decides when;
- *       see README), its shards move to the other nodes of the role, and the next run of the id starts
+ *       see docs/cluster.md), its shards move to the other nodes of the role, and the next run of the id starts
  *       the entity there: it compiles the program again and serves the run. Computations keep no state
  *       between runs, so nothing is journaled or remembered.
  *   <li>An idle entity is passivated by sharding ({@code pekko.cluster.sharding.passivation}, 2 minutes

@@ -55,8 +55,8 @@ class ClusterSettingsTest {
   }
 
   @Test
-  void theReadmesClusterSnippetIsValid() throws Exception {
-    String readme = Files.readString(Path.of("..", "README.md"));
+  void theClusterPagesSnippetIsValid() throws Exception {
+    String readme = Files.readString(Path.of("..", "docs", "cluster.md"));
     int section = readme.indexOf("## Running on a cluster");
     int start = readme.indexOf("```hocon", section) + "```hocon".length();
     String hocon = readme.substring(start, readme.indexOf("```", start));

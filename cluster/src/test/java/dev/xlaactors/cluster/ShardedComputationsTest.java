@@ -96,7 +96,7 @@ class ShardedComputationsTest {
     assertArrayEquals(new float[] {4f, 7f, 10f}, out.get(0).toFloatArray(), 0f);
   }
 
-  /** The example of the README's cluster section, as written there (the graph is built here). */
+  /** The example of docs/cluster.md, as written there (the graph is built here). */
   @Test
   void theReadmeExample() {
     GraphBuilder b = new GraphBuilder("twice_plus_one");

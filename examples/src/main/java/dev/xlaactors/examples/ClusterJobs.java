@@ -88,6 +88,7 @@ public final class ClusterJobs {
       compute(args[1], Integer.parseInt(args[2]), Path.of(args[3]));
       return;
     }
+    new ExampleArgs("examples/run.sh cluster (no arguments; it starts its own nodes)", args, 0);
     Path dir = Files.createTempDirectory("xla-actors-cluster-jobs");
     int seedPort;
     try (ServerSocket s = new ServerSocket(0, 1, InetAddress.getLoopbackAddress())) {

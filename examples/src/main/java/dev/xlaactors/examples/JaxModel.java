@@ -22,7 +22,11 @@ public final class JaxModel {
   private JaxModel() {}
 
   public static void main(String[] args) throws Exception {
-    Path model = Path.of(args.length > 0 ? args[0] : "examples/models/mlp_with_callback.mlir");
+    ExampleArgs arguments = new ExampleArgs("examples/run.sh jax-model [model.mlir]", args, 1);
+    Path model = Path.of(arguments.string(0, "examples/models/mlp_with_callback.mlir"));
+    if (!java.nio.file.Files.isRegularFile(model)) {
+      arguments.exit("no such file: " + model.toAbsolutePath());
+    }
     ImportedProgram program = ImportedProgram.fromFile(model);
     System.out.println("model " + model + ": parameters " + program.parameterTypes());
 

@@ -26,6 +26,7 @@ public final class Quickstart {
   private Quickstart() {}
 
   public static void main(String[] args) {
+    new ExampleArgs("examples/run.sh quickstart (no arguments)", args, 0);
     TensorType hidden = TensorType.of(DType.F32, 2, 3);
     // HostCallback.of: the static argument (the threshold) reaches the function as a Float.
     HostCallback threshold =

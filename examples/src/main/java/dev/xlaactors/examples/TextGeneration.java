@@ -49,62 +49,66 @@ public final class TextGeneration {
   private TextGeneration() {}
 
   public static void main(String[] args) throws Exception {
-    int maxChars = args.length > 0 ? Integer.parseInt(args[0]) : 400;
-    long seed = args.length > 1 ? Long.parseLong(args[1]) : 7;
-    long delayMs = args.length > 2 ? Long.parseLong(args[2]) : 40;
+    ExampleArgs arguments = new ExampleArgs("examples/run.sh generation [max-chars >= 1] [seed] [delay-ms >= 0]", args, 3);
+    int maxChars = arguments.intAt(0, "max-chars", 400, 1);
+    long seed = arguments.longAt(1, "seed", 7, Long.MIN_VALUE);
+    long delayMs = arguments.longAt(2, "delay-ms", 40, 0);
 
     ActorSystem<Void> system =
         ActorSystem.create(Behaviors.empty(), "generation");
     XlaClient client = XlaClient.create();
     CallbackRuntime callbacks = CallbackRuntime.create(system, client);
-    Random random = new Random(seed);
-    HostCallback sample = new HostCallback("sample", List.of(TensorType.of(DType.S32), TensorType.of(DType.S32)), null, (in, s) -> {
-      Thread.sleep(delayMs); // a slow sampler, so Ctrl-C lands in the middle of a step
-      int token = sampleFrom(in.get(0).toFloatArray(), random);
-      char c = VOCABULARY.charAt(token);
-      System.out.print(c);
-      System.out.flush();
-      return List.of(HostTensor.ofInts(new int[] {token}), HostTensor.ofInts(new int[] {c == '.' ? 1 : 0}));
-    });
-    Generation generation =
-        Generation.create(List.of(HostTensor.ofInts(new int[] {VOCABULARY.indexOf(' ')})), maxChars, (step, outputs) ->
-            outputs.get(1).toIntArray()[0] == 1 ? Optional.empty() : Optional.of(List.of(outputs.get(0))));
-    JobSettings settings = JobSettings.create(system);
-    ActorRef<InferenceJob.Command> job =
-        system.systemActorOf(
-            InferenceJob.create("generation", Program.of(languageModel(seed, sample)), client, callbacks, generation, settings),
-            "generation", Props.empty());
+    try {
+      Random random = new Random(seed);
+      HostCallback sample = new HostCallback("sample", List.of(TensorType.of(DType.S32), TensorType.of(DType.S32)), null, (in, s) -> {
+        Thread.sleep(delayMs); // a slow sampler, so Ctrl-C lands in the middle of a step
+        int token = sampleFrom(in.get(0).toFloatArray(), random);
+        char c = VOCABULARY.charAt(token);
+        System.out.print(c);
+        System.out.flush();
+        return List.of(HostTensor.ofInts(new int[] {token}), HostTensor.ofInts(new int[] {c == '.' ? 1 : 0}));
+      });
+      Generation generation =
+          Generation.create(List.of(HostTensor.ofInts(new int[] {VOCABULARY.indexOf(' ')})), maxChars, (step, outputs) ->
+              outputs.get(1).toIntArray()[0] == 1 ? Optional.empty() : Optional.of(List.of(outputs.get(0))));
+      JobSettings settings = JobSettings.create(system);
+      ActorRef<InferenceJob.Command> job =
+          system.systemActorOf(
+              InferenceJob.create("generation", Program.of(languageModel(seed, sample)), client, callbacks, generation, settings),
+              "generation", Props.empty());
 
-    CompletableFuture<JobResult> result =
-        AskPattern.<InferenceJob.Command, JobResult>ask(job, InferenceJob.Start::new, Duration.ofDays(1), system.scheduler())
-            .toCompletableFuture();
-    AtomicBoolean cancelling = new AtomicBoolean();
-    // Ctrl-C: a task of Pekko's coordinated shutdown, which runs it before it stops any actor, so the job
-    // ends as Cancelled("Ctrl-C") rather than being stopped under its step.
-    CoordinatedShutdown.get(system).addTask(CoordinatedShutdown.PhaseBeforeServiceUnbind(), "cancel-generation", () -> {
-      if (result.isDone()) {
-        return CompletableFuture.completedFuture(Done.getInstance());
+      CompletableFuture<JobResult> result =
+          AskPattern.<InferenceJob.Command, JobResult>ask(job, InferenceJob.Start::new, Duration.ofDays(1), system.scheduler())
+              .toCompletableFuture();
+      AtomicBoolean cancelling = new AtomicBoolean();
+      // Ctrl-C: a task of Pekko's coordinated shutdown, which runs it before it stops any actor, so the job
+      // ends as Cancelled("Ctrl-C") rather than being stopped under its step.
+      CoordinatedShutdown.get(system).addTask(CoordinatedShutdown.PhaseBeforeServiceUnbind(), "cancel-generation", () -> {
+        if (result.isDone()) {
+          return CompletableFuture.completedFuture(Done.getInstance());
+        }
+        cancelling.set(true);
+        return AskPattern.<InferenceJob.Command, JobResult>ask(
+                job, replyTo -> new InferenceJob.Cancel("Ctrl-C", replyTo), Duration.ofSeconds(2), system.scheduler())
+            .handle((cancelled, e) -> {
+              System.out.println();
+              System.out.println(e == null ? "result: " + cancelled : "the job did not confirm the cancellation in 2 s: " + e);
+              return Done.getInstance();
+            });
+      });
+
+      System.out.print("> ");
+      JobResult finished = result.get();
+      if (!cancelling.get()) { // else the shutdown hook reports it
+        System.out.println();
+        System.out.println("result: " + finished);
       }
-      cancelling.set(true);
-      return AskPattern.<InferenceJob.Command, JobResult>ask(
-              job, replyTo -> new InferenceJob.Cancel("Ctrl-C", replyTo), Duration.ofSeconds(2), system.scheduler())
-          .handle((cancelled, e) -> {
-            System.out.println();
-            System.out.println(e == null ? "result: " + cancelled : "the job did not confirm the cancellation in 2 s: " + e);
-            return Done.getInstance();
-          });
-    });
-
-    System.out.print("> ");
-    JobResult finished = result.get();
-    if (!cancelling.get()) { // else the shutdown hook reports it
-      System.out.println();
-      System.out.println("result: " + finished);
+    } finally { // also when the job cannot start, so the JVM never stays up on a live actor system
+      callbacks.close();
+      system.terminate();
+      system.getWhenTerminated().toCompletableFuture().get(10, TimeUnit.SECONDS);
+      client.close();
     }
-    callbacks.close();
-    system.terminate();
-    system.getWhenTerminated().toCompletableFuture().get(10, TimeUnit.SECONDS);
-    client.close();
   }
 
   /** One step: token id (s32[]) -> embedding -> tanh dense -> softmax -> Java sampler -> (next id, stop flag). */

@@ -64,6 +64,7 @@ public final class TwoNodeCallbacks {
       serve(Integer.parseInt(args[1]));
       return;
     }
+    new ExampleArgs("examples/run.sh cluster-callbacks (no arguments; it starts the serving node)", args, 0);
     int seedPort;
     try (ServerSocket s = new ServerSocket(0, 1, InetAddress.getLoopbackAddress())) {
       seedPort = s.getLocalPort();

@@ -561,7 +561,7 @@ public final class GraphBuilder {
 
   /** Reduces over {@code axes} (all axes when none are given) with {@code kind}, removing them. */
   public Value reduce(Value x, ReduceKind kind, long... axes) {
-    String op = "reduce_" + (kind == null ? "?" : kind.name().toLowerCase());
+    String op = "reduce_" + (kind == null ? "?" : kind.name().toLowerCase(java.util.Locale.ROOT));
     use(op, x, "operand");
     if (kind == null) {
       throw error(op, "reduce kind is null");

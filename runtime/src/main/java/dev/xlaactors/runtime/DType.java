@@ -85,7 +85,7 @@ public enum DType {
 
   /** Lower-case short name used in messages and shapes, e.g. {@code f32[2,3]}. */
   public String shortName() {
-    return name().toLowerCase();
+    return name().toLowerCase(java.util.Locale.ROOT);
   }
 
   /** The dtype for a PJRT buffer-type ordinal; an {@link XlaException} for types the runtime lacks. */

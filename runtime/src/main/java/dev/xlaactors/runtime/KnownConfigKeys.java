@@ -35,6 +35,7 @@ public final class KnownConfigKeys {
   }
 
   static void check(Config config, Config reference) {
+    checkRootSpelling(config);
     if (!config.hasPath(ROOT)) {
       return;
     }
@@ -51,15 +52,54 @@ public final class KnownConfigKeys {
       List<String> described = new ArrayList<>();
       for (String key : unknown) {
         String origin = config.getValue(key).origin().description();
-        String nearest = nearest(key, known);
+        String nearest = nearestModule(key, reference);
+        if (nearest == null) {
+          nearest = nearest(key, known);
+        }
         described.add(key + " (" + origin + ")" + (nearest != null ? ", did you mean " + nearest + "?" : ""));
       }
       throw new XlaException(
           ErrorCode.INVALID_ARGUMENT,
           "unknown configuration key" + (unknown.size() > 1 ? "s " : " ") + String.join("; ", described)
               + ": no xla-actors module defines " + (unknown.size() > 1 ? "them" : "it")
-              + " (check the spelling against the modules' reference.conf, listed in the README)");
+              + " (check the spelling against the modules' reference.conf, listed in docs/configuration.md)");
     }
+  }
+
+  /**
+   * Refuses a top-level key that is a misspelling of {@code xla-actors} ({@code xla-actor}, {@code
+   * xla_actors}, ...): everything under it would otherwise be silently ignored.
+   */
+  private static void checkRootSpelling(Config config) {
+    for (String top : config.root().keySet()) {
+      if (!top.equals(ROOT) && distance(top, ROOT) <= 2) {
+        String origin = config.root().get(top).origin().description();
+        throw new XlaException(
+            ErrorCode.INVALID_ARGUMENT,
+            "unknown configuration key prefix " + top + " (" + origin + "), did you mean " + ROOT
+                + "? Nothing reads the settings under " + top + "; write them under " + ROOT + ".");
+      }
+    }
+  }
+
+  /**
+   * When {@code key}'s module segment ({@code xla-actors.<module>...}) is no module but close to one,
+   * the same key under that module ({@code xla-actors.actorz.runs.timeout} -> {@code
+   * xla-actors.actors.runs.timeout}); otherwise null.
+   */
+  private static String nearestModule(String key, Config reference) {
+    List<String> keys = ConfigUtil.splitPath(key);
+    if (keys.size() < 3 || reference.hasPath(ConfigUtil.joinPath(keys.subList(0, 2)))) {
+      return null;
+    }
+    for (String module : reference.getConfig(ROOT).root().keySet()) {
+      if (distance(keys.get(1), module) <= 2) {
+        List<String> fixed = new ArrayList<>(keys);
+        fixed.set(1, module);
+        return ConfigUtil.joinPath(fixed);
+      }
+    }
+    return null;
   }
 
   /** The known key closest to {@code key} by edit distance, if it is close enough to be a misspelling. */
@@ -77,7 +117,8 @@ public final class KnownConfigKeys {
     return best != null && bestDistance <= Math.max(2, last.length() / 3) ? best : null;
   }
 
-  private static int distance(String a, String b) {
+  /** The edit (Levenshtein) distance between two strings: insertions, deletions and substitutions. */
+  public static int distance(String a, String b) {
     int[] previous = new int[b.length() + 1];
     int[] current = new int[b.length() + 1];
     for (int j = 0; j <= b.length(); j++) {

@@ -46,9 +46,16 @@ public final class Plugin {
     this.attributes = readAttributes();
   }
 
-  /** The plugin named by the settings. */
+  /**
+   * The plugin named by the settings. When that is the default path and the file is missing, the pinned
+   * plugin is fetched there first ({@link PluginFetcher}); a path set by the environment variable or the
+   * config key is never fetched.
+   */
   public static Plugin load(RuntimeSettings settings) {
     try {
+      if (settings.pluginPath().equals(RuntimeSettings.defaultPluginPath()) && !Files.exists(settings.pluginPath())) {
+        PluginFetcher.ensureDefaultPlugin();
+      }
       return load(settings.pluginPath());
     } catch (PluginException e) {
       throw new PluginException(e.code(), e.getMessage() + "; the path came from " + originOf(settings.pluginPath()));
@@ -115,9 +122,13 @@ public final class Plugin {
         + RuntimeSettings.PLUGIN_PATH_KEY
         + " or the environment variable "
         + RuntimeSettings.PLUGIN_ENV
-        + " to a PJRT plugin file, or run '"
+        + " to a PJRT plugin file, or fetch the default CPU plugin into "
+        + RuntimeSettings.defaultPluginPath()
+        + " with 'java -cp <your classpath> "
+        + PluginFetcher.class.getName()
+        + "' (in a source checkout: '"
         + RuntimeSettings.FETCH_COMMAND
-        + "' to fetch the default CPU plugin)";
+        + "'))";
   }
 
   private Map<String, Object> readAttributes() {

@@ -86,7 +86,7 @@ class SegmenterTest {
     assertEquals(32, r.stats().bytesToDevice());
   }
 
-  /** The worked example of the README: a loop with a callback inside. */
+  /** The worked example of docs/segmentation.md: a loop with a callback inside. */
   static Graph loopWithCallback() {
     GraphBuilder b = new GraphBuilder("loop_with_callback");
     Value x = b.parameter(F4);

@@ -45,7 +45,7 @@ import org.slf4j.LoggerFactory;
  * program is its own dynamic test. A program that fails only because the plugin has no LAPACK/BLAS FFI
  * handler yet is skipped with that reason (an aborted assumption), so it turns into a real check as soon
  * as the handlers exist. Results go to {@code target/compat-results.tsv}, which tools/compat_table.sh
- * turns into the README's table.
+ * turns into docs/imports.md's table.
  */
 class JaxCompatibilityTest {
   private static final Logger log = LoggerFactory.getLogger(JaxCompatibilityTest.class);

@@ -21,6 +21,6 @@ public record Progress(
   public String line() {
     long percent = total == 0 ? 100 : done * 100 / total;
     String eta = estimatedTimeLeft.map(d -> d.toSeconds() + "s").orElse("?");
-    return String.format("%d/%d (%d%%) %.1f items/s, ETA %s", done, total, percent, itemsPerSecond, eta);
+    return String.format(java.util.Locale.ROOT, "%d/%d (%d%%) %.1f items/s, ETA %s", done, total, percent, itemsPerSecond, eta);
   }
 }

@@ -35,10 +35,10 @@ import org.apache.pekko.actor.typed.javadsl.Behaviors;
 import org.junit.jupiter.api.Test;
 
 /**
- * The Java snippets of README.md, compiled and run: keep each test's body in step with its snippet (the
+ * The Java fragments of docs/*.md, run with their values checked: keep each test's body in step with its fragment (the
  * snippets elide setup such as the client, which the tests spell out).
  */
-class ReadmeSnippetsTest {
+class DocFragmentsTest {
   @Test
   void usingTheRuntime() {
     try (XlaClient client = XlaClient.create();

@@ -1,0 +1,139 @@
+package dev.xlaactors.runtime;
+
+import dev.xlaactors.error.ErrorCode;
+import dev.xlaactors.error.PluginException;
+import java.io.IOException;
+import java.io.InputStream;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.StandardCopyOption;
+import java.security.MessageDigest;
+import java.security.NoSuchAlgorithmException;
+import java.util.HexFormat;
+import java.util.List;
+import java.util.Properties;
+import java.util.concurrent.TimeUnit;
+import java.util.zip.ZipEntry;
+import java.util.zip.ZipFile;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * Fetches the pinned XLA CPU plugin into the user cache ({@link RuntimeSettings#defaultPluginPath()}) when
+ * it is missing, the way the build's {@code native/fetch-third-party.sh} does, so a program depending on
+ * the installed jars finds its plugin without the source tree: {@code pip download} of the pinned wheel
+ * (version, platform and sha256 from {@code third-party.properties}, packed in the native jar), its
+ * sha256 checked, and the plugin file extracted. Used only for the default path; a path set by {@code
+ * XLA_ACTORS_PLUGIN} or {@code xla-actors.runtime.plugin-path} is never fetched. Without pip or a
+ * reachable package index, the error gives the exact command to run instead.
+ *
+ * <p>Run it ahead of time with {@code java -cp <classpath> dev.xlaactors.runtime.PluginFetcher}.
+ */
+public final class PluginFetcher {
+  private static final Logger LOG = LoggerFactory.getLogger(PluginFetcher.class);
+  private static final String PROPERTIES = "/dev/xlaactors/nativebridge/third-party.properties";
+  private static final String PLUGIN_ENTRY = "xla_plugins/xla_cpu_pjrt/xla_cpu_pjrt.so";
+
+  private PluginFetcher() {}
+
+  /** Fetches the default plugin if it is missing and prints where it is. */
+  public static void main(String[] args) {
+    System.out.println(ensureDefaultPlugin());
+  }
+
+  /** The default plugin's path, fetched first if it is missing (once per process at a time). */
+  public static synchronized Path ensureDefaultPlugin() {
+    Path plugin = RuntimeSettings.defaultPluginPath();
+    if (Files.isRegularFile(plugin)) {
+      return plugin;
+    }
+    Properties pins = pins();
+    String version = pins.getProperty("xla_cpu_pjrt.version");
+    String platform = pins.getProperty("xla_cpu_pjrt.platform");
+    String sha256 = pins.getProperty("xla_cpu_pjrt.sha256");
+    Path wheels = plugin.getParent().getParent().resolve("wheels");
+    List<String> pip = List.of("python3", "-m", "pip", "download", "--disable-pip-version-check", "--no-deps",
+        "--only-binary=:all:", "--python-version", "3.11", "--platform", platform, "-d", wheels.toString(),
+        "xla-cpu-pjrt==" + version);
+    String byHand = "run: " + String.join(" ", pip) + " && check that the wheel's sha256 is " + sha256
+        + ", then unzip " + PLUGIN_ENTRY + " from it to " + plugin
+        + " (or set " + RuntimeSettings.PLUGIN_ENV + " to a plugin file you have)";
+    if (!version.equals(RuntimeSettings.DEFAULT_PLUGIN_VERSION)) {
+      throw new PluginException(ErrorCode.INTERNAL, "the native jar pins xla-cpu-pjrt " + version
+          + " but the runtime expects " + RuntimeSettings.DEFAULT_PLUGIN_VERSION + ": mixed xla-actors versions on the classpath?");
+    }
+    LOG.warn("the XLA CPU plugin is not in {}: fetching xla-cpu-pjrt=={} (about 63 MB) with pip, sha256-checked", plugin, version);
+    try {
+      Files.createDirectories(wheels);
+      Process process = new ProcessBuilder(pip).redirectErrorStream(true).start();
+      String output = new String(process.getInputStream().readAllBytes(), java.nio.charset.StandardCharsets.UTF_8);
+      if (!process.waitFor(30, TimeUnit.MINUTES) || process.exitValue() != 0) {
+        throw new PluginException(ErrorCode.NOT_FOUND, "PJRT plugin not found at " + plugin
+            + ", and fetching it failed (pip said: " + output.strip() + "); to fetch it by hand, " + byHand);
+      }
+      Path wheel;
+      try (var found = Files.list(wheels)) {
+        wheel = found.filter(p -> p.getFileName().toString().startsWith("xla_cpu_pjrt-" + version + "-"))
+            .findFirst()
+            .orElseThrow(() -> new PluginException(ErrorCode.NOT_FOUND,
+                "pip reported success but left no xla_cpu_pjrt-" + version + " wheel in " + wheels + "; " + byHand));
+      }
+      String actual = sha256(wheel);
+      if (!actual.equals(sha256)) {
+        Files.delete(wheel);
+        throw new PluginException(ErrorCode.DATA_LOSS, "the downloaded " + wheel.getFileName() + " has sha256 " + actual
+            + ", expected " + sha256 + "; deleted it. " + byHand);
+      }
+      Files.createDirectories(plugin.getParent());
+      // A file of its own, moved into place whole: another process fetching at the same time cannot see
+      // a half-written plugin.
+      Path partial = Files.createTempFile(plugin.getParent(), plugin.getFileName().toString(), ".partial");
+      try (ZipFile zip = new ZipFile(wheel.toFile())) {
+        ZipEntry entry = zip.getEntry(PLUGIN_ENTRY);
+        if (entry == null) {
+          throw new PluginException(ErrorCode.DATA_LOSS, wheel + " has no " + PLUGIN_ENTRY);
+        }
+        try (InputStream in = zip.getInputStream(entry)) {
+          Files.copy(in, partial, StandardCopyOption.REPLACE_EXISTING);
+        }
+      }
+      Files.move(partial, plugin, StandardCopyOption.ATOMIC_MOVE);
+      Files.delete(wheel); // unpacked: keep the cache small, as fetch-third-party.sh does
+      LOG.warn("fetched the XLA CPU plugin into {}", plugin);
+      return plugin;
+    } catch (IOException e) {
+      throw new PluginException(ErrorCode.NOT_FOUND, "PJRT plugin not found at " + plugin + ", and fetching it failed ("
+          + e + "); to fetch it by hand, " + byHand);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new PluginException(ErrorCode.CANCELLED, "interrupted while fetching the XLA CPU plugin into " + plugin);
+    }
+  }
+
+  private static Properties pins() {
+    Properties pins = new Properties();
+    try (InputStream in = PluginFetcher.class.getResourceAsStream(PROPERTIES)) {
+      if (in == null) {
+        throw new PluginException(ErrorCode.INTERNAL, PROPERTIES + " is missing from the classpath (it comes in the"
+            + " xla-actors-native jar)");
+      }
+      pins.load(in);
+    } catch (IOException e) {
+      throw new PluginException(ErrorCode.INTERNAL, "cannot read " + PROPERTIES + ": " + e);
+    }
+    return pins;
+  }
+
+  private static String sha256(Path file) throws IOException {
+    try (InputStream in = Files.newInputStream(file)) {
+      MessageDigest digest = MessageDigest.getInstance("SHA-256");
+      byte[] buffer = new byte[1 << 16];
+      for (int n; (n = in.read(buffer)) > 0; ) {
+        digest.update(buffer, 0, n);
+      }
+      return HexFormat.of().formatHex(digest.digest());
+    } catch (NoSuchAlgorithmException e) {
+      throw new IllegalStateException(e);
+    }
+  }
+}
