@@ -7,6 +7,7 @@
 #   bench/run.sh callbacks-profile  where the Java per-callback time goes (Java only)
 #   bench/run.sh segmented          fused (Phase 1) against segmented (Phase 2) runs (Java only)
 #   bench/run.sh cluster            a callback served in this JVM against one served by another JVM (Java only)
+#   bench/run.sh models             the 124 M GPT of examples/generate: load, prefill, decode tokens/s, RSS vs JAX
 #   bench/run.sh matmul             y = x[1,2048] . W[2048,2048] with W resident, against JAX jit
 #   bench/run.sh weighted           relu_callback(x . W) with a 16 MiB W: bound Model vs W re-sent vs JAX
 #
@@ -62,6 +63,16 @@ modes:
             Then items/s of 6 sharded batch jobs (200 items each, H2 journal) on a cluster of one
             compute node and of three (this JVM and two child JVMs; on 2 cores that is overhead).
             Last line: RESULT cluster local_us=<x> remote_us=<y> ratio=<y/x> (f32[8])
+  models    the 124 M GPT-2-shaped model of examples/generate (made by tools/jax_gpt.py on first use,
+            about 25 s), the same exported artifacts and safetensors weights on both sides: time to load
+            the weights (ours: memory-map + upload every tensor; JAX: safetensors load_file + device_put),
+            prefill of 128 tokens, decode tokens/s at batch 1 and 8 with sampling (temperature 0.8,
+            top-k 40) in a host callback (ours: the Java sampler called from inside the decode program,
+            KV cache donated; JAX: jit of the exported step + pure_callback of a numpy sampler, cache
+            donated), peak RSS over the weights' bytes; Java then JAX, BENCH_REPS (default 5)
+            repetitions inside each side, min / median / max. Last line:
+            RESULT models weighted_ratio=<supervised/JAX, 16 MiB-weight program> decode_ratio=<ours/JAX
+                   tokens/s, the lower batch size ratio> load_ratio=<ours/JAX> rss_over_weights=<ours>
   matmul    y = x[1,2048] . W[2048,2048] f32, W (16 MiB) uploaded once: Executable.execute with x uploaded
             and y downloaded, execute alone (x resident), and the two 8 KiB transfers, against JAX jit with
             W on the device (bench/jax_matmul.py), alternately BENCH_REPS times (default 5); XLA_FLAGS
@@ -378,6 +389,30 @@ run_cluster() {
   grep '^RESULT' "$java_out"
 }
 
+run_models() {
+  ensure_java_built
+  mkdir -p "$out_dir"
+  python="$(jax_python)"
+  local dir
+  dir="$("$python" tools/jax_gpt.py dir --config gpt2-124m)"
+  if [ ! -f "$dir/.complete" ]; then
+    echo "making the 124 M model with JAX (first use, about 25 s)..." >&2
+    "$python" tools/jax_gpt.py make --config gpt2-124m > /dev/null
+  fi
+  machine_summary
+  echo "model: $dir"
+  # The 16 MiB-weight program's supervised-vs-JAX bench (bench/run.sh weighted), its table shown here.
+  local weighted="$out_dir/models-weighted.txt"
+  echo "the 16 MiB-weight program (bench/run.sh weighted):"
+  run_weighted | tee "$weighted" | grep -v -e '^RESULT' -e '^machine:'
+  echo
+  echo "Java (ModelsBench)..." >&2
+  java_bench dev.xlaactors.bench.ModelsBench "$dir" "$reps" 32 > "$out_dir/models-java.txt" 2> "$out_dir/models-java.log"
+  echo "JAX (tools/jax_gpt.py bench)..." >&2
+  "$python" tools/jax_gpt.py bench --dir "$dir" --reps "$reps" --steps 32 > "$out_dir/models-jax.txt" 2> "$out_dir/models-jax.log"
+  "$python" bench/models_report.py "$out_dir/models-java.txt" "$out_dir/models-jax.txt" "$weighted"
+}
+
 matmul_rows() {
   awk "$TABLE_AWK_LIB"'
     END {
@@ -444,6 +479,7 @@ run_weighted() {
 
 case "${1:-}" in
   execute) run_execute ;;
+  models) run_models ;;
   matmul) run_matmul ;;
   cluster) run_cluster ;;
   segmented) run_segmented ;;

@@ -4,8 +4,8 @@
 # ~/.cache/xla-actors, about a minute). The build stays inside this checkout: the reactor packages the
 # modules and the classpath points at their target/ folders, so nothing is installed into ~/.m2.
 #
-#   examples/run.sh <example> [args...]            quickstart, jax-model, batch-inference, generation, cluster,
-#                                                  cluster-callbacks, node
+#   examples/run.sh <example> [args...]            quickstart, jax-model, batch-inference, generation, generate, perplexity,
+#                                                  cluster, cluster-callbacks, node
 #   examples/run.sh --class <main-class> [args...] any class on the classpath (add yours with EXTRA_CLASSPATH)
 #   examples/run.sh --classpath                    prints the classpath (after building if needed)
 #
@@ -19,6 +19,8 @@ declare -A mains=(
   [jax-model]=dev.xlaactors.examples.JaxModel
   [batch-inference]=dev.xlaactors.examples.BatchInference
   [generation]=dev.xlaactors.examples.TextGeneration
+  [generate]=dev.xlaactors.examples.GenerateText
+  [perplexity]=dev.xlaactors.examples.Perplexity
   [cluster]=dev.xlaactors.examples.ClusterJobs
   [cluster-callbacks]=dev.xlaactors.examples.TwoNodeCallbacks
   [node]=dev.xlaactors.examples.ClusterNode

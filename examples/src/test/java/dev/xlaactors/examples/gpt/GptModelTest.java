@@ -1,0 +1,164 @@
+package dev.xlaactors.examples.gpt;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import dev.xlaactors.error.InvalidArgumentException;
+import dev.xlaactors.error.XlaException;
+import dev.xlaactors.runtime.DeviceBuffer;
+import dev.xlaactors.runtime.XlaClient;
+import java.net.URISyntaxException;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import java.util.Set;
+import java.util.concurrent.TimeUnit;
+import org.apache.pekko.actor.typed.ActorSystem;
+import org.apache.pekko.actor.typed.javadsl.Behaviors;
+import org.apache.pekko.stream.javadsl.Sink;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+
+/**
+ * The tiny GPT (2 layers, d_model 32, vocabulary 512) exported by {@code tools/jax_gpt.py make --config tiny},
+ * committed under test resources with JAX's own logits and greedy tokens for a fixed prompt
+ * ({@code model.properties}), run on the real CPU plugin.
+ */
+class GptModelTest {
+  private static XlaClient client;
+  private static GptArtifacts artifacts;
+  private static GptModel model;
+  private static ActorSystem<Void> system;
+
+  @BeforeAll
+  static void load() throws URISyntaxException {
+    client = XlaClient.create();
+    artifacts = GptArtifacts.open(Path.of(GptModelTest.class.getResource("/gpt-tiny/model.properties").toURI()).getParent());
+    model = GptModel.load(client, artifacts, 1);
+    system = ActorSystem.create(Behaviors.empty(), "gpt-model-test");
+  }
+
+  @AfterAll
+  static void close() throws Exception {
+    model.close();
+    client.close();
+    system.terminate();
+    system.getWhenTerminated().toCompletableFuture().get(10, TimeUnit.SECONDS);
+  }
+
+  private static int[] prompt() {
+    return artifacts.ints("prompt");
+  }
+
+  private static void assertClose(float[] expected, float[] actual, String what) {
+    assertEquals(expected.length, actual.length, what);
+    float worst = 0;
+    for (int i = 0; i < expected.length; i++) {
+      worst = Math.max(worst, Math.abs(expected[i] - actual[i]) / (1 + Math.abs(expected[i])));
+    }
+    assertTrue(worst < 1e-4f, what + ": largest relative difference from JAX " + worst);
+  }
+
+  @Test
+  void logitsEqualJaxsWithinF32Tolerance() {
+    GptModel.Prefilled p = model.prefill(new int[][] {prompt()});
+    assertClose(artifacts.floats("prefill_last_logits"), p.logits(), "prefill logits");
+    int first = artifacts.ints("greedy_tokens")[0];
+    GptModel.Step step = model.decodeLogits(new int[] {first}, prompt().length, p.cache());
+    try (DeviceBuffer cache = step.cache()) {
+      assertClose(artifacts.floats("decode_step_logits"), step.logits(), "decode step logits");
+    }
+  }
+
+  @Test
+  void theDonatedCacheIsGoneAndNamedOnReuse() {
+    GptModel.Prefilled p = model.prefill(new int[][] {prompt()});
+    GptModel.Step step = model.decodeLogits(new int[] {1}, prompt().length, p.cache());
+    try (DeviceBuffer cache = step.cache()) {
+      XlaException e = assertThrows(XlaException.class, () -> model.decodeLogits(new int[] {1}, prompt().length, p.cache()));
+      assertTrue(e.getMessage().contains("donated"), e.getMessage());
+    }
+  }
+
+  @Test
+  void greedyGenerationMatchesJaxTokenForToken() {
+    int[] expected = artifacts.ints("greedy_tokens");
+    List<Integer> ours = new ArrayList<>();
+    try (GptGeneration g = model.start(new int[][] {prompt()}, SamplingSettings.greedy(), expected.length)) {
+      for (int[] t = g.next(); t != null; t = g.next()) {
+        ours.add(t[0]);
+      }
+    }
+    assertArrayEquals(expected, ours.stream().mapToInt(Integer::intValue).toArray(), "ours " + ours);
+  }
+
+  @Test
+  void theStreamDeliversTokensInOrderAndCompletes() throws Exception {
+    int[] expected = artifacts.ints("greedy_tokens");
+    List<Integer> streamed = TokenStream.tokens(model, prompt(), SamplingSettings.greedy(), expected.length)
+        .runWith(Sink.seq(), system).toCompletableFuture().get(30, TimeUnit.SECONDS);
+    assertArrayEquals(expected, streamed.stream().mapToInt(Integer::intValue).toArray());
+    // A stop token ends the stream before it (the stop token itself is not emitted).
+    int stop = expected[2];
+    int until = 0;
+    while (expected[until] != stop) {
+      until++;
+    }
+    List<Integer> stopped = TokenStream.tokens(model, prompt(), SamplingSettings.greedy().withStopTokens(Set.of(stop)), 16)
+        .runWith(Sink.seq(), system).toCompletableFuture().get(30, TimeUnit.SECONDS);
+    assertArrayEquals(Arrays.copyOf(expected, until), stopped.stream().mapToInt(Integer::intValue).toArray());
+  }
+
+  @Test
+  void sampledGenerationStaysInTheTopKAndRepeatsWithItsSeed() {
+    SamplingSettings s = new SamplingSettings(1.5, 5, 0.95, Set.of(), 99);
+    List<Integer> a = TokenStream.tokens(model, prompt(), s, 12).runWith(Sink.seq(), system).toCompletableFuture().join();
+    List<Integer> b = TokenStream.tokens(model, prompt(), s, 12).runWith(Sink.seq(), system).toCompletableFuture().join();
+    assertEquals(12, a.size());
+    assertEquals(a, b, "the same seed samples the same tokens");
+    // The first token comes from the prefill logits: it must be among their 5 highest.
+    float[] logits = model.prefill(new int[][] {prompt()}).logits();
+    Integer[] byLogit = new Integer[logits.length];
+    for (int i = 0; i < logits.length; i++) {
+      byLogit[i] = i;
+    }
+    Arrays.sort(byLogit, (x, y) -> Float.compare(logits[y], logits[x]));
+    assertTrue(Arrays.asList(byLogit).subList(0, 5).contains(a.get(0)), a + " vs top-5 " + Arrays.asList(byLogit).subList(0, 5));
+  }
+
+  @Test
+  void badPromptsAndArgumentsFailClearly() {
+    SamplingSettings g = SamplingSettings.greedy();
+    assertTrue(assertThrows(InvalidArgumentException.class, () -> TokenStream.tokens(model, new int[0], g, 4))
+        .getMessage().contains("prompt 0 has 0 tokens, expected 1..8"));
+    assertTrue(assertThrows(InvalidArgumentException.class, () -> TokenStream.tokens(model, new int[9], g, 4))
+        .getMessage().contains("prompt 0 has 9 tokens, expected 1..8"));
+    assertTrue(assertThrows(InvalidArgumentException.class, () -> TokenStream.tokens(model, new int[] {1, 512}, g, 4))
+        .getMessage().contains("token 512 at position 1 of prompt 0 is outside the vocabulary"));
+    assertTrue(assertThrows(InvalidArgumentException.class, () -> TokenStream.tokens(model, new int[] {1}, g, 0))
+        .getMessage().contains("max tokens must be at least 1"));
+    assertTrue(assertThrows(InvalidArgumentException.class, () -> GptModel.load(client, artifacts, 8))
+        .getMessage().contains("exported for batch sizes [1], not 8"));
+    assertTrue(assertThrows(InvalidArgumentException.class, () -> GptArtifacts.open(Path.of("/nonexistent")))
+        .getMessage().contains("no model in /nonexistent"));
+    assertTrue(assertThrows(InvalidArgumentException.class, () -> new GptTokenizer().encode(""))
+        .getMessage().contains("the prompt is empty"));
+  }
+
+  @Test
+  void theTokenizerIsGpt2s() {
+    GptTokenizer t = new GptTokenizer();
+    assertArrayEquals(new int[] {15496, 995}, t.encode("Hello world"));
+    assertEquals("Hello world", t.decode(t.encode("Hello world")));
+    GptTokenizer.Decoder d = t.decoder();
+    StringBuilder out = new StringBuilder();
+    for (int token : t.encode("naïve café ☕")) {
+      out.append(d.next(token));
+    }
+    assertEquals("naïve café ☕", out.toString());
+  }
+}

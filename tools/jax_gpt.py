@@ -1,0 +1,433 @@
+"""A GPT-2-shaped decoder-only transformer in plain jax.numpy, exported with jax.export for the Java side.
+
+Run with the venv of tools/jax-env.sh:
+
+    $(bash tools/jax-env.sh) tools/jax_gpt.py make --config gpt2-124m      # the 124 M model, ~1 min
+    $(bash tools/jax-env.sh) tools/jax_gpt.py make --config tiny           # 2 layers, d_model 32
+    $(bash tools/jax-env.sh) tools/jax_gpt.py greedy --dir DIR --tokens 464,2068 --steps 20
+    $(bash tools/jax-env.sh) tools/jax_gpt.py bench --dir DIR               # JAX's side of bench/run.sh models
+
+`make` writes into DIR (default ~/.cache/xla-actors/models/<config>-<hash>/, the hash covering the config
+and this script's format version) and prints DIR on its last line:
+
+- weights.safetensors  the parameters, a flat dict named like GPT-2's own ("wte", "wpe", "h.0.ln_1.g", ...).
+                       No package registry ships GPT-2's pretrained weights (the PyPI packages that mention
+                       GPT-2 download them from a model hub at run time), so they are seeded: a fixed seed
+                       and GPT-2's initialisation scales (normal 0.02, wpe 0.01, residual projections
+                       0.02 / sqrt(2 * layers), biases 0, LayerNorm gain 1).
+- prefill_b<B>.jax     Exported.serialize() of prefill(params, tokens[B,T] i32, length i32)
+                       -> (logits of position length-1 [B,V] f32, kv cache [layers,2,B,heads,ctx,head_dim] f32)
+- decode_b<B>.jax      decode_step(params, token[B] i32, pos i32, kv cache) -> (logits [B,V], kv cache)
+- decode_sample_b<B>.jax  decode_step followed by the host callback "sample" (typed FFI target
+                       xla_actors.host_callback, which the Java side serves): (next token [B] i32, kv cache).
+                       jax.export refuses Python callbacks but keeps a custom call to a named FFI target
+                       once its safety check is disabled for that target.
+- *.mlir               the same modules as StableHLO text (Exported.mlir_module()), for readers and for
+                       runtimes that import text.
+- score_b1.jax         score(params, tokens[1,T] i32, length i32) -> mean negative log-likelihood of tokens
+                       1..length-1 [1] f32 (perplexity = exp of it), for the batch-scoring job.
+- manifest.json        config, sha256 of the weights file, files, batch sizes, prefill length, whether
+                       donation survived the export, and how long making it took.
+- model.properties     the config and the reference run as flat key=value lines (for java.util.Properties).
+- reference.json       JAX's own run of the exported artifacts on a fixed prompt: last-position logits of
+                       prefill (tiny config: all of them), the logits of one decode step, greedy tokens.
+
+The KV cache is one fixed-shape array updated with lax.dynamic_update_slice, so a runtime that donates it
+updates it in place. prefill pads the prompt to T tokens; positions past `length` hold garbage that decode
+overwrites before it can be read (decode masks every position after `pos`).
+"""
+import argparse
+import hashlib
+import json
+import math
+import os
+import pathlib
+import sys
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+FORMAT_VERSION = 4  # bump when the files written change: the directory name changes with it
+CONFIGS = {
+    # GPT-2 small: 124 M parameters.
+    "gpt2-124m": dict(layers=12, d_model=768, heads=12, vocab=50257, ctx=1024, prefill_len=128,
+                      batches=[1, 8], seed=0),
+    # Small enough to commit as a test fixture (~190 KB of weights); tokens must be < vocab.
+    # init_scale 10 makes its greedy run vary (at GPT-2's scales a tiny random model repeats one token).
+    "tiny": dict(layers=2, d_model=32, heads=2, vocab=512, ctx=32, prefill_len=8, batches=[1], seed=0,
+                 init_scale=10.0),
+}
+REFERENCE_PROMPT = [464, 2068, 7586, 21831, 18045, 625, 262, 16931]  # "The quick brown fox jumps over the lazy"
+
+
+def config_hash(cfg):
+    text = json.dumps({"format": FORMAT_VERSION, **cfg}, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def default_dir(name, cfg):
+    cache = pathlib.Path(os.environ.get("XLA_ACTORS_CACHE", pathlib.Path.home() / ".cache/xla-actors"))
+    return cache / "models" / f"{name}-{config_hash(cfg)}"
+
+
+# ---------------------------------------------------------------- the model
+
+
+def init_params(cfg):
+    rng = np.random.default_rng(cfg["seed"])
+    d, L = cfg["d_model"], cfg["layers"]
+
+    def normal(shape, std):
+        return rng.normal(0.0, std * cfg.get("init_scale", 1.0), shape).astype(np.float32)
+
+    p = {"wte": normal((cfg["vocab"], d), 0.02), "wpe": normal((cfg["ctx"], d), 0.01)}
+    proj_std = 0.02 / math.sqrt(2 * L)
+    for i in range(L):
+        h = f"h.{i}."
+        p[h + "ln_1.g"] = np.ones(d, np.float32)
+        p[h + "ln_1.b"] = np.zeros(d, np.float32)
+        p[h + "attn.c_attn.w"] = normal((d, 3 * d), 0.02)
+        p[h + "attn.c_attn.b"] = np.zeros(3 * d, np.float32)
+        p[h + "attn.c_proj.w"] = normal((d, d), proj_std)
+        p[h + "attn.c_proj.b"] = np.zeros(d, np.float32)
+        p[h + "ln_2.g"] = np.ones(d, np.float32)
+        p[h + "ln_2.b"] = np.zeros(d, np.float32)
+        p[h + "mlp.c_fc.w"] = normal((d, 4 * d), 0.02)
+        p[h + "mlp.c_fc.b"] = np.zeros(4 * d, np.float32)
+        p[h + "mlp.c_proj.w"] = normal((4 * d, d), proj_std)
+        p[h + "mlp.c_proj.b"] = np.zeros(d, np.float32)
+    p["ln_f.g"] = np.ones(d, np.float32)
+    p["ln_f.b"] = np.zeros(d, np.float32)
+    return p
+
+
+def layer_norm(x, g, b, eps=1e-5):
+    mean = jnp.mean(x, axis=-1, keepdims=True)
+    var = jnp.mean(jnp.square(x - mean), axis=-1, keepdims=True)
+    return (x - mean) * lax.rsqrt(var + eps) * g + b
+
+
+def mlp(p, h, x):
+    u = jax.nn.gelu(x @ p[h + "mlp.c_fc.w"] + p[h + "mlp.c_fc.b"], approximate=True)
+    return u @ p[h + "mlp.c_proj.w"] + p[h + "mlp.c_proj.b"]
+
+
+def make_functions(cfg):
+    L, d, H, C = cfg["layers"], cfg["d_model"], cfg["heads"], cfg["ctx"]
+    Dh = d // H
+    scale = 1.0 / math.sqrt(Dh)
+
+    def logits_of(p, x):
+        return layer_norm(x, p["ln_f.g"], p["ln_f.b"]) @ p["wte"].T  # tied output embedding
+
+    def prefill(p, tokens, length):
+        B, T = tokens.shape
+        x = p["wte"][tokens] + p["wpe"][:T][None]
+        cache = jnp.zeros((L, 2, B, H, C, Dh), jnp.float32)
+        causal = jnp.tril(jnp.ones((T, T), bool))
+        for i in range(L):
+            h = f"h.{i}."
+            a = layer_norm(x, p[h + "ln_1.g"], p[h + "ln_1.b"])
+            qkv = a @ p[h + "attn.c_attn.w"] + p[h + "attn.c_attn.b"]
+            q, k, v = (t.reshape(B, T, H, Dh).transpose(0, 2, 1, 3) for t in jnp.split(qkv, 3, axis=-1))
+            cache = lax.dynamic_update_slice(cache, jnp.stack([k, v])[None], (i, 0, 0, 0, 0, 0))
+            s = jnp.einsum("bhqd,bhkd->bhqk", q, k) * scale
+            s = jnp.where(causal, s, -1e30)
+            o = jnp.einsum("bhqk,bhkd->bhqd", jax.nn.softmax(s, axis=-1), v)
+            x = x + o.transpose(0, 2, 1, 3).reshape(B, T, d) @ p[h + "attn.c_proj.w"] + p[h + "attn.c_proj.b"]
+            x = x + mlp(p, h, layer_norm(x, p[h + "ln_2.g"], p[h + "ln_2.b"]))
+        last = lax.dynamic_slice_in_dim(x, length - 1, 1, axis=1)[:, 0]
+        return logits_of(p, last), cache
+
+    def decode_step(p, token, pos, cache):
+        B = token.shape[0]
+        x = p["wte"][token] + lax.dynamic_slice_in_dim(p["wpe"], pos, 1, axis=0)
+        visible = (jnp.arange(C) <= pos)[None, None]
+        for i in range(L):
+            h = f"h.{i}."
+            a = layer_norm(x, p[h + "ln_1.g"], p[h + "ln_1.b"])
+            qkv = a @ p[h + "attn.c_attn.w"] + p[h + "attn.c_attn.b"]
+            q, k, v = (t.reshape(B, H, Dh) for t in jnp.split(qkv, 3, axis=-1))
+            cache = lax.dynamic_update_slice(cache, jnp.stack([k, v])[None, :, :, :, None], (i, 0, 0, 0, pos, 0))
+            keys, values = cache[i, 0], cache[i, 1]
+            s = jnp.einsum("bhd,bhcd->bhc", q, keys) * scale
+            s = jnp.where(visible, s, -1e30)
+            o = jnp.einsum("bhc,bhcd->bhd", jax.nn.softmax(s, axis=-1), values)
+            x = x + o.reshape(B, d) @ p[h + "attn.c_proj.w"] + p[h + "attn.c_proj.b"]
+            x = x + mlp(p, h, layer_norm(x, p[h + "ln_2.g"], p[h + "ln_2.b"]))
+        return logits_of(p, x), cache
+
+    def decode_sample(p, token, pos, cache):
+        logits, cache = decode_step(p, token, pos, cache)
+        # The Java side's sampler: temperature, top-k, top-p, stop tokens and its RNG live there.
+        nxt = jax.ffi.ffi_call("xla_actors.host_callback", jax.ShapeDtypeStruct(token.shape, jnp.int32),
+                               has_side_effect=True)(logits, callback="sample")
+        return nxt, cache
+
+    def score(p, tokens, length):
+        """Mean negative log-likelihood of tokens 1..length-1 of each row, each given the ones before it."""
+        B, T = tokens.shape
+        x = p["wte"][tokens] + p["wpe"][:T][None]
+        causal = jnp.tril(jnp.ones((T, T), bool))
+        for i in range(L):
+            h = f"h.{i}."
+            a = layer_norm(x, p[h + "ln_1.g"], p[h + "ln_1.b"])
+            qkv = a @ p[h + "attn.c_attn.w"] + p[h + "attn.c_attn.b"]
+            q, k, v = (t.reshape(B, T, H, Dh).transpose(0, 2, 1, 3) for t in jnp.split(qkv, 3, axis=-1))
+            s = jnp.where(causal, jnp.einsum("bhqd,bhkd->bhqk", q, k) * scale, -1e30)
+            o = jnp.einsum("bhqk,bhkd->bhqd", jax.nn.softmax(s, axis=-1), v)
+            x = x + o.transpose(0, 2, 1, 3).reshape(B, T, d) @ p[h + "attn.c_proj.w"] + p[h + "attn.c_proj.b"]
+            x = x + mlp(p, h, layer_norm(x, p[h + "ln_2.g"], p[h + "ln_2.b"]))
+        logp = jax.nn.log_softmax(logits_of(p, x[:, :-1]), axis=-1)
+        nll = -jnp.take_along_axis(logp, tokens[:, 1:, None], axis=-1)[..., 0]
+        counted = jnp.arange(1, T)[None] < length
+        return jnp.sum(jnp.where(counted, nll, 0.0), axis=1) / (length - 1).astype(jnp.float32)
+
+    return prefill, decode_step, decode_sample, score
+
+
+# ---------------------------------------------------------------- making the artifacts
+
+
+def export_all(cfg, params, out):
+    from jax import export
+
+    prefill, decode_step, decode_sample, score = make_functions(cfg)
+    L, d, H, C = cfg["layers"], cfg["d_model"], cfg["heads"], cfg["ctx"]
+    pspec = {k: jax.ShapeDtypeStruct(v.shape, v.dtype) for k, v in params.items()}
+    i32 = jax.ShapeDtypeStruct((), jnp.int32)
+    donation = {}
+    files = []
+    unsafe = [export.DisabledSafetyCheck.custom_call("xla_actors.host_callback")]
+    for B in cfg["batches"]:
+        cache = jax.ShapeDtypeStruct((L, 2, B, H, C, d // H), jnp.float32)
+        jobs = [
+            (f"prefill_b{B}", jax.jit(prefill), (pspec, jax.ShapeDtypeStruct((B, cfg["prefill_len"]), jnp.int32), i32), []),
+            (f"decode_b{B}", jax.jit(decode_step, donate_argnums=3),
+             (pspec, jax.ShapeDtypeStruct((B,), jnp.int32), i32, cache), []),
+            (f"decode_sample_b{B}", jax.jit(decode_sample, donate_argnums=3),
+             (pspec, jax.ShapeDtypeStruct((B,), jnp.int32), i32, cache), unsafe),
+        ]
+        if B == 1:
+            jobs.append((f"score_b{B}", jax.jit(score), (pspec, jax.ShapeDtypeStruct((B, cfg["prefill_len"]), jnp.int32), i32), []))
+        for name, fn, args, checks in jobs:
+            exp = export.export(fn, disabled_checks=checks)(*args)
+            (out / f"{name}.jax").write_bytes(exp.serialize())
+            text = exp.mlir_module()
+            (out / f"{name}.mlir").write_text(text)
+            files += [f"{name}.jax", f"{name}.mlir"]
+            if name.startswith("decode"):
+                donation[name] = "tf.aliasing_output" in text or "jax.buffer_donor" in text
+    return files, donation
+
+
+def align_data(path, alignment=64):
+    """Pads the header with spaces (which the format allows) so the data starts on a 64-byte boundary.
+
+    Every tensor of these models is a multiple of 64 bytes, so each then starts aligned, and a runtime that
+    memory-maps the file can hand the mapped bytes to the device as they are (xla-actors' CPU uploads do).
+    """
+    raw = path.read_bytes()
+    n = int.from_bytes(raw[:8], "little")
+    padded = n + (-(8 + n)) % alignment
+    path.write_bytes(padded.to_bytes(8, "little") + raw[8:8 + n] + b" " * (padded - n) + raw[8 + n:])
+
+
+def sha256_of(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def load(dir_):
+    from jax import export
+    from safetensors.numpy import load_file
+
+    manifest = json.loads((dir_ / "manifest.json").read_text())
+    if sha256_of(dir_ / "weights.safetensors") != manifest["weights_sha256"]:
+        sys.exit(f"{dir_}/weights.safetensors does not match the sha256 in manifest.json: delete {dir_} and make it again")
+    params = load_file(dir_ / "weights.safetensors")
+    progs = {p.stem: export.deserialize(bytearray(p.read_bytes())) for p in dir_.glob("*.jax")}
+    return manifest, params, progs
+
+
+def greedy(manifest, params, progs, prompt, steps, batch=1):
+    """JAX's greedy run of the exported artifacts: returns (prefill logits, first decode logits, tokens)."""
+    cfg = manifest["config"]
+    T = cfg["prefill_len"]
+    if not 1 <= len(prompt) <= T:
+        raise ValueError(f"prompt has {len(prompt)} tokens, expected 1..{T}")
+    tokens = np.zeros((batch, T), np.int32)
+    tokens[:, : len(prompt)] = prompt
+    dev = jax.device_put(params)
+    prefill = jax.jit(progs[f"prefill_b{batch}"].call)
+    step = jax.jit(progs[f"decode_b{batch}"].call, donate_argnums=3)
+    logits, cache = prefill(dev, tokens, np.int32(len(prompt)))
+    first = np.asarray(logits)
+    out, step_logits = [], None
+    tok = np.argmax(first, axis=-1).astype(np.int32)
+    pos = len(prompt)
+    for _ in range(steps):
+        out.append(int(tok[0]))
+        if len(out) == steps or pos >= cfg["ctx"]:
+            break
+        logits, cache = step(dev, tok, np.int32(pos), cache)
+        if step_logits is None:
+            step_logits = np.asarray(logits)
+        tok = np.argmax(np.asarray(logits), axis=-1).astype(np.int32)
+        pos += 1
+    return first, step_logits, out
+
+
+def make(name, out):
+    from safetensors.numpy import save_file
+
+    cfg = CONFIGS[name]
+    started = time.time()
+    out.mkdir(parents=True, exist_ok=True)
+    params = init_params(cfg)
+    meta = {"config": json.dumps(cfg, sort_keys=True), "name": name, "format": str(FORMAT_VERSION)}
+    save_file(params, str(out / "weights.safetensors"), metadata=meta)
+    align_data(out / "weights.safetensors")
+    files, donation = export_all(cfg, params, out)
+    manifest = {
+        "name": name, "format": FORMAT_VERSION, "config": cfg, "config_hash": config_hash(cfg),
+        "weights": "weights.safetensors", "weights_sha256": sha256_of(out / "weights.safetensors"),
+        "weights_bytes": (out / "weights.safetensors").stat().st_size,
+        "parameters": int(sum(v.size for v in params.values())),
+        "files": files, "donation_kept_by_export": donation, "jax_version": jax.__version__,
+    }
+    (out / "manifest.json").write_text(json.dumps(manifest, indent=1))
+    _, loaded, progs = load(out)
+    steps = 16
+    prompt = [t % cfg["vocab"] for t in REFERENCE_PROMPT]
+    first, step_logits, toks = greedy(manifest, loaded, progs, prompt, steps)
+    padded = np.zeros((1, cfg["prefill_len"]), np.int32)
+    padded[0, : len(prompt)] = prompt
+    nll = np.asarray(jax.jit(progs["score_b1"].call)(jax.device_put(loaded), padded, np.int32(len(prompt))))
+    ref = {"prompt": prompt, "greedy_tokens": toks, "score_nll": float(nll[0]),
+           "prefill_last_logits_top": [int(i) for i in np.argsort(-first[0])[:10]]}
+    if name == "tiny":
+        ref["prefill_last_logits"] = [float(x) for x in first[0]]
+        ref["decode_step_logits"] = [float(x) for x in step_logits[0]]
+    (out / "reference.json").write_text(json.dumps(ref))
+    manifest["make_seconds"] = round(time.time() - started, 1)
+    (out / "manifest.json").write_text(json.dumps(manifest, indent=1))
+    # The same facts as flat key=value lines, which the Java side reads with java.util.Properties.
+    flat = {**{k: v for k, v in cfg.items()}, "name": name, "parameters": manifest["parameters"],
+            "weights_sha256": manifest["weights_sha256"], "weights_bytes": manifest["weights_bytes"],
+            "make_seconds": manifest["make_seconds"], "jax_version": jax.__version__}
+    flat.update({k: v for k, v in ref.items()})
+    (out / "model.properties").write_text(
+        "".join(f"{k}={','.join(map(str, v)) if isinstance(v, list) else v}\n" for k, v in flat.items()))
+    # A marker written last: a directory without it is a half-made one, remade on the next use.
+    (out / ".complete").write_text("")
+    print(f"made {name} ({manifest['parameters']:,} parameters) in {manifest['make_seconds']} s", file=sys.stderr)
+    print(out)
+
+
+# ---------------------------------------------------------------- JAX's side of bench/run.sh models
+
+
+def sample_numpy(logits, temperature=0.8, top_k=40, rng=np.random.default_rng(1)):
+    """The sampler JAX's decode loop calls through pure_callback: temperature + top-k, like the Java one."""
+    logits = np.asarray(logits, np.float32) / temperature
+    out = np.empty(logits.shape[0], np.int32)
+    for b, row in enumerate(logits):
+        top = np.argpartition(-row, top_k)[:top_k]
+        w = np.exp(row[top] - row[top].max())
+        out[b] = top[rng.choice(top_k, p=w / w.sum())]
+    return out
+
+
+def stats(xs):
+    xs = sorted(xs)
+    return {"min": xs[0], "median": xs[len(xs) // 2], "max": xs[-1]}
+
+
+def bench(dir_, reps, steps):
+    import resource
+
+    from safetensors.numpy import load_file
+
+    manifest = json.loads((dir_ / "manifest.json").read_text())
+    cfg = manifest["config"]
+    loads = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        params = jax.device_put(load_file(dir_ / "weights.safetensors"))
+        jax.block_until_ready(params)
+        loads.append((time.perf_counter() - t0) * 1e3)
+        del params
+    params = jax.device_put(load_file(dir_ / "weights.safetensors"))
+    _, _, progs = load(dir_)
+    result = {"load_ms": stats(loads)}
+    T = cfg["prefill_len"]
+    for B in cfg["batches"]:
+        prefill = jax.jit(progs[f"prefill_b{B}"].call)
+        step = progs[f"decode_b{B}"].call
+        tok_shape = jax.ShapeDtypeStruct((B,), jnp.int32)
+
+        def step_and_sample(p, tok, pos, cache):
+            logits, cache = step(p, tok, pos, cache)
+            return jax.pure_callback(sample_numpy, tok_shape, logits), cache
+
+        decode = jax.jit(step_and_sample, donate_argnums=3)
+        tokens = np.tile(np.arange(T, dtype=np.int32) % cfg["vocab"], (B, 1))
+        pf, tps = [], []
+        for _ in range(reps + 1):
+            t0 = time.perf_counter()
+            logits, cache = prefill(params, tokens, np.int32(T))
+            jax.block_until_ready(cache)
+            pf.append((time.perf_counter() - t0) * 1e3)
+            tok = np.zeros(B, np.int32)
+            t0 = time.perf_counter()
+            for s in range(steps):
+                tok, cache = decode(params, tok, np.int32(T + s), cache)
+            jax.block_until_ready(tok)
+            tps.append(B * steps / (time.perf_counter() - t0))
+        result[f"prefill_b{B}_ms"] = stats(pf[1:])  # the first rep compiles
+        result[f"decode_b{B}_tokens_per_s"] = stats(tps[1:])
+        if B == 1:  # load and serve one sequence (batch 8 adds its 600 MB KV cache)
+            result["peak_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    result["peak_rss_all_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    result["weights_bytes"] = manifest["weights_bytes"]
+    print(json.dumps(result))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    m = sub.add_parser("make", help="write the weights, the exported programs and JAX's reference run")
+    m.add_argument("--config", choices=sorted(CONFIGS), required=True)
+    m.add_argument("--out", type=pathlib.Path, help="default: ~/.cache/xla-actors/models/<config>-<hash>")
+    d = sub.add_parser("dir", help="print the default directory of a config")
+    d.add_argument("--config", choices=sorted(CONFIGS), required=True)
+    g = sub.add_parser("greedy", help="JAX's greedy tokens for a prompt, one per line")
+    g.add_argument("--dir", type=pathlib.Path, required=True)
+    g.add_argument("--tokens", required=True, help="comma-separated token ids")
+    g.add_argument("--steps", type=int, default=20)
+    b = sub.add_parser("bench", help="JAX's figures for bench/run.sh models, one JSON line")
+    b.add_argument("--dir", type=pathlib.Path, required=True)
+    b.add_argument("--reps", type=int, default=5)
+    b.add_argument("--steps", type=int, default=32)
+    a = ap.parse_args()
+    if a.cmd == "make":
+        make(a.config, a.out or default_dir(a.config, CONFIGS[a.config]))
+    elif a.cmd == "dir":
+        print(default_dir(a.config, CONFIGS[a.config]))
+    elif a.cmd == "greedy":
+        manifest, params, progs = load(a.dir)
+        toks = [int(t) for t in a.tokens.split(",") if t]
+        print("\n".join(str(t) for t in greedy(manifest, params, progs, toks, a.steps)[2]))
+    else:
+        bench(a.dir, a.reps, a.steps)
+
+
+if __name__ == "__main__":
+    main()
