@@ -47,6 +47,7 @@ class DocSnippetsTest {
       import dev.xlaactors.actors.jobs.*;
       import dev.xlaactors.cluster.*;
       import dev.xlaactors.error.*;
+      import dev.xlaactors.examples.gpt.*;
       import dev.xlaactors.graph.*;
       import dev.xlaactors.runtime.*;
       import java.nio.file.*;
