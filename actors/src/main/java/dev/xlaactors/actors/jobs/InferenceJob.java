@@ -350,42 +350,31 @@ public final class InferenceJob extends AbstractBehavior<InferenceJob.Command> {
       d.outputs().forEach(DeviceBuffer::close); // a stale step's outputs: nobody will take them
       return this;
     }
-    long id = d.attemptId();
     long current = item;
-    getContext()
-        .pipeToSelf(
-            onBlocking(() -> acceptDeviceOutputs(current, d.outputs())),
-            (goOn, failure) -> failure == null ? new Accepted(id, goOn) : new AttemptFailed(id, unwrap(failure)));
-    return this;
-  }
-
-  private boolean acceptDeviceOutputs(long current, List<DeviceBuffer> outputs) {
-    try {
-      return work.acceptOnDevice(current, outputs);
-    } catch (Exception e) {
-      throw new CompletionException(e);
-    }
+    return accept(d.attemptId(), () -> work.acceptOnDevice(current, d.outputs()));
   }
 
   private Behavior<Command> onStepDone(StepDone d) {
     if (d.attemptId() != attemptId || ending != null) {
       return this;
     }
-    long id = d.attemptId();
     long current = item;
-    getContext()
-        .pipeToSelf(
-            onBlocking(() -> acceptOutputs(current, d.outputs())),
-            (goOn, failure) -> failure == null ? new Accepted(id, goOn) : new AttemptFailed(id, unwrap(failure)));
-    return this;
+    return accept(d.attemptId(), () -> work.accept(current, d.outputs()));
   }
 
-  private boolean acceptOutputs(long current, List<HostTensor> outputs) {
-    try {
-      return work.accept(current, outputs);
-    } catch (Exception e) {
-      throw new CompletionException(e);
-    }
+  /** Hands a step's outputs to the work on the blocking dispatcher; its answer says whether to go on. */
+  private Behavior<Command> accept(long id, java.util.concurrent.Callable<Boolean> accept) {
+    getContext()
+        .pipeToSelf(
+            onBlocking(() -> {
+              try {
+                return accept.call();
+              } catch (Exception e) {
+                throw new CompletionException(e);
+              }
+            }),
+            (goOn, failure) -> failure == null ? new Accepted(id, goOn) : new AttemptFailed(id, unwrap(failure)));
+    return this;
   }
 
   private Behavior<Command> onAccepted(Accepted a) {
