@@ -154,6 +154,28 @@ public final class Model extends NativeHandle {
     }
   }
 
+  /**
+   * A model as models are shipped: the {@code jax.export} artifact {@code export}, compiled for {@code
+   * device}'s client, with every tensor of {@code weights} uploaded once and bound to the parameter whose
+   * name ({@link JaxExport#parameterNames()}: a flat dict argument's keys) is the tensor's; the export's
+   * constants (the platform index of a multi-platform export) are bound too, and the parameters left are
+   * the per-request inputs, in order. A weight with no parameter of its name, or of another dtype or shape,
+   * fails before anything is uploaded, naming it, expected vs got. The weights file may be closed once this
+   * returns.
+   */
+  public static Model load(JaxExport export, SafeTensors weights, Device device) {
+    Objects.requireNonNull(export, "export");
+    Objects.requireNonNull(weights, "weights");
+    Objects.requireNonNull(device, "device");
+    Map<String, HostTensor> bound = new LinkedHashMap<>(export.constants(device.client()));
+    for (String name : weights.types().keySet()) {
+      bound.put(name, weights.tensor(name));
+    }
+    try (Executable exe = export.compile(device.client())) {
+      return load(exe, export.parameterNames(), bound, device);
+    }
+  }
+
   private static void closeAll(Executable view, DeviceBuffer[] buffers) {
     for (DeviceBuffer b : buffers) {
       if (b != null) {
