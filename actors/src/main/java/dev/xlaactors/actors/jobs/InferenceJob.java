@@ -139,21 +139,7 @@ public final class InferenceJob extends AbstractBehavior<InferenceJob.Command> {
   public static Behavior<Command> create(
       String name, Program step, XlaClient client, CallbackRuntime callbacks, JobWork work, JobSettings settings) {
     Behavior<ComputationActor.Command> computation = ComputationActor.create(step, client, callbacks, settings);
-    ActorsSettings actors = callbacks != null ? callbacks.settings() : null;
-    return Behaviors.<Command>supervise(
-            Behaviors.setup(
-                context ->
-                    Behaviors.withTimers(
-                        timers ->
-                            new InferenceJob(
-                                context,
-                                timers,
-                                name,
-                                computation,
-                                actors != null ? actors : ActorsSettings.create(context.getSystem()),
-                                work,
-                                settings))))
-        .onFailure(SupervisorStrategy.stop());
+    return job(name, computation, callbacks, work, settings);
   }
 
   /**
@@ -165,6 +151,12 @@ public final class InferenceJob extends AbstractBehavior<InferenceJob.Command> {
   public static Behavior<Command> create(
       String name, Model step, CallbackRuntime callbacks, JobWork work, JobSettings settings) {
     Behavior<ComputationActor.Command> computation = ComputationActor.create(step, callbacks, settings);
+    return job(name, computation, callbacks, work, settings);
+  }
+
+  /** The job actor over {@code computation}, stopped on its own failure (see the supervision note above). */
+  private static Behavior<Command> job(String name, Behavior<ComputationActor.Command> computation,
+      CallbackRuntime callbacks, JobWork work, JobSettings settings) {
     ActorsSettings actors = callbacks != null ? callbacks.settings() : null;
     return Behaviors.<Command>supervise(
             Behaviors.setup(
