@@ -15,8 +15,8 @@ import java.util.TreeSet;
  * kind = 4 (not 5). Malformed bytes give a {@link PluginException} (DATA_LOSS); lengths are bounded by the
  * input, so nothing loops or allocates beyond it.
  *
- * <p>Not yet wired into {@link Executable#donatableParameters()}: that needs a native binding of
- * {@code PJRT_Executable_OptimizedProgram} (see the report of branch export-donation).
+ * <p>Not yet wired into {@link Executable#donatableParameters()}: that needs a call of
+ * {@code PJRT_Executable_OptimizedProgram} (a PjrtApi field; the JavaCPP class is generated already) (see the report of branch export-donation).
  */
 final class HloAliases {
   private static final int MODULE_INPUT_OUTPUT_ALIAS = 8;
