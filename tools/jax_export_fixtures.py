@@ -107,6 +107,11 @@ def unused(a, b, c):
     return a * 2 + c
 
 
+def cache_update(w, cache, x, pos):
+    # A KV-cache-like step: row pos of the cache becomes x . w, the cache donated (donate_argnums=1).
+    return jax.lax.dynamic_update_slice(cache, x @ w, (pos, 0)), jnp.sum(x)
+
+
 def with_symbolic_batch(x):
     return jnp.concatenate([jnp.tanh(x), x], axis=0)
 
@@ -196,6 +201,12 @@ def main():
         f.write(dataclasses.replace(base, ordered_effects=(TestOrderedEffect(),)).serialize())
     with open(os.path.join(OUT, "bad_cuda_only.jaxexport"), "wb") as f:
         f.write(export.export(jax.jit(jnp.cos), platforms=["cuda"])(f32(2)).serialize())
+
+    # Donation survives the export (the module marks tf.aliasing_output); the runtime compiles the bytecode
+    # and reads the alias from the compiled module. No .txt: DonationTest computes the rows itself.
+    spec = jax.ShapeDtypeStruct
+    save("donated", export.export(jax.jit(cache_update, donate_argnums=1))(
+        spec((16, 16), jnp.float32), spec((64, 16), jnp.float32), spec((1, 16), jnp.float32), spec((), jnp.int32)))
 
 
 if __name__ == "__main__":

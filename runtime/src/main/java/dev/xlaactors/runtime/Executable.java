@@ -45,10 +45,12 @@ public final class Executable extends NativeHandle {
 
   /**
    * The positions of the parameters a run may donate (see {@link Argument#donated}): those the program
-   * aliases to an output ({@code tf.aliasing_output = N}) or marks {@code jax.buffer_donor = true}.
+   * aliases to an output ({@code tf.aliasing_output = N}) or marks {@code jax.buffer_donor = true}; for a
+   * program compiled from bytes ({@link XlaClient#compileModule}: a jax.export artifact, MLIR bytecode),
+   * those the compiled module aliases, read once from the plugin ({@code PJRT_Executable_OptimizedProgram}).
    */
   public java.util.Set<Integer> donatableParameters() {
-    return program.signature().donors();
+    return program.donors();
   }
 
   /**

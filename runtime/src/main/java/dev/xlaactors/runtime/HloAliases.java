@@ -15,20 +15,55 @@ import java.util.TreeSet;
  * kind = 4 (not 5). Malformed bytes give a {@link PluginException} (DATA_LOSS); lengths are bounded by the
  * input, so nothing loops or allocates beyond it.
  *
- * <p>Not yet wired into {@link Executable#donatableParameters()}: that needs a call of
- * {@code PJRT_Executable_OptimizedProgram} (a PjrtApi field; the JavaCPP class is generated already) (see the report of branch export-donation).
+ * <p>{@link LoadedProgram#donors()} reads them for programs compiled from bytes (a jax.export artifact or
+ * MLIR bytecode), whose text the runtime cannot read: {@code PJRT_Executable_OptimizedProgram} answers in
+ * format {@code "hlo_with_config"} (an {@code xla.HloModuleProtoWithConfig}, whose field 1 is the
+ * HloModuleProto; checked on the pinned CPU plugin), see {@link #ofOptimizedProgram}.
  */
 final class HloAliases {
   private static final int MODULE_INPUT_OUTPUT_ALIAS = 8;
   private static final int ALIAS_ENTRIES = 1;
   private static final int ENTRY_PARAMETER_NUMBER = 2;
 
+  private static final int WITH_CONFIG_MODULE = 1; // HloModuleProtoWithConfig.hlo_module
+
   private HloAliases() {}
+
+  /**
+   * The aliased parameters of the program {@code PJRT_Executable_OptimizedProgram} returned in {@code
+   * format}: {@code "hlo_with_config"} (what XLA's PJRT C API writes) or {@code "hlo"}; any other format
+   * is a {@link PluginException} (UNIMPLEMENTED) naming it.
+   */
+  static Set<Integer> ofOptimizedProgram(String format, byte[] program) {
+    if (format.equals("hlo")) {
+      return parameters(program);
+    }
+    if (!format.equals("hlo_with_config")) {
+      throw new PluginException(ErrorCode.UNIMPLEMENTED, "PJRT_Executable_OptimizedProgram answered in format '" + format
+          + "', expected \"hlo_with_config\" or \"hlo\": the parameters the program aliases cannot be read");
+    }
+    Reader withConfig = new Reader(program, 0, program.length);
+    Set<Integer> result = new TreeSet<>();
+    while (withConfig.more()) {
+      long key = withConfig.varint();
+      if (key >>> 3 == WITH_CONFIG_MODULE && (key & 7) == 2) {
+        Reader module = withConfig.message();
+        result.addAll(parameters(program, module.at, module.end));
+      } else {
+        withConfig.skip(key);
+      }
+    }
+    return result;
+  }
 
   /** The parameter numbers that some output aliases, ascending; empty when the module has no alias. */
   static Set<Integer> parameters(byte[] hloModuleProto) {
+    return parameters(hloModuleProto, 0, hloModuleProto.length);
+  }
+
+  private static Set<Integer> parameters(byte[] bytes, int from, int end) {
     Set<Integer> result = new TreeSet<>();
-    Reader module = new Reader(hloModuleProto, 0, hloModuleProto.length);
+    Reader module = new Reader(bytes, from, end);
     while (module.more()) {
       long key = module.varint();
       if (key >>> 3 == MODULE_INPUT_OUTPUT_ALIAS && (key & 7) == 2) {

@@ -6,7 +6,9 @@ import dev.xlaactors.nativebridge.pjrt.PJRT_Executable;
 import dev.xlaactors.nativebridge.pjrt.PJRT_Executable_Destroy_Args;
 import dev.xlaactors.nativebridge.pjrt.PJRT_Executable_NumOutputs_Args;
 import dev.xlaactors.nativebridge.pjrt.PJRT_Executable_OutputDimensions_Args;
+import dev.xlaactors.nativebridge.pjrt.PJRT_Executable_OptimizedProgram_Args;
 import dev.xlaactors.nativebridge.pjrt.PJRT_Executable_OutputElementTypes_Args;
+import dev.xlaactors.nativebridge.pjrt.PJRT_Program;
 import dev.xlaactors.nativebridge.pjrt.PJRT_LoadedExecutable;
 import dev.xlaactors.nativebridge.pjrt.PJRT_LoadedExecutable_AddressableDevices_Args;
 import dev.xlaactors.nativebridge.pjrt.PJRT_LoadedExecutable_Destroy_Args;
@@ -26,23 +28,35 @@ final class LoadedProgram extends NativeHandle {
   private final PJRT_LoadedExecutable loaded;
   private final PJRT_Executable executable;
   private final ProgramSignature signature;
+  private final boolean fromBytes;
   private final List<TensorType> outputTypes;
   private final List<Device> addressableDevices;
   // Per output: whether its buffers can be read in place (see DeviceBuffer); -1 until the first download.
   private final int[] readableByOutput;
+  // The parameters the compiled module aliases, read from it on first use (programs compiled from bytes).
+  private volatile java.util.Set<Integer> compiledDonors;
 
   /** Takes ownership of {@code loaded}; the caller holds a lease on {@code client}. */
   LoadedProgram(XlaClient client, PJRT_LoadedExecutable loaded, ProgramSignature signature) {
-    this(client, loaded, executableView(client.api(), loaded), signature);
+    this(client, loaded, signature, false);
   }
 
-  private LoadedProgram(
-      XlaClient client, PJRT_LoadedExecutable loaded, PJRT_Executable executable, ProgramSignature signature) {
+  /**
+   * As above; {@code fromBytes}: the program was compiled from bytes the runtime could not read, so its
+   * donatable parameters are read from the compiled module (see {@link #donors()}).
+   */
+  LoadedProgram(XlaClient client, PJRT_LoadedExecutable loaded, ProgramSignature signature, boolean fromBytes) {
+    this(client, loaded, executableView(client.api(), loaded), signature, fromBytes);
+  }
+
+  private LoadedProgram(XlaClient client, PJRT_LoadedExecutable loaded, PJRT_Executable executable,
+      ProgramSignature signature, boolean fromBytes) {
     super(client, destroyer(client.api(), loaded, executable));
     this.client = client;
     this.loaded = loaded;
     this.executable = executable;
     this.signature = signature;
+    this.fromBytes = fromBytes;
     try {
       this.outputTypes = readOutputTypes(client.api());
       this.addressableDevices = readAddressableDevices(client.api());
@@ -155,6 +169,57 @@ final class LoadedProgram extends NativeHandle {
 
   List<Device> addressableDevices() {
     return addressableDevices;
+  }
+
+  /**
+   * The parameters a run may donate: those the program text marks (see {@link ProgramSignature#donors()});
+   * for a program whose text the runtime did not read (compiled from bytes: a jax.export artifact, MLIR
+   * bytecode) and that marks none, those the compiled module aliases to an output, read once from {@code
+   * PJRT_Executable_OptimizedProgram}. Empty when the plugin cannot say.
+   */
+  java.util.Set<Integer> donors() {
+    if (!fromBytes || !signature.donors().isEmpty()) {
+      return signature.donors();
+    }
+    java.util.Set<Integer> donors = compiledDonors;
+    if (donors == null) {
+      try (Lease lease = lease()) {
+        donors = java.util.Set.copyOf(readCompiledDonors(client.api()));
+      }
+      compiledDonors = donors;
+    }
+    return donors;
+  }
+
+  /** Largest optimized program read: the plugin itself refuses 2 GiB, a Java array holds a little less. */
+  private static final long MAX_OPTIMIZED_PROGRAM_BYTES = Integer.MAX_VALUE - 8;
+
+  private java.util.Set<Integer> readCompiledDonors(PjrtApi api) {
+    if (api.executableOptimizedProgram == null) {
+      return java.util.Set.of(); // an older plugin: nothing is donatable, and donation is refused clearly
+    }
+    try (PJRT_Program program = new PJRT_Program();
+        PJRT_Executable_OptimizedProgram_Args args = new PJRT_Executable_OptimizedProgram_Args()) {
+      // Two calls: with code = NULL the plugin answers the size (and its format), then it fills our buffer.
+      program.struct_size(PJRT_Program_STRUCT_SIZE).code(null).code_size(0);
+      args.struct_size(PJRT_Executable_OptimizedProgram_Args_STRUCT_SIZE).executable(executable).program(program);
+      api.check(api.executableOptimizedProgram.call(args), PjrtApi.Failure.GENERIC, "PJRT_Executable_OptimizedProgram");
+      long size = program.code_size();
+      if (size < 0 || size > MAX_OPTIMIZED_PROGRAM_BYTES) {
+        throw new dev.xlaactors.error.PluginException(dev.xlaactors.error.ErrorCode.RESOURCE_EXHAUSTED,
+            "PJRT_Executable_OptimizedProgram reports " + size + " bytes, expected 0.." + MAX_OPTIMIZED_PROGRAM_BYTES
+                + ": the parameters the program aliases cannot be read");
+      }
+      String format = PjrtApi.utf8(program.format(), program.format_size()); // the plugin's own string
+      try (org.bytedeco.javacpp.BytePointer code = new org.bytedeco.javacpp.BytePointer(Math.max(1, size))) {
+        program.code(code).code_size(size);
+        api.check(api.executableOptimizedProgram.call(args), PjrtApi.Failure.GENERIC, "PJRT_Executable_OptimizedProgram");
+        byte[] bytes = new byte[(int) size];
+        code.position(0).get(bytes);
+        program.code(null); // ours, freed by the try; the plugin keeps no reference
+        return HloAliases.ofOptimizedProgram(format, bytes);
+      }
+    }
   }
 
   int[] readableByOutput() {

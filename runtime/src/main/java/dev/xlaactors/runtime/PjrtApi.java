@@ -85,6 +85,7 @@ final class PjrtApi {
   final PJRT_Executable_OutputDimensions executableOutputDimensions;
   final PJRT_Executable_Serialize executableSerialize;
   final PJRT_Executable_Fingerprint executableFingerprint;
+  final PJRT_Executable_OptimizedProgram executableOptimizedProgram;
   final PJRT_Executable_DeserializeAndLoad executableDeserializeAndLoad;
   final PJRT_LoadedExecutable_Destroy loadedDestroy;
   final PJRT_LoadedExecutable_GetExecutable loadedGetExecutable;
@@ -150,6 +151,7 @@ final class PjrtApi {
     executableOutputDimensions = required(api::PJRT_Executable_OutputDimensions, "PJRT_Executable_OutputDimensions");
     executableSerialize = optional(api::PJRT_Executable_Serialize, "PJRT_Executable_Serialize");
     executableFingerprint = optional(api::PJRT_Executable_Fingerprint, "PJRT_Executable_Fingerprint");
+    executableOptimizedProgram = optional(api::PJRT_Executable_OptimizedProgram, "PJRT_Executable_OptimizedProgram");
     executableDeserializeAndLoad =
         optional(api::PJRT_Executable_DeserializeAndLoad, "PJRT_Executable_DeserializeAndLoad");
     loadedDestroy = required(api::PJRT_LoadedExecutable_Destroy, "PJRT_LoadedExecutable_Destroy");

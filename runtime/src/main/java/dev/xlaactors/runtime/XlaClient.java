@@ -307,10 +307,11 @@ public final class XlaClient extends NativeHandle {
     ProgramSignature signature = ProgramSignature.parse(original); // refuses what cannot run, before XLA
     LapackLibrary.loadIfCalledBy(original);
     String stablehlo = TokenPassThrough.rewrite(original);
-    return compileBytes(stablehlo.getBytes(StandardCharsets.UTF_8), signature, options);
+    return compileBytes(stablehlo.getBytes(StandardCharsets.UTF_8), signature, options, false);
   }
 
-  private LoadedProgram compileBytes(byte[] module, ProgramSignature signature, CompileOptions options) {
+  /** {@code fromBytes}: the runtime did not read the module's text (see {@link LoadedProgram#donors()}). */
+  private LoadedProgram compileBytes(byte[] module, ProgramSignature signature, CompileOptions options, boolean fromBytes) {
     try (Lease lease = lease();
         BytePointer code = PjrtApi.bytes(module);
         BytePointer format = PjrtApi.bytes("mlir".getBytes(StandardCharsets.UTF_8));
@@ -334,7 +335,7 @@ public final class XlaClient extends NativeHandle {
       api.check(api.clientCompile.call(args), PjrtApi.Failure.COMPILE, "XLA compilation failed");
       // Wrapped while the lease still holds the client: a close() that raced with the compile cannot
       // have destroyed it, and the new program keeps it alive until the program is closed.
-      return new LoadedProgram(this, args.executable(), signature);
+      return new LoadedProgram(this, args.executable(), signature, fromBytes);
     }
   }
 
@@ -342,7 +343,9 @@ public final class XlaClient extends NativeHandle {
    * Compiles a module given as bytes: MLIR bytecode or a StableHLO portable artifact (VHLO bytecode, what
    * {@code jax.export} keeps in {@code mlir_module_serialized}), which the plugin's "mlir" format reads as
    * it reads text. Bytecode cannot be read here, so the caller gives {@code @main}'s parameter types (runs
-   * are checked against them); nothing is rewritten, so {@code @main} must take only static tensors.
+   * are checked against them); nothing is rewritten, so {@code @main} must take only static tensors. The
+   * parameters a run may donate are those the compiled module aliases to outputs (JAX's {@code
+   * donate_argnums}), read from the plugin's optimized program.
    * Cached like text, keyed by the bytes' SHA-256.
    *
    * @param name where the module came from, used in messages
@@ -361,7 +364,7 @@ public final class XlaClient extends NativeHandle {
     LapackLibrary.loadIfCalledBy(new String(module, StandardCharsets.ISO_8859_1));
     String key = "bytecode sha-256 " + sha256(module) + " " + signature.parameters();
     try {
-      return cache.getOrCompile(key, options, () -> compileBytes(module, signature, options));
+      return cache.getOrCompile(key, options, () -> compileBytes(module, signature, options, true));
     } catch (CompileException e) {
       CompileException named = new CompileException(e.code(), "module " + name + " does not compile: " + e.getMessage());
       named.initCause(e);

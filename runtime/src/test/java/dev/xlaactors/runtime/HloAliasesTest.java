@@ -58,4 +58,19 @@ class HloAliasesTest {
         () -> HloAliases.parameters(new byte[] {0x0b}));
     assertTrue(group.getMessage().contains("wire type 3"), group.getMessage());
   }
+
+  /** PJRT's optimized program is an HloModuleProtoWithConfig: field 1 the module, field 2 the config. */
+  @Test
+  void readsTheModuleInsideTheOptimizedProgramsFormat() {
+    byte[] module = module(ENTRY);
+    java.io.ByteArrayOutputStream withConfig = new java.io.ByteArrayOutputStream();
+    withConfig.write(0x0a);
+    withConfig.write(module.length);
+    withConfig.writeBytes(module);
+    withConfig.writeBytes(new byte[] {0x12, 0x02, 0x08, 0x01}); // config, skipped
+    assertEquals(Set.of(1), HloAliases.ofOptimizedProgram("hlo_with_config", withConfig.toByteArray()));
+    assertEquals(Set.of(1), HloAliases.ofOptimizedProgram("hlo", module));
+    PluginException other = assertThrows(PluginException.class, () -> HloAliases.ofOptimizedProgram("mlir", module));
+    assertTrue(other.getMessage().contains("'mlir'"), other.getMessage());
+  }
 }

@@ -191,4 +191,63 @@ class DonationTest {
       cache.close();
     }
   }
+
+  /**
+   * A jax.export artifact (bytecode, not read by the runtime) of a cache update exported with
+   * donate_argnums=1: the donatable parameter comes from the compiled module's aliases, and a donated
+   * cache keeps its device memory across steps, as for text programs.
+   */
+  @Test
+  void aBytecodeExportWithDonateArgnumsDonatesItsCacheInPlace() {
+    JaxExport export = JaxExportArtifactTest.load("donated");
+    int rows = 64;
+    int width = 16;
+    float[] w = new float[width * width];
+    for (int i = 0; i < w.length; i++) {
+      w[i] = (i % 7) - 3;
+    }
+    try (Executable exe = export.compile(client);
+        DeviceBuffer weights = client.upload(HostTensor.ofFloats(w, width, width))) {
+      assertEquals(Set.of(1), exe.donatableParameters(), "read from the compiled module");
+      assertEquals(Set.of(1), exe.donatableParameters(), "cached");
+      DeviceBuffer cache = client.upload(HostTensor.zeros(TensorType.of(DType.F32, rows, width)));
+      long address = -1;
+      for (int step = 0; step < rows; step++) {
+        float[] x = new float[width];
+        java.util.Arrays.fill(x, step + 1);
+        DeviceBuffer previous = cache;
+        long before = previous.unsafeDevicePointer();
+        List<DeviceBuffer> out = exe.execute(Argument.of(weights), Argument.donated(previous),
+            Argument.of(HostTensor.ofFloats(x, 1, width)), Argument.of(HostTensor.scalar(step)));
+        cache = out.get(0);
+        out.get(1).close();
+        assertTrue(previous.isDonated() && previous.isClosed());
+        assertEquals(before, cache.unsafeDevicePointer(), "step " + step + " updated the donated cache in place");
+        if (step == 0) {
+          address = cache.unsafeDevicePointer();
+        }
+      }
+      assertEquals(address, cache.unsafeDevicePointer());
+      float[] values = cache.toHost().toFloatArray();
+      for (int r = 0; r < rows; r++) {
+        for (int c = 0; c < width; c++) {
+          float expected = 0;
+          for (int k = 0; k < width; k++) {
+            expected += (r + 1) * w[k * width + c];
+          }
+          assertEquals(expected, values[r * width + c], 1e-3, "row " + r + " column " + c);
+        }
+      }
+      DeviceBuffer other = client.upload(HostTensor.ofFloats(w, width, width));
+      DeviceBuffer cacheNow = cache;
+      InvalidArgumentException refused = assertThrows(InvalidArgumentException.class,
+          () -> exe.execute(Argument.donated(other), Argument.of(cacheNow),
+              Argument.of(HostTensor.zeros(TensorType.of(DType.F32, 1, width))), Argument.of(HostTensor.scalar(0))));
+      assertTrue(refused.getMessage().contains("does not alias that parameter") && refused.getMessage().contains("[1]"),
+          refused.getMessage());
+      assertFalse(other.isDonated(), "a refused donation leaves the buffer to its caller");
+      other.close();
+      cache.close();
+    }
+  }
 }

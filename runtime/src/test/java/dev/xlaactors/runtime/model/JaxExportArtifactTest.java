@@ -75,7 +75,7 @@ class JaxExportArtifactTest {
   }
 
   @ParameterizedTest
-  @ValueSource(strings = {"mlp", "nested", "keys", "dtypes", "unused", "multi_platform", "symbolic"})
+  @ValueSource(strings = {"mlp", "nested", "keys", "dtypes", "unused", "multi_platform", "symbolic", "donated"})
   void readsWhatJaxWrote(String name) {
     JaxExport export = load(name);
     assertEquals(expected(name, "function"), List.of(export.functionName()));
