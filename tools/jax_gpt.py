@@ -22,8 +22,6 @@ and this script's format version) and prints DIR on its last line:
                        xla_actors.host_callback, which the Java side serves): (next token [B] i32, kv cache).
                        jax.export refuses Python callbacks but keeps a custom call to a named FFI target
                        once its safety check is disabled for that target.
-- *.mlir               the same modules as StableHLO text (Exported.mlir_module()), for readers and for
-                       runtimes that import text.
 - score_b1.jax         score(params, tokens[1,T] i32, length i32) -> mean negative log-likelihood of tokens
                        1..length-1 [1] f32 (perplexity = exp of it), for the batch-scoring job.
 - manifest.json        config, sha256 of the weights file, files, batch sizes, prefill length, whether
@@ -33,8 +31,10 @@ and this script's format version) and prints DIR on its last line:
                        prefill (tiny config: all of them), the logits of one decode step, greedy tokens.
 
 The KV cache is one fixed-shape array updated with lax.dynamic_update_slice, so a runtime that donates it
-updates it in place. prefill pads the prompt to T tokens; positions past `length` hold garbage that decode
-overwrites before it can be read (decode masks every position after `pos`).
+updates it in place (the decode exports keep donate_argnums as an input/output alias, which xla-actors reads
+from the compiled module; the StableHLO text, Exported.mlir_module(), is not written: print it from the
+.jax file with jax.export.deserialize when you want to read it). prefill pads the prompt to T tokens;
+positions past `length` hold garbage that decode overwrites before it can be read (decode masks every position after `pos`).
 """
 import argparse
 import hashlib
@@ -216,10 +216,9 @@ def export_all(cfg, params, out):
         for name, fn, args, checks in jobs:
             exp = export.export(fn, disabled_checks=checks)(*args)
             (out / f"{name}.jax").write_bytes(exp.serialize())
-            text = exp.mlir_module()
-            (out / f"{name}.mlir").write_text(text)
-            files += [f"{name}.jax", f"{name}.mlir"]
+            files.append(f"{name}.jax")
             if name.startswith("decode"):
+                text = exp.mlir_module()  # the runtime reads the alias from the compiled module; this checks it is there
                 donation[name] = "tf.aliasing_output" in text or "jax.buffer_donor" in text
     return files, donation
 

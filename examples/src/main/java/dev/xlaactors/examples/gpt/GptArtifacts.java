@@ -16,7 +16,7 @@ import java.util.concurrent.TimeUnit;
 /**
  * A directory written by {@code tools/jax_gpt.py make}: the weights ({@code weights.safetensors}), the
  * exported programs ({@code prefill_b<B>}, {@code decode_b<B>}, {@code decode_sample_b<B>}, each as
- * {@code .jax} and {@code .mlir}), and {@code model.properties} (config, weights sha256, JAX's reference run).
+ * {@code .jax}), and {@code model.properties} (config, weights sha256, JAX's reference run).
  * Immutable.
  */
 public record GptArtifacts(Path dir, Properties properties) {
@@ -118,7 +118,7 @@ public record GptArtifacts(Path dir, Properties properties) {
     return dir.resolve("weights.safetensors");
   }
 
-  /** The exported program {@code name} (e.g. {@code decode_b1}) with the given suffix ({@code .jax}, {@code .mlir}). */
+  /** The exported program {@code name} (e.g. {@code decode_b1}) with the given suffix ({@code .jax}). */
   public Path program(String name, String suffix) {
     Path p = dir.resolve(name + suffix);
     if (!Files.isRegularFile(p)) {

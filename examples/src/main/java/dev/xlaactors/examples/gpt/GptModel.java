@@ -1,7 +1,6 @@
 package dev.xlaactors.examples.gpt;
 
 import dev.xlaactors.error.InvalidArgumentException;
-import dev.xlaactors.graph.ImportedProgram;
 import dev.xlaactors.runtime.Device;
 import dev.xlaactors.runtime.DeviceBuffer;
 import dev.xlaactors.runtime.Executable;
@@ -14,16 +13,17 @@ import dev.xlaactors.runtime.model.Model;
 import dev.xlaactors.runtime.model.SafeTensors;
 import java.io.IOException;
 import java.io.UncheckedIOException;
-import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 
 /**
  * The GPT model of {@link GptArtifacts} loaded for one batch size: its weights uploaded once to a device
- * and bound to three programs ({@link Model}s sharing the same buffers): prefill, decode step (logits out)
- * and decode step with the host callback "sample" (next token out). The KV cache is a device buffer that
- * each decode step takes donated and gives back updated in place.
+ * and bound to the programs ({@link Model}s sharing the same buffers), each compiled from its jax.export
+ * artifact ({@code .jax}): prefill, decode step with the host callback "sample" (next token out), and, when
+ * first used, the decode step with logits out and the scoring program. The KV cache is a device buffer
+ * that each decode step takes donated and gives back updated in place (the runtime reads the alias the
+ * export's {@code donate_argnums} left in the compiled module).
  *
  * <p>Prompts of one batch must have the same length (the programs take one position for the batch).
  * Thread-safe for concurrent generations (each owns its cache); close after the last one.
@@ -34,44 +34,41 @@ public final class GptModel implements AutoCloseable {
   private final int batch;
   private final Map<String, DeviceBuffer> weights;
   private final Model prefill;
-  private final Model decode;
   private final Model decodeSample;
-  private final Model score; // null unless the artifacts have score_b<batch>
+  private final Map<String, Model> lazy = new java.util.HashMap<>(); // decode_b<batch>, score_b<batch>, when used
+  private boolean closed;
 
   private GptModel(GptArtifacts artifacts, XlaClient client, int batch, Map<String, DeviceBuffer> weights, Model prefill,
-      Model decode, Model decodeSample, Model score) {
+      Model decodeSample) {
     this.artifacts = artifacts;
     this.client = client;
     this.batch = batch;
     this.weights = weights;
     this.prefill = prefill;
-    this.decode = decode;
     this.decodeSample = decodeSample;
-    this.score = score;
   }
 
-  /** Uploads the weights to {@code client}'s first device and compiles and binds the programs of {@code batch}. */
+  /**
+   * Uploads the weights to {@code client}'s first device and compiles and binds the generation programs of
+   * {@code batch} (prefill, decode step with sampling); the decode step without sampling and the scoring
+   * program are compiled on first use (each holds its own generated code, so a generation-only process
+   * does not pay for them).
+   */
   public static GptModel load(XlaClient client, GptArtifacts artifacts, int batch) {
     if (java.util.Arrays.stream(artifacts.batches()).noneMatch(b -> b == batch)) {
       throw new InvalidArgumentException("model '" + artifacts.name() + "' was exported for batch sizes "
           + java.util.Arrays.toString(artifacts.batches()) + ", not " + batch + ": add it to the config in tools/jax_gpt.py");
     }
     Map<String, DeviceBuffer> weights = uploadWeights(client, artifacts, client.devices().get(0));
-    List<Model> models = new ArrayList<>();
+    Model prefill = null;
     try {
-      for (String program : List.of("prefill_b", "decode_b", "decode_sample_b", "score_b")) {
-        if (program.equals("score_b") && !java.nio.file.Files.exists(artifacts.dir().resolve(program + batch + ".jax"))) {
-          models.add(null); // scoring is exported for batch 1 only
-          continue;
-        }
-        JaxExport export = read(artifacts, program + batch);
-        try (Executable exe = compileText(client, artifacts, program + batch)) {
-          models.add(Model.bind(exe, export.inputNames(), weights));
-        }
-      }
-      return new GptModel(artifacts, client, batch, weights, models.get(0), models.get(1), models.get(2), models.get(3));
+      prefill = bind(client, artifacts, "prefill_b" + batch, weights);
+      Model decodeSample = bind(client, artifacts, "decode_sample_b" + batch, weights);
+      return new GptModel(artifacts, client, batch, weights, prefill, decodeSample);
     } catch (RuntimeException e) {
-      models.stream().filter(java.util.Objects::nonNull).forEach(Model::close);
+      if (prefill != null) {
+        prefill.close();
+      }
       weights.values().forEach(DeviceBuffer::close);
       throw e;
     }
@@ -95,37 +92,30 @@ public final class GptModel implements AutoCloseable {
   }
 
   /**
-   * The module of {@code program} as text ({@code Exported.mlir_module()}), compiled. Not the serialized
-   * export's bytecode: an executable compiled from bytecode does not know which parameters the module
-   * aliases to outputs ({@code tf.aliasing_output}), so the runtime would refuse to donate the KV cache.
+   * The jax.export artifact {@code program} ({@code <program>.jax}) compiled, its weights bound by name.
+   * Its inputs are named by their tree paths made plain, so the weights dict's entries are named as in the
+   * safetensors file ({@code wte}, {@code h.0.ln_1.g}, ...) and the per-request inputs keep their keystr
+   * ({@code [1]}, {@code [2]}, ...). The runtime reads which parameter the compiled module aliases (the KV
+   * cache, exported with {@code donate_argnums}), so the cache can be donated.
    */
-  private static Executable compileText(XlaClient client, GptArtifacts artifacts, String program) {
+  private static Model bind(XlaClient client, GptArtifacts artifacts, String program, Map<String, DeviceBuffer> weights) {
+    JaxExport export;
     try {
-      java.nio.file.Path gz = artifacts.dir().resolve(program + ".mlir.gz"); // the committed test fixtures are gzipped
-      if (java.nio.file.Files.exists(gz)) {
-        try (var in = new java.util.zip.GZIPInputStream(java.nio.file.Files.newInputStream(gz))) {
-          return ImportedProgram.fromText(program, new String(in.readAllBytes(), java.nio.charset.StandardCharsets.UTF_8))
-              .compile(client);
-        }
-      }
-      return ImportedProgram.fromFile(artifacts.program(program, ".mlir")).compile(client);
+      export = JaxExport.read(artifacts.program(program, ".jax"));
     } catch (IOException e) {
       throw new UncheckedIOException("cannot read program " + program + " of " + artifacts.dir(), e);
+    }
+    try (Executable exe = export.compile(client)) {
+      return Model.bind(exe, export.inputNames(), weights);
     }
   }
 
-  /**
-   * The jax.export artifact of {@code program}: its inputs are named by their tree paths made plain, so
-   * the weights dict's entries are named as in the safetensors file ({@code wte}, {@code h.0.ln_1.g}, ...)
-   * and the per-request inputs keep their keystr ({@code [1]}, {@code [2]}, ...).
-   */
-  private static JaxExport read(GptArtifacts artifacts, String program) {
-    // The names come from the serialized export; the module is compiled from its text twin (below).
-    try {
-      return JaxExport.read(artifacts.program(program, ".jax"));
-    } catch (IOException e) {
-      throw new UncheckedIOException("cannot read program " + program + " of " + artifacts.dir(), e);
+  /** A program compiled and bound on first use; closed with the model. */
+  private synchronized Model lazily(String program) {
+    if (closed) {
+      throw new InvalidArgumentException("model '" + artifacts.name() + "' (batch " + batch + ") is closed");
     }
+    return lazy.computeIfAbsent(program, p -> bind(client, artifacts, p, weights));
   }
 
   public GptArtifacts artifacts() {
@@ -150,11 +140,11 @@ public final class GptModel implements AutoCloseable {
    * weights bound: a run passes the padded tokens and the length. Batch 1 only.
    */
   public Model scoreModel() {
-    if (score == null) {
+    if (!java.nio.file.Files.exists(artifacts.program("score_b" + batch, ".jax"))) {
       throw new InvalidArgumentException("model '" + artifacts.name() + "' has no scoring program for batch " + batch
           + ": load it for batch 1 (tools/jax_gpt.py exports score_b1)");
     }
-    return score;
+    return lazily("score_b" + batch);
   }
 
   /** The logits of the last prompt position, {@code [batch * vocab]}, and the KV cache the caller now owns. */
@@ -190,7 +180,7 @@ public final class GptModel implements AutoCloseable {
    */
   public Step decodeLogits(int[] tokens, int pos, DeviceBuffer cache) {
     checkStep(tokens.length, pos);
-    List<DeviceBuffer> out = decode.execute(
+    List<DeviceBuffer> out = lazily("decode_b" + batch).execute(
         List.of(Argument.of(HostTensor.ofInts(tokens, batch)), Argument.of(HostTensor.scalar(pos)), Argument.donated(cache)), null);
     try (DeviceBuffer logits = out.get(0)) {
       return new Step(logits.toHost().toFloatArray(), out.get(1));
@@ -259,12 +249,15 @@ public final class GptModel implements AutoCloseable {
 
   @Override
   public void close() {
-    prefill.close();
-    decode.close();
-    decodeSample.close();
-    if (score != null) {
-      score.close();
+    synchronized (this) {
+      if (closed) {
+        return;
+      }
+      closed = true;
+      lazy.values().forEach(Model::close);
     }
+    prefill.close();
+    decodeSample.close();
     weights.values().forEach(DeviceBuffer::close);
   }
 }

@@ -84,6 +84,19 @@ class GptModelTest {
     }
   }
 
+  /** The programs are compiled from the .jax artifacts (bytecode): the cache alias is read from the compiled module. */
+  @Test
+  void theCacheKeepsItsDeviceMemoryAcrossDecodeSteps() {
+    GptModel.Prefilled p = model.prefill(new int[][] {prompt()});
+    DeviceBuffer cache = p.cache();
+    long address = cache.unsafeDevicePointer();
+    for (int s = 0; s < 5; s++) {
+      cache = model.decodeLogits(new int[] {1}, prompt().length + s, cache).cache();
+      assertEquals(address, cache.unsafeDevicePointer(), "step " + s + " updated the donated cache in place");
+    }
+    cache.close();
+  }
+
   @Test
   void greedyGenerationMatchesJaxTokenForToken() {
     int[] expected = artifacts.ints("greedy_tokens");

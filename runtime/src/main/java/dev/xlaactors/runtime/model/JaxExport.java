@@ -678,7 +678,12 @@ public final class JaxExport {
             + "(x, callback=\"<name>\") and register <name> with CallbackRuntime");
       }
     }
-    return client.compileModule("jax.export artifact " + source, module, parameterTypes(), CompileOptions.defaults());
+    Executable compiled =
+        client.compileModule("jax.export artifact " + source, module, parameterTypes(), CompileOptions.defaults());
+    // XLA's compiler frees its working memory (about 80 MB for the 124 M GPT's programs) to malloc, which
+    // keeps it mapped; handing it back keeps a served model's resident set near its weights and caches.
+    org.bytedeco.javacpp.Pointer.trimMemory();
+    return compiled;
   }
 
   /**
