@@ -1,8 +1,10 @@
 package dev.xlaactors.examples;
 
+import dev.xlaactors.actors.CallbackRuntime;
 import dev.xlaactors.error.XlaException;
 import dev.xlaactors.examples.gpt.GptArtifacts;
 import dev.xlaactors.examples.gpt.GptModel;
+import dev.xlaactors.examples.gpt.GptSampling;
 import dev.xlaactors.examples.gpt.GptTokenizer;
 import dev.xlaactors.examples.gpt.SamplingSettings;
 import dev.xlaactors.examples.gpt.TokenStream;
@@ -22,7 +24,9 @@ import org.apache.pekko.actor.typed.javadsl.Behaviors;
  * Text generation with a GPT-2-shaped model (124 M parameters) exported from JAX: GPT-2's tokenizer
  * (JTokkit), the weights memory-mapped from safetensors and uploaded once, prefill, then one decode step
  * per token with the KV cache resident on the device and donated to each step, the next token sampled
- * by a Java host callback inside the decode program, tokens printed as the stream delivers them. With
+ * by a Java host callback inside the decode program, tokens printed as the stream delivers them. Each
+ * decode step is a supervised run (CallbackRuntime.startOnDevice): the sampling callback is served by an
+ * actor and timed out by {@code xla-actors.actors.callbacks} (e.g. {@code timeouts.sample = 5s}). With
  * greedy sampling (the default) it then asks JAX for its greedy run of the same artifacts and says whether
  * they match token for token.
  *
@@ -50,9 +54,11 @@ public final class GenerateText {
     GptArtifacts artifacts = GptArtifacts.ensure(Path.of("").toAbsolutePath(), "gpt2-124m", System.err);
     ActorSystem<Void> system = ActorSystem.create(Behaviors.empty(), "generate");
     int status = 0;
-    try (XlaClient client = XlaClient.create()) {
+    try (XlaClient client = XlaClient.create();
+        CallbackRuntime runtime = CallbackRuntime.create(system, client)) {
       long t0 = System.nanoTime();
-      try (GptModel model = GptModel.load(client, artifacts, 1)) {
+      try (GptModel model = GptModel.load(client, artifacts, 1);
+          GptSampling sampling = GptSampling.register(runtime, model, system)) {
         System.err.printf("model %s: %.1f MB of weights loaded and programs compiled in %.2f s%n", artifacts.name(),
             artifacts.weightBytes() / 1e6, (System.nanoTime() - t0) / 1e9);
         SamplingSettings settings = new SamplingSettings(o.temperature, o.topK, o.topP, o.stopTokens, o.seed);
@@ -61,7 +67,7 @@ public final class GenerateText {
         System.out.print(o.prompt);
         System.out.flush();
         long t1 = System.nanoTime();
-        TokenStream.tokens(model, prompt, settings, o.maxTokens)
+        TokenStream.tokens(model, prompt, settings, o.maxTokens, sampling)
             .runForeach(token -> {
               produced.add(token);
               System.out.print(decoder.next(token));

@@ -15,7 +15,8 @@ import java.util.concurrent.atomic.AtomicLong;
  * One generation on a {@link GptModel}: the first tokens are sampled from the prefill's logits, then each
  * {@link #next()} runs one decode step, in which XLA calls the Java {@link Sampler} ("sample") with the
  * step's logits. The sampled tokens stay on the device as the next step's input, the KV cache is donated
- * to each step and comes back updated in place; the host sees only the tokens the sampler chose.
+ * to each step and comes back updated in place; the host sees only the tokens the sampler chose. Steps run
+ * at the runtime level, or supervised through a {@link GptSampling} (a CallbackRuntime run per step).
  *
  * <p>A row stops at a stop token (not emitted), after {@code maxTokens} tokens, or at the end of the
  * context. Not thread-safe: one caller pulls tokens (a stream: {@link TokenStream}). Close it to free the
@@ -37,8 +38,12 @@ public final class GptGeneration implements AutoCloseable {
   private int produced;
   private int[] sampled;
 
-  GptGeneration(GptModel model, GptModel.Prefilled prefilled, int promptLength, Sampler sampler, int maxTokens) {
+  private final GptSampling supervised; // null: steps at the runtime level
+
+  GptGeneration(GptModel model, GptModel.Prefilled prefilled, int promptLength, Sampler sampler, int maxTokens,
+      GptSampling supervised) {
     this.model = model;
+    this.supervised = supervised;
     this.sampler = sampler;
     this.maxTokens = maxTokens;
     this.stopped = new boolean[model.batch()];
@@ -86,9 +91,8 @@ public final class GptGeneration implements AutoCloseable {
     DeviceBuffer donated = cache;
     cache = null; // donated: the step closes it
     List<DeviceBuffer> out;
-    try (RunContext context = RunContext.withHostCalls(
-        model.client().plugin(), RUN_IDS.incrementAndGet(), this::sample, name -> SAMPLE_BACKSTOP, name -> true)) {
-      out = model.decodeSample(token, pos, donated, context);
+    try {
+      out = supervised != null ? supervised.step(this, token, pos, donated) : stepHere(token, donated);
     } finally {
       if (deviceTokens != null) {
         deviceTokens.close();
@@ -100,6 +104,23 @@ public final class GptGeneration implements AutoCloseable {
     pos++;
   }
 
+  /** A decode step at the runtime level: "sample" is served on XLA's thread through a run context. */
+  private List<DeviceBuffer> stepHere(Argument token, DeviceBuffer donated) {
+    try (RunContext context = RunContext.withHostCalls(
+        model.client().plugin(), RUN_IDS.incrementAndGet(), this::sample, name -> SAMPLE_BACKSTOP, name -> true)) {
+      return model.decodeSample(token, pos, donated, context);
+    }
+  }
+
+  /**
+   * Samples the next token of each row from a decode step's logits ({@code [batch * vocab]}) and keeps them
+   * as this generation's next tokens: the body of the "sample" callback, on whichever thread serves it.
+   */
+  int[] sampleFrom(float[] logits) {
+    sampled = sampler.sample(logits, model.batch(), model.vocab());
+    return sampled;
+  }
+
   /** The host callback "sample": runs on XLA's thread with the step's logits, lent for the call. */
   private void sample(HostCall call) {
     try {
@@ -107,8 +128,8 @@ public final class GptGeneration implements AutoCloseable {
         call.fail(ErrorCode.INVALID_ARGUMENT, "the decode program called '" + call.callbackName() + "', expected 'sample'");
         return;
       }
-      sampled = sampler.sample(call.inputs().get(0).toFloatArray(), model.batch(), model.vocab());
-      call.complete(List.of(HostTensor.ofInts(sampled, sampled.length)));
+      int[] tokens = sampleFrom(call.inputs().get(0).toFloatArray());
+      call.complete(List.of(HostTensor.ofInts(tokens, tokens.length)));
     } catch (RuntimeException e) {
       call.fail(ErrorCode.INVALID_ARGUMENT, "sampling failed: " + e.getMessage());
     }

@@ -200,15 +200,35 @@ public final class GptModel implements AutoCloseable {
     return decodeSample.execute(List.of(token, Argument.of(HostTensor.scalar(pos)), Argument.donated(cache)), context);
   }
 
+  /** The decode step with sampling, weights bound (what {@link GptSampling} runs through the supervised layer). */
+  Model decodeSampleModel() {
+    return decodeSample;
+  }
+
   /**
    * Starts a generation of at most {@code maxTokens} new tokens per row, sampled by {@code settings}: the
-   * prompts are checked and prefilled here.
+   * prompts are checked and prefilled here. Its decode steps run at the runtime level (Model.execute with
+   * a run context serving "sample" on XLA's thread); see {@link #start(int[][], SamplingSettings, int,
+   * GptSampling)} for supervised steps.
    */
   public GptGeneration start(int[][] prompts, SamplingSettings settings, int maxTokens) {
+    return start(prompts, settings, maxTokens, null);
+  }
+
+  /**
+   * As {@link #start(int[][], SamplingSettings, int)}, each decode step a supervised run of {@code
+   * sampling}'s runtime (null: at the runtime level), its "sample" calls timed out by the runtime's
+   * configuration.
+   */
+  public GptGeneration start(int[][] prompts, SamplingSettings settings, int maxTokens, GptSampling sampling) {
     if (maxTokens < 1) {
       throw new InvalidArgumentException("max tokens must be at least 1, got " + maxTokens);
     }
-    return new GptGeneration(this, prefill(prompts), prompts[0].length, new Sampler(settings), maxTokens);
+    if (sampling != null && sampling.model() != this) {
+      throw new InvalidArgumentException("the sampling given serves another model ('" + sampling.model().artifacts().name()
+          + "', batch " + sampling.model().batch() + "): register one for this model with GptSampling.register");
+    }
+    return new GptGeneration(this, prefill(prompts), prompts[0].length, new Sampler(settings), maxTokens, sampling);
   }
 
   /** Fails with a message naming the problem when {@code prompts} cannot be prefilled. */

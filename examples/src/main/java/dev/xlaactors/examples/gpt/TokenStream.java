@@ -18,13 +18,22 @@ public final class TokenStream {
    * now, so a bad one fails here rather than inside the stream.
    */
   public static Source<Integer, NotUsed> tokens(GptModel model, int[] prompt, SamplingSettings settings, int maxTokens) {
+    return tokens(model, prompt, settings, maxTokens, null);
+  }
+
+  /**
+   * As {@link #tokens(GptModel, int[], SamplingSettings, int)}, each decode step a supervised run of
+   * {@code sampling} (null: at the runtime level).
+   */
+  public static Source<Integer, NotUsed> tokens(
+      GptModel model, int[] prompt, SamplingSettings settings, int maxTokens, GptSampling sampling) {
     int[][] prompts = {prompt};
     model.checkPrompts(prompts);
     if (maxTokens < 1) {
       throw new dev.xlaactors.error.InvalidArgumentException("max tokens must be at least 1, got " + maxTokens);
     }
     return Source.unfoldResource(
-        () -> model.start(prompts, settings, maxTokens),
+        () -> model.start(prompts, settings, maxTokens, sampling),
         TokenStream::nextToken,
         GptGeneration::close);
   }

@@ -2,9 +2,12 @@ package dev.xlaactors.examples.gpt;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertInstanceOf;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import dev.xlaactors.actors.ActorsSettings;
+import dev.xlaactors.actors.CallbackRuntime;
 import dev.xlaactors.error.InvalidArgumentException;
 import dev.xlaactors.error.XlaException;
 import dev.xlaactors.runtime.DeviceBuffer;
@@ -107,6 +110,47 @@ class GptModelTest {
       }
     }
     assertArrayEquals(expected, ours.stream().mapToInt(Integer::intValue).toArray(), "ours " + ours);
+  }
+
+  /** Each decode step a supervised CallbackRuntime run, "sample" served by GptSampling's actor. */
+  @Test
+  void supervisedGenerationMatchesJaxTokenForToken() throws Exception {
+    int[] expected = artifacts.ints("greedy_tokens");
+    try (CallbackRuntime runtime = CallbackRuntime.create(system, client);
+        GptSampling sampling = GptSampling.register(runtime, model, system)) {
+      long runsBefore = runtime.metrics().runs().count();
+      List<Integer> ours = TokenStream.tokens(model, prompt(), SamplingSettings.greedy(), expected.length, sampling)
+          .runWith(Sink.seq(), system).toCompletableFuture().get(60, TimeUnit.SECONDS);
+      assertArrayEquals(expected, ours.stream().mapToInt(Integer::intValue).toArray(), "ours " + ours);
+      assertEquals(expected.length - 1, runtime.metrics().runs().count() - runsBefore, "one supervised run per decode step");
+      XlaException twice = assertThrows(XlaException.class, () -> GptSampling.register(runtime, model, system));
+      assertTrue(twice.getMessage().contains("sample"), twice.getMessage());
+    }
+  }
+
+  /**
+   * A sampling call that does not answer within xla-actors.actors.callbacks.timeouts.sample fails its step
+   * with DEADLINE_EXCEEDED naming the callback (the test holds the server's lock so the call cannot be served).
+   */
+  @Test
+  void aSupervisedSamplingCallPastItsTimeoutFailsTheStep() throws Exception {
+    ActorsSettings settings = ActorsSettings.fromConfig(com.typesafe.config.ConfigFactory.parseString(
+        "xla-actors.actors.callbacks.timeouts.sample = 200ms").withFallback(com.typesafe.config.ConfigFactory.load()));
+    try (CallbackRuntime runtime = CallbackRuntime.create(system, client, settings);
+        GptSampling sampling = GptSampling.register(runtime, model, system);
+        GptGeneration g = model.start(new int[][] {prompt()}, SamplingSettings.greedy(), 5, sampling)) {
+      g.next(); // from the prefill's logits: no decode step yet
+      java.util.concurrent.CompletableFuture<int[]> step;
+      synchronized (sampling) {
+        step = java.util.concurrent.CompletableFuture.supplyAsync(g::next);
+        Thread.sleep(2000); // ten times the timeout
+      }
+      java.util.concurrent.ExecutionException e =
+          assertThrows(java.util.concurrent.ExecutionException.class, () -> step.get(60, TimeUnit.SECONDS));
+      XlaException cause = assertInstanceOf(XlaException.class, e.getCause());
+      assertEquals(dev.xlaactors.error.ErrorCode.DEADLINE_EXCEEDED, cause.code(), cause.getMessage());
+      assertTrue(cause.getMessage().contains("sample"), cause.getMessage());
+    }
   }
 
   @Test
