@@ -3,7 +3,9 @@ package dev.xlaactors.bench;
 import dev.xlaactors.examples.gpt.GptArtifacts;
 import dev.xlaactors.examples.gpt.GptGeneration;
 import dev.xlaactors.examples.gpt.GptModel;
+import dev.xlaactors.examples.gpt.GptSampling;
 import dev.xlaactors.examples.gpt.SamplingSettings;
+import dev.xlaactors.actors.CallbackRuntime;
 import dev.xlaactors.runtime.DeviceBuffer;
 import dev.xlaactors.runtime.XlaClient;
 import java.nio.file.Files;
@@ -14,12 +16,16 @@ import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import java.util.Set;
+import java.util.concurrent.TimeUnit;
+import org.apache.pekko.actor.typed.ActorSystem;
+import org.apache.pekko.actor.typed.javadsl.Behaviors;
 
 /**
  * Java's side of {@code bench/run.sh models} on the artifacts of {@code tools/jax_gpt.py} (the 124 M
  * GPT): time to load the weights (memory-map the safetensors file and upload every tensor), prefill of
  * 128 tokens, decode tokens/s at each exported batch size with the sampling callback (temperature 0.8,
- * top-k 40, as JAX's side) inside the decode program and the KV cache donated each step, and the peak RSS
+ * top-k 40, as JAX's side) inside the decode program and the KV cache donated each step, each step a
+ * supervised run (CallbackRuntime.startOnDevice, "sample" served by {@link GptSampling}), and the peak RSS
  * after batch 1 (load and serve one sequence) and at the end.
  * Prints one JSON line with the same keys as {@code tools/jax_gpt.py bench}.
  *
@@ -33,7 +39,9 @@ public final class ModelsBench {
     int reps = args.length > 1 ? Integer.parseInt(args[1]) : 5;
     int steps = args.length > 2 ? Integer.parseInt(args[2]) : 32;
     StringBuilder json = new StringBuilder("{");
-    try (XlaClient client = XlaClient.create()) {
+    ActorSystem<Void> system = ActorSystem.create(Behaviors.empty(), "models-bench");
+    try (XlaClient client = XlaClient.create();
+        CallbackRuntime runtime = CallbackRuntime.create(system, client)) {
       List<Double> loads = new ArrayList<>();
       for (int r = 0; r < reps; r++) {
         long t0 = System.nanoTime();
@@ -45,7 +53,8 @@ public final class ModelsBench {
       json.append("\"load_ms\": ").append(stats(loads));
       int t = artifacts.prefillLength();
       for (int batch : artifacts.batches()) {
-        try (GptModel model = GptModel.load(client, artifacts, batch)) {
+        try (GptModel model = GptModel.load(client, artifacts, batch);
+            GptSampling sampling = GptSampling.register(runtime, model, system)) {
           int[][] prompts = new int[batch][t];
           for (int[] row : prompts) {
             for (int i = 0; i < t; i++) {
@@ -59,7 +68,7 @@ public final class ModelsBench {
             long t0 = System.nanoTime();
             model.prefill(prompts).cache().close();
             double prefillMs = (System.nanoTime() - t0) / 1e6;
-            try (GptGeneration g = model.start(prompts, settings, steps + 1)) {
+            try (GptGeneration g = model.start(prompts, settings, steps + 1, sampling)) {
               g.next(); // sampled from the prefill's logits
               long t1 = System.nanoTime();
               for (int s = 0; s < steps; s++) {
@@ -82,6 +91,8 @@ public final class ModelsBench {
         }
       }
     }
+    system.terminate();
+    system.getWhenTerminated().toCompletableFuture().get(10, TimeUnit.SECONDS);
     json.append(", \"peak_rss_all_bytes\": ").append(peakRssBytes());
     json.append(", \"weights_bytes\": ").append(artifacts.weightBytes()).append("}");
     System.out.println(json);
