@@ -116,7 +116,7 @@ public final class GptGeneration implements AutoCloseable {
    * Samples the next token of each row from a decode step's logits ({@code [batch * vocab]}) and keeps them
    * as this generation's next tokens: the body of the "sample" callback, on whichever thread serves it.
    */
-  int[] sampleFrom(float[] logits) {
+  int[] sampleFrom(java.nio.FloatBuffer logits) {
     sampled = sampler.sample(logits, model.batch(), model.vocab());
     return sampled;
   }
@@ -128,7 +128,7 @@ public final class GptGeneration implements AutoCloseable {
         call.fail(ErrorCode.INVALID_ARGUMENT, "the decode program called '" + call.callbackName() + "', expected 'sample'");
         return;
       }
-      int[] tokens = sampleFrom(call.inputs().get(0).toFloatArray());
+      int[] tokens = sampleFrom(java.nio.FloatBuffer.wrap(call.inputs().get(0).toFloatArray())); // lent: copied
       call.complete(List.of(HostTensor.ofInts(tokens, tokens.length)));
     } catch (RuntimeException e) {
       call.fail(ErrorCode.INVALID_ARGUMENT, "sampling failed: " + e.getMessage());

@@ -104,7 +104,7 @@ public final class GptSampling implements AutoCloseable {
         throw new CallbackException(call.callbackName(), ErrorCode.INVALID_ARGUMENT,
             "the decode program called '" + call.callbackName() + "', expected '" + CALLBACK + "'");
       }
-      int[] tokens = generation.sampleFrom(call.inputs().get(0).toFloatArray());
+      int[] tokens = generation.sampleFrom(call.inputs().get(0).data().asFloatBuffer()); // Java's copy, read in place
       request.replyTo().tell(CallbackServer.Response.ok(call.tag(), List.of(HostTensor.ofInts(tokens, tokens.length))));
     } catch (RuntimeException e) {
       request.replyTo().tell(CallbackServer.Response.failed(call.tag(), e));

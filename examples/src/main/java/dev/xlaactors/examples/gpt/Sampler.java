@@ -1,6 +1,7 @@
 package dev.xlaactors.examples.gpt;
 
 import dev.xlaactors.error.InvalidArgumentException;
+import java.nio.FloatBuffer;
 import java.util.Arrays;
 import java.util.SplittableRandom;
 
@@ -28,8 +29,16 @@ public final class Sampler {
 
   /** One token per row of {@code logits}, which holds {@code batch} rows of {@code vocab} values. */
   public int[] sample(float[] logits, int batch, int vocab) {
-    if (batch < 1 || vocab < 1 || (long) batch * vocab != logits.length) {
-      throw new InvalidArgumentException("logits hold " + logits.length + " values, expected batch " + batch + " x vocab " + vocab);
+    return sample(FloatBuffer.wrap(logits), batch, vocab);
+  }
+
+  /**
+   * As {@link #sample(float[], int, int)}, reading {@code logits} from index 0 in place (e.g. a callback
+   * input's {@code data().asFloatBuffer()}: no copy of the {@code batch x vocab} values onto the heap).
+   */
+  public int[] sample(FloatBuffer logits, int batch, int vocab) {
+    if (batch < 1 || vocab < 1 || (long) batch * vocab != logits.limit()) {
+      throw new InvalidArgumentException("logits hold " + logits.limit() + " values, expected batch " + batch + " x vocab " + vocab);
     }
     int[] out = new int[batch];
     for (int b = 0; b < batch; b++) {
@@ -38,15 +47,17 @@ public final class Sampler {
     return out;
   }
 
-  private int sampleRow(float[] logits, int from, int vocab) {
+  private int sampleRow(FloatBuffer logits, int from, int vocab) {
     int best = 0;
+    float bestValue = logits.get(from);
     for (int i = 0; i < vocab; i++) {
-      float x = logits[from + i];
+      float x = logits.get(from + i);
       if (Float.isNaN(x)) {
         throw new InvalidArgumentException("logit " + i + " is NaN: the model produced no distribution to sample from");
       }
-      if (x > logits[from + best]) {
+      if (x > bestValue) {
         best = i;
+        bestValue = x;
       }
     }
     if (settings.temperature() == 0) {
@@ -61,10 +72,10 @@ public final class Sampler {
     for (int i = 0; i < k; i++) {
       order[i] = (int) keys[i];
     }
-    double max = logits[from + order[0]];
+    double max = logits.get(from + order[0]);
     double sum = 0;
     for (int i = 0; i < k; i++) {
-      weights[i] = Math.exp((logits[from + order[i]] - max) / settings.temperature());
+      weights[i] = Math.exp((logits.get(from + order[i]) - max) / settings.temperature());
       sum += weights[i];
     }
     // Top-p: the smallest prefix whose probability reaches topP (at least one token).
@@ -98,11 +109,11 @@ public final class Sampler {
    * logit, the low half is the token id (so ties put the lower id first and the key gives back the id).
    * A bounded max-heap of the k smallest keys: O(vocab log k) and no boxing on the sampling hot path.
    */
-  private static long[] topKeys(float[] logits, int from, int vocab, int k) {
+  private static long[] topKeys(FloatBuffer logits, int from, int vocab, int k) {
     long[] heap = new long[k];
     int size = 0;
     for (int i = 0; i < vocab; i++) {
-      int bits = Float.floatToIntBits(logits[from + i]);
+      int bits = Float.floatToIntBits(logits.get(from + i));
       int ascending = bits ^ ((bits >> 31) & 0x7fffffff); // orders like the float, as a signed int
       long key = ((long) ~ascending << 32) | i;
       if (size < k) {
