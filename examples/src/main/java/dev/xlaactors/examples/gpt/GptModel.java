@@ -33,17 +33,19 @@ public final class GptModel implements AutoCloseable {
   private final XlaClient client;
   private final int batch;
   private final Map<String, DeviceBuffer> weights;
+  private final boolean ownsWeights; // false: the caller's, shared by several models
   private final Model prefill;
   private final Model decodeSample;
   private final Map<String, Model> lazy = new java.util.HashMap<>(); // decode_b<batch>, score_b<batch>, when used
   private boolean closed;
 
-  private GptModel(GptArtifacts artifacts, XlaClient client, int batch, Map<String, DeviceBuffer> weights, Model prefill,
-      Model decodeSample) {
+  private GptModel(GptArtifacts artifacts, XlaClient client, int batch, Map<String, DeviceBuffer> weights,
+      boolean ownsWeights, Model prefill, Model decodeSample) {
     this.artifacts = artifacts;
     this.client = client;
     this.batch = batch;
     this.weights = weights;
+    this.ownsWeights = ownsWeights;
     this.prefill = prefill;
     this.decodeSample = decodeSample;
   }
@@ -55,22 +57,42 @@ public final class GptModel implements AutoCloseable {
    * does not pay for them).
    */
   public static GptModel load(XlaClient client, GptArtifacts artifacts, int batch) {
+    checkBatch(artifacts, batch);
+    Map<String, DeviceBuffer> weights = uploadWeights(client, artifacts, client.devices().get(0));
+    try {
+      return load(client, artifacts, batch, weights, true);
+    } catch (RuntimeException e) {
+      weights.values().forEach(DeviceBuffer::close);
+      throw e;
+    }
+  }
+
+  /**
+   * As {@link #load(XlaClient, GptArtifacts, int)} on weights already uploaded ({@link #uploadWeights}),
+   * which the caller keeps and closes after the model: models of several batch sizes share one copy of the
+   * weights (and one resident mapping of the file).
+   */
+  public static GptModel load(XlaClient client, GptArtifacts artifacts, int batch, Map<String, DeviceBuffer> weights) {
+    checkBatch(artifacts, batch);
+    return load(client, artifacts, batch, Map.copyOf(weights), false);
+  }
+
+  private static GptModel load(
+      XlaClient client, GptArtifacts artifacts, int batch, Map<String, DeviceBuffer> weights, boolean ownsWeights) {
+    Model prefill = bind(client, artifacts, "prefill_b" + batch, weights);
+    try {
+      Model decodeSample = bind(client, artifacts, "decode_sample_b" + batch, weights);
+      return new GptModel(artifacts, client, batch, weights, ownsWeights, prefill, decodeSample);
+    } catch (RuntimeException e) {
+      prefill.close();
+      throw e;
+    }
+  }
+
+  private static void checkBatch(GptArtifacts artifacts, int batch) {
     if (java.util.Arrays.stream(artifacts.batches()).noneMatch(b -> b == batch)) {
       throw new InvalidArgumentException("model '" + artifacts.name() + "' was exported for batch sizes "
           + java.util.Arrays.toString(artifacts.batches()) + ", not " + batch + ": add it to the config in tools/jax_gpt.py");
-    }
-    Map<String, DeviceBuffer> weights = uploadWeights(client, artifacts, client.devices().get(0));
-    Model prefill = null;
-    try {
-      prefill = bind(client, artifacts, "prefill_b" + batch, weights);
-      Model decodeSample = bind(client, artifacts, "decode_sample_b" + batch, weights);
-      return new GptModel(artifacts, client, batch, weights, prefill, decodeSample);
-    } catch (RuntimeException e) {
-      if (prefill != null) {
-        prefill.close();
-      }
-      weights.values().forEach(DeviceBuffer::close);
-      throw e;
     }
   }
 
@@ -278,6 +300,8 @@ public final class GptModel implements AutoCloseable {
     }
     prefill.close();
     decodeSample.close();
-    weights.values().forEach(DeviceBuffer::close);
+    if (ownsWeights) {
+      weights.values().forEach(DeviceBuffer::close); // the file's mappings go when the JDK collects them
+    }
   }
 }
