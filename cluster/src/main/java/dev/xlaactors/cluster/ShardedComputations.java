@@ -9,6 +9,7 @@ import dev.xlaactors.error.InvalidArgumentException;
 import dev.xlaactors.error.XlaException;
 import dev.xlaactors.runtime.HostTensor;
 import dev.xlaactors.runtime.XlaClient;
+import dev.xlaactors.runtime.model.Model;
 import java.time.Duration;
 import java.util.Collections;
 import java.util.LinkedHashMap;
@@ -58,6 +59,11 @@ import org.apache.pekko.pattern.StatusReply;
  *   <li>Every node knows the computations through a {@link ComputationCatalog} (id to program); an id
  *       not in it fails the run with {@code NOT_FOUND} naming the id and the catalog's ids: at once on a
  *       node that has the catalog, otherwise from the entity's node.
+ *   <li>An id may also name a {@link Model} bound on each node ({@link ModelCatalog}): its weights are
+ *       loaded and uploaded once per node, the first time an entity of it starts there (or at start,
+ *       {@link ModelCatalog#loadAll}), and kept across entity restarts; a run carries only the model's
+ *       per-request inputs. A model that fails to load fails the run with {@code FAILED_PRECONDITION}
+ *       naming the model, the node and the cause; the next run tries to load it again.
  *   <li>The entity first answers {@link Accepted} (naming its node), then {@link Outputs} or {@link
  *       Failed}. A run not accepted yet is sent again every second (a run sent to a node that just died is
  *       lost otherwise); the entity runs each run once however many copies arrive. The requesting node
@@ -128,6 +134,19 @@ public final class ShardedComputations {
 
     /** Every id of the catalog, for error messages. */
     Set<String> ids();
+
+    /**
+     * The model bound on this node under {@code id} (its weights on this node's device, loaded once),
+     * if {@code id} names a model rather than a program; none by default. See {@link ModelCatalog}.
+     */
+    default Optional<Model> model(String id) {
+      return Optional.empty();
+    }
+
+    /** Whether {@code id} names a program or a model of this catalog. */
+    default boolean contains(String id) {
+      return ids().contains(id);
+    }
 
     /** A catalog of the given programs (copied). */
     static ComputationCatalog of(Map<String, Program> programs) {
@@ -201,7 +220,7 @@ public final class ShardedComputations {
       return CompletableFuture.failedFuture(new InvalidArgumentException(
           "the timeout of a run of computation '" + id + "' must be positive, got " + timeout.toMillis() + " ms"));
     }
-    if (catalog != null && catalog.program(id).isEmpty()) {
+    if (catalog != null && !catalog.contains(id)) {
       return CompletableFuture.failedFuture(unknown(id, catalog, XlaCluster.selfAddress(system)));
     }
     List<HostTensor> copy = List.copyOf(inputs);
@@ -274,7 +293,19 @@ public final class ShardedComputations {
       Optional<Program> program = catalog == null ? Optional.empty() : catalog.program(id);
       ActorRef<ComputationActor.Command> child = null;
       Failed refused = null;
-      if (program.isEmpty()) {
+      if (program.isEmpty() && catalog != null && catalog.contains(id)) {
+        // A model bound on this node: its weights stay on the device, requests carry only the inputs.
+        try {
+          Model model = catalog.model(id).orElseThrow(() -> new XlaException(ErrorCode.NOT_FOUND,
+              "the catalog lists '" + id + "' but gives neither a program nor a model for it"));
+          child = context.spawn(ComputationActor.create(model, callbacks, settings), "computation");
+          context.watchWith(child, new ComputationStopped());
+          context.getLog().info("model '{}' served on {}", id, node);
+        } catch (RuntimeException e) {
+          refused = new Failed(0, ErrorCode.FAILED_PRECONDITION, "model '" + id + "' could not be loaded on node " + node
+              + ": " + (e instanceof XlaException ? e.getMessage() : e.toString()));
+        }
+      } else if (program.isEmpty()) {
         refused = new Failed(0, ErrorCode.NOT_FOUND, catalog == null
             ? "node " + node + " has no computation catalog, so it cannot run computation '" + id + "'"
             : unknown(id, catalog, node).getMessage());
@@ -309,8 +340,9 @@ public final class ShardedComputations {
     private Behavior<Command> onRun(Run run) {
       if (computation == null) {
         run.replyTo().tell(new Failed(run.requestId(), refusal.code(), refusal.message()));
-        if (refusal.code() == ErrorCode.NOT_FOUND) {
-          // Nothing to keep for an unknown id: the next run of it starts a fresh entity that refuses again.
+        if (refusal.code() == ErrorCode.NOT_FOUND || refusal.message().startsWith("model '")) {
+          // Nothing to keep for an unknown id (or a model that failed to load): the next run of it starts a
+          // fresh entity, which refuses again (or tries to load the model again).
           entity.getShard().tell(new ClusterSharding.Passivate<>(getContext().getSelf()));
         }
         return this;
