@@ -142,6 +142,34 @@ class SegmentedModelTest {
   }
 
   @Test
+  void aStagePlacedOnAnotherDeviceReadsACopyMadeOnceWhenTheModelIsMade() {
+    int devices = client.devices().size();
+    org.junit.jupiter.api.Assumptions.assumeTrue(devices >= 2, "the CPU client reports one device: " + client.devices());
+    Graph graph = twoLayers();
+    float[] w = random(D * D, 8);
+    Placement spread = stage -> SegmentedProgram.Target.of(client, stage.index() % 2); // stage 0 on device 0, 1 on 1
+    try (SegmentedProgram program = new SegmentedProgram(graph.segment(SegmentationOptions.defaults()), spread);
+        SegmentedModel model = SegmentedModel.load(program, List.of("w", "x"), Map.of("w", HostTensor.ofFloats(w, D, D)),
+            client.devices().get(0))) {
+      for (int run = 0; run < 3; run++) {
+        float[] x = random(D, 50 + run);
+        List<HostTensor> expected = fused(graph, HostTensor.ofFloats(w, D, D), row(x));
+        SegmentedProgram.Result result = model.run(List.of(Argument.of(row(x))), HostCallInvoker.direct());
+        assertArrayEquals(expected.get(0).toFloatArray(), result.outputs().get(0).toFloatArray(), 1e-3f);
+        assertEquals(1, result.stats().stageExecutions().get(1).target().device().index());
+        assertEquals(0, result.stats().deviceMoves(), "stage 1 read the copy of w made at load, not a copy per run");
+      }
+    }
+    // Without the model, the same program copies w to device 1 on every run.
+    try (SegmentedProgram program = new SegmentedProgram(graph.segment(SegmentationOptions.defaults()), spread);
+        DeviceBuffer weights = client.upload(HostTensor.ofFloats(w, D, D))) {
+      SegmentedProgram.Result result = program.runArguments(List.of(Argument.of(weights), Argument.of(row(random(D, 60)))),
+          HostCallInvoker.direct());
+      assertEquals(1, result.stats().deviceMoves(), result.stats().toString());
+    }
+  }
+
+  @Test
   void outputsStayOnTheDeviceAndFeedTheNextRunWithoutAHostRoundTrip() {
     Graph graph = twoLayers();
     float[] w = random(D * D, 2);
