@@ -268,6 +268,8 @@ public final class ShardedComputations {
     /** Null when this node cannot serve the id; then {@link #refusal} says why. */
     private final ActorRef<ComputationActor.Command> computation;
     private final Failed refusal;
+    /** Whether a refused entity passivates, so that the next run starts afresh (an unknown id, a failed load). */
+    private final boolean passivateAfterRefusal;
     private final Map<RunKey, Boolean> accepted = new LinkedHashMap<>() {
       @Override
       protected boolean removeEldestEntry(Map.Entry<RunKey, Boolean> eldest) {
@@ -293,6 +295,7 @@ public final class ShardedComputations {
       Optional<Program> program = catalog == null ? Optional.empty() : catalog.program(id);
       ActorRef<ComputationActor.Command> child = null;
       Failed refused = null;
+      boolean loadFailed = false;
       if (program.isEmpty() && catalog != null && catalog.contains(id)) {
         // A model bound on this node: its weights stay on the device, requests carry only the inputs.
         try {
@@ -304,6 +307,7 @@ public final class ShardedComputations {
         } catch (RuntimeException e) {
           refused = new Failed(0, ErrorCode.FAILED_PRECONDITION, "model '" + id + "' could not be loaded on node " + node
               + ": " + (e instanceof XlaException ? e.getMessage() : e.toString()));
+          loadFailed = true;
         }
       } else if (program.isEmpty()) {
         refused = new Failed(0, ErrorCode.NOT_FOUND, catalog == null
@@ -324,6 +328,7 @@ public final class ShardedComputations {
       }
       this.computation = child;
       this.refusal = refused;
+      this.passivateAfterRefusal = loadFailed || (refused != null && refused.code() == ErrorCode.NOT_FOUND);
       if (refusal != null) {
         context.getLog().error("{}", refusal.message());
       }
@@ -340,7 +345,7 @@ public final class ShardedComputations {
     private Behavior<Command> onRun(Run run) {
       if (computation == null) {
         run.replyTo().tell(new Failed(run.requestId(), refusal.code(), refusal.message()));
-        if (refusal.code() == ErrorCode.NOT_FOUND || refusal.message().startsWith("model '")) {
+        if (passivateAfterRefusal) {
           // Nothing to keep for an unknown id (or a model that failed to load): the next run of it starts a
           // fresh entity, which refuses again (or tries to load the model again).
           entity.getShard().tell(new ClusterSharding.Passivate<>(getContext().getSelf()));
