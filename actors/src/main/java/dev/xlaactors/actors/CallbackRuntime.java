@@ -525,8 +525,8 @@ public final class CallbackRuntime implements AutoCloseable {
 
   /**
    * As {@link #runSegmented}, with inputs that may be device buffers (weights kept on the device between
-   * runs): a stage on the buffer's device reads it with no upload, and it stays the caller's. Donated
-   * buffers are refused (see {@link SegmentedProgram#runArguments}).
+   * runs): a stage on the buffer's device reads it with no upload, and it stays the caller's. A donated
+   * buffer is taken only by a parameter the graph was cut to donate (see {@link SegmentedProgram#runArguments}).
    */
   public SegmentedProgram.Result runSegmentedArguments(SegmentedProgram program, List<Argument> inputs) {
     long runId = RUN_IDS.incrementAndGet();

@@ -210,7 +210,8 @@ public final class SegmentedProgram implements AutoCloseable {
    * upload, and that stay the caller's (a stage placed elsewhere gets a copy), or donated buffers. Only a
    * parameter the graph was segmented to donate ({@link SegmentationOptions#donating}) takes a donated
    * buffer: its one stage writes an output in the buffer's memory, and the buffer is closed when that
-   * stage runs (a later use fails naming the run); it must live on that stage's device.
+   * stage runs (a later use fails naming the run; a run that fails before that stage leaves it the
+   * caller's); it must live on that stage's device.
    */
   public Result runArguments(List<Argument> inputs, HostCallInvoker invoker) {
     return runBound(inputs, Map.of(), invoker, null);
