@@ -1,5 +1,6 @@
 package dev.xlaactors.cluster;
 
+import dev.xlaactors.actors.ActorsSettings;
 import dev.xlaactors.actors.CallbackRuntime;
 import dev.xlaactors.actors.jobs.ComputationActor;
 import dev.xlaactors.actors.jobs.JobSettings;
@@ -25,6 +26,7 @@ import java.util.concurrent.atomic.AtomicLong;
 import org.apache.pekko.actor.typed.ActorRef;
 import org.apache.pekko.actor.typed.ActorSystem;
 import org.apache.pekko.actor.typed.Behavior;
+import org.apache.pekko.actor.typed.DispatcherSelector;
 import org.apache.pekko.actor.typed.Props;
 import org.apache.pekko.actor.typed.javadsl.AbstractBehavior;
 import org.apache.pekko.actor.typed.javadsl.ActorContext;
@@ -107,6 +109,9 @@ public final class ShardedComputations {
 
   /** The computation actor of this entity stopped (a bug: failures of runs are replies). */
   private record ComputationStopped() implements Command {}
+
+  /** A model of the catalog finished loading on this node (or failed to). */
+  private record ModelLoaded(Model model, Throwable failure) implements Command {}
 
   /** What an entity answers to a {@link Run}. */
   public sealed interface Reply extends Message {
@@ -253,7 +258,10 @@ public final class ShardedComputations {
    * One computation: a {@link ComputationActor} child that compiles the program once and queues runs;
    * this actor accepts each run (telling the requester its node) and translates the child's answer into
    * a {@link Reply}. Copies of a run it accepted (among the last {@value #REMEMBERED_RUNS}) are accepted
-   * again but not run again. An id not in the catalog is refused and the entity passivates.
+   * again but not run again. An id not in the catalog is refused and the entity passivates. An id that
+   * names a model gets the model from the catalog on the run dispatcher (loading it on this node the first
+   * time), accepting runs meanwhile and serving them once it is loaded; a model that fails to load fails
+   * those runs and the entity passivates, so the next run tries again.
    */
   static final class ComputationEntity extends AbstractBehavior<Command> {
     /** How many accepted runs an entity remembers, to ignore the copies a requester sends again. */
@@ -265,11 +273,15 @@ public final class ShardedComputations {
     private final EntityContext<Command> entity;
     private final String id;
     private final String node;
-    /** Null when this node cannot serve the id; then {@link #refusal} says why. */
-    private final ActorRef<ComputationActor.Command> computation;
-    private final Failed refusal;
+    private final CallbackRuntime callbacks;
+    private final JobSettings settings;
+    /** Null while a model loads, or when this node cannot serve the id; then {@link #refusal} says why. */
+    private ActorRef<ComputationActor.Command> computation;
+    private Failed refusal;
     /** Whether a refused entity passivates, so that the next run starts afresh (an unknown id, a failed load). */
-    private final boolean passivateAfterRefusal;
+    private boolean passivateAfterRefusal;
+    /** Runs accepted while the model loads, served (or failed) when it is loaded. */
+    private final List<Run> waiting = new java.util.ArrayList<>();
     private final Map<RunKey, Boolean> accepted = new LinkedHashMap<>() {
       @Override
       protected boolean removeEldestEntry(Map.Entry<RunKey, Boolean> eldest) {
@@ -292,58 +304,60 @@ public final class ShardedComputations {
       this.entity = entity;
       this.id = entity.getEntityId();
       this.node = context.getSystem().address().toString();
+      this.callbacks = callbacks;
+      this.settings = settings;
       Optional<Program> program = catalog == null ? Optional.empty() : catalog.program(id);
-      ActorRef<ComputationActor.Command> child = null;
-      Failed refused = null;
-      boolean loadFailed = false;
       if (program.isEmpty() && catalog != null && catalog.contains(id)) {
-        // A model bound on this node: its weights stay on the device, requests carry only the inputs.
-        try {
-          Model model = catalog.model(id).orElseThrow(() -> new XlaException(ErrorCode.NOT_FOUND,
-              "the catalog lists '" + id + "' but gives neither a program nor a model for it"));
-          child = context.spawn(ComputationActor.create(model, callbacks, settings), "computation");
-          context.watchWith(child, new ComputationStopped());
-          context.getLog().info("model '{}' served on {}", id, node);
-        } catch (RuntimeException e) {
-          refused = new Failed(0, ErrorCode.FAILED_PRECONDITION, "model '" + id + "' could not be loaded on node " + node
-              + ": " + (e instanceof XlaException ? e.getMessage() : e.toString()));
-          loadFailed = true;
-        }
-      } else if (program.isEmpty()) {
-        refused = new Failed(0, ErrorCode.NOT_FOUND, catalog == null
+        // A model bound on this node, loaded (once per node) on the run dispatcher, not on this actor's thread.
+        ActorsSettings actors = callbacks != null ? callbacks.settings() : ActorsSettings.create(context.getSystem());
+        java.util.concurrent.Executor blocking =
+            context.getSystem().dispatchers().lookup(DispatcherSelector.fromConfig(actors.runDispatcher()));
+        context.pipeToSelf(
+            CompletableFuture.supplyAsync(() -> catalog.model(id).orElseThrow(() -> new XlaException(ErrorCode.NOT_FOUND,
+                "the catalog lists '" + id + "' but gives neither a program nor a model for it")), blocking),
+            (model, failure) -> new ModelLoaded(model, failure));
+        return;
+      }
+      if (program.isEmpty()) {
+        refuse(new Failed(0, ErrorCode.NOT_FOUND, catalog == null
             ? "node " + node + " has no computation catalog, so it cannot run computation '" + id + "'"
-            : unknown(id, catalog, node).getMessage());
+            : unknown(id, catalog, node).getMessage()), true);
       } else if (client == null) {
-        refused = new Failed(0, ErrorCode.FAILED_PRECONDITION,
-            "node " + node + " holds computation '" + id + "' but was given no XlaClient (ShardedComputations.init)");
+        refuse(new Failed(0, ErrorCode.FAILED_PRECONDITION,
+            "node " + node + " holds computation '" + id + "' but was given no XlaClient (ShardedComputations.init)"), false);
       } else {
         try {
-          child = context.spawn(ComputationActor.create(program.get(), client, callbacks, settings), "computation");
-          context.watchWith(child, new ComputationStopped());
+          serve(ComputationActor.create(program.get(), client, callbacks, settings));
           context.getLog().info("computation '{}' starts on {}", id, node);
         } catch (XlaException e) {
           // A program with host callbacks on a node given no CallbackRuntime.
-          refused = new Failed(0, e.code(), "computation '" + id + "' cannot run on node " + node + ": " + e.getMessage());
+          refuse(new Failed(0, e.code(), "computation '" + id + "' cannot run on node " + node + ": " + e.getMessage()), false);
         }
       }
-      this.computation = child;
-      this.refusal = refused;
-      this.passivateAfterRefusal = loadFailed || (refused != null && refused.code() == ErrorCode.NOT_FOUND);
-      if (refusal != null) {
-        context.getLog().error("{}", refusal.message());
-      }
+    }
+
+    private void serve(Behavior<ComputationActor.Command> behavior) {
+      computation = getContext().spawn(behavior, "computation");
+      getContext().watchWith(computation, new ComputationStopped());
+    }
+
+    private void refuse(Failed failed, boolean passivate) {
+      refusal = failed;
+      passivateAfterRefusal = passivate;
+      getContext().getLog().error("{}", failed.message());
     }
 
     @Override
     public Receive<Command> createReceive() {
       return newReceiveBuilder()
           .onMessage(Run.class, this::onRun)
+          .onMessage(ModelLoaded.class, this::onModelLoaded)
           .onMessage(ComputationStopped.class, this::onComputationStopped)
           .build();
     }
 
     private Behavior<Command> onRun(Run run) {
-      if (computation == null) {
+      if (refusal != null) {
         run.replyTo().tell(new Failed(run.requestId(), refusal.code(), refusal.message()));
         if (passivateAfterRefusal) {
           // Nothing to keep for an unknown id (or a model that failed to load): the next run of it starts a
@@ -357,9 +371,39 @@ public final class ShardedComputations {
         // A copy of a run already accepted here (its requester sent it again before our Accepted came).
         return this;
       }
+      if (computation == null) { // the model is still loading
+        waiting.add(run);
+        return this;
+      }
       ActorRef<StatusReply<List<HostTensor>>> answer =
           getContext().spawnAnonymous(RunAnswer.create(id, node, run.requestId(), run.replyTo()));
       computation.tell(new ComputationActor.Run(run.inputs(), answer));
+      return this;
+    }
+
+    private Behavior<Command> onModelLoaded(ModelLoaded loaded) {
+      if (loaded.failure() == null) {
+        serve(ComputationActor.create(loaded.model(), callbacks, settings));
+        getContext().getLog().info("model '{}' served on {}", id, node);
+      } else {
+        Throwable e = loaded.failure() instanceof java.util.concurrent.CompletionException c && c.getCause() != null
+            ? c.getCause() : loaded.failure();
+        refuse(new Failed(0, ErrorCode.FAILED_PRECONDITION, "model '" + id + "' could not be loaded on node " + node
+            + ": " + (e instanceof XlaException ? e.getMessage() : e.toString())), true);
+      }
+      List<Run> runs = List.copyOf(waiting);
+      waiting.clear();
+      for (Run run : runs) {
+        accepted.remove(new RunKey(run.replyTo(), run.requestId())); // already accepted: served (or failed) now
+        if (refusal != null) {
+          run.replyTo().tell(new Failed(run.requestId(), refusal.code(), refusal.message()));
+        } else {
+          onRun(run); // answers Accepted again (harmless) and forwards it
+        }
+      }
+      if (refusal != null && !runs.isEmpty()) {
+        entity.getShard().tell(new ClusterSharding.Passivate<>(getContext().getSelf()));
+      }
       return this;
     }
 

@@ -20,9 +20,10 @@ import org.apache.pekko.cluster.typed.Cluster;
  * A child JVM of {@link ShardedBoundModelClusterTest}: a node with role {@code compute} whose catalog
  * binds model "dense" (y = x . w + b) from the safetensors file given, loaded once on this node the first
  * time it is needed, and model "broken" whose file does not exist. Arguments: node name, the seed's port,
- * the weights file. Prints {@code READY <address>} once Up and {@code LOADED dense ...} when it loads the
- * model; answers each {@code STATS} line on its standard input with {@code STATS <uploads> <bytes>} (this
- * node's client upload counters); exits when its standard input closes.
+ * the weights file. Prints {@code READY <address>} once Up, {@code LOADING <file>} when it starts loading
+ * a model and {@code LOADED dense ...} when it has loaded it; answers each {@code STATS} line on its
+ * standard input with {@code STATS <uploads> <bytes>} (this node's client upload counters); exits when
+ * its standard input closes.
  */
 public final class BoundModelNodeMain {
   static final int D = 512;
@@ -45,6 +46,8 @@ public final class BoundModelNodeMain {
   }
 
   static Model load(XlaClient client, Path weights, String node) {
+    System.out.println("LOADING " + weights.getFileName() + " on " + node);
+    System.out.flush();
     try (SafeTensors file = SafeTensors.open(weights); Executable exe = client.compile(DENSE)) {
       Model model = Model.load(exe, List.of("w", "b", "x"), Map.of("w", file.tensor("w"), "b", file.tensor("b")),
           client.devices().get(0));

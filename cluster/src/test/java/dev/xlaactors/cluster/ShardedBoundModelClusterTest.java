@@ -171,6 +171,14 @@ class ShardedBoundModelClusterTest {
     assertEquals(ErrorCode.FAILED_PRECONDITION, broken.code(), broken.getMessage());
     assertTrue(broken.getMessage().contains("model 'broken' could not be loaded on node")
         && broken.getMessage().contains("missing.safetensors"), broken.getMessage());
+    // The entity passivated: the next run tries to load it again, and fails the same way.
+    XlaException again = failure(computations.run("broken", List.of(HostTensor.ofFloats(new float[D], 1, D)), TIMEOUT));
+    assertEquals(broken.getMessage(), again.getMessage());
+    int attempts = 0;
+    for (ChildJvms.Child c : byAddress.values()) {
+      attempts += count(c.output(), "LOADING missing.safetensors");
+    }
+    assertEquals(2, attempts, "one load attempt per run: a failed load is not kept");
 
     // An input of the wrong shape: refused by the model on its node, naming the input.
     XlaException shape = failure(computations.run("dense", List.of(HostTensor.ofFloats(new float[D / 2], 1, D / 2)), TIMEOUT));
