@@ -236,6 +236,44 @@ class SegmentedModelTest {
   }
 
   @Test
+  void closingTheModelMidRunLetsTheRunFinishWithItsWeightAndRefusesNewRuns() throws Exception {
+    java.util.concurrent.CountDownLatch arrived = new java.util.concurrent.CountDownLatch(1);
+    java.util.concurrent.CountDownLatch release = new java.util.concurrent.CountDownLatch(1);
+    HostCallback hold = new HostCallback("seg_hold", List.of(ROW), null, (in, s) -> {
+      arrived.countDown();
+      release.await(30, java.util.concurrent.TimeUnit.SECONDS);
+      return RELU.function().apply(in, s);
+    });
+    GraphBuilder b = new GraphBuilder("held");
+    Value wv = b.parameter(MATRIX);
+    Value x = b.parameter(ROW);
+    Graph graph = b.build(b.matmul(b.hostCall(hold, b.matmul(x, wv)).get(0), wv)); // w read after the callback
+    float[] w = random(D * D, 9);
+    float[] xv = random(D, 10);
+    List<HostTensor> expected = fused(twoLayers(), HostTensor.ofFloats(w, D, D), row(xv));
+    java.util.concurrent.ExecutorService runner = java.util.concurrent.Executors.newSingleThreadExecutor();
+    try (SegmentedProgram program = new SegmentedProgram(graph.segment(SegmentationOptions.defaults()), Placement.on(client))) {
+      DeviceBuffer weights = client.upload(HostTensor.ofFloats(w, D, D));
+      SegmentedModel model = SegmentedModel.bind(program, List.of("w", "x"), Map.of("w", weights));
+      java.util.concurrent.Future<float[]> inFlight = runner.submit(
+          () -> model.run(List.of(Argument.of(row(xv))), HostCallInvoker.direct()).outputs().get(0).toFloatArray());
+      assertTrue(arrived.await(30, java.util.concurrent.TimeUnit.SECONDS), "the run reached its callback");
+      model.close();
+      weights.close(); // the caller's handle too: the run in flight still holds the model's share
+      XlaException refused = assertThrows(XlaException.class,
+          () -> model.run(List.of(Argument.of(row(xv))), HostCallInvoker.direct()));
+      assertEquals(ErrorCode.FAILED_PRECONDITION, refused.code());
+      assertTrue(refused.getMessage().startsWith("segmented model 'held' is closed"), refused.getMessage());
+      release.countDown();
+      // The second stage reads w after the close: the run's reference kept it.
+      assertArrayEquals(expected.get(0).toFloatArray(), inFlight.get(30, java.util.concurrent.TimeUnit.SECONDS), 1e-3f);
+      assertEquals(0, program.openBuffers());
+    } finally {
+      runner.shutdownNow();
+    }
+  }
+
+  @Test
   void donationAndBindingMistakesAreRefusedNamingTheBuffer() {
     Graph graph = accumulate();
     float[] w = random(D * D, 5);
