@@ -41,11 +41,12 @@ import org.junit.jupiter.api.Timeout;
 /**
  * A TLS cluster on loopback with certificates made by tools/cluster-certs.sh: this test JVM is node A
  * (seed, role compute, runs the program on the real CPU plugin), a child JVM B (role callbacks) serves the
- * callback; both hold certificates of one CA. Members talk and a remote callback returns the right values.
+ * callback; both hold certificates of one CA and the same callback secret. Members talk and a remote
+ * callback returns the right values.
  * Intruders, each a real JVM that tries to join through A and sends B's callback server a request every
  * half second for 15 s: one with a certificate signed by another CA (it trusts the cluster's CA too, so
  * only mutual authentication stops it) and one speaking plain TCP. Neither becomes a member, neither gets
- * any answer, and B never runs the callback for them.
+ * any answer, and B never runs the callback for them, though both know the callback secret.
  */
 @TestMethodOrder(MethodOrderer.OrderAnnotation.class)
 @Timeout(value = 180, unit = TimeUnit.SECONDS)
@@ -54,6 +55,8 @@ class SecureClusterTest {
   private static final Pattern SERVER = Pattern.compile("SERVER (\\S+)");
   private static final String PASSWORD = "test-cluster-password";
   private static final int INTRUDE_SECONDS = 15;
+  /** The callback secret of the members, which the intruders know too: only TLS keeps them out. */
+  private static final String SECRET = "members-only";
 
   private static Path dir;
   private static ChildJvms children;
@@ -85,7 +88,8 @@ class SecureClusterTest {
     }
     Files.writeString(dir.resolve("member.conf"), tls(good));
     Files.writeString(dir.resolve("rogue.conf"), tls(rogue));
-    Files.writeString(dir.resolve("plain.conf"), "xla-actors.cluster.security.tls = off\n");
+    Files.writeString(dir.resolve("plain.conf"),
+        "xla-actors.cluster.security { tls = off, callback-secret = \"" + SECRET + "\" }\n");
 
     seedPort = TestNodes.freePort();
     b = children.start("node-b", SecureNodeMain.class, "serve", "node-b", Integer.toString(seedPort),
@@ -198,8 +202,9 @@ class SecureClusterTest {
           key-store-password = "%s"
           trust-store = "%s"
           trust-store-password = "%s"
+          callback-secret = "%s"
         }
-        """.formatted(certs.resolve("127.0.0.1.p12"), PASSWORD, certs.resolve("truststore.p12"), PASSWORD);
+        """.formatted(certs.resolve("127.0.0.1.p12"), PASSWORD, certs.resolve("truststore.p12"), PASSWORD, SECRET);
   }
 
   private static Set<String> memberAddresses() {
