@@ -38,15 +38,26 @@ if [[ ${#password} -lt 6 ]]; then
 fi
 export CLUSTER_CERTS_STOREPASS=$password
 pass=(-storepass:env CLUSTER_CERTS_STOREPASS)
+# keytool, quiet unless it fails; then its own words and the step (a wrong password for an existing
+# DIR/ca.p12 fails here, for instance).
+kt() {
+  local out
+  if ! out=$("$keytool" "$@" 2>&1); then
+    echo "$0: keytool $1 failed: $out" >&2
+    exit 1
+  fi
+}
 
-if [[ ! -f "$dir/ca.p12" ]]; then
-  "$keytool" -genkeypair -alias ca -keyalg EC -groupname secp256r1 -validity 3650 \
+if [[ -f "$dir/ca.p12" ]]; then
+  kt -list -keystore "$dir/ca.p12" "${pass[@]}" # the password must open the existing CA before anything is made
+else
+  kt -genkeypair -alias ca -keyalg EC -groupname secp256r1 -validity 3650 \
     -dname "CN=xla-actors cluster CA" -ext bc:c=ca:true -ext KU=keyCertSign,cRLSign \
-    -storetype PKCS12 -keystore "$dir/ca.p12" "${pass[@]}" 2>/dev/null
-  "$keytool" -exportcert -rfc -alias ca -keystore "$dir/ca.p12" "${pass[@]}" -file "$dir/ca.crt" 2>/dev/null
+    -storetype PKCS12 -keystore "$dir/ca.p12" "${pass[@]}"
+  kt -exportcert -rfc -alias ca -keystore "$dir/ca.p12" "${pass[@]}" -file "$dir/ca.crt"
   rm -f "$dir/truststore.p12"
-  "$keytool" -importcert -noprompt -alias ca -file "$dir/ca.crt" \
-    -storetype PKCS12 -keystore "$dir/truststore.p12" "${pass[@]}" 2>/dev/null
+  kt -importcert -noprompt -alias ca -file "$dir/ca.crt" \
+    -storetype PKCS12 -keystore "$dir/truststore.p12" "${pass[@]}"
 fi
 
 for node in "$@"; do
@@ -57,15 +68,15 @@ for node in "$@"; do
   if [[ "$node" =~ ^[0-9.]+$ || "$node" == *:* ]]; then san="ip:$node"; else san="dns:$node"; fi
   store="$dir/$node.p12"
   rm -f "$store" "$dir/$node.csr" "$dir/$node.crt"
-  "$keytool" -genkeypair -alias node -keyalg EC -groupname secp256r1 -validity 825 -dname "CN=$node" \
-    -storetype PKCS12 -keystore "$store" "${pass[@]}" 2>/dev/null
-  "$keytool" -certreq -alias node -keystore "$store" "${pass[@]}" -file "$dir/$node.csr" 2>/dev/null
-  "$keytool" -gencert -rfc -alias ca -keystore "$dir/ca.p12" "${pass[@]}" -validity 825 \
+  kt -genkeypair -alias node -keyalg EC -groupname secp256r1 -validity 825 -dname "CN=$node" \
+    -storetype PKCS12 -keystore "$store" "${pass[@]}"
+  kt -certreq -alias node -keystore "$store" "${pass[@]}" -file "$dir/$node.csr"
+  kt -gencert -rfc -alias ca -keystore "$dir/ca.p12" "${pass[@]}" -validity 825 \
     -infile "$dir/$node.csr" -outfile "$dir/$node.crt" \
-    -ext "SAN=$san" -ext KU=digitalSignature -ext EKU=serverAuth,clientAuth 2>/dev/null
+    -ext "SAN=$san" -ext KU=digitalSignature -ext EKU=serverAuth,clientAuth
   # The CA first, so keytool can build the chain when the signed certificate replaces the self-signed one.
-  "$keytool" -importcert -noprompt -alias ca -file "$dir/ca.crt" -keystore "$store" "${pass[@]}" 2>/dev/null
-  "$keytool" -importcert -noprompt -alias node -file "$dir/$node.crt" -keystore "$store" "${pass[@]}" 2>/dev/null
+  kt -importcert -noprompt -alias ca -file "$dir/ca.crt" -keystore "$store" "${pass[@]}"
+  kt -importcert -noprompt -alias node -file "$dir/$node.crt" -keystore "$store" "${pass[@]}"
   rm -f "$dir/$node.csr" "$dir/$node.crt"
   echo "$store"
 done
