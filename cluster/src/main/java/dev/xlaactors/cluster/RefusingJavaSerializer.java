@@ -11,11 +11,12 @@ import org.apache.pekko.serialization.Serializer;
 
 /**
  * Pekko's Java serializer slot (serializer id 1, bound as {@code pekko.actor.serializers.java} in the
- * cluster module's reference.conf), so that a Java-serialized message from a peer costs one log line
+ * cluster module's reference.conf), so that a Java-serialized message from a peer costs one log event
  * naming the peer. With {@code pekko.actor.allow-java-serialization = off} (Pekko's default and this
- * project's) Pekko's own stand-in logs a warning that does not name the peer, then Artery logs the error
- * naming it; this serializer refuses with an exception that has no stack trace and says why, so Artery's
- * one ERROR event names the peer and the reason and nothing else is logged. The message is dropped.
+ * project's) Pekko's own stand-in logs a warning that does not name the peer, then Artery logs an error
+ * naming it; this serializer logs nothing and refuses with an exception that has no stack trace and says
+ * why, so Artery's one ERROR event names the peer, and its cause (one line: class and message) the reason.
+ * The message is dropped.
  *
  * <p>With {@code allow-java-serialization = on} it is Pekko's {@link JavaSerializer}, unchanged.
  * Thread-safe.

@@ -175,10 +175,16 @@ public final class RemoteCallbackServer extends AbstractBehavior<RemoteCallbackS
     return this;
   }
 
-  /** Whether a request answered to {@code from} may be served: this JVM, or a current cluster member. */
+  /**
+   * Whether a request answered to {@code from} may be served: this JVM, or a current cluster member. A
+   * remoting system that is no cluster ({@code provider = remote}) has no members: only itself.
+   */
   private boolean isMember(Address from) {
-    if (from.hasLocalScope() || !clustered || from.equals(getContext().getSystem().address())) {
+    if (from.hasLocalScope() || from.equals(getContext().getSystem().address())) {
       return true;
+    }
+    if (!clustered) {
+      return false;
     }
     for (Member m : Cluster.get(getContext().getSystem()).state().getMembers()) {
       if (m.address().equals(from)) {
