@@ -5,7 +5,9 @@ import dev.xlaactors.error.ErrorCode;
 import dev.xlaactors.error.InvalidArgumentException;
 import dev.xlaactors.error.XlaException;
 import dev.xlaactors.runtime.model.Model;
+import dev.xlaactors.runtime.model.SegmentedModel;
 import java.util.Collections;
+import java.util.List;
 import java.util.Map;
 import java.util.Objects;
 import java.util.Optional;
@@ -35,13 +37,16 @@ import java.util.function.Supplier;
 public final class ModelCatalog implements ShardedComputations.ComputationCatalog, AutoCloseable {
   private final Map<String, Program> programs;
   private final Map<String, Supplier<Model>> suppliers;
+  private final Map<String, Supplier<SegmentedModel>> segmentedSuppliers;
   private final Set<String> ids;
-  private final Map<String, Model> loaded = new ConcurrentHashMap<>();
+  private final Map<String, AutoCloseable> loaded = new ConcurrentHashMap<>(); // a Model or a SegmentedModel
   private volatile boolean closed;
 
-  private ModelCatalog(Map<String, Program> programs, Map<String, Supplier<Model>> suppliers, Set<String> ids) {
+  private ModelCatalog(Map<String, Program> programs, Map<String, Supplier<Model>> suppliers,
+      Map<String, Supplier<SegmentedModel>> segmentedSuppliers, Set<String> ids) {
     this.programs = programs;
     this.suppliers = suppliers;
+    this.segmentedSuppliers = segmentedSuppliers;
     this.ids = ids;
   }
 
@@ -51,16 +56,34 @@ public final class ModelCatalog implements ShardedComputations.ComputationCatalo
    * suppliers). A name in both is refused.
    */
   public static ModelCatalog of(Map<String, Program> programs, Map<String, Supplier<Model>> models) {
+    return of(programs, models, Map.of());
+  }
+
+  /**
+   * As {@link #of(Map, Map)}, with segmented models too ({@code SegmentedModel}: stages with host calls
+   * between them, weights bound once), each loaded once per node by its supplier. {@link #close} closes
+   * a loaded segmented model and its program (the supplier made both for this catalog). An id given twice
+   * is refused.
+   */
+  public static ModelCatalog of(Map<String, Program> programs, Map<String, Supplier<Model>> models,
+      Map<String, Supplier<SegmentedModel>> segmentedModels) {
     Map<String, Program> p = Map.copyOf(programs);
     Map<String, Supplier<Model>> m = Map.copyOf(models);
-    Set<String> both = new TreeSet<>(p.keySet());
-    both.retainAll(m.keySet());
-    if (!both.isEmpty()) {
-      throw new InvalidArgumentException("ids " + both + " name both a program and a model; give each id one of them");
+    Map<String, Supplier<SegmentedModel>> sm = Map.copyOf(segmentedModels);
+    Set<String> ids = new TreeSet<>();
+    Set<String> twice = new TreeSet<>();
+    for (Set<String> names : List.of(p.keySet(), m.keySet(), sm.keySet())) {
+      for (String n : names) {
+        if (!ids.add(n)) {
+          twice.add(n);
+        }
+      }
     }
-    Set<String> ids = new TreeSet<>(p.keySet());
-    ids.addAll(m.keySet());
-    return new ModelCatalog(p, m, Collections.unmodifiableSet(ids));
+    if (!twice.isEmpty()) {
+      throw new InvalidArgumentException("ids " + twice + " are given more than once (as a program, a model or a "
+          + "segmented model); give each id one of them");
+    }
+    return new ModelCatalog(p, m, sm, Collections.unmodifiableSet(ids));
   }
 
   @Override
@@ -80,18 +103,37 @@ public final class ModelCatalog implements ShardedComputations.ComputationCatalo
   @Override
   public Optional<Model> model(String id) {
     Supplier<Model> supplier = suppliers.get(id);
-    if (supplier == null) {
-      return Optional.empty();
-    }
+    return supplier == null ? Optional.empty() : Optional.of(load(id, supplier));
+  }
+
+  /** As {@link #model}, for the segmented models. */
+  @Override
+  public Optional<SegmentedModel> segmentedModel(String id) {
+    Supplier<SegmentedModel> supplier = segmentedSuppliers.get(id);
+    return supplier == null ? Optional.empty() : Optional.of(load(id, supplier));
+  }
+
+  @SuppressWarnings("unchecked") // the loaded value of an id is what that id's supplier returned
+  private <M extends AutoCloseable> M load(String id, Supplier<M> supplier) {
     checkOpen(id);
-    Model model = loaded.computeIfAbsent(id, name -> Objects.requireNonNull(supplier.get(),
+    M model = (M) loaded.computeIfAbsent(id, name -> Objects.requireNonNull(supplier.get(),
         () -> "the supplier of model '" + name + "' returned null"));
     if (closed) { // closed while it loaded: do not keep it
-      loaded.remove(id, model);
-      model.close();
+      if (loaded.remove(id, model)) {
+        closeLoaded(model);
+      }
       checkOpen(id);
     }
-    return Optional.of(model);
+    return model;
+  }
+
+  private static void closeLoaded(AutoCloseable model) {
+    if (model instanceof SegmentedModel segmented) {
+      segmented.close();
+      segmented.program().close();
+    } else if (model instanceof Model m) {
+      m.close();
+    }
   }
 
   /** Whether model {@code id} is loaded on this node now. */
@@ -104,6 +146,9 @@ public final class ModelCatalog implements ShardedComputations.ComputationCatalo
     for (String id : new TreeSet<>(suppliers.keySet())) {
       model(id);
     }
+    for (String id : new TreeSet<>(segmentedSuppliers.keySet())) {
+      segmentedModel(id);
+    }
     return this;
   }
 
@@ -113,20 +158,24 @@ public final class ModelCatalog implements ShardedComputations.ComputationCatalo
     }
   }
 
-  /** Closes the loaded models (runs in flight finish first: a model closes when its last run ends). */
+  /**
+   * Closes the loaded models (a model's runs in flight finish first: it closes when its last run ends;
+   * a segmented model's program is closed at once, so close the catalog after the actor system).
+   */
   @Override
   public void close() {
     closed = true;
     for (String id : Set.copyOf(loaded.keySet())) {
-      Model m = loaded.remove(id);
+      AutoCloseable m = loaded.remove(id);
       if (m != null) {
-        m.close();
+        closeLoaded(m);
       }
     }
   }
 
   @Override
   public String toString() {
-    return "ModelCatalog(programs " + new TreeSet<>(programs.keySet()) + ", models " + new TreeSet<>(suppliers.keySet()) + ")";
+    return "ModelCatalog(programs " + new TreeSet<>(programs.keySet()) + ", models " + new TreeSet<>(suppliers.keySet())
+        + ", segmented models " + new TreeSet<>(segmentedSuppliers.keySet()) + ")";
   }
 }

@@ -11,6 +11,7 @@ import dev.xlaactors.error.XlaException;
 import dev.xlaactors.runtime.HostTensor;
 import dev.xlaactors.runtime.XlaClient;
 import dev.xlaactors.runtime.model.Model;
+import dev.xlaactors.runtime.model.SegmentedModel;
 import java.time.Duration;
 import java.util.Collections;
 import java.util.LinkedHashMap;
@@ -111,7 +112,7 @@ public final class ShardedComputations {
   private record ComputationStopped() implements Command {}
 
   /** A model of the catalog finished loading on this node (or failed to). */
-  private record ModelLoaded(Model model, Throwable failure) implements Command {}
+  private record ModelLoaded(Behavior<ComputationActor.Command> computation, Throwable failure) implements Command {}
 
   /** What an entity answers to a {@link Run}. */
   public sealed interface Reply extends Message {
@@ -145,6 +146,14 @@ public final class ShardedComputations {
      * if {@code id} names a model rather than a program; none by default. See {@link ModelCatalog}.
      */
     default Optional<Model> model(String id) {
+      return Optional.empty();
+    }
+
+    /**
+     * The segmented model (stages with host calls between them, weights bound once) on this node under
+     * {@code id}, if {@code id} names one; none by default. See {@link ModelCatalog}.
+     */
+    default Optional<SegmentedModel> segmentedModel(String id) {
       return Optional.empty();
     }
 
@@ -313,9 +322,8 @@ public final class ShardedComputations {
         java.util.concurrent.Executor blocking =
             context.getSystem().dispatchers().lookup(DispatcherSelector.fromConfig(actors.runDispatcher()));
         context.pipeToSelf(
-            CompletableFuture.supplyAsync(() -> catalog.model(id).orElseThrow(() -> new XlaException(ErrorCode.NOT_FOUND,
-                "the catalog lists '" + id + "' but gives neither a program nor a model for it")), blocking),
-            (model, failure) -> new ModelLoaded(model, failure));
+            CompletableFuture.supplyAsync(() -> modelComputation(catalog, callbacks, settings), blocking),
+            (computation, failure) -> new ModelLoaded(computation, failure));
         return;
       }
       if (program.isEmpty()) {
@@ -334,6 +342,21 @@ public final class ShardedComputations {
           refuse(new Failed(0, e.code(), "computation '" + id + "' cannot run on node " + node + ": " + e.getMessage()), false);
         }
       }
+    }
+
+    /** The computation of model {@code id} of the catalog, loading it on this node if it is not loaded yet. */
+    private Behavior<ComputationActor.Command> modelComputation(
+        ComputationCatalog catalog, CallbackRuntime callbacks, JobSettings settings) {
+      Optional<Model> model = catalog.model(id);
+      if (model.isPresent()) {
+        return ComputationActor.create(model.get(), callbacks, settings);
+      }
+      Optional<SegmentedModel> segmented = catalog.segmentedModel(id);
+      if (segmented.isPresent()) {
+        return ComputationActor.create(segmented.get(), callbacks, settings);
+      }
+      throw new XlaException(ErrorCode.NOT_FOUND,
+          "the catalog lists '" + id + "' but gives neither a program nor a model for it");
     }
 
     private void serve(Behavior<ComputationActor.Command> behavior) {
@@ -383,7 +406,7 @@ public final class ShardedComputations {
 
     private Behavior<Command> onModelLoaded(ModelLoaded loaded) {
       if (loaded.failure() == null) {
-        serve(ComputationActor.create(loaded.model(), callbacks, settings));
+        serve(loaded.computation());
         getContext().getLog().info("model '{}' served on {}", id, node);
       } else {
         Throwable e = loaded.failure() instanceof java.util.concurrent.CompletionException c && c.getCause() != null

@@ -1,9 +1,19 @@
 package dev.xlaactors.cluster;
 
+import dev.xlaactors.graph.Graph;
+import dev.xlaactors.graph.GraphBuilder;
+import dev.xlaactors.graph.SegmentationOptions;
+import dev.xlaactors.graph.SegmentedProgram;
+import dev.xlaactors.graph.Value;
+import dev.xlaactors.runtime.DType;
 import dev.xlaactors.runtime.Executable;
+import dev.xlaactors.runtime.HostCallback;
+import dev.xlaactors.runtime.HostTensor;
+import dev.xlaactors.runtime.TensorType;
 import dev.xlaactors.runtime.XlaClient;
 import dev.xlaactors.runtime.model.Model;
 import dev.xlaactors.runtime.model.SafeTensors;
+import dev.xlaactors.runtime.model.SegmentedModel;
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
 import java.nio.charset.StandardCharsets;
@@ -19,7 +29,8 @@ import org.apache.pekko.cluster.typed.Cluster;
 /**
  * A child JVM of {@link ShardedBoundModelClusterTest}: a node with role {@code compute} whose catalog
  * binds model "dense" (y = x . w + b) from the safetensors file given, loaded once on this node the first
- * time it is needed, and model "broken" whose file does not exist. Arguments: node name, the seed's port,
+ * time it is needed, segmented model "dense-relu" (relu(x . w + b), relu a Java callback between the
+ * stage and the output) from the same file, and model "broken" whose file does not exist. Arguments: node name, the seed's port,
  * the weights file. Prints {@code READY <address>} once Up, {@code LOADING <file>} when it starts loading
  * a model and {@code LOADED dense ...} when it has loaded it; answers each {@code STATS} line on its
  * standard input with {@code STATS <uploads> <bytes>} (this node's client upload counters); exits when
@@ -42,7 +53,39 @@ public final class BoundModelNodeMain {
   static ModelCatalog catalog(XlaClient client, Path weights, String node) {
     Supplier<Model> dense = () -> load(client, weights, node);
     Supplier<Model> broken = () -> load(client, weights.resolveSibling("missing.safetensors"), node);
-    return ModelCatalog.of(Map.of("twice-plus-one", TestNodes.twicePlusOne()), Map.of("dense", dense, "broken", broken));
+    Supplier<SegmentedModel> denseRelu = () -> loadSegmented(client, weights, node);
+    return ModelCatalog.of(Map.of("twice-plus-one", TestNodes.twicePlusOne()), Map.of("dense", dense, "broken", broken),
+        Map.of("dense-relu", denseRelu));
+  }
+
+  /** relu(v) in Java: the host callback between the two stages of "dense-relu". */
+  static final HostCallback RELU = new HostCallback("cluster_relu", List.of(TensorType.of(DType.F32, 1, D)), null, (in, s) -> {
+    float[] v = in.get(0).toFloatArray();
+    for (int i = 0; i < v.length; i++) {
+      v[i] = Math.max(0, v[i]);
+    }
+    return List.of(HostTensor.ofFloats(v, 1, D));
+  });
+
+  /** Segmented model "dense-relu": relu(x . w + b), relu a Java callback after the stage, w and b bound. */
+  static SegmentedModel loadSegmented(XlaClient client, Path weights, String node) {
+    GraphBuilder b = new GraphBuilder("dense_relu");
+    Value w = b.parameter(TensorType.of(DType.F32, D, D));
+    Value bias = b.parameter(TensorType.of(DType.F32, 1, D));
+    Value x = b.parameter(TensorType.of(DType.F32, 1, D));
+    Graph graph = b.build(b.hostCall(RELU, b.add(b.matmul(x, w), bias)).get(0));
+    SegmentedProgram program = new SegmentedProgram(graph.segment(SegmentationOptions.defaults()),
+        SegmentedProgram.Placement.on(client));
+    try (SafeTensors file = SafeTensors.open(weights)) {
+      SegmentedModel model = SegmentedModel.load(program, List.of("w", "b", "x"),
+          Map.of("w", file.tensor("w"), "b", file.tensor("b")), client.devices().get(0));
+      System.out.println("LOADED dense-relu on " + node);
+      System.out.flush();
+      return model;
+    } catch (RuntimeException e) {
+      program.close();
+      throw e;
+    }
   }
 
   static Model load(XlaClient client, Path weights, String node) {

@@ -135,10 +135,10 @@ class ShardedBoundModelClusterTest {
     assertEquals(runs, after[0] - before[0], "uploads on " + holder.name());
     assertEquals(runs * 4L * D, after[1] - before[1], "bytes uploaded on " + holder.name());
     // Loaded once on the holder (at its first run), never on the other node.
-    assertEquals(1, count(holder.output(), "LOADED dense"), holder.output());
+    assertEquals(1, count(holder.output(), "LOADED dense on"), holder.output());
     for (ChildJvms.Child c : byAddress.values()) {
       if (c != holder) {
-        assertEquals(0, count(c.output(), "LOADED dense"), c.output());
+        assertEquals(0, count(c.output(), "LOADED dense on"), c.output());
       }
     }
     // On the wire: a request is x and a few bytes of envelope, with the serializer Artery uses.
@@ -152,17 +152,46 @@ class ShardedBoundModelClusterTest {
   }
 
   @Test
+  void aSegmentedModelBoundOnEachNodeServesRunsWithItsCallbackThere() throws Exception {
+    float[] x0 = random(D, 40);
+    String holding = holder("dense-relu", x0);
+    ChildJvms.Child holder = byAddress.get(holding);
+    assertTrue(holder != null, holding + " is not a compute node " + byAddress.keySet());
+    long[] before = stats(holder);
+    int runs = 5;
+    for (int i = 0; i < runs; i++) {
+      float[] x = random(D, 50 + i);
+      List<HostTensor> y = computations.run("dense-relu", List.of(HostTensor.ofFloats(x, 1, D)), TIMEOUT)
+          .toCompletableFuture().get(60, TimeUnit.SECONDS);
+      assertArrayEquals(relu(dense(x)), y.get(0).toFloatArray(), 1e-3f);
+    }
+    long[] after = stats(holder);
+    // x up, the stage's output down to the callback, relu's result is the output: w and b never move.
+    assertEquals(runs, after[0] - before[0], "uploads on " + holder.name());
+    assertEquals(runs * 4L * D, after[1] - before[1], "bytes uploaded on " + holder.name());
+    assertEquals(1, count(holder.output(), "LOADED dense-relu"), holder.output());
+  }
+
+  static float[] relu(float[] v) {
+    float[] r = v.clone();
+    for (int i = 0; i < r.length; i++) {
+      r[i] = Math.max(0, r[i]);
+    }
+    return r;
+  }
+
+  @Test
   void unknownModelsBrokenModelsAndWrongInputsAreClearErrors() {
     XlaException unknown = failure(computations.run("dens", List.of(HostTensor.ofFloats(new float[D], 1, D)), TIMEOUT));
     assertEquals(ErrorCode.NOT_FOUND, unknown.code());
     assertEquals("no computation 'dens' in the catalog of node " + XlaCluster.selfAddress(system)
-        + "; its ids: [broken, dense, twice-plus-one]", unknown.getMessage());
+        + "; its ids: [broken, dense, dense-relu, twice-plus-one]", unknown.getMessage());
 
     // A node without a catalog sends it anyway: the compute node holding the id refuses it, naming itself.
     ShardedComputations noCatalog = ShardedComputations.init(system, "compute", null, null, null);
     XlaException there = failure(noCatalog.run("dens", List.of(), TIMEOUT));
     assertEquals(ErrorCode.NOT_FOUND, there.code());
-    Matcher m = Pattern.compile("no computation 'dens' in the catalog of node (\\S+); its ids: \\[broken, dense, twice-plus-one]")
+    Matcher m = Pattern.compile("no computation 'dens' in the catalog of node (\\S+); its ids: \\[broken, dense, dense-relu, twice-plus-one]")
         .matcher(there.getMessage());
     assertTrue(m.matches() && byAddress.containsKey(m.group(1)), there.getMessage());
 
@@ -207,7 +236,8 @@ class ShardedBoundModelClusterTest {
       if (reply instanceof Accepted a) {
         node = a.node();
       } else if (reply instanceof Outputs outputs) {
-        assertArrayEquals(dense(x), outputs.outputs().get(0).toFloatArray(), 1e-3f);
+        float[] want = id.equals("dense-relu") ? relu(dense(x)) : dense(x);
+        assertArrayEquals(want, outputs.outputs().get(0).toFloatArray(), 1e-3f);
         assertTrue(node != null, "outputs before Accepted");
         return node;
       } else {
