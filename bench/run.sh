@@ -513,11 +513,11 @@ run_serve() {
       return ""
     }
     /^CAPACITY / { printf "capacity (closed loop): %-9s %10.1f req/s, mean batch %5.2f, one batch of the largest size %s ms\n", f($0, "side"), f($0, "req_per_s"), f($0, "mean_batch"), f($0, "batch_compute_ms") }
-    /^LOAD / { rows[++n] = sprintf("| %-9s | %4s%% | %7s | %6s | %6s | %7s | %7s | %4s | %8s | %8s | %6s | %9s |", f($0, "side"), f($0, "pct"), f($0, "rate"), f($0, "sent"), f($0, "ok"), f($0, "refused"), f($0, "timeout"), f($0, "lost"), f($0, "p50_ms"), f($0, "p99_ms"), f($0, "mean_batch"), f($0, "refuse_p99_ms")) }
+    /^LOAD / { rows[++n] = sprintf("| %-9s | %4s%% | %7s | %6s | %6s | %7s | %7s | %4s | %8s | %8s | %6s | %13s | %13s |", f($0, "side"), f($0, "pct"), f($0, "rate"), f($0, "sent"), f($0, "ok"), f($0, "refused"), f($0, "timeout"), f($0, "lost"), f($0, "p50_ms"), f($0, "p99_ms"), f($0, "mean_batch"), f($0, "refuse_p99_ms"), f($0, "send_late_p99_ms")) }
     END {
       print ""
-      print "| side      | load  |  req/s  |   sent |     ok | refused | timeout | lost |  p50 ms  |  p99 ms  | batch  | refuse p99 ms |"
-      print "|-----------|------:|--------:|-------:|-------:|--------:|--------:|-----:|---------:|---------:|-------:|----------:|"
+      print "| side      | load  |  req/s  |   sent |     ok | refused | timeout | lost |  p50 ms  |  p99 ms  | batch  | refuse p99 ms | send late p99 |"
+      print "|-----------|------:|--------:|-------:|-------:|--------:|--------:|-----:|---------:|---------:|-------:|--------------:|--------------:|"
       for (i = 1; i <= n; i++) print rows[i]
     }' "$java_out"
   grep '^RESULT' "$java_out" || { echo "no RESULT line: see $out_dir/serve-java.log" >&2; exit 1; }

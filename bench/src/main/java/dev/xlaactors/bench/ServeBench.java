@@ -254,6 +254,7 @@ public final class ServeBench {
     ActorRef<StatusReply<ModelServer.Prediction>> replyTo =
         system.systemActorOf(collector, "serve-bench-collector-" + (++serverNumber), Props.empty());
     long intervalNanos = (long) (1e9 / rate);
+    List<Double> lateMillis = new ArrayList<>(n); // how far behind its schedule each request went out
     long start = System.nanoTime();
     for (int i = 0; i < n; i++) {
       long due = start + i * intervalNanos;
@@ -261,7 +262,9 @@ public final class ServeBench {
       while ((wait = due - System.nanoTime()) > 0) {
         LockSupport.parkNanos(wait);
       }
-      sent.set(i, System.nanoTime());
+      long now = System.nanoTime();
+      lateMillis.add((now - due) / 1e6);
+      sent.set(i, now);
       server.tell(new ModelServer.Infer(Integer.toString(i), List.of(inputs.get(i % inputs.size())), REQUEST_TIMEOUT, replyTo));
     }
     long drainUntil = System.nanoTime() + REQUEST_TIMEOUT.toNanos() + TimeUnit.SECONDS.toNanos(10);
@@ -301,9 +304,10 @@ public final class ServeBench {
     double p99 = percentile(okMillis, 0.99);
     System.out.printf(Locale.ROOT,
         "LOAD side=%s pct=%d rate=%.0f sent=%d ok=%d refused=%d timeout=%d failed=%d lost=%d p50_ms=%.2f p99_ms=%.2f mean_batch=%.2f"
-            + " refuse_p99_ms=%s achieved_per_s=%.0f%n",
+            + " refuse_p99_ms=%s achieved_per_s=%.0f send_late_p99_ms=%.2f%n",
         side, pct, rate, n, ok, refused, timedOut, failed, lost, p50, p99, ok == 0 ? 0.0 : (double) rows / ok,
-        refusedMillis.isEmpty() ? "-" : String.format(Locale.ROOT, "%.3f", percentile(refusedMillis, 0.99)), ok / seconds);
+        refusedMillis.isEmpty() ? "-" : String.format(Locale.ROOT, "%.3f", percentile(refusedMillis, 0.99)), ok / seconds,
+        percentile(lateMillis, 0.99));
     return new Load(lost, p99, refusedMillis);
   }
 
