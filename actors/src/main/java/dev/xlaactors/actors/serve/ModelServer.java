@@ -299,7 +299,8 @@ public final class ModelServer extends AbstractBehavior<ModelServer.Command> {
       return this;
     }
     Duration timeout = r.timeout() != null ? r.timeout() : settings.defaultTimeout();
-    long deadline = saturatedAdd(now, timeout.toNanos());
+    // A timeout too long for a long of nanoseconds (292 years) is no deadline at all.
+    long deadline = timeout.compareTo(Duration.ofDays(365L * 200)) > 0 ? Long.MAX_VALUE : saturatedAdd(now, timeout.toNanos());
     Pending p = new Pending(id, ++arrivals, List.copyOf(r.inputs()), r.replyTo(), now, deadline);
     held.put(id, p);
     queue.addLast(p);

@@ -482,6 +482,9 @@ class ModelServerTest {
     assertTrue(t.getMessage().contains("timeout must be positive"), t.getMessage());
     assertEquals(0, scoring.callbackRows.get(), "nothing reached the program");
     assertEquals(6, registry.get("xla.serve.requests").tag("outcome", "invalid").counter().count());
+    // A timeout longer than a long of nanoseconds holds is no deadline, not a failure of the server.
+    float[] x = ScoringModel.randomInput(new Random(12));
+    assertScores(x, ask(server, "forever", x, Duration.ofDays(1_000_000_000L)).get(WAIT_S, TimeUnit.SECONDS));
   }
 
   @Test
