@@ -303,6 +303,26 @@ class ModelServerTest {
   }
 
   @Test
+  void aBatchWhoseRequestsAllLeftIsCancelledAndFreesTheModel() throws Exception {
+    blockFirstBatch();
+    ActorRef<Command> server = server(settings(4, Duration.ZERO, 64));
+    Random random = new Random(13);
+    CompletableFuture<Prediction> gone = ask(server, "gone", ScoringModel.randomInput(random), null);
+    awaitEntered();
+    server.tell(new Cancel("gone", "the client went away"));
+    assertInstanceOf(RequestCancelledException.class, failure(gone));
+    // Its run is cancelled at the callback it waits in, so the next request does not wait for the release.
+    float[] x = ScoringModel.randomInput(random);
+    Prediction next = ask(server, "next", x, null).get(WAIT_S, TimeUnit.SECONDS);
+    assertScores(x, next);
+    assertEquals(1, release.getCount(), "answered while the first batch's callback was still held");
+    // Not by the callback's timeout (3 s in the tests' config): the run was cancelled.
+    dev.xlaactors.actors.RuntimeMetrics.Snapshot relu = callbacks.metrics().callbacks().get("relu_b1");
+    assertEquals(0, relu == null ? 0 : relu.timeouts(), "relu_b1 " + relu);
+    assertEquals(0, callbacks.metrics().runs().timeouts(), "runs " + callbacks.metrics().runs());
+  }
+
+  @Test
   void aCallbackFailingInsideABatchFailsThatBatchOnly() throws Exception {
     scoring.hook = (h, b) -> {
       for (int r = 0; r < b; r++) {
