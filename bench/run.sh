@@ -70,8 +70,8 @@ modes:
             prefill of 128 tokens, decode tokens/s at batch 1 and 8 with sampling (temperature 0.8,
             top-k 40) in a host callback (ours: the Java sampler called from inside the decode program,
             KV cache donated; JAX: jit of the exported step + pure_callback of a numpy sampler, cache
-            donated), peak RSS over the weights' bytes; Java then JAX, BENCH_REPS (default 5)
-            repetitions inside each side, min / median / max. Last line:
+            donated), peak RSS over the weights' bytes; Java and JAX alternately, BENCH_REPS (default 5)
+            rounds of one process per side (2 repetitions inside each), min / median / max. Last line:
             RESULT models weighted_ratio=<supervised/JAX, 16 MiB-weight program> decode_ratio=<ours/JAX
                    tokens/s, the lower batch size ratio> load_ratio=<ours/JAX> rss_over_weights=<ours>
   matmul    y = x[1,2048] . W[2048,2048] f32, W (16 MiB) uploaded once: Executable.execute with x uploaded
@@ -418,14 +418,21 @@ run_models() {
   echo "the 16 MiB-weight program (bench/run.sh weighted):"
   run_weighted | tee "$weighted" | grep -v -e '^RESULT' -e '^machine:'
   echo
-  echo "Java (ModelsBench)..." >&2
-  # The model lives off the heap (weights memory-mapped, caches on the device), so a small heap is all this
-  # JVM needs; java_bench's 1 GiB one (sized for other modes' 64 MiB round trips) would count in the peak
-  # RSS once the garbage of the decode loop had walked through its young generation.
-  JAVA_OPTS="-Xms64m -Xmx256m ${JAVA_OPTS:-}" \
-    java_bench dev.xlaactors.bench.ModelsBench "$dir" "$reps" 32 > "$out_dir/models-java.txt" 2> "$out_dir/models-java.log"
-  echo "JAX (tools/jax_gpt.py bench)..." >&2
-  "$python" tools/jax_gpt.py bench --dir "$dir" --reps "$reps" --steps 32 > "$out_dir/models-jax.txt" 2> "$out_dir/models-jax.log"
+  # The sides alternate, BENCH_REPS rounds (default 5) of one process each with 2 repetitions inside (after
+  # a warm-up one), so that load from other work on the machine falls on both sides alike.
+  : > "$out_dir/models-java.txt"
+  : > "$out_dir/models-jax.txt"
+  local rep
+  for rep in $(seq 1 "$reps"); do
+    echo "round $rep of $reps: Java (ModelsBench)..." >&2
+    # The model lives off the heap (weights memory-mapped, caches on the device), so a small heap is all
+    # this JVM needs; java_bench's 1 GiB one (sized for other modes' 64 MiB round trips) would count in the
+    # peak RSS once the garbage of the decode loop had walked through its young generation.
+    JAVA_OPTS="-Xms64m -Xmx256m ${JAVA_OPTS:-}" \
+      java_bench dev.xlaactors.bench.ModelsBench "$dir" 2 32 >> "$out_dir/models-java.txt" 2>> "$out_dir/models-java.log"
+    echo "round $rep of $reps: JAX (tools/jax_gpt.py bench)..." >&2
+    "$python" tools/jax_gpt.py bench --dir "$dir" --reps 2 --steps 32 >> "$out_dir/models-jax.txt" 2>> "$out_dir/models-jax.log"
+  done
   "$python" bench/models_report.py "$out_dir/models-java.txt" "$out_dir/models-jax.txt" "$weighted"
 }
 
