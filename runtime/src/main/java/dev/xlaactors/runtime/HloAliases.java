@@ -6,8 +6,8 @@ import java.util.Set;
 import java.util.TreeSet;
 
 /**
- * Reads which entry parameters a compiled program aliases from a serialized {@code xla.HloModuleProto} (the
- * "hlo" format that {@code PJRT_Executable_OptimizedProgram} returns). A minimal, strict protobuf wire
+ * Reads which entry parameters a compiled program aliases from a serialized {@code xla.HloModuleProto} (what
+ * {@code PJRT_Executable_OptimizedProgram} returns, inside an HloModuleProtoWithConfig). A minimal, strict protobuf wire
  * reader: it walks only HloModuleProto field 8 ({@code input_output_alias}), its repeated field 1
  * ({@code entries}) and in each entry field 2 ({@code parameter_number}); every other field is skipped by
  * its wire type. Field numbers checked against a real optimized module compiled by JAX 0.10.2 with
@@ -97,7 +97,7 @@ final class HloAliases {
 
   private static PluginException malformed(String what) {
     return new PluginException(ErrorCode.DATA_LOSS, "the optimized program (xla.HloModuleProto) is malformed: "
-        + what + "; expected the serialized module PJRT_Executable_OptimizedProgram returns in format \"hlo\"");
+        + what + "; expected the serialized module PJRT_Executable_OptimizedProgram returns (format hlo_with_config or hlo)");
   }
 
   private static final class Reader {

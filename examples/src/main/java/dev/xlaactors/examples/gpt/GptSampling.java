@@ -45,6 +45,13 @@ public final class GptSampling implements AutoCloseable {
   private final ActorRef<CallbackServer.Request> server;
   private final Map<Long, GptGeneration> generations = new HashMap<>(); // by run id, while a step runs
   private final Map<Long, CallbackServer.Request> waiting = new HashMap<>(); // calls whose run is not bound yet
+  // Runs whose step has returned (the last 64): a call of theirs that comes late is refused, not kept waiting.
+  private final Map<Long, Boolean> finished = new java.util.LinkedHashMap<>() {
+    @Override
+    protected boolean removeEldestEntry(Map.Entry<Long, Boolean> eldest) {
+      return size() > 64;
+    }
+  };
 
   private GptSampling(CallbackRuntime runtime, GptModel model, ActorSystem<?> system) {
     this.runtime = runtime;
@@ -88,10 +95,15 @@ public final class GptSampling implements AutoCloseable {
     GptGeneration generation;
     synchronized (this) {
       generation = generations.get(request.call().runId());
-      if (generation == null) {
+      if (generation == null && !finished.containsKey(request.call().runId())) {
         waiting.put(request.call().runId(), request); // answered when step() binds the run
         return Behaviors.same();
       }
+    }
+    if (generation == null) { // its step is over (the run was aborted): the supervisor has given the call up
+      request.replyTo().tell(CallbackServer.Response.failed(request.call().tag(), new CallbackException(CALLBACK,
+          ErrorCode.CANCELLED, "run " + request.call().runId() + " has ended; its sampling call came too late")));
+      return Behaviors.same();
     }
     answer(request, generation);
     return Behaviors.same();
@@ -139,7 +151,8 @@ public final class GptSampling implements AutoCloseable {
     } finally {
       synchronized (this) {
         generations.remove(run.runId());
-        waiting.remove(run.runId()); // an aborted run's late call: its supervisor has given it up
+        waiting.remove(run.runId()); // an aborted run's call: its supervisor has given it up
+        finished.put(run.runId(), Boolean.TRUE);
       }
       if (!cache.isClosed()) {
         cache.close(); // the run failed before XLA took the cache
