@@ -362,9 +362,12 @@ public final class CallbackRuntime implements AutoCloseable {
 
   /** The state of run {@code runId}, which spawns the run's supervisor when the run first needs it. */
   private <T> RunState<T> newRunState(long runId, Consumer<? super T> discard) {
-    return new RunState<>(metrics, (state, deadlineNanos) -> system.systemActorOf(
-        RunSupervisor.create(runId, state, dispatcher, settings, metrics, callbackThreads, deadlineNanos),
-        "xla-run-" + runId, Props.empty()), discard);
+    return new RunState<>(metrics, (state, deadlineNanos) -> {
+      metrics.recordSupervisorSpawned();
+      return system.systemActorOf(
+          RunSupervisor.create(runId, state, dispatcher, settings, metrics, callbackThreads, deadlineNanos),
+          "xla-run-" + runId, Props.empty());
+    }, discard);
   }
 
   /**
