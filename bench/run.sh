@@ -80,8 +80,9 @@ modes:
             RESULT matmul java_us=<x> jax_us=<y> ratio=<x/y>   (the upload+execute+download row)
   weighted  y = relu(x[1,2048] . W[2048,2048]) with relu a host callback and W 16 MiB, host x in, host y
             out: a supervised CallbackRuntime run with W re-sent as a host tensor every run, the same with
-            W bound once (runtime.model.Model), and with relu registered inline; the bare matmul as a
-            bound Model; against JAX jit + pure_callback and jit of the bare matmul, W on the device.
+            W bound once (runtime.model.Model), with relu registered inline, and with its call answered
+            by a bare native sink (no runtime: the floor); the bare matmul as a bound Model; against JAX
+            jit + pure_callback and jit of the bare matmul, W on the device.
             Alternately BENCH_REPS times (default 5), BENCH_WEIGHTED_SECONDS per measurement (default 6).
             Last line: RESULT weighted weighted_ratio=<bound/jax> inline_ratio=<x> hostonly_ratio=<y>
 USAGE
@@ -466,6 +467,7 @@ run_weighted() {
         row("supervised, W re-sent each run", "weighted_hostonly", "weighted_pure_callback")
         row("supervised, W bound (Model)", "weighted_bound", "weighted_pure_callback")
         row("supervised, W bound, relu inline", "weighted_bound_inline", "weighted_pure_callback")
+        row("W bound, relu answered by a bare sink", "weighted_bound_sink", "weighted_pure_callback")
         row("bare matmul, W bound (Model.run)", "matmul_bound", "matmul_jit")
         if (missing != "") { print "missing measurements:" missing > "/dev/stderr"; exit 1 }
       }' "$out_dir/weighted-java-$rep.txt" "$out_dir/weighted-jax-$rep.txt"
