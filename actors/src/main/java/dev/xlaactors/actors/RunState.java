@@ -81,11 +81,6 @@ final class RunState<T> {
     }
   }
 
-  /** Whether the run has a supervisor (it needed one). */
-  boolean supervised() {
-    return supervisor != null;
-  }
-
   /**
    * Cancels the run through its supervisor (spawned for it if needed); once the run has ended, the stage
    * says what the cancel did. A run that already ended spawns nothing: its outcome stands.
