@@ -109,6 +109,11 @@ final class RunState<T> {
    * supervisor, if it has one, is told so and stops.
    */
   void ended() {
+    if (directCall.get() != null) {
+      // A direct call still in flight (its native wait gave up on it before the watchdog reported it):
+      // the supervisor's RunEnded gives it up, interrupting its function and freeing the slot.
+      supervisor();
+    }
     ActorRef<RunSupervisor.Command> s;
     synchronized (this) {
       ended = true;
