@@ -83,14 +83,11 @@ final class RunState<T> {
 
   /**
    * Cancels the run through its supervisor (spawned for it if needed); once the run has ended, the stage
-   * says what the cancel did. A run that already ended spawns nothing: its outcome stands.
+   * says what the cancel did. A run whose outcome is already decided spawns nothing: its outcome stands
+   * (a cancel could not change it, and its execution is returning or was already aborted).
    */
   java.util.concurrent.CompletionStage<RunHandle.CancelOutcome> cancel(String reason) {
-    boolean over;
-    synchronized (this) {
-      over = ended;
-    }
-    if (!over) {
+    if (!decided.get()) {
       supervisor().tell(new RunSupervisor.Cancel(reason));
     }
     return result.handle((outputs, failure) -> {
