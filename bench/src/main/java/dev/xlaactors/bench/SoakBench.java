@@ -63,7 +63,7 @@ import org.apache.pekko.cluster.sharding.typed.ShardingEnvelope;
  * the end reads the journal itself:
  *
  * <ul>
- *   <li>lost: a run with no outcome in the journal, or an acknowledged item missing from it;
+ *   <li>lost: a run with no outcome in the journal (an acknowledged item missing from it among them);
  *   <li>duplicated: an item recorded twice in the journal, or acknowledged twice (computed again after a
  *       restart that did not find it);
  *   <li>hung: a run with no outcome within its timeout plus {@value #HUNG_MARGIN_MS} ms (and every run left
@@ -83,10 +83,14 @@ public final class SoakBench {
   static final int JOBS = 8;
   static final int RUNS_PER_KILL = 10_000;
   static final long CALLBACK_TIMEOUT_MS = 200;
+  static final long CALLBACK_DEFAULT_TIMEOUT_MS = 30_000;
   static final long HUNG_MARGIN_MS = 10_000;
   static final int STALL_SECONDS = 120;
   private static final TensorType ITEM = TensorType.of(DType.F32, 4);
+  /** The callback of every run but the TIMEOUT ones: a generous timeout, so a busy machine never trips it. */
   private static final String CALLBACK = "soak-callback";
+  /** The callback of TIMEOUT runs: its timeout is {@link #CALLBACK_TIMEOUT_MS}. */
+  private static final String SLOW_CALLBACK = "soak-slow-callback";
 
   /** The fault a run gets, and the outcome it must end with. */
   enum Kind {
@@ -218,10 +222,10 @@ public final class SoakBench {
     double elapsed = seconds(t0);
 
     // What the journal holds, read by this JVM.
-    Tally tally = readJournal(url, seed, perJob);
+    Tally tally = readJournalOrNothing(url, seed, perJob, runs);
     long ackedTwice = acks.values().stream().filter(n -> n > 1).count();
     long ackedMissing = acks.keySet().stream().filter(k -> !tally.recorded.containsKey(k)).count();
-    long lost = tally.missing + ackedMissing;
+    long lost = tally.missing; // an acknowledged item missing from the journal is among these
     long duplicated = tally.twice + ackedTwice;
     long hung = tally.byOutcome.getOrDefault(Outcome.HUNG, 0L) + stalledRuns;
     String growth = rssAt90 < 0 || rssAtEnd < 0 ? "nan" : String.format(Locale.ROOT, "%.1f", (rssAtEnd - rssAt90) / 1024.0);
@@ -234,7 +238,8 @@ public final class SoakBench {
       long[] k = tally.byKind.getOrDefault(kind, new long[2]);
       System.out.printf(Locale.ROOT, "| %-8s | %6d | %-16s | %6d | %13d |%n", kind, k[0] + k[1], expected(kind), k[0], k[1]);
     }
-    System.out.printf(Locale.ROOT, "outcomes recorded: %s; journal file %.1f MB%n", tally.byOutcome,
+    System.out.printf(Locale.ROOT, "outcomes recorded: %s; runs without one: %d (%d of them acknowledged before);"
+        + " acknowledged twice: %d; journal file %.1f MB%n", tally.byOutcome, tally.missing, ackedMissing, ackedTwice,
         Files.size(dir.resolve("journal.mv.db")) / 1e6);
     System.out.printf(Locale.ROOT, "worker RSS: %s MB at 90%% of the runs, %s MB at the end%n",
         rssAt90 < 0 ? "?" : String.format(Locale.ROOT, "%.1f", rssAt90 / 1024.0),
@@ -289,6 +294,18 @@ public final class SoakBench {
     long missing;
     long twice;
     long wrong;
+  }
+
+  /** The journal's tally; an unreadable journal loses every run (H2's default WRITE_DELAY once left "File corrupted"). */
+  private static Tally readJournalOrNothing(String url, long seed, long perJob, long runs) throws Exception {
+    try {
+      return readJournal(url, seed, perJob);
+    } catch (java.sql.SQLException e) {
+      System.err.println("soak: the journal cannot be read: " + e.getMessage());
+      Tally nothing = new Tally();
+      nothing.missing = runs;
+      return nothing;
+    }
   }
 
   private static Tally readJournal(String url, long seed, long perJob) throws Exception {
@@ -418,20 +435,22 @@ public final class SoakBench {
               jobs.journal.url = "%s"
             }
             xla-actors.actors.callbacks.default-timeout = %dms
+            xla-actors.actors.callbacks.timeouts { "%s" = %dms }
             xla-actors.actors.metrics.log = off
             pekko.loglevel = WARNING
             pekko.actor.allow-java-serialization = off
             pekko.coordinated-shutdown.run-by-jvm-shutdown-hook = off
-            """.formatted(port, port, url, CALLBACK_TIMEOUT_MS))
+            """.formatted(port, port, url, CALLBACK_DEFAULT_TIMEOUT_MS, SLOW_CALLBACK, CALLBACK_TIMEOUT_MS))
         .withFallback(ConfigFactory.load());
   }
 
   /**
    * The callback of every run: its input is [item, 0, kind, 0]; OK answers input + 1, FAIL throws, TIMEOUT
-   * and CANCEL wait (until the timeout or the cancel interrupts them, at most 30 s).
+   * (the slow callback, timed out after {@link #CALLBACK_TIMEOUT_MS}) and CANCEL wait until the timeout or
+   * the cancel interrupts them (30 s at most, which is also the other callback's timeout).
    */
-  private static HostCallback callback() {
-    return new HostCallback(CALLBACK, List.of(ITEM), null, (in, s) -> {
+  private static HostCallback callback(String name) {
+    return new HostCallback(name, List.of(ITEM), null, (in, s) -> {
       float[] x = in.get(0).toFloatArray();
       Kind kind = Kind.values()[(int) x[2]];
       switch (kind) {
@@ -450,11 +469,8 @@ public final class SoakBench {
     ActorSystem<Void> system = XlaCluster.start(workerConfig(port, url));
     XlaClient client = XlaClient.create();
     CallbackRuntime runtime = CallbackRuntime.create(system, client);
-    HostCallback callback = callback();
-    runtime.register(callback).toCompletableFuture().get(60, TimeUnit.SECONDS);
-    GraphBuilder b = new GraphBuilder("soak_run");
-    Value x = b.parameter(ITEM);
-    Executable program = b.build(b.hostCall(callback, x).get(0)).compile(client);
+    Executable program = program(runtime, client, callback(CALLBACK));
+    Executable slowProgram = program(runtime, client, callback(SLOW_CALLBACK));
     GraphBuilder s = new GraphBuilder("soak_step");
     Value y = s.parameter(ITEM);
     Program step = Program.of(s.build(s.add(s.multiply(y, s.constant(2f)), s.constant(1f))));
@@ -463,7 +479,7 @@ public final class SoakBench {
     for (int j = 0; j < JOBS; j++) {
       int job = j;
       jobs.put(jobId(j), new ShardedBatchJobs.Definition(step, perJob,
-          i -> List.of(HostTensor.ofFloats(runOnce(runtime, program, seed, job, i), 4)),
+          i -> List.of(HostTensor.ofFloats(runOnce(runtime, program, slowProgram, seed, job, i), 4)),
           dir.resolve(jobId(j) + ".tsv"),
           (i, outputs) -> {
             System.out.println("ACK " + jobId(job) + " " + i);
@@ -482,17 +498,28 @@ public final class SoakBench {
     System.exit(0);
   }
 
+  /** The program of a run: its input through {@code callback}, registered with {@code runtime}. */
+  private static Executable program(CallbackRuntime runtime, XlaClient client, HostCallback callback) throws Exception {
+    runtime.register(callback).toCompletableFuture().get(60, TimeUnit.SECONDS);
+    GraphBuilder b = new GraphBuilder("soak_run");
+    Value x = b.parameter(ITEM);
+    return b.build(b.hostCall(callback, x).get(0)).compile(client);
+  }
+
   /** One run with its fault; returns [outcome, item, kind, check] (check 1: a success had the right values). */
-  private static float[] runOnce(CallbackRuntime runtime, Executable program, long seed, int job, long item) {
+  private static float[] runOnce(CallbackRuntime runtime, Executable program, Executable slowProgram, long seed, int job,
+      long item) {
     Kind kind = Kind.of(seed, job, item);
-    RunHandle run = runtime.start(program, List.of(HostTensor.ofFloats(new float[] {item, 0, kind.ordinal(), 0}, 4)));
+    HostTensor input = HostTensor.ofFloats(new float[] {item, 0, kind.ordinal(), 0}, 4);
+    RunHandle run = runtime.start(kind == Kind.TIMEOUT ? slowProgram : program, List.of(input));
     if (kind == Kind.CANCEL) {
       run.cancel("soak: injected cancel");
     }
     Outcome outcome;
     int check = 0;
     try {
-      float[] out = run.result().toCompletableFuture().get(CALLBACK_TIMEOUT_MS + HUNG_MARGIN_MS, TimeUnit.MILLISECONDS)
+      long timeoutMs = kind == Kind.TIMEOUT ? CALLBACK_TIMEOUT_MS : CALLBACK_DEFAULT_TIMEOUT_MS;
+      float[] out = run.result().toCompletableFuture().get(timeoutMs + HUNG_MARGIN_MS, TimeUnit.MILLISECONDS)
           .get(0).toFloatArray();
       outcome = Outcome.SUCCEEDED;
       check = out[0] == item + 1 && out[1] == 1 && out[2] == kind.ordinal() + 1 && out[3] == 1 ? 1 : 0;
