@@ -61,8 +61,10 @@ import org.apache.pekko.persistence.typed.javadsl.SignalHandler;
  * <ul>
  *   <li>Each finished item is one event ({@link ItemScored}: its index and its outputs as a line of
  *       {@link BatchScoring#formatValues}); the job's state is saved whole every {@code
- *       xla-actors.cluster.jobs.snapshot-every} items. An item's outputs count once they are in the
- *       journal; an item already there is never recorded again, so every item is done exactly once.
+ *       xla-actors.cluster.jobs.snapshot-every} items. An item's outputs count once the journal
+ *       acknowledged them, and acknowledged means written (a killed JVM keeps them: {@link
+ *       JobJournalSettings}); an item already there is never recorded again, so every item is done
+ *       exactly once. The definition's sink hears of each item after the acknowledgement.
  *   <li>When the node running a job dies, its shard moves to another node of the role, which recovers the
  *       job from the journal and goes on at the first unfinished item.
  *   <li>Entities are remembered in the journal too: after the whole cluster was stopped, the first nodes
