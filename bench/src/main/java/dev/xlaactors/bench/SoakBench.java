@@ -149,7 +149,6 @@ public final class SoakBench {
     System.err.printf(Locale.ROOT, "soak: %d runs in %d jobs, %d kills, seed %d, in %s%n", runs, JOBS, kills, seed, dir);
 
     Map<String, Integer> acks = new ConcurrentHashMap<>();
-    AtomicLong hungReported = new AtomicLong();
     int killed = 0;
     int crashed = 0;
     int generation = 0;
@@ -163,7 +162,7 @@ public final class SoakBench {
       while (true) {
         if (worker == null) {
           generation++;
-          worker = Worker.start(generation, url, seed, perJob, dir, acks, hungReported);
+          worker = Worker.start(generation, url, seed, perJob, dir, acks);
         }
         long done = acks.size();
         if (killed < kills && done >= killAt[killed] && worker.process.isAlive()) {
@@ -376,7 +375,7 @@ public final class SoakBench {
     final Path log;
     final AtomicLong lastProgress = new AtomicLong(System.nanoTime());
 
-    private Worker(Process process, Path log, Map<String, Integer> acks, AtomicLong hung) throws IOException {
+    private Worker(Process process, Path log, Map<String, Integer> acks) throws IOException {
       this.process = process;
       this.log = log;
       PrintWriter out = new PrintWriter(Files.newBufferedWriter(log, StandardCharsets.UTF_8), true);
@@ -391,9 +390,6 @@ public final class SoakBench {
               lastProgress.set(System.nanoTime());
             } else {
               out.println(line);
-              if (line.startsWith("HUNG ")) {
-                hung.incrementAndGet();
-              }
             }
           }
         } catch (IOException e) {
@@ -404,8 +400,8 @@ public final class SoakBench {
       reader.start();
     }
 
-    static Worker start(int generation, String url, long seed, long perJob, Path dir, Map<String, Integer> acks,
-        AtomicLong hung) throws IOException {
+    static Worker start(int generation, String url, long seed, long perJob, Path dir, Map<String, Integer> acks)
+        throws IOException {
       int port;
       try (ServerSocket s = new ServerSocket(0, 1, InetAddress.getLoopbackAddress())) {
         port = s.getLocalPort();
@@ -417,7 +413,7 @@ public final class SoakBench {
           .redirectErrorStream(true)
           .start();
       Runtime.getRuntime().addShutdownHook(new Thread(process::destroyForcibly));
-      return new Worker(process, dir.resolve("worker-" + generation + ".log"), acks, hung);
+      return new Worker(process, dir.resolve("worker-" + generation + ".log"), acks);
     }
 
     void join() throws InterruptedException {
