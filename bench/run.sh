@@ -10,6 +10,8 @@
 #   bench/run.sh models             the 124 M GPT of examples/generate: load, prefill, decode tokens/s, RSS vs JAX
 #   bench/run.sh matmul             y = x[1,2048] . W[2048,2048] with W resident, against JAX jit
 #   bench/run.sh weighted           relu_callback(x . W) with a 16 MiB W: bound Model vs W re-sent vs JAX
+#   bench/run.sh soak [RUNS]        RUNS (default 100000) mixed runs with injected faults, one cluster JVM kill per 10,000
+#   bench/run.sh serve [short]      ModelServer under open-loop load: dynamic batching vs one run per request
 #
 # Environment: JAX_PYTHON  a python with jax installed (default: the venv of tools/jax-env.sh)
 #              JAVA_OPTS   extra JVM options for the Java harness
@@ -85,6 +87,25 @@ modes:
             jit + pure_callback and jit of the bare matmul, W on the device.
             Alternately BENCH_REPS times (default 5), BENCH_WEIGHTED_SECONDS per measurement (default 6).
             Last line: RESULT weighted weighted_ratio=<bound/jax> inline_ratio=<x> hostonly_ratio=<y>
+  soak [RUNS]
+            Java only: RUNS (default 100000) runs in 8 sharded batch jobs on a worker JVM (a one-node
+            cluster serving the H2 job journal), each item one CallbackRuntime run whose callback answers
+            (85%), throws (5%), sleeps past its 200 ms timeout (5%) or is cancelled (5%); the worker is
+            killed with SIGKILL once per 10,000 runs (at least once) and restarted, the jobs resuming from
+            the journal; then the journal is read back. Last line:
+            RESULT soak runs=<n> lost=<n> duplicated=<n> hung=<n> crashed=<n> rss_growth_mb=<x> wrong=<n>
+            (goal: all 0 and growth <= 16 MB; x: the worker's RSS at the end minus at 90% of the runs)
+  serve     Java only: the scoring model of tools/jax_scoring_model.py (y = relu(x . W), W f32[2048,2048]
+            = 16 MiB, exported by JAX at batch 1..32, made on first use) behind a ModelServer. Capacity
+            (closed loop, 256 requests in flight): batched (default serve settings: max-batch-size 32,
+            max-delay 2ms) and one run per request (max-batch-size 1, one run per core at once). Then an
+            open-loop load generator at fixed rates, 10% to 120% of the batched capacity and a 200%
+            burst (short: 50, 80, 120, 200%), each request with a 2 s deadline: answers by kind,
+            latency p50/p99, mean batch, time to a refusal, lost requests; full mode adds one run per
+            request at 10/25/50% of the batched capacity. `serve short`: 2 s per phase instead of 5.
+            Last line:
+            RESULT serve batched_speedup=<batched/unbatched req/s at saturation> p99_at_80pct_ms=<x>
+                   lost=<requests not answered exactly once, all phases> overload_refused_ms=<p99 time to a refusal>
 USAGE
 }
 
@@ -479,7 +500,55 @@ run_weighted() {
     "$(summary_value "$summary" "supervised, W re-sent each run" ratio)"
 }
 
+run_soak() {
+  local runs="${1:-100000}"
+  case "$runs" in
+    '' | *[!0-9]*) echo "bench/run.sh soak: RUNS must be a whole number, got '$runs'" >&2; exit 2 ;;
+  esac
+  ensure_java_built
+  mkdir -p "$out_dir"
+  machine_summary
+  # The driver is small; the worker JVMs it starts take -Xmx384m each.
+  java -Xmx256m ${JAVA_OPTS:-} -cp "bench/target/classes:$(cat "$classpath_file")" \
+    dev.xlaactors.bench.SoakBench "$runs" 2> >(tee "$out_dir/soak.log" >&2) | tee "$out_dir/soak.txt"
+}
+
+run_serve() {
+  local mode="${1:-full}"
+  case "$mode" in full|short) ;; *) usage; exit 2 ;; esac
+  ensure_java_built
+  mkdir -p "$out_dir"
+  python="$(jax_python)"
+  local dir="${XLA_ACTORS_CACHE:-$HOME/.cache/xla-actors}/scoring-model-2048"
+  if [ ! -f "$dir/model.properties" ]; then
+    echo "making the scoring model with JAX (first use, a few seconds)..." >&2
+    "$python" tools/jax_scoring_model.py --dim 2048 --out "$dir.tmp" > /dev/null
+    rm -rf "$dir" && mv "$dir.tmp" "$dir"
+  fi
+  machine_summary
+  local java_out="$out_dir/serve-java.txt"
+  echo "Java (ServeBench, $mode)..." >&2
+  java_bench dev.xlaactors.bench.ServeBench "$dir" "$mode" > "$java_out" 2> "$out_dir/serve-java.log"
+  grep '^INFO' "$java_out" | sed 's/^INFO /  /'
+  awk '
+    function f(line, key,   n, i, parts, kv) {
+      n = split(line, parts, " ")
+      for (i = 1; i <= n; i++) { split(parts[i], kv, "="); if (kv[1] == key) return kv[2] }
+      return ""
+    }
+    /^CAPACITY / { printf "capacity (closed loop): %-9s %10.1f req/s, mean batch %5.2f, one batch of the largest size %s ms\n", f($0, "side"), f($0, "req_per_s"), f($0, "mean_batch"), f($0, "batch_compute_ms") }
+    /^LOAD / { rows[++n] = sprintf("| %-9s | %4s%% | %7s | %6s | %6s | %7s | %7s | %4s | %8s | %8s | %6s | %13s | %13s |", f($0, "side"), f($0, "pct"), f($0, "rate"), f($0, "sent"), f($0, "ok"), f($0, "refused"), f($0, "timeout"), f($0, "lost"), f($0, "p50_ms"), f($0, "p99_ms"), f($0, "mean_batch"), f($0, "refuse_p99_ms"), f($0, "send_late_p99_ms")) }
+    END {
+      print ""
+      print "| side      | load  |  req/s  |   sent |     ok | refused | timeout | lost |  p50 ms  |  p99 ms  | batch  | refuse p99 ms | send late p99 |"
+      print "|-----------|------:|--------:|-------:|-------:|--------:|--------:|-----:|---------:|---------:|-------:|--------------:|--------------:|"
+      for (i = 1; i <= n; i++) print rows[i]
+    }' "$java_out"
+  grep '^RESULT' "$java_out" || { echo "no RESULT line: see $out_dir/serve-java.log" >&2; exit 1; }
+}
+
 case "${1:-}" in
+  serve) run_serve "${2:-full}" ;;
   execute) run_execute ;;
   models) run_models ;;
   matmul) run_matmul ;;
@@ -488,5 +557,6 @@ case "${1:-}" in
   callbacks) run_callbacks ;;
   callbacks-profile) run_callbacks_profile ;;
   weighted) run_weighted ;;
+  soak) run_soak "${2:-100000}" ;;
   *) usage; exit 2 ;;
 esac

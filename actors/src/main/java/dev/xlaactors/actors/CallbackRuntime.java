@@ -18,6 +18,7 @@ import dev.xlaactors.runtime.XlaClient;
 import dev.xlaactors.runtime.DeviceBuffer;
 import dev.xlaactors.runtime.model.Argument;
 import dev.xlaactors.runtime.model.Model;
+import dev.xlaactors.runtime.model.SegmentedModel;
 import java.util.function.Consumer;
 import java.util.function.Function;
 import java.time.Duration;
@@ -528,8 +529,8 @@ public final class CallbackRuntime implements AutoCloseable {
 
   /**
    * As {@link #runSegmented}, with inputs that may be device buffers (weights kept on the device between
-   * runs): a stage on the buffer's device reads it with no upload, and it stays the caller's. Donated
-   * buffers are refused (see {@link SegmentedProgram#runArguments}).
+   * runs): a stage on the buffer's device reads it with no upload, and it stays the caller's. A donated
+   * buffer is taken only by a parameter the graph was cut to donate (see {@link SegmentedProgram#runArguments}).
    */
   public SegmentedProgram.Result runSegmentedArguments(SegmentedProgram program, List<Argument> inputs) {
     long runId = RUN_IDS.incrementAndGet();
@@ -557,25 +558,83 @@ public final class CallbackRuntime implements AutoCloseable {
 
   private SegmentedProgram.Result executeSegmented(
       SegmentedProgram program, List<Argument> inputs, long runId, RunState<List<HostTensor>> state) {
+    return executeSegmented(invoker -> program.runArguments(inputs, invoker), SegmentedProgram.Result::outputs,
+        runId, state);
+  }
+
+  /**
+   * A segmented run's body, given the supervised host calls; {@code outputs} is what the run's state
+   * records. The run's {@link RunState#executing} was called: its deadline is set.
+   */
+  private <R, T> R executeSegmented(
+      Function<SegmentedProgram.HostCallInvoker, R> body, Function<R, T> outputs, long runId, RunState<T> state) {
     long runDeadline = state.deadlineNanos();
     MDC.put("runId", Long.toString(runId));
     watchdog.watch(state);
     try {
-      SegmentedProgram.Result result;
+      R result;
       try {
-        result = program.runArguments(inputs, new SupervisedHostCalls(runId, state,
+        result = body.apply(new SupervisedHostCalls(runId, state,
             name -> nativeBackstop(name, runDeadline), metrics, call -> dispatchDirectly(call, state),
             settings.callbackSpin()));
       } catch (RuntimeException e) {
         throw state.failed(e);
       }
-      state.succeeded(result.outputs());
+      state.succeeded(outputs.apply(result));
       return result;
     } finally {
       watchdog.unwatch(state);
       state.ended();
       MDC.remove("runId");
     }
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Segmented models: a segmented program with bound parameters
+
+  /**
+   * Runs a segmented model on its per-request {@code inputs} (host tensors, device buffers, donated
+   * buffers) on the calling thread, supervised like {@link #runSegmented}; the bound weights stay on the
+   * device and are not sent again. Returns the outputs on the host and what the run moved.
+   */
+  public SegmentedProgram.Result runSegmented(SegmentedModel model, List<Argument> inputs) {
+    long runId = RUN_IDS.incrementAndGet();
+    RunState<List<HostTensor>> state = newRunState(runId, KEEP);
+    state.executing(settings.runTimeout());
+    return executeSegmented(invoker -> model.run(inputs, invoker), SegmentedProgram.Result::outputs, runId, state);
+  }
+
+  /** Starts a run of a segmented model on the run dispatcher (see {@link #start(Model, List)}); outputs on the host. */
+  public RunHandle start(SegmentedModel model, List<Argument> inputs) {
+    Started<List<HostTensor>> run = startQueued(KEEP,
+        (RunBody<List<HostTensor>>) (runId, state) ->
+            executeSegmented(invoker -> model.run(inputs, invoker), SegmentedProgram.Result::outputs, runId, state)
+                .outputs());
+    return new RunHandle(run.runId(), run.state());
+  }
+
+  /**
+   * Runs a segmented model on the calling thread with its outputs left on the device: the caller owns
+   * and closes them (see {@link SegmentedProgram#executeArguments}).
+   */
+  public List<DeviceBuffer> runOnDevice(SegmentedModel model, List<Argument> inputs) {
+    long runId = RUN_IDS.incrementAndGet();
+    RunState<List<DeviceBuffer>> state = newRunState(runId, CLOSE);
+    state.executing(settings.runTimeout());
+    return executeSegmented(invoker -> model.execute(inputs, invoker), SegmentedProgram.DeviceResult::outputs, runId,
+        state).outputs();
+  }
+
+  /**
+   * Starts a run of a segmented model whose outputs stay on the device (see {@link #startOnDevice(Model,
+   * List)}); a run that fails or is cancelled gives no buffers.
+   */
+  public DeviceRunHandle startOnDevice(SegmentedModel model, List<Argument> inputs) {
+    Started<List<DeviceBuffer>> run = startQueued(CLOSE,
+        (RunBody<List<DeviceBuffer>>) (runId, state) ->
+            executeSegmented(invoker -> model.execute(inputs, invoker), SegmentedProgram.DeviceResult::outputs, runId,
+                state).outputs());
+    return new DeviceRunHandle(run.runId(), run.state());
   }
 
   private static Duration min(Duration a, Duration b) {
