@@ -36,7 +36,7 @@ public final class GptGeneration implements AutoCloseable {
   private int[] lastTokens;
   private int pos; // the position the next decode step writes
   private int produced;
-  private int[] sampled;
+  private volatile int[] sampled; // written by the "sample" callback, on the thread that serves it
 
   private final GptSampling supervised; // null: steps at the runtime level
 
