@@ -99,7 +99,7 @@ public final class GptModel implements AutoCloseable {
    * export's bytecode: an executable compiled from bytecode does not know which parameters the module
    * aliases to outputs ({@code tf.aliasing_output}), so the runtime would refuse to donate the KV cache.
    */
-  private static Executable compileText(XlaClient client, GptArtifacts artifacts, String program) {
+  static Executable compileText(XlaClient client, GptArtifacts artifacts, String program) {
     try {
       java.nio.file.Path gz = artifacts.dir().resolve(program + ".mlir.gz"); // the committed test fixtures are gzipped
       if (java.nio.file.Files.exists(gz)) {
@@ -119,7 +119,7 @@ public final class GptModel implements AutoCloseable {
    * the weights dict's entries are named as in the safetensors file ({@code wte}, {@code h.0.ln_1.g}, ...)
    * and the per-request inputs keep their keystr ({@code [1]}, {@code [2]}, ...).
    */
-  private static JaxExport read(GptArtifacts artifacts, String program) {
+  static JaxExport read(GptArtifacts artifacts, String program) {
     // The names come from the serialized export; the module is compiled from its text twin (below).
     try {
       return JaxExport.read(artifacts.program(program, ".jax"));
