@@ -3,7 +3,12 @@ package dev.xlaactors.actors.serve;
 import dev.xlaactors.error.ErrorCode;
 import dev.xlaactors.error.ExecutionFailedException;
 import dev.xlaactors.error.InvalidArgumentException;
+import dev.xlaactors.error.OverloadedException;
+import dev.xlaactors.error.RequestCancelledException;
+import dev.xlaactors.error.RequestTimeoutException;
+import dev.xlaactors.error.ServingException;
 import dev.xlaactors.error.XlaException;
+import io.micrometer.core.instrument.MeterRegistry;
 import java.time.Duration;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
@@ -12,9 +17,12 @@ import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
 import java.util.Set;
+import java.util.UUID;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.Executor;
+import org.apache.pekko.NotUsed;
 import org.apache.pekko.actor.typed.ActorRef;
 import org.apache.pekko.actor.typed.Behavior;
 import org.apache.pekko.actor.typed.DispatcherSelector;
@@ -25,6 +33,9 @@ import org.apache.pekko.actor.typed.javadsl.ActorContext;
 import org.apache.pekko.actor.typed.javadsl.Behaviors;
 import org.apache.pekko.actor.typed.javadsl.Receive;
 import org.apache.pekko.actor.typed.javadsl.TimerScheduler;
+import org.apache.pekko.stream.OverflowStrategy;
+import org.apache.pekko.stream.javadsl.Source;
+import org.apache.pekko.stream.typed.javadsl.ActorSource;
 
 /**
  * Continuous batching for generation: many requests decode together on one {@link SlotDecoder}, each in a
@@ -39,14 +50,19 @@ import org.apache.pekko.actor.typed.javadsl.TimerScheduler;
  * for the next iteration) and admits waiting ones.
  *
  * <p>Every request gets exactly one final event: {@link Finished} (a stop token, its token limit, or the
- * end of the context) or {@link Failed} carrying an {@link XlaException}: invalid (the message names the
- * field), overloaded (more than {@code xla-actors.actors.generation.max-waiting} requests would wait for a
- * slot: refused at once, nothing computed), timed out (its deadline passed: while waiting it is never
- * computed), cancelled ({@link Cancel}, or its {@code replyTo} stopped: a stream whose consumer went away),
- * or failed (the decoder or its sampler threw: a sampler fails its own request only; a decoder failure
- * fails the requests of that iteration and the decoder is {@link SlotDecoder#reset reset}).
+ * end of the context) or {@link Failed} carrying an {@link XlaException}: {@link InvalidArgumentException}
+ * (the message names the field), {@link OverloadedException} (more than
+ * {@code xla-actors.actors.generation.max-waiting} requests would wait for a slot: refused at once,
+ * nothing computed), {@link RequestTimeoutException} (its deadline passed: while waiting it is never
+ * computed), {@link RequestCancelledException} ({@link Cancel}), a {@link ServingException} with code
+ * UNAVAILABLE (the server stopped), or an {@link ExecutionFailedException} (the decoder or its sampler
+ * threw: a sampler fails its own request only; a decoder failure fails the requests of that iteration and
+ * the decoder is {@link SlotDecoder#reset reset}). A request whose {@code replyTo} stops (a stream whose
+ * consumer went away: {@link #events}) is cancelled without an answer, and its slot freed.
  *
- * <p>The server owns the decoder: it closes it when it stops (after an iteration in flight, if any).
+ * <p>The server owns the decoder: it closes it when it stops (after an iteration in flight, if any). Its
+ * meters ({@link GenerationMetrics}) are registered on the registry given to {@link #create} and removed
+ * when it stops.
  */
 public final class GenerationServer extends AbstractBehavior<GenerationServer.Command> {
 
@@ -61,17 +77,21 @@ public final class GenerationServer extends AbstractBehavior<GenerationServer.Co
   public record Generate(String id, int[] prompt, int maxTokens, Set<Integer> stopTokens, TokenSampler sampler, Duration timeout,
       ActorRef<Event> replyTo) implements Command {}
 
-  /** Stops request {@code id}: it is answered {@link Failed} (cancelled) and its slot is freed. Unknown ids are ignored. */
-  public record Cancel(String id) implements Command {}
+  /**
+   * Stops request {@code id}: it is answered {@link Failed} with a {@link RequestCancelledException} naming
+   * {@code reason}, and its slot is freed. Unknown ids are ignored.
+   */
+  public record Cancel(String id, String reason) implements Command {}
 
   /** Asks for a {@link Status}. */
   public record GetStatus(ActorRef<Status> replyTo) implements Command {}
 
   /**
-   * How busy the server is: {@code active} slots of {@code slots} hold a request, {@code waiting} wait for
-   * one; {@code finished} and {@code refused} count requests since the start; {@code tokens} tokens streamed.
+   * How busy server {@code model} is: {@code active} slots of {@code slots} hold a request, {@code waiting}
+   * wait for one; {@code finished} and {@code refused} count requests since the start; {@code tokens}
+   * tokens streamed.
    */
-  public record Status(int slots, int active, int waiting, long finished, long refused, long tokens) {}
+  public record Status(String model, int slots, int active, int waiting, long finished, long refused, long tokens) {}
 
   /** What a request's {@code replyTo} receives: tokens in order, then exactly one {@link Finished} or {@link Failed}. */
   public sealed interface Event permits Token, Finished, Failed {
@@ -110,30 +130,69 @@ public final class GenerationServer extends AbstractBehavior<GenerationServer.Co
   /** How often deadlines are checked while requests are in the server (between boundaries too). */
   private static final Duration TICK = Duration.ofMillis(20);
 
-  /** Creates a server over {@code decoder} (which it owns and closes when it stops), with {@code settings}. */
-  public static Behavior<Command> create(SlotDecoder decoder, GenerationSettings settings) {
+  /**
+   * Creates server {@code model} over {@code decoder} (which it owns and closes when it stops), with
+   * {@code settings}; its meters go to {@code registry}.
+   */
+  public static Behavior<Command> create(String model, SlotDecoder decoder, GenerationSettings settings, MeterRegistry registry) {
     // No restart on failure: the decoder's cache would be in an unknown state; the server stops, answering
     // every request it holds, and closes the decoder.
-    return Behaviors.setup(ctx -> Behaviors.withTimers(timers -> new GenerationServer(ctx, timers, decoder, settings)));
+    return Behaviors.setup(ctx -> Behaviors.withTimers(timers -> new GenerationServer(ctx, timers, model, decoder, settings, registry)));
   }
 
-  /** Creates a server with the settings of the actor system's configuration. */
-  public static Behavior<Command> create(SlotDecoder decoder) {
+  /** Creates server {@code model} with the settings of the actor system's configuration. */
+  public static Behavior<Command> create(String model, SlotDecoder decoder, MeterRegistry registry) {
     return Behaviors.setup(ctx -> Behaviors.withTimers(
-        timers -> new GenerationServer(ctx, timers, decoder, GenerationSettings.create(ctx.getSystem()))));
+        timers -> new GenerationServer(ctx, timers, model, decoder, GenerationSettings.create(ctx.getSystem()), registry)));
+  }
+
+  /**
+   * The events of one generation as a stream: its tokens, then its one final event ({@link Finished} or
+   * {@link Failed}), then completion. Each materialization sends one {@link Generate} (a fresh id) to
+   * {@code server}; cancelling the stream stops its receiving actor, which cancels the generation and
+   * frees its slot. The request is checked by the server: a bad one gives a single {@link Failed}.
+   */
+  public static Source<Event, NotUsed> events(ActorRef<Command> server, int[] prompt, int maxTokens, Set<Integer> stopTokens,
+      TokenSampler sampler, Duration timeout) {
+    int buffer = Math.max(16, maxTokens + 2); // the server streams at most maxTokens tokens and one final event
+    return ActorSource.<Event>actorRef(e -> false, e -> Optional.empty(), buffer, OverflowStrategy.fail())
+        .mapMaterializedValue(replyTo -> {
+          server.tell(new Generate(UUID.randomUUID().toString(), prompt, maxTokens, stopTokens, sampler, timeout, replyTo));
+          return NotUsed.getInstance();
+        })
+        .takeWhile(e -> e instanceof Token, true);
+  }
+
+  /**
+   * The tokens of one generation as a stream (see {@link #events}): it completes after the last token, or
+   * fails with the request's {@link XlaException}.
+   */
+  public static Source<Integer, NotUsed> tokens(ActorRef<Command> server, int[] prompt, int maxTokens, Set<Integer> stopTokens,
+      TokenSampler sampler, Duration timeout) {
+    return events(server, prompt, maxTokens, stopTokens, sampler, timeout)
+        .map(e -> {
+          if (e instanceof Failed f) {
+            throw f.error();
+          }
+          return e;
+        })
+        .collectType(Token.class)
+        .map(Token::token);
   }
 
   /** One request in the server. Mutated by the actor only. */
   private static final class Sequence {
     final Generate request;
-    final long deadline; // System.nanoTime()
+    final long arrived; // System.nanoTime()
+    final long deadline;
     int slot = -1;
     int position; // the position the next decode step writes
     int lastToken;
     int produced;
 
-    Sequence(Generate request, long deadline) {
+    Sequence(Generate request, long arrived, long deadline) {
       this.request = request;
+      this.arrived = arrived;
       this.deadline = deadline;
     }
 
@@ -143,7 +202,7 @@ public final class GenerationServer extends AbstractBehavior<GenerationServer.Co
   }
 
   /** One iteration's work, fixed when it starts: what the background thread reads. */
-  private record Plan(List<Sequence> admitted, int[] tokens, int[] positions, boolean[] active, TokenSampler[] samplers,
+  private record Plan(long started, List<Sequence> admitted, int[] tokens, int[] positions, boolean[] active, TokenSampler[] samplers,
       Sequence[] occupants) {
     boolean decodes() {
       for (boolean a : active) {
@@ -156,7 +215,9 @@ public final class GenerationServer extends AbstractBehavior<GenerationServer.Co
   }
 
   private final TimerScheduler<Command> timers;
+  private final String model;
   private final SlotDecoder decoder;
+  private final GenerationMetrics metrics;
   private final GenerationSettings settings;
   private final Executor blocking;
   private final Sequence[] slots;
@@ -168,10 +229,13 @@ public final class GenerationServer extends AbstractBehavior<GenerationServer.Co
   private long refused;
   private long tokens;
 
-  private GenerationServer(ActorContext<Command> context, TimerScheduler<Command> timers, SlotDecoder decoder, GenerationSettings settings) {
+  private GenerationServer(ActorContext<Command> context, TimerScheduler<Command> timers, String model, SlotDecoder decoder,
+      GenerationSettings settings, MeterRegistry registry) {
     super(context);
     this.timers = timers;
+    this.model = model;
     this.decoder = decoder;
+    this.metrics = new GenerationMetrics(registry, model);
     this.settings = settings;
     this.blocking = context.getSystem().dispatchers().lookup(DispatcherSelector.fromConfig(settings.dispatcher()));
     this.slots = new Sequence[decoder.slots()];
@@ -198,6 +262,7 @@ public final class GenerationServer extends AbstractBehavior<GenerationServer.Co
     }
     XlaException invalid = validate(g);
     if (invalid != null) {
+      metrics.outcome("invalid");
       g.replyTo().tell(new Failed(g.id(), invalid));
       return this;
     }
@@ -208,15 +273,18 @@ public final class GenerationServer extends AbstractBehavior<GenerationServer.Co
     // Requests that will get a slot at the next boundary do not count as waiting.
     if (waiting.size() >= free + settings.maxWaiting()) {
       refused++;
-      g.replyTo().tell(new Failed(g.id(), new XlaException(ErrorCode.RESOURCE_EXHAUSTED, "generation server overloaded: all "
+      metrics.outcome("overloaded");
+      g.replyTo().tell(new Failed(g.id(), new OverloadedException(model, g.id(), "generation server '" + model + "' overloaded: all "
           + slots.length + " slots are busy and " + settings.maxWaiting() + " requests already wait (xla-actors.actors.generation"
           + ".max-waiting); request '" + g.id() + "' was refused without being computed: retry later")));
       return this;
     }
     Duration timeout = g.timeout() != null ? g.timeout() : settings.defaultTimeout();
-    Sequence s = new Sequence(g, System.nanoTime() + Math.min(timeout.toNanos(), Long.MAX_VALUE / 4));
+    long now = System.nanoTime();
+    Sequence s = new Sequence(g, now, now + Math.min(timeout.toNanos(), Long.MAX_VALUE / 4));
     waiting.add(s);
     byId.put(g.id(), s);
+    updateOccupancy();
     watch(g.replyTo());
     if (!timers.isTimerActive(Tick.INSTANCE)) {
       timers.startTimerWithFixedDelay(Tick.INSTANCE, TICK);
@@ -262,8 +330,8 @@ public final class GenerationServer extends AbstractBehavior<GenerationServer.Co
   private Behavior<Command> onCancel(Cancel c) {
     Sequence s = byId.get(c.id());
     if (s != null) {
-      end(s, new Failed(s.id(), new XlaException(ErrorCode.CANCELLED, "request '" + s.id() + "' was cancelled after "
-          + s.produced + " tokens")));
+      end(s, new Failed(s.id(), new RequestCancelledException(model, s.id(), "request '" + s.id() + "' to '" + model
+          + "' was cancelled after " + s.produced + " tokens" + (c.reason() != null ? ": " + c.reason() : ""))), "cancelled");
     }
     return this;
   }
@@ -273,7 +341,7 @@ public final class GenerationServer extends AbstractBehavior<GenerationServer.Co
     for (Sequence s : slots) {
       active += s == null ? 0 : 1;
     }
-    g.replyTo().tell(new Status(slots.length, active, waiting.size(), finished, refused, tokens));
+    g.replyTo().tell(new Status(model, slots.length, active, waiting.size(), finished, refused, tokens));
     return this;
   }
 
@@ -294,7 +362,7 @@ public final class GenerationServer extends AbstractBehavior<GenerationServer.Co
       }
     }
     for (Sequence s : gone) {
-      end(s, null);
+      end(s, null, "cancelled");
     }
     return this;
   }
@@ -302,6 +370,7 @@ public final class GenerationServer extends AbstractBehavior<GenerationServer.Co
   private Behavior<Command> onIterationDone(IterationDone done) {
     inFlight = null;
     Plan plan = done.plan();
+    metrics.iteration(System.nanoTime() - plan.started());
     for (int i = 0; i < plan.admitted().size(); i++) {
       Sequence s = plan.admitted().get(i);
       if (byId.get(s.id()) == s) {
@@ -333,7 +402,7 @@ public final class GenerationServer extends AbstractBehavior<GenerationServer.Co
     getContext().getLog().warn("generation iteration failed for {} request(s): {}", involved.size(), failed.error().getMessage());
     for (Sequence s : involved) {
       if (byId.get(s.id()) == s) {
-        end(s, new Failed(s.id(), failed.error()));
+        end(s, new Failed(s.id(), failed.error()), "failed");
       }
     }
     if (failed.resetFailed()) {
@@ -347,21 +416,25 @@ public final class GenerationServer extends AbstractBehavior<GenerationServer.Co
   /** Request {@code s}'s new token {@code token} (or its sampler's {@code error}). */
   private void accept(Sequence s, int token, XlaException error) {
     if (error != null) {
-      end(s, new Failed(s.id(), error));
+      end(s, new Failed(s.id(), error), "failed");
       return;
     }
     if (s.request.stopTokens().contains(token)) {
-      end(s, new Finished(s.id(), Reason.STOP_TOKEN, s.produced));
+      end(s, new Finished(s.id(), Reason.STOP_TOKEN, s.produced), "finished");
       return;
+    }
+    if (s.produced == 0) {
+      metrics.firstToken(System.nanoTime() - s.arrived);
     }
     s.request.replyTo().tell(new Token(s.id(), s.produced, token));
     s.produced++;
     tokens++;
+    metrics.token();
     s.lastToken = token;
     if (s.produced >= s.request.maxTokens()) {
-      end(s, new Finished(s.id(), Reason.MAX_TOKENS, s.produced));
+      end(s, new Finished(s.id(), Reason.MAX_TOKENS, s.produced), "finished");
     } else if (s.position >= decoder.contextLength()) {
-      end(s, new Finished(s.id(), Reason.CONTEXT_FULL, s.produced));
+      end(s, new Finished(s.id(), Reason.CONTEXT_FULL, s.produced), "finished");
     }
   }
 
@@ -377,13 +450,13 @@ public final class GenerationServer extends AbstractBehavior<GenerationServer.Co
     for (Sequence s : late) {
       Duration timeout = s.request.timeout() != null ? s.request.timeout() : settings.defaultTimeout();
       String where = s.slot < 0 ? "while waiting for a slot (nothing was computed)" : "after " + s.produced + " tokens";
-      end(s, new Failed(s.id(), new XlaException(ErrorCode.DEADLINE_EXCEEDED, "request '" + s.id() + "' timed out " + where
-          + ": its timeout was " + timeout)));
+      end(s, new Failed(s.id(), new RequestTimeoutException(model, s.id(), "request '" + s.id() + "' to '" + model + "' timed out "
+          + where + ": its timeout was " + timeout)), "timeout");
     }
   }
 
-  /** Removes {@code s} from the server, frees its slot and sends its final {@code event} (none when null). */
-  private void end(Sequence s, Event event) {
+  /** Removes {@code s} from the server, frees its slot, counts its {@code outcome} and sends its final {@code event} (none when null). */
+  private void end(Sequence s, Event event, String outcome) {
     byId.remove(s.id());
     if (s.slot >= 0) {
       slots[s.slot] = null;
@@ -391,6 +464,8 @@ public final class GenerationServer extends AbstractBehavior<GenerationServer.Co
       waiting.remove(s);
     }
     finished++;
+    metrics.outcome(outcome);
+    updateOccupancy();
     unwatch(s.request.replyTo());
     if (event != null) {
       s.request.replyTo().tell(event);
@@ -422,7 +497,8 @@ public final class GenerationServer extends AbstractBehavior<GenerationServer.Co
         admitted.add(s);
       }
     }
-    Plan plan = new Plan(List.copyOf(admitted), tokenRow, positions, active, samplers, occupants);
+    updateOccupancy();
+    Plan plan = new Plan(System.nanoTime(), List.copyOf(admitted), tokenRow, positions, active, samplers, occupants);
     if (admitted.isEmpty() && !plan.decodes()) {
       return; // idle
     }
@@ -484,6 +560,14 @@ public final class GenerationServer extends AbstractBehavior<GenerationServer.Co
     }
   }
 
+  private void updateOccupancy() {
+    int active = 0;
+    for (Sequence s : slots) {
+      active += s == null ? 0 : 1;
+    }
+    metrics.occupancy(active, waiting.size());
+  }
+
   private void watch(ActorRef<Event> ref) {
     if (watched.merge(ref, 1, Integer::sum) == 1) {
       getContext().watch(ref);
@@ -506,9 +590,10 @@ public final class GenerationServer extends AbstractBehavior<GenerationServer.Co
   /** Answers every request still held and closes the decoder (after an iteration in flight). */
   private Behavior<Command> onPostStop() {
     for (Sequence s : new ArrayList<>(byId.values())) {
-      end(s, new Failed(s.id(), new XlaException(ErrorCode.UNAVAILABLE, "the generation server stopped before request '" + s.id()
-          + "' finished (after " + s.produced + " tokens)")));
+      end(s, new Failed(s.id(), new ServingException(ErrorCode.UNAVAILABLE, model, s.id(), "the generation server '" + model
+          + "' stopped before request '" + s.id() + "' finished (after " + s.produced + " tokens)")), "stopped");
     }
+    metrics.close();
     if (inFlight != null) {
       inFlight.whenComplete((r, e) -> decoder.close());
     } else {

@@ -14,6 +14,7 @@ import dev.xlaactors.actors.serve.GenerationSettings;
 import dev.xlaactors.actors.serve.TokenSampler;
 import dev.xlaactors.error.ErrorCode;
 import dev.xlaactors.runtime.XlaClient;
+import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
 import java.net.URISyntaxException;
 import java.nio.file.Path;
 import java.time.Duration;
@@ -22,11 +23,13 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
+import java.util.concurrent.TimeUnit;
 import org.apache.pekko.actor.testkit.typed.javadsl.ActorTestKit;
 import org.apache.pekko.actor.testkit.typed.javadsl.TestProbe;
 import org.apache.pekko.actor.typed.ActorRef;
 import org.apache.pekko.actor.typed.Behavior;
 import org.apache.pekko.actor.typed.javadsl.Behaviors;
+import org.apache.pekko.stream.javadsl.Sink;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeAll;
@@ -44,6 +47,7 @@ class GenerationServerTest {
   private static XlaClient client;
   private static GptArtifacts artifacts;
   private static ActorTestKit kit;
+  private final SimpleMeterRegistry registry = new SimpleMeterRegistry();
   private ActorRef<GenerationServer.Command> server;
 
   @BeforeAll
@@ -70,7 +74,7 @@ class GenerationServerTest {
   }
 
   private ActorRef<GenerationServer.Command> spawn(GenerationSettings settings) {
-    return kit.spawn(GenerationServer.create(GptSlotDecoder.load(client, artifacts), settings));
+    return kit.spawn(GenerationServer.create("tiny", GptSlotDecoder.load(client, artifacts), settings, registry));
   }
 
   /** A greedy sampler that sleeps {@code millis} per token: a request that takes many iterations. */
@@ -194,7 +198,7 @@ class GenerationServerTest {
       return null;
     });
 
-    server.tell(new GenerationServer.Cancel("long0"));
+    server.tell(new GenerationServer.Cancel("long0", "the test cancels it"));
     List<Event> waited = collect(waiter);
     assertArrayEquals(expected, tokens(waited));
     // The waiter finished while the other three long requests were still decoding.
@@ -277,5 +281,32 @@ class GenerationServerTest {
       assertTrue(s.tokens() - 14 < 20, s.toString());
       return null;
     });
+  }
+
+  @Test
+  void aTokenStreamGivesTheTokensAndCancellingItCancelsTheGeneration() throws Exception {
+    int[] expected = alone(prompt(7, 4), 9);
+    List<Integer> streamed = GenerationServer.tokens(server, prompt(7, 4), 9, Set.of(), TokenSampler.greedy(), null)
+        .runWith(Sink.seq(), kit.system()).toCompletableFuture().get(60, TimeUnit.SECONDS);
+    assertArrayEquals(expected, streamed.stream().mapToInt(Integer::intValue).toArray());
+
+    // A consumer that takes two tokens of twenty and goes away.
+    List<Event> two = GenerationServer.events(server, prompt(8, 5), 20, Set.of(), slow(30), null)
+        .take(2).runWith(Sink.seq(), kit.system()).toCompletableFuture().get(60, TimeUnit.SECONDS);
+    assertEquals(2, two.size());
+    TestProbe<GenerationServer.Status> status = kit.createTestProbe();
+    status.awaitAssert(WAIT, () -> {
+      server.tell(new GenerationServer.GetStatus(status.getRef()));
+      assertEquals(0, status.receiveMessage(WAIT).active());
+      assertEquals(1.0, registry.get("xla.generate.requests").tags("model", "tiny", "outcome", "cancelled").counter().count());
+      return null;
+    });
+    assertEquals(2.0, registry.get("xla.generate.requests").tags("model", "tiny", "outcome", "finished").counter().count());
+
+    // A bad request through the stream fails it with the server's message naming the field.
+    Exception bad = org.junit.jupiter.api.Assertions.assertThrows(Exception.class, () ->
+        GenerationServer.tokens(server, new int[] {1, 999}, 3, Set.of(), TokenSampler.greedy(), null)
+            .runWith(Sink.seq(), kit.system()).toCompletableFuture().get(60, TimeUnit.SECONDS));
+    assertTrue(bad.getCause().getMessage().startsWith("prompt[1]: token 999"), bad.getCause().getMessage());
   }
 }
