@@ -6,7 +6,15 @@ package dev.xlaactors.error;
  * callback) and the same {@link #code()}; requests of other batches are not touched.
  */
 public class BatchFailedException extends ServingException {
-  public BatchFailedException(ErrorCode code, String model, String requestId, String message, Throwable cause) {
+  private final long batch;
+
+  public BatchFailedException(ErrorCode code, String model, String requestId, long batch, String message, Throwable cause) {
     super(code, model, requestId, message, cause);
+    this.batch = batch;
+  }
+
+  /** The number of the failed batch (the server numbers its batches 1, 2, ...). */
+  public long batch() {
+    return batch;
   }
 }

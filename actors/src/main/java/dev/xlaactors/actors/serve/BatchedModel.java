@@ -1,9 +1,16 @@
 package dev.xlaactors.actors.serve;
 
 import dev.xlaactors.error.InvalidArgumentException;
+import dev.xlaactors.runtime.Device;
+import dev.xlaactors.runtime.DeviceBuffer;
+import dev.xlaactors.runtime.Executable;
+import dev.xlaactors.runtime.HostTensor;
 import dev.xlaactors.runtime.Shape;
 import dev.xlaactors.runtime.TensorType;
+import dev.xlaactors.runtime.model.JaxExport;
 import dev.xlaactors.runtime.model.Model;
+import dev.xlaactors.runtime.model.SafeTensors;
+import java.util.LinkedHashMap;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Collections;
@@ -99,6 +106,49 @@ public final class BatchedModel implements AutoCloseable {
       sorted.put(size, m);
     }
     return new BatchedModel(name, sorted, inputs, outputs);
+  }
+
+  /**
+   * The model {@code name} as shipped: one {@code jax.export} artifact per batch size (the same function
+   * exported at each), each compiled once for {@code device}'s client, and the tensors of {@code weights}
+   * uploaded to {@code device} once and bound, shared, to the parameter of their name in every size (as
+   * {@link Model#load(JaxExport, SafeTensors, Device)} binds one). The weights file may be closed once this
+   * returns. A weight without a parameter of its name, or of another type, fails naming it.
+   */
+  public static BatchedModel load(String name, Map<Integer, JaxExport> bySize, SafeTensors weights, Device device) {
+    Objects.requireNonNull(bySize, "bySize");
+    Objects.requireNonNull(weights, "weights");
+    Objects.requireNonNull(device, "device");
+    Map<String, DeviceBuffer> uploaded = new LinkedHashMap<>();
+    Map<Integer, Model> models = new TreeMap<>();
+    try {
+      for (String tensor : weights.types().keySet()) {
+        uploaded.put(tensor, device.client().upload(weights.tensor(tensor), device));
+      }
+      for (Map.Entry<Integer, JaxExport> e : new TreeMap<>(bySize).entrySet()) {
+        JaxExport export = Objects.requireNonNull(e.getValue(), () -> "export of batch size " + e.getKey());
+        Map<String, DeviceBuffer> bound = new LinkedHashMap<>(uploaded);
+        List<DeviceBuffer> constants = new ArrayList<>();
+        try {
+          for (Map.Entry<String, HostTensor> c : export.constants(device.client()).entrySet()) {
+            DeviceBuffer b = device.client().upload(c.getValue(), device);
+            constants.add(b);
+            bound.put(c.getKey(), b);
+          }
+          try (Executable exe = export.compile(device.client())) {
+            models.put(e.getKey(), Model.bind(exe, export.parameterNames(), bound));
+          }
+        } finally {
+          constants.forEach(DeviceBuffer::close); // the Model shares what it keeps
+        }
+      }
+      return of(name, models);
+    } catch (RuntimeException e) {
+      models.values().forEach(Model::close);
+      throw e;
+    } finally {
+      uploaded.values().forEach(DeviceBuffer::close);
+    }
   }
 
   /** The types minus their leading (batch) dimension, which must be {@code size}. */

@@ -116,12 +116,13 @@ public final class ModelServer extends AbstractBehavior<ModelServer.Command> {
 
   /**
    * The answer to an {@link Infer}: one tensor per model output, the batch dimension removed, owned by
-   * the requester. {@code batchSize} is the compiled size the request ran at and {@code requestsInBatch}
-   * how many requests shared it (the rest was padding); {@code queued} is the time from arrival to the
-   * start of its batch, {@code computed} the batch's run time.
+   * the requester. {@code batch} numbers the batch it ran in (1, 2, ... per server), {@code batchSize} is
+   * the compiled size that batch ran at and {@code requestsInBatch} how many requests it held (the rest
+   * was padding); {@code queued} is the time from arrival to the start of its batch, {@code computed} the
+   * batch's run time.
    */
-  public record Prediction(String requestId, List<HostTensor> outputs, int batchSize, int requestsInBatch, Duration queued,
-      Duration computed) {}
+  public record Prediction(String requestId, List<HostTensor> outputs, long batch, int batchSize, int requestsInBatch,
+      Duration queued, Duration computed) {}
 
   /**
    * A snapshot of the server: requests queued and the capacity, batches running, requests answered so
@@ -482,7 +483,7 @@ public final class ModelServer extends AbstractBehavior<ModelServer.Command> {
         for (HostTensor out : outputs) {
           mine.add(row(out, r));
         }
-        answer(p, StatusReply.success(new Prediction(p.id, List.copyOf(mine), batch.size, batch.rows.size(),
+        answer(p, StatusReply.success(new Prediction(p.id, List.copyOf(mine), batch.number, batch.size, batch.rows.size(),
             Duration.ofNanos(batch.startedNanos - p.arrivedNanos), computed)), "ok");
         metrics.latency(now - p.arrivedNanos);
       }
@@ -496,7 +497,7 @@ public final class ModelServer extends AbstractBehavior<ModelServer.Command> {
       }
       for (Pending p : batch.rows) {
         if (!p.answered) {
-          answer(p, StatusReply.error(new BatchFailedException(code, model.name(), p.id, "request '" + p.id + "' to model '"
+          answer(p, StatusReply.error(new BatchFailedException(code, model.name(), p.id, batch.number, "request '" + p.id + "' to model '"
               + model.name() + "' failed with its batch " + batch.number + " (" + batch.rows.size() + " requests, " + live
               + " still waiting, padded to " + batch.size + "): " + cause.getMessage(), cause)), "failed");
         }
