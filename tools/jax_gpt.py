@@ -58,7 +58,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-FORMAT_VERSION = 5  # bump when the files written change: the directory name changes with it
+FORMAT_VERSION = 6  # bump when the files written change: the directory name changes with it
 CONFIGS = {
     # GPT-2 small: 124 M parameters.
     "gpt2-124m": dict(layers=12, d_model=768, heads=12, vocab=50257, ctx=1024, prefill_len=128,
@@ -214,7 +214,6 @@ def make_slot_functions(cfg, slots):
 
     def decode_slots(p, token, pos, cache):
         S = token.shape[0]
-        rows = jnp.arange(S)
         x = p["wte"][token] + p["wpe"][pos]
         visible = (jnp.arange(C)[None, :] <= pos[:, None])[:, None, :]  # [S,1,C]
         for i in range(L):
@@ -222,9 +221,12 @@ def make_slot_functions(cfg, slots):
             a = layer_norm(x, p[h + "ln_1.g"], p[h + "ln_1.b"])
             qkv = a @ p[h + "attn.c_attn.w"] + p[h + "attn.c_attn.b"]
             q, k, v = (t.reshape(S, H, Dh) for t in jnp.split(qkv, 3, axis=-1))
-            # A scatter of each slot's key and value at its own position (updated in place when donated).
-            cache = cache.at[i, 0, rows, :, pos, :].set(k)
-            cache = cache.at[i, 1, rows, :, pos, :].set(v)
+            # Each slot's key and value written at its own position, one dynamic_update_slice per slot: XLA
+            # updates a donated buffer in place with these (a scatter over the slots measured 2x slower
+            # from Java on the 124 M model).
+            for s in range(S):
+                kv = jnp.stack([k[s], v[s]])[None, :, None, :, None, :]  # [1, 2, 1, H, 1, Dh]
+                cache = lax.dynamic_update_slice(cache, kv, (i, 0, s, 0, pos[s], 0))
             keys, values = cache[i, 0], cache[i, 1]
             s = jnp.einsum("bhd,bhcd->bhc", q, keys) * scale
             s = jnp.where(visible, s, -1e30)
