@@ -20,11 +20,11 @@ import java.time.Duration;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.HashMap;
-import java.util.Iterator;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
-import java.util.PriorityQueue;
+import java.util.Comparator;
+import java.util.TreeSet;
 import java.util.UUID;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
@@ -157,15 +157,18 @@ public final class ModelServer extends AbstractBehavior<ModelServer.Command> {
   /** One request held by the server, until it is answered. */
   private static final class Pending {
     final String id;
-    final List<HostTensor> inputs;
+    final long seq; // arrival order, to tell apart requests with the same deadline
+    List<HostTensor> inputs; // dropped once copied into its batch
     final ActorRef<StatusReply<Prediction>> replyTo;
     final long arrivedNanos;
     final long deadlineNanos;
     Batch batch; // null while queued
     boolean answered;
 
-    Pending(String id, List<HostTensor> inputs, ActorRef<StatusReply<Prediction>> replyTo, long arrivedNanos, long deadlineNanos) {
+    Pending(String id, long seq, List<HostTensor> inputs, ActorRef<StatusReply<Prediction>> replyTo, long arrivedNanos,
+        long deadlineNanos) {
       this.id = id;
+      this.seq = seq;
       this.inputs = inputs;
       this.replyTo = replyTo;
       this.arrivedNanos = arrivedNanos;
@@ -221,7 +224,10 @@ public final class ModelServer extends AbstractBehavior<ModelServer.Command> {
   private final int maxBatch;
   private final ArrayDeque<Pending> queue = new ArrayDeque<>();
   private final Map<String, Pending> held = new HashMap<>();
-  private final PriorityQueue<Pending> deadlines = new PriorityQueue<>((a, b) -> Long.compare(a.deadlineNanos, b.deadlineNanos));
+  // Every held request by deadline; a request leaves it when answered, so it holds no more than the server does.
+  private final TreeSet<Pending> deadlines =
+      new TreeSet<>(Comparator.comparingLong((Pending p) -> p.deadlineNanos).thenComparingLong(p -> p.seq));
+  private long arrivals;
   private final List<Batch> running = new ArrayList<>();
   private long batchNumber;
   private long answered;
@@ -293,8 +299,9 @@ public final class ModelServer extends AbstractBehavior<ModelServer.Command> {
       return this;
     }
     Duration timeout = r.timeout() != null ? r.timeout() : settings.defaultTimeout();
-    long deadline = saturatedAdd(now, timeout.toNanos());
-    Pending p = new Pending(id, List.copyOf(r.inputs()), r.replyTo(), now, deadline);
+    // A timeout too long for a long of nanoseconds (292 years) is no deadline at all.
+    long deadline = timeout.compareTo(Duration.ofDays(365L * 200)) > 0 ? Long.MAX_VALUE : saturatedAdd(now, timeout.toNanos());
+    Pending p = new Pending(id, ++arrivals, List.copyOf(r.inputs()), r.replyTo(), now, deadline);
     held.put(id, p);
     queue.addLast(p);
     deadlines.add(p);
@@ -413,6 +420,7 @@ public final class ModelServer extends AbstractBehavior<ModelServer.Command> {
     }
     for (Pending p : rows) {
       p.batch = batch;
+      p.inputs = null; // copied into the batch
       metrics.queueTime(now - p.arrivedNanos);
     }
     metrics.batch(rows.size());
@@ -542,11 +550,8 @@ public final class ModelServer extends AbstractBehavior<ModelServer.Command> {
     long now = System.nanoTime();
     List<Batch> touched = new ArrayList<>();
     boolean dequeued = false;
-    while (!deadlines.isEmpty() && (deadlines.peek().answered || deadlines.peek().deadlineNanos <= now)) {
-      Pending p = deadlines.poll();
-      if (p.answered) {
-        continue;
-      }
+    while (!deadlines.isEmpty() && deadlines.first().deadlineNanos <= now) {
+      Pending p = deadlines.first();
       Batch batch = p.batch;
       if (batch == null) {
         queue.remove(p);
@@ -570,13 +575,10 @@ public final class ModelServer extends AbstractBehavior<ModelServer.Command> {
   }
 
   private void armDeadlineTimer() {
-    while (!deadlines.isEmpty() && deadlines.peek().answered) {
-      deadlines.poll();
-    }
     if (deadlines.isEmpty()) {
       return;
     }
-    long at = deadlines.peek().deadlineNanos;
+    long at = deadlines.first().deadlineNanos;
     if (at >= deadlineTimerAt) {
       return; // the armed timer fires first, and re-arms
     }
@@ -616,7 +618,9 @@ public final class ModelServer extends AbstractBehavior<ModelServer.Command> {
       return;
     }
     p.answered = true;
+    p.inputs = null;
     held.remove(p.id);
+    deadlines.remove(p);
     answered++;
     metrics.outcome(outcome);
     p.replyTo.tell(reply);
@@ -655,6 +659,8 @@ public final class ModelServer extends AbstractBehavior<ModelServer.Command> {
 
   // ------------------------------------------------------------------------------------------ clients
 
+  private static final Duration ASK_LIMIT = Duration.ofMinutes(10);
+
   /** A fresh request id (a random UUID). */
   public static String newRequestId() {
     return UUID.randomUUID().toString();
@@ -663,8 +669,8 @@ public final class ModelServer extends AbstractBehavior<ModelServer.Command> {
   /**
    * Sends one request and returns its prediction; the stage fails with the request's error (the
    * exceptions listed in {@link ModelServer}). {@code timeout} is the request's deadline (null: the
-   * model's {@code default-timeout}); the ask itself waits that long plus 10 s, and fails with {@code
-   * UNAVAILABLE} if no answer came by then (the server is gone).
+   * model's {@code default-timeout}); the ask itself waits that long (at most 10 minutes) plus 10 s, and
+   * fails with {@code UNAVAILABLE} if no answer came by then (the server is gone).
    */
   public static CompletionStage<Prediction> ask(ActorRef<Command> server, List<HostTensor> inputs, Duration timeout, Scheduler scheduler) {
     return ask(server, newRequestId(), inputs, timeout, scheduler);
@@ -673,7 +679,8 @@ public final class ModelServer extends AbstractBehavior<ModelServer.Command> {
   /** As {@link #ask(ActorRef, List, Duration, Scheduler)} with the caller's request id (for {@link Cancel}). */
   public static CompletionStage<Prediction> ask(ActorRef<Command> server, String requestId, List<HostTensor> inputs, Duration timeout,
       Scheduler scheduler) {
-    Duration wait = (timeout != null && timeout.compareTo(Duration.ofDays(1)) < 0 ? timeout : Duration.ofSeconds(30)).plusSeconds(10);
+    // The server answers every request itself (a timeout included); this only bounds the wait for a server that is gone.
+    Duration wait = (timeout != null && timeout.compareTo(ASK_LIMIT) < 0 ? timeout : ASK_LIMIT).plusSeconds(10);
     CompletionStage<Prediction> asked = AskPattern.askWithStatus(server,
         (ActorRef<StatusReply<Prediction>> replyTo) -> new Infer(requestId, inputs, timeout, replyTo), wait, scheduler);
     return asked.exceptionallyCompose(e -> {

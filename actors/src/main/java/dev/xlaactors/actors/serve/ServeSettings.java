@@ -111,12 +111,12 @@ public record ServeSettings(Model defaults, Map<String, Model> models) {
       Map<String, Model> models = new LinkedHashMap<>();
       for (Map.Entry<String, ConfigValue> e : serve.getObject("models").entrySet()) {
         String name = e.getKey();
-        String prefix = ROOT + ".models." + ConfigUtil.quoteString(name);
+        String prefix = ROOT + ".models." + ConfigUtil.joinPath(name);
         if (!(e.getValue().unwrapped() instanceof Map)) {
           throw new XlaException(ErrorCode.INVALID_ARGUMENT, prefix + " must be an object of settings (" + String.join(", ", KEYS)
               + "), got " + e.getValue().unwrapped());
         }
-        Config own = serve.getConfig("models." + ConfigUtil.quoteString(name));
+        Config own = serve.getConfig("models." + ConfigUtil.joinPath(name));
         for (String key : own.root().keySet()) {
           if (!KEYS.contains(key)) {
             String nearest = nearest(key);

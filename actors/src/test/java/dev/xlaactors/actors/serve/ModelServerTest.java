@@ -39,7 +39,9 @@ import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
+import com.typesafe.config.ConfigFactory;
 import org.apache.pekko.actor.testkit.typed.javadsl.ActorTestKit;
+import org.apache.pekko.actor.testkit.typed.javadsl.TestProbe;
 import org.apache.pekko.actor.typed.ActorRef;
 import org.apache.pekko.actor.typed.Behavior;
 import org.apache.pekko.actor.typed.javadsl.Behaviors;
@@ -301,6 +303,26 @@ class ModelServerTest {
   }
 
   @Test
+  void aBatchWhoseRequestsAllLeftIsCancelledAndFreesTheModel() throws Exception {
+    blockFirstBatch();
+    ActorRef<Command> server = server(settings(4, Duration.ZERO, 64));
+    Random random = new Random(13);
+    CompletableFuture<Prediction> gone = ask(server, "gone", ScoringModel.randomInput(random), null);
+    awaitEntered();
+    server.tell(new Cancel("gone", "the client went away"));
+    assertInstanceOf(RequestCancelledException.class, failure(gone));
+    // Its run is cancelled at the callback it waits in, so the next request does not wait for the release.
+    float[] x = ScoringModel.randomInput(random);
+    Prediction next = ask(server, "next", x, null).get(WAIT_S, TimeUnit.SECONDS);
+    assertScores(x, next);
+    assertEquals(1, release.getCount(), "answered while the first batch's callback was still held");
+    // Not by the callback's timeout (3 s in the tests' config): the run was cancelled.
+    dev.xlaactors.actors.RuntimeMetrics.Snapshot relu = callbacks.metrics().callbacks().get("relu_b1");
+    assertEquals(0, relu == null ? 0 : relu.timeouts(), "relu_b1 " + relu);
+    assertEquals(0, callbacks.metrics().runs().timeouts(), "runs " + callbacks.metrics().runs());
+  }
+
+  @Test
   void aCallbackFailingInsideABatchFailsThatBatchOnly() throws Exception {
     scoring.hook = (h, b) -> {
       for (int r = 0; r < b; r++) {
@@ -480,6 +502,9 @@ class ModelServerTest {
     assertTrue(t.getMessage().contains("timeout must be positive"), t.getMessage());
     assertEquals(0, scoring.callbackRows.get(), "nothing reached the program");
     assertEquals(6, registry.get("xla.serve.requests").tag("outcome", "invalid").counter().count());
+    // A timeout longer than a long of nanoseconds holds is no deadline, not a failure of the server.
+    float[] x = ScoringModel.randomInput(new Random(12));
+    assertScores(x, ask(server, "forever", x, Duration.ofDays(1_000_000_000L)).get(WAIT_S, TimeUnit.SECONDS));
   }
 
   @Test
@@ -512,6 +537,71 @@ class ModelServerTest {
       ServingException s = assertInstanceOf(ServingException.class, failure(a));
       assertEquals(ErrorCode.UNAVAILABLE, s.code());
       assertTrue(s.getMessage().contains("the server stopped"), s.getMessage());
+    }
+  }
+
+  @Test
+  void severalBatchesStartAtOnceWhenMaxBatchesInFlightAllows() throws Exception {
+    blockFirstBatch(); // the first batch waits in its callback; with two in flight the next one starts meanwhile
+    ActorRef<Command> server = server(new ServeSettings.Model(2, Duration.ZERO, 64, Duration.ofSeconds(30), 2));
+    Random random = new Random(10);
+    float[] first = ScoringModel.randomInput(random);
+    CompletableFuture<Prediction> held = ask(server, "held", first, null);
+    awaitEntered();
+    float[] x = ScoringModel.randomInput(random);
+    CompletableFuture<Prediction> second = ask(server, "second", x, null);
+    TestProbe<ModelServer.Status> status = testKit.createTestProbe();
+    ModelServer.Status s = null;
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(WAIT_S);
+    while (System.nanoTime() < deadline) {
+      server.tell(new ModelServer.GetStatus(status.getRef()));
+      s = status.receiveMessage(Duration.ofSeconds(WAIT_S));
+      if (s.batchesInFlight() == 2 || second.isDone()) {
+        break;
+      }
+      Thread.sleep(10);
+    }
+    assertTrue(second.isDone() || s.equals(new ModelServer.Status("scoring", 0, 64, 2, 0, true)),
+        "the second batch must start while the first is held: " + s);
+    release.countDown();
+    assertScores(first, held.get(WAIT_S, TimeUnit.SECONDS));
+    Prediction p = second.get(WAIT_S, TimeUnit.SECONDS);
+    assertScores(x, p);
+    assertEquals(2, p.batch());
+  }
+
+  @Test
+  void aServerTakesItsModelsSettingsFromTheSystemsConfig() throws Exception {
+    ActorTestKit configured = ActorTestKit.create(ConfigFactory.parseString(
+        "xla-actors.actors.serve.models.scoring { queue-capacity = 3, max-batch-size = 1, max-delay = 0 }")
+        .withFallback(ConfigFactory.load()));
+    try (CallbackRuntime own = CallbackRuntime.create(configured.system(), client)) {
+      ScoringModel hooks = ScoringModel.register(own);
+      CountDownLatch in = new CountDownLatch(1);
+      CountDownLatch out = new CountDownLatch(1);
+      hooks.hook = (h, b) -> {
+        in.countDown();
+        out.await(WAIT_S, TimeUnit.SECONDS);
+      };
+      ActorRef<Command> server = configured.spawn(ModelServer.create(model, own, registry));
+      Random random = new Random(11);
+      List<CompletableFuture<Prediction>> answers = new ArrayList<>();
+      answers.add(ModelServer.ask(server, List.of(ScoringModel.tensor(ScoringModel.randomInput(random))), null,
+          configured.system().scheduler()).toCompletableFuture());
+      assertTrue(in.await(WAIT_S, TimeUnit.SECONDS));
+      for (int i = 0; i < 4; i++) {
+        answers.add(ModelServer.ask(server, List.of(ScoringModel.tensor(ScoringModel.randomInput(random))), null,
+            configured.system().scheduler()).toCompletableFuture());
+      }
+      Throwable refused = failure(answers.get(4));
+      assertTrue(refused.getMessage().contains("queue-capacity = 3"), refused.getMessage());
+      out.countDown();
+      for (int i = 0; i < 4; i++) {
+        assertEquals(1, answers.get(i).get(WAIT_S, TimeUnit.SECONDS).requestsInBatch(), "max-batch-size = 1 from the config");
+      }
+      configured.stop(server);
+    } finally {
+      configured.shutdownTestKit();
     }
   }
 
