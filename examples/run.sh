@@ -5,7 +5,7 @@
 # modules and the classpath points at their target/ folders, so nothing is installed into ~/.m2.
 #
 #   examples/run.sh <example> [args...]            quickstart, jax-model, batch-inference, generation, generate, perplexity,
-#                                                  cluster, cluster-callbacks, node
+#                                                  cluster, cluster-callbacks, node, serve
 #   examples/run.sh --class <main-class> [args...] any class on the classpath (add yours with EXTRA_CLASSPATH)
 #   examples/run.sh --classpath                    prints the classpath (after building if needed)
 #
@@ -24,6 +24,7 @@ declare -A mains=(
   [cluster]=dev.xlaactors.examples.ClusterJobs
   [cluster-callbacks]=dev.xlaactors.examples.TwoNodeCallbacks
   [node]=dev.xlaactors.examples.ClusterNode
+  [serve]=dev.xlaactors.examples.Serve
 )
 usage() {
   echo "usage: examples/run.sh <example> [args...] | --class <main-class> [args...] | --classpath" >&2
@@ -41,7 +42,7 @@ esac
 stamp=examples/target/.built
 classpath_file=examples/target/classpath.txt
 if [ ! -f "$stamp" ] || [ ! -f "$classpath_file" ] ||
-  [ -n "$(find pom.xml native runtime actors cluster examples -newer "$stamp" -type f -not -path '*/target/*' \
+  [ -n "$(find pom.xml native runtime actors cluster http examples -newer "$stamp" -type f -not -path '*/target/*' \
     \( -name '*.java' -o -name '*.cc' -o -name '*.h' -o -name '*.sh' -o -name 'pom.xml' -o -name '*.conf' -o -name '*.properties' \) \
     -print -quit)" ]; then
   mkdir -p examples/target

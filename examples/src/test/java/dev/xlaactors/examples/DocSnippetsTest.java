@@ -45,10 +45,12 @@ class DocSnippetsTest {
       """
       import dev.xlaactors.actors.*;
       import dev.xlaactors.actors.jobs.*;
+      import dev.xlaactors.actors.serve.*;
       import dev.xlaactors.cluster.*;
       import dev.xlaactors.error.*;
       import dev.xlaactors.examples.gpt.*;
       import dev.xlaactors.graph.*;
+      import dev.xlaactors.http.*;
       import dev.xlaactors.runtime.*;
       import java.nio.file.*;
       import java.time.Duration;

@@ -55,6 +55,16 @@ public record GptArtifacts(Path dir, Properties properties) {
     return open(dir);
   }
 
+  /**
+   * The artifacts of config {@code config} in ~/.cache/xla-actors/models if they were made (by the current
+   * tools/jax_gpt.py format), else empty; makes nothing (the JAX venv is made on first use).
+   */
+  public static java.util.Optional<GptArtifacts> existing(Path repoRoot, String config) {
+    String python = run(repoRoot, List.of("bash", repoRoot.resolve("tools/jax-env.sh").toString()), null).strip();
+    Path dir = Path.of(run(repoRoot, List.of(python, repoRoot.resolve("tools/jax_gpt.py").toString(), "dir", "--config", config), null).strip());
+    return Files.exists(dir.resolve(".complete")) ? java.util.Optional.of(open(dir)) : java.util.Optional.empty();
+  }
+
   /** Runs a command in {@code dir} and returns its standard output; its errors go to {@code log} (or are kept). */
   static String run(Path dir, List<String> command, PrintStream log) {
     try {

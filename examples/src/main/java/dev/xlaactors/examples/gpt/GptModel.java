@@ -120,7 +120,7 @@ public final class GptModel implements AutoCloseable {
    * ({@code [1]}, {@code [2]}, ...). The runtime reads which parameter the compiled module aliases (the KV
    * cache, exported with {@code donate_argnums}), so the cache can be donated.
    */
-  private static Model bind(XlaClient client, GptArtifacts artifacts, String program, Map<String, DeviceBuffer> weights) {
+  static Model bind(XlaClient client, GptArtifacts artifacts, String program, Map<String, DeviceBuffer> weights) {
     JaxExport export;
     try {
       export = JaxExport.read(artifacts.program(program, ".jax"));

@@ -1,0 +1,609 @@
+package dev.xlaactors.actors.serve;
+
+import dev.xlaactors.error.ErrorCode;
+import dev.xlaactors.error.ExecutionFailedException;
+import dev.xlaactors.error.InvalidArgumentException;
+import dev.xlaactors.error.OverloadedException;
+import dev.xlaactors.error.RequestCancelledException;
+import dev.xlaactors.error.RequestTimeoutException;
+import dev.xlaactors.error.ServingException;
+import dev.xlaactors.error.XlaException;
+import io.micrometer.core.instrument.MeterRegistry;
+import java.time.Duration;
+import java.util.ArrayDeque;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.Set;
+import java.util.UUID;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.Executor;
+import org.apache.pekko.NotUsed;
+import org.apache.pekko.actor.typed.ActorRef;
+import org.apache.pekko.actor.typed.Behavior;
+import org.apache.pekko.actor.typed.DispatcherSelector;
+import org.apache.pekko.actor.typed.PostStop;
+import org.apache.pekko.actor.typed.Terminated;
+import org.apache.pekko.actor.typed.javadsl.AbstractBehavior;
+import org.apache.pekko.actor.typed.javadsl.ActorContext;
+import org.apache.pekko.actor.typed.javadsl.Behaviors;
+import org.apache.pekko.actor.typed.javadsl.Receive;
+import org.apache.pekko.actor.typed.javadsl.TimerScheduler;
+import org.apache.pekko.stream.OverflowStrategy;
+import org.apache.pekko.stream.javadsl.Source;
+import org.apache.pekko.stream.typed.javadsl.ActorSource;
+
+/**
+ * Continuous batching for generation: many requests decode together on one {@link SlotDecoder}, each in a
+ * slot of its KV cache, and join and leave the running batch at token boundaries, so a long generation does
+ * not hold up short ones (iteration-level scheduling, as in Orca and vLLM: the server owns the batch and
+ * the cache; requests never own device memory).
+ *
+ * <p>One iteration, run on a background thread while the actor stays responsive: every slot that was
+ * already decoding takes one step, then the requests admitted at this boundary are prefilled into free
+ * slots (each gives its first token). At the boundary the server streams each request's new token to its
+ * {@code replyTo} ({@link Token}), retires finished, cancelled and expired requests (their slots are free
+ * for the next iteration) and admits waiting ones.
+ *
+ * <p>Every request gets exactly one final event: {@link Finished} (a stop token, its token limit, or the
+ * end of the context) or {@link Failed} carrying an {@link XlaException}: {@link InvalidArgumentException}
+ * (the message names the field), {@link OverloadedException} (more than
+ * {@code xla-actors.actors.generation.max-waiting} requests would wait for a slot: refused at once,
+ * nothing computed), {@link RequestTimeoutException} (its deadline passed: while waiting it is never
+ * computed), {@link RequestCancelledException} ({@link Cancel}), a {@link ServingException} with code
+ * UNAVAILABLE (the server stopped), or an {@link ExecutionFailedException} (the decoder or its sampler
+ * threw: a sampler fails its own request only; a decoder failure fails the requests of that iteration and
+ * the decoder is {@link SlotDecoder#reset reset}). A request whose {@code replyTo} stops (a stream whose
+ * consumer went away: {@link #events}) is cancelled without an answer, and its slot freed.
+ *
+ * <p>The server owns the decoder: it closes it when it stops (after an iteration in flight, if any). Its
+ * meters ({@link GenerationMetrics}) are registered on the registry given to {@link #create} and removed
+ * when it stops.
+ */
+public final class GenerationServer extends AbstractBehavior<GenerationServer.Command> {
+
+  /** What the server accepts. */
+  public sealed interface Command permits Generate, Cancel, GetStatus, IterationDone, IterationFailed, Tick {}
+
+  /**
+   * Generate up to {@code maxTokens} tokens after {@code prompt}. {@code id} names the request in every
+   * event and in {@link Cancel}; it must not be in use. Generation stops before a token of
+   * {@code stopTokens} (not emitted). {@code timeout} (null: the configured default) counts from now.
+   */
+  public record Generate(String id, int[] prompt, int maxTokens, Set<Integer> stopTokens, TokenSampler sampler, Duration timeout,
+      ActorRef<Event> replyTo) implements Command {}
+
+  /**
+   * Stops request {@code id}: it is answered {@link Failed} with a {@link RequestCancelledException} naming
+   * {@code reason}, and its slot is freed. Unknown ids are ignored.
+   */
+  public record Cancel(String id, String reason) implements Command {}
+
+  /** Asks for a {@link Status}. */
+  public record GetStatus(ActorRef<Status> replyTo) implements Command {}
+
+  /**
+   * How busy server {@code model} is: {@code active} slots of {@code slots} hold a request, {@code waiting}
+   * wait for one; {@code finished} and {@code refused} count requests since the start; {@code tokens}
+   * tokens streamed.
+   */
+  public record Status(String model, int slots, int active, int waiting, long finished, long refused, long tokens) {}
+
+  /** What a request's {@code replyTo} receives: tokens in order, then exactly one {@link Finished} or {@link Failed}. */
+  public sealed interface Event permits Token, Finished, Failed {
+    /** The request's id. */
+    String id();
+  }
+
+  /** The {@code index}-th (from 0) generated token of request {@code id}. */
+  public record Token(String id, int index, int token) implements Event {}
+
+  /** Request {@code id} is complete after {@code tokens} tokens. */
+  public record Finished(String id, Reason reason, int tokens) implements Event {}
+
+  /** Request {@code id} ended with {@code error} (after the tokens already streamed, if any). */
+  public record Failed(String id, XlaException error) implements Event {}
+
+  /** Why a generation finished. */
+  public enum Reason {
+    /** The model produced a stop token (not emitted). */
+    STOP_TOKEN,
+    /** The request's {@code maxTokens} were produced. */
+    MAX_TOKENS,
+    /** The sequence filled the model's context. */
+    CONTEXT_FULL
+  }
+
+  private record IterationDone(Plan plan, int[] admitted, int[] decoded, XlaException[] admittedErrors, XlaException[] decodedErrors)
+      implements Command {}
+
+  private record IterationFailed(Plan plan, XlaException error, boolean resetFailed) implements Command {}
+
+  private enum Tick implements Command {
+    INSTANCE
+  }
+
+  /** How often deadlines are checked while requests are in the server (between boundaries too). */
+  private static final Duration TICK = Duration.ofMillis(20);
+
+  /**
+   * Creates server {@code model} over {@code decoder} (which it owns and closes when it stops), with
+   * {@code settings}; its meters go to {@code registry}.
+   */
+  public static Behavior<Command> create(String model, SlotDecoder decoder, GenerationSettings settings, MeterRegistry registry) {
+    // No restart on failure: the decoder's cache would be in an unknown state; the server stops, answering
+    // every request it holds, and closes the decoder.
+    return Behaviors.setup(ctx -> Behaviors.withTimers(timers -> new GenerationServer(ctx, timers, model, decoder, settings, registry)));
+  }
+
+  /** Creates server {@code model} with the settings of the actor system's configuration. */
+  public static Behavior<Command> create(String model, SlotDecoder decoder, MeterRegistry registry) {
+    return Behaviors.setup(ctx -> Behaviors.withTimers(
+        timers -> new GenerationServer(ctx, timers, model, decoder, GenerationSettings.create(ctx.getSystem()), registry)));
+  }
+
+  /**
+   * The events of one generation as a stream: its tokens, then its one final event ({@link Finished} or
+   * {@link Failed}), then completion. Each materialization sends one {@link Generate} (a fresh id) to
+   * {@code server}; cancelling the stream stops its receiving actor, which cancels the generation and
+   * frees its slot. The request is checked by the server: a bad one gives a single {@link Failed}.
+   */
+  public static Source<Event, NotUsed> events(ActorRef<Command> server, int[] prompt, int maxTokens, Set<Integer> stopTokens,
+      TokenSampler sampler, Duration timeout) {
+    int buffer = Math.max(16, maxTokens + 2); // the server streams at most maxTokens tokens and one final event
+    return ActorSource.<Event>actorRef(e -> false, e -> Optional.empty(), buffer, OverflowStrategy.fail())
+        .mapMaterializedValue(replyTo -> {
+          server.tell(new Generate(UUID.randomUUID().toString(), prompt, maxTokens, stopTokens, sampler, timeout, replyTo));
+          return NotUsed.getInstance();
+        })
+        .takeWhile(e -> e instanceof Token, true);
+  }
+
+  /**
+   * The tokens of one generation as a stream (see {@link #events}): it completes after the last token, or
+   * fails with the request's {@link XlaException}.
+   */
+  public static Source<Integer, NotUsed> tokens(ActorRef<Command> server, int[] prompt, int maxTokens, Set<Integer> stopTokens,
+      TokenSampler sampler, Duration timeout) {
+    return events(server, prompt, maxTokens, stopTokens, sampler, timeout)
+        .map(e -> {
+          if (e instanceof Failed f) {
+            throw f.error();
+          }
+          return e;
+        })
+        .collectType(Token.class)
+        .map(Token::token);
+  }
+
+  /** One request in the server. Mutated by the actor only. */
+  private static final class Sequence {
+    final Generate request;
+    final long arrived; // System.nanoTime()
+    final long deadline;
+    int slot = -1;
+    int position; // the position the next decode step writes
+    int lastToken;
+    int produced;
+
+    Sequence(Generate request, long arrived, long deadline) {
+      this.request = request;
+      this.arrived = arrived;
+      this.deadline = deadline;
+    }
+
+    String id() {
+      return request.id();
+    }
+  }
+
+  /** One iteration's work, fixed when it starts: what the background thread reads. */
+  private record Plan(long started, List<Sequence> admitted, int[] tokens, int[] positions, boolean[] active, TokenSampler[] samplers,
+      Sequence[] occupants) {
+    boolean decodes() {
+      for (boolean a : active) {
+        if (a) {
+          return true;
+        }
+      }
+      return false;
+    }
+  }
+
+  private final TimerScheduler<Command> timers;
+  private final String model;
+  private final SlotDecoder decoder;
+  private final GenerationMetrics metrics;
+  private final GenerationSettings settings;
+  private final Executor blocking;
+  private final Sequence[] slots;
+  private final ArrayDeque<Sequence> waiting = new ArrayDeque<>();
+  private final Map<String, Sequence> byId = new LinkedHashMap<>();
+  private final Map<ActorRef<Event>, Integer> watched = new HashMap<>();
+  private CompletableFuture<Void> inFlight; // null when no iteration runs
+  private long finished;
+  private long refused;
+  private long tokens;
+
+  private GenerationServer(ActorContext<Command> context, TimerScheduler<Command> timers, String model, SlotDecoder decoder,
+      GenerationSettings settings, MeterRegistry registry) {
+    super(context);
+    this.timers = timers;
+    this.model = model;
+    this.decoder = decoder;
+    this.metrics = new GenerationMetrics(registry, model);
+    this.settings = settings;
+    this.blocking = context.getSystem().dispatchers().lookup(DispatcherSelector.fromConfig(settings.dispatcher()));
+    this.slots = new Sequence[decoder.slots()];
+  }
+
+  @Override
+  public Receive<Command> createReceive() {
+    return newReceiveBuilder()
+        .onMessage(Generate.class, this::onGenerate)
+        .onMessage(Cancel.class, this::onCancel)
+        .onMessage(GetStatus.class, this::onGetStatus)
+        .onMessage(IterationDone.class, this::onIterationDone)
+        .onMessage(IterationFailed.class, this::onIterationFailed)
+        .onMessageEquals(Tick.INSTANCE, this::onTick)
+        .onSignal(Terminated.class, this::onReplyToStopped)
+        .onSignal(PostStop.class, signal -> onPostStop())
+        .build();
+  }
+
+  private Behavior<Command> onGenerate(Generate g) {
+    if (g.replyTo() == null) {
+      getContext().getLog().warn("generation request {} has no replyTo: dropped", g.id());
+      return this;
+    }
+    XlaException invalid = validate(g);
+    if (invalid != null) {
+      metrics.outcome("invalid");
+      g.replyTo().tell(new Failed(g.id(), invalid));
+      return this;
+    }
+    int free = 0;
+    for (Sequence s : slots) {
+      free += s == null ? 1 : 0;
+    }
+    // Requests that will get a slot at the next boundary do not count as waiting.
+    if (waiting.size() >= free + settings.maxWaiting()) {
+      refused++;
+      metrics.outcome("overloaded");
+      g.replyTo().tell(new Failed(g.id(), new OverloadedException(model, g.id(), "generation server '" + model + "' overloaded: all "
+          + slots.length + " slots are busy and " + settings.maxWaiting() + " requests already wait (xla-actors.actors.generation"
+          + ".max-waiting); request '" + g.id() + "' was refused without being computed: retry later")));
+      return this;
+    }
+    Duration timeout = g.timeout() != null ? g.timeout() : settings.defaultTimeout();
+    long now = System.nanoTime();
+    Sequence s = new Sequence(g, now, now + Math.min(timeout.toNanos(), Long.MAX_VALUE / 4));
+    waiting.add(s);
+    byId.put(g.id(), s);
+    updateOccupancy();
+    watch(g.replyTo());
+    if (!timers.isTimerActive(Tick.INSTANCE)) {
+      timers.startTimerWithFixedDelay(Tick.INSTANCE, TICK);
+    }
+    if (inFlight == null) {
+      startIteration();
+    }
+    return this;
+  }
+
+  /** The request's error, or null when it can be served; names the field and what is accepted. */
+  private XlaException validate(Generate g) {
+    if (g.id() == null || g.id().isBlank()) {
+      return new InvalidArgumentException("id: a generation request needs a non-blank id");
+    }
+    if (byId.containsKey(g.id())) {
+      return new InvalidArgumentException("id: request id '" + g.id() + "' is already in use: give each request its own id");
+    }
+    int n = g.prompt() == null ? 0 : g.prompt().length;
+    if (n < 1 || n > decoder.maxPromptLength()) {
+      return new InvalidArgumentException("prompt: request '" + g.id() + "' has " + n + " prompt tokens, expected 1.."
+          + decoder.maxPromptLength() + " (the model's prefill length)");
+    }
+    for (int i = 0; i < n; i++) {
+      if (g.prompt()[i] < 0 || g.prompt()[i] >= decoder.vocabulary()) {
+        return new InvalidArgumentException("prompt[" + i + "]: token " + g.prompt()[i] + " of request '" + g.id()
+            + "' is outside the vocabulary (0.." + (decoder.vocabulary() - 1) + ")");
+      }
+    }
+    if (g.maxTokens() < 1) {
+      return new InvalidArgumentException("max_tokens: request '" + g.id() + "' asks for " + g.maxTokens() + " tokens, expected >= 1");
+    }
+    if (g.sampler() == null || g.stopTokens() == null) {
+      return new InvalidArgumentException((g.sampler() == null ? "sampler" : "stop_tokens") + ": request '" + g.id()
+          + "' has none (use TokenSampler.greedy() and Set.of())");
+    }
+    if (g.timeout() != null && (g.timeout().isNegative() || g.timeout().isZero())) {
+      return new InvalidArgumentException("timeout: request '" + g.id() + "' has timeout " + g.timeout() + ", expected > 0");
+    }
+    return null;
+  }
+
+  private Behavior<Command> onCancel(Cancel c) {
+    Sequence s = byId.get(c.id());
+    if (s != null) {
+      end(s, new Failed(s.id(), new RequestCancelledException(model, s.id(), "request '" + s.id() + "' to '" + model
+          + "' was cancelled after " + s.produced + " tokens" + (c.reason() != null ? ": " + c.reason() : ""))), "cancelled");
+    }
+    return this;
+  }
+
+  private Behavior<Command> onGetStatus(GetStatus g) {
+    int active = 0;
+    for (Sequence s : slots) {
+      active += s == null ? 0 : 1;
+    }
+    g.replyTo().tell(new Status(model, slots.length, active, waiting.size(), finished, refused, tokens));
+    return this;
+  }
+
+  private Behavior<Command> onTick() {
+    expire();
+    if (byId.isEmpty()) {
+      timers.cancel(Tick.INSTANCE);
+    }
+    return this;
+  }
+
+  /** A request's replyTo stopped (e.g. a stream's consumer cancelled): its requests are dropped, unanswered. */
+  private Behavior<Command> onReplyToStopped(Terminated t) {
+    List<Sequence> gone = new ArrayList<>();
+    for (Sequence s : byId.values()) {
+      if (s.request.replyTo().equals(t.getRef())) {
+        gone.add(s);
+      }
+    }
+    for (Sequence s : gone) {
+      end(s, null, "cancelled");
+    }
+    return this;
+  }
+
+  private Behavior<Command> onIterationDone(IterationDone done) {
+    inFlight = null;
+    Plan plan = done.plan();
+    metrics.iteration(System.nanoTime() - plan.started());
+    for (int i = 0; i < plan.admitted().size(); i++) {
+      Sequence s = plan.admitted().get(i);
+      if (byId.get(s.id()) == s) {
+        s.position = s.request.prompt().length;
+        accept(s, done.admitted()[i], done.admittedErrors()[i]);
+      }
+    }
+    for (int slot = 0; slot < slots.length; slot++) {
+      Sequence s = plan.occupants()[slot];
+      if (plan.active()[slot] && s != null && byId.get(s.id()) == s) {
+        s.position++;
+        accept(s, done.decoded()[slot], done.decodedErrors()[slot]);
+      }
+    }
+    expire();
+    startIteration();
+    return this;
+  }
+
+  private Behavior<Command> onIterationFailed(IterationFailed failed) {
+    inFlight = null;
+    Plan plan = failed.plan();
+    List<Sequence> involved = new ArrayList<>(plan.admitted());
+    for (Sequence s : plan.occupants()) {
+      if (s != null && !involved.contains(s)) {
+        involved.add(s);
+      }
+    }
+    getContext().getLog().warn("generation iteration failed for {} request(s): {}", involved.size(), failed.error().getMessage());
+    for (Sequence s : involved) {
+      if (byId.get(s.id()) == s) {
+        end(s, new Failed(s.id(), failed.error()), "failed");
+      }
+    }
+    if (failed.resetFailed()) {
+      getContext().getLog().error("the decoder could not be reset after a failure: the generation server stops");
+      return Behaviors.stopped();
+    }
+    startIteration();
+    return this;
+  }
+
+  /** Request {@code s}'s new token {@code token} (or its sampler's {@code error}). */
+  private void accept(Sequence s, int token, XlaException error) {
+    if (error != null) {
+      end(s, new Failed(s.id(), error), "failed");
+      return;
+    }
+    if (s.request.stopTokens().contains(token)) {
+      end(s, new Finished(s.id(), Reason.STOP_TOKEN, s.produced), "finished");
+      return;
+    }
+    if (s.produced == 0) {
+      metrics.firstToken(System.nanoTime() - s.arrived);
+    }
+    s.request.replyTo().tell(new Token(s.id(), s.produced, token));
+    s.produced++;
+    tokens++;
+    metrics.token();
+    s.lastToken = token;
+    if (s.produced >= s.request.maxTokens()) {
+      end(s, new Finished(s.id(), Reason.MAX_TOKENS, s.produced), "finished");
+    } else if (s.position >= decoder.contextLength()) {
+      end(s, new Finished(s.id(), Reason.CONTEXT_FULL, s.produced), "finished");
+    }
+  }
+
+  /** Answers requests whose deadline passed: a waiting one is never computed, a decoding one stops. */
+  private void expire() {
+    long now = System.nanoTime();
+    List<Sequence> late = new ArrayList<>();
+    for (Sequence s : byId.values()) {
+      if (now - s.deadline >= 0) {
+        late.add(s);
+      }
+    }
+    for (Sequence s : late) {
+      Duration timeout = s.request.timeout() != null ? s.request.timeout() : settings.defaultTimeout();
+      String where = s.slot < 0 ? "while waiting for a slot (nothing was computed)" : "after " + s.produced + " tokens";
+      end(s, new Failed(s.id(), new RequestTimeoutException(model, s.id(), "request '" + s.id() + "' to '" + model + "' timed out "
+          + where + ": its timeout was " + timeout)), "timeout");
+    }
+  }
+
+  /** Removes {@code s} from the server, frees its slot, counts its {@code outcome} and sends its final {@code event} (none when null). */
+  private void end(Sequence s, Event event, String outcome) {
+    byId.remove(s.id());
+    if (s.slot >= 0) {
+      slots[s.slot] = null;
+    } else {
+      waiting.remove(s);
+    }
+    finished++;
+    metrics.outcome(outcome);
+    updateOccupancy();
+    unwatch(s.request.replyTo());
+    if (event != null) {
+      s.request.replyTo().tell(event);
+    }
+  }
+
+  /** At a boundary: admits waiting requests into free slots and runs the next iteration, if there is work. */
+  private void startIteration() {
+    List<Sequence> admitted = new ArrayList<>();
+    int[] tokenRow = new int[slots.length];
+    int[] positions = new int[slots.length];
+    boolean[] active = new boolean[slots.length];
+    TokenSampler[] samplers = new TokenSampler[slots.length];
+    Sequence[] occupants = slots.clone();
+    for (int slot = 0; slot < slots.length; slot++) {
+      Sequence s = slots[slot];
+      if (s != null) {
+        active[slot] = true;
+        tokenRow[slot] = s.lastToken;
+        positions[slot] = s.position;
+        samplers[slot] = s.request.sampler();
+      }
+    }
+    for (int slot = 0; slot < slots.length && !waiting.isEmpty(); slot++) {
+      if (slots[slot] == null) {
+        Sequence s = waiting.poll();
+        s.slot = slot;
+        slots[slot] = s;
+        admitted.add(s);
+      }
+    }
+    updateOccupancy();
+    Plan plan = new Plan(System.nanoTime(), List.copyOf(admitted), tokenRow, positions, active, samplers, occupants);
+    if (admitted.isEmpty() && !plan.decodes()) {
+      return; // idle
+    }
+    CompletableFuture<Command> work = CompletableFuture.supplyAsync(() -> iterate(plan), blocking);
+    inFlight = work.thenApply(c -> (Void) null);
+    getContext().pipeToSelf(work, (result, thrown) -> result != null ? result
+        : new IterationFailed(plan, new ExecutionFailedException(ErrorCode.INTERNAL, "generation iteration failed: " + thrown, thrown),
+            false));
+  }
+
+  /** The iteration, on a blocking thread: one decode step of the running requests, then prefill the admitted ones. */
+  private Command iterate(Plan plan) {
+    int vocab = decoder.vocabulary();
+    int[] admitted = new int[plan.admitted().size()];
+    XlaException[] admittedErrors = new XlaException[admitted.length];
+    int[] decoded = new int[slots.length];
+    XlaException[] decodedErrors = new XlaException[slots.length];
+    try {
+      // Decode first: the step writes into the slots not in use, so a prompt prefilled before it would be overwritten.
+      if (plan.decodes()) {
+        float[] logits = decoder.decode(plan.tokens(), plan.positions(), plan.active());
+        for (int slot = 0; slot < slots.length; slot++) {
+          if (plan.active()[slot]) {
+            decodedErrors[slot] = sample(plan.samplers()[slot], logits, slot * vocab, vocab, plan.occupants()[slot].id(), decoded, slot);
+          }
+        }
+      }
+      for (int i = 0; i < admitted.length; i++) {
+        Sequence s = plan.admitted().get(i);
+        float[] logits = decoder.prefill(s.slot, s.request.prompt().clone());
+        admittedErrors[i] = sample(s.request.sampler(), logits, 0, vocab, s.id(), admitted, i);
+      }
+      return new IterationDone(plan, admitted, decoded, admittedErrors, decodedErrors);
+    } catch (RuntimeException e) {
+      XlaException error = e instanceof XlaException x ? x
+          : new ExecutionFailedException(ErrorCode.INTERNAL, "the decoder failed: " + e.getMessage(), e);
+      try {
+        decoder.reset();
+        return new IterationFailed(plan, error, false);
+      } catch (RuntimeException resetError) {
+        error.addSuppressed(resetError);
+        return new IterationFailed(plan, error, true);
+      }
+    }
+  }
+
+  /** Runs a request's sampler into {@code out[index]}; its failure (or a token outside the vocabulary) is that request's error. */
+  private static XlaException sample(TokenSampler sampler, float[] logits, int offset, int vocab, String id, int[] out, int index) {
+    try {
+      int token = sampler.sample(logits, offset, vocab);
+      if (token < 0 || token >= vocab) {
+        return new ExecutionFailedException(ErrorCode.INTERNAL, "the sampler of request '" + id + "' chose token " + token
+            + ", outside the vocabulary (0.." + (vocab - 1) + ")");
+      }
+      out[index] = token;
+      return null;
+    } catch (RuntimeException e) {
+      return new ExecutionFailedException(ErrorCode.INTERNAL, "the sampler of request '" + id + "' failed: " + e.getMessage(), e);
+    }
+  }
+
+  private void updateOccupancy() {
+    int active = 0;
+    for (Sequence s : slots) {
+      active += s == null ? 0 : 1;
+    }
+    metrics.occupancy(active, waiting.size());
+  }
+
+  private void watch(ActorRef<Event> ref) {
+    if (watched.merge(ref, 1, Integer::sum) == 1) {
+      getContext().watch(ref);
+    }
+  }
+
+  private void unwatch(ActorRef<Event> ref) {
+    Integer n = watched.get(ref);
+    if (n == null) {
+      return;
+    }
+    if (n == 1) {
+      watched.remove(ref);
+      getContext().unwatch(ref);
+    } else {
+      watched.put(ref, n - 1);
+    }
+  }
+
+  /** Answers every request still held and closes the decoder (after an iteration in flight). */
+  private Behavior<Command> onPostStop() {
+    for (Sequence s : new ArrayList<>(byId.values())) {
+      end(s, new Failed(s.id(), new ServingException(ErrorCode.UNAVAILABLE, model, s.id(), "the generation server '" + model
+          + "' stopped before request '" + s.id() + "' finished (after " + s.produced + " tokens)")), "stopped");
+    }
+    metrics.close();
+    if (inFlight != null) {
+      inFlight.whenComplete((r, e) -> decoder.close());
+    } else {
+      decoder.close();
+    }
+    return this;
+  }
+
+  @Override
+  public String toString() {
+    return "GenerationServer[slots=" + Arrays.toString(slots) + ", waiting=" + waiting.size() + "]";
+  }
+}

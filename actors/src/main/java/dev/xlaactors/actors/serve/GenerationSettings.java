@@ -1,0 +1,64 @@
+package dev.xlaactors.actors.serve;
+
+import com.typesafe.config.Config;
+import com.typesafe.config.ConfigException;
+import dev.xlaactors.error.ErrorCode;
+import dev.xlaactors.error.XlaException;
+import dev.xlaactors.runtime.KnownConfigKeys;
+import dev.xlaactors.runtime.SettingRanges;
+import java.time.Duration;
+import org.apache.pekko.actor.typed.ActorSystem;
+
+/**
+ * The settings of {@link GenerationServer}, read once from {@code xla-actors.actors.generation} (see the
+ * actors module's reference.conf) and range-checked; a bad value fails naming the key.
+ *
+ * @param maxWaiting requests that may wait for a free slot at once; past it a request is refused (overloaded)
+ * @param defaultTimeout how long a request without its own timeout may take, waiting included
+ * @param dispatcher config path of the dispatcher whose threads run the iterations (they block in PJRT)
+ */
+public record GenerationSettings(int maxWaiting, Duration defaultTimeout, String dispatcher) {
+  private static final String ROOT = "xla-actors.actors.generation";
+
+  public GenerationSettings {
+    SettingRanges.check(maxWaiting, ROOT + ".max-waiting", String.valueOf(maxWaiting), 0, SettingRanges.MAX_QUEUE,
+        "requests waiting for a slot");
+    if (defaultTimeout == null || defaultTimeout.isNegative() || defaultTimeout.isZero()) {
+      throw new XlaException(ErrorCode.INVALID_ARGUMENT, ROOT + ".default-timeout must be a positive duration, got " + defaultTimeout);
+    }
+  }
+
+  /** Settings from the actor system's config. */
+  public static GenerationSettings create(ActorSystem<?> system) {
+    return fromConfig(system.settings().config());
+  }
+
+  /** Settings from {@code config} (which must hold the actors module's reference.conf). */
+  public static GenerationSettings fromConfig(Config config) {
+    KnownConfigKeys.check(config);
+    try {
+      Config c = config.getConfig(ROOT);
+      String dispatcher = c.getString("dispatcher");
+      if (!config.hasPath(dispatcher) || !config.getConfig(dispatcher).hasPath("type")) {
+        throw new XlaException(ErrorCode.INVALID_ARGUMENT, ROOT + ".dispatcher must be the config path of a dispatcher section "
+            + "(with type = Dispatcher), got \"" + dispatcher + "\"; e.g. \"xla-actors.actors.run-dispatcher\"");
+      }
+      return new GenerationSettings(
+          SettingRanges.count(c, "max-waiting", ROOT + ".max-waiting", 0, SettingRanges.MAX_QUEUE, "requests waiting for a slot"),
+          SettingRanges.timed(config, c, "default-timeout", ROOT + ".default-timeout"),
+          dispatcher);
+    } catch (ConfigException e) {
+      throw new XlaException(ErrorCode.INVALID_ARGUMENT, "bad configuration under " + ROOT + ": " + e.getMessage(), e);
+    }
+  }
+
+  /** These settings with {@code maxWaiting} requests allowed to wait. */
+  public GenerationSettings withMaxWaiting(int maxWaiting) {
+    return new GenerationSettings(maxWaiting, defaultTimeout, dispatcher);
+  }
+
+  /** These settings with {@code timeout} for requests that give none. */
+  public GenerationSettings withDefaultTimeout(Duration timeout) {
+    return new GenerationSettings(maxWaiting, timeout, dispatcher);
+  }
+}

@@ -1,0 +1,51 @@
+package dev.xlaactors.actors.serve;
+
+/**
+ * A language model as {@link GenerationServer} drives it: a fixed number of sequence slots, each with
+ * its own rows of a KV cache that stays on the device, filled by {@link #prefill} and advanced one token
+ * at a time by {@link #decode}, which steps every slot at once at its own position. The server owns the
+ * slots (which request is in which) and calls one method at a time, never concurrently, from its
+ * background thread; an implementation need not be thread-safe but must not hold on to the arrays passed in.
+ *
+ * <p>The interface keeps the actors module model-agnostic: the GPT of the examples implements it over its
+ * exported programs ({@code GptSlotDecoder}), weights bound once and the cache donated to every call.
+ */
+public interface SlotDecoder extends AutoCloseable {
+  /** How many sequences decode at once (the cache's rows). At least 1; constant. */
+  int slots();
+
+  /** Token ids are {@code 0 .. vocabulary()-1}; logits rows have this many values. */
+  int vocabulary();
+
+  /** The longest prompt {@link #prefill} takes. */
+  int maxPromptLength();
+
+  /** Positions are {@code 0 .. contextLength()-1}: a sequence holds at most this many tokens. */
+  int contextLength();
+
+  /**
+   * Writes {@code prompt} (1 to {@link #maxPromptLength()} tokens, each in the vocabulary, already
+   * checked by the server) into {@code slot}'s cache rows, replacing what the slot held, and returns the
+   * logits ({@link #vocabulary()} values) of the prompt's last position. Other slots are left as they are.
+   */
+  float[] prefill(int slot, int[] prompt);
+
+  /**
+   * One decode step of every slot: slot {@code s} reads {@code tokens[s]} at position {@code positions[s]}
+   * (its cache holds positions below it) and writes that position. Slots with {@code active[s]} false are
+   * not in use: their token and position are 0 and what the step writes into them is overwritten by the
+   * next prefill. Returns the logits, {@code slots() * vocabulary()} values, row {@code s} for slot
+   * {@code s} (rows of inactive slots are meaningless).
+   */
+  float[] decode(int[] tokens, int[] positions, boolean[] active);
+
+  /**
+   * Called after {@link #prefill} or {@link #decode} failed: the cache may be gone (it is donated to each
+   * call), so make a fresh one. Every slot is empty afterwards.
+   */
+  void reset();
+
+  /** Frees the cache and whatever else the decoder holds on the device. */
+  @Override
+  void close();
+}

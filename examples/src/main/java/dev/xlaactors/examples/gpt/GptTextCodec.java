@@ -1,0 +1,18 @@
+package dev.xlaactors.examples.gpt;
+
+import dev.xlaactors.http.TextCodec;
+
+/** GPT-2's tokenizer ({@link GptTokenizer}, r50k_base) as the HTTP endpoint's {@link TextCodec}. Thread-safe. */
+public final class GptTextCodec implements TextCodec {
+  private final GptTokenizer tokenizer = new GptTokenizer();
+
+  @Override
+  public int[] encode(String text) {
+    return tokenizer.encode(text);
+  }
+
+  @Override
+  public String decode(int token) {
+    return tokenizer.decode(new int[] {token});
+  }
+}

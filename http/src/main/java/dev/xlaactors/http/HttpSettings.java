@@ -1,0 +1,73 @@
+package dev.xlaactors.http;
+
+import com.typesafe.config.Config;
+import com.typesafe.config.ConfigException;
+import dev.xlaactors.error.ErrorCode;
+import dev.xlaactors.error.XlaException;
+import dev.xlaactors.runtime.KnownConfigKeys;
+import dev.xlaactors.runtime.SettingRanges;
+import java.time.Duration;
+import org.apache.pekko.actor.typed.ActorSystem;
+
+/**
+ * The http module's settings, read once from {@code xla-actors.http} (see its reference.conf) and
+ * range-checked; a bad value fails naming the key.
+ *
+ * @param host the address to bind
+ * @param port the TCP port, 0 for a free one
+ * @param maxBodyBytes the largest request body accepted (413 beyond)
+ * @param readyTimeout how long {@code GET /ready} waits for each server's status
+ */
+public record HttpSettings(String host, int port, long maxBodyBytes, Duration readyTimeout) {
+  static final String ROOT = "xla-actors.http";
+  private static final long MIN_BODY = 1024;
+  private static final long MAX_BODY = 1L << 30;
+
+  public HttpSettings {
+    if (host == null || host.isBlank()) {
+      throw new XlaException(ErrorCode.INVALID_ARGUMENT, ROOT + ".host must be an address to bind, e.g. \"127.0.0.1\", got \"" + host + "\"");
+    }
+    SettingRanges.check(port, ROOT + ".port", String.valueOf(port), 0, 65535, "TCP port, 0 = a free one");
+    SettingRanges.check(maxBodyBytes, ROOT + ".max-body-bytes", String.valueOf(maxBodyBytes), MIN_BODY, MAX_BODY,
+        "bytes of one request body, 1 KiB to 1 GiB");
+    if (readyTimeout == null || readyTimeout.isNegative() || readyTimeout.isZero() || readyTimeout.compareTo(Duration.ofMinutes(1)) > 0) {
+      throw new XlaException(ErrorCode.INVALID_ARGUMENT, ROOT + ".ready-timeout must be a duration > 0 and <= 1m, got " + readyTimeout);
+    }
+  }
+
+  /** Settings from the actor system's config. */
+  public static HttpSettings create(ActorSystem<?> system) {
+    return fromConfig(system.settings().config());
+  }
+
+  /** Settings from {@code config} (which must hold the http module's reference.conf). */
+  public static HttpSettings fromConfig(Config config) {
+    KnownConfigKeys.check(config);
+    try {
+      Config c = config.getConfig(ROOT);
+      long body;
+      try {
+        body = c.getBytes("max-body-bytes");
+      } catch (ConfigException.BadValue e) {
+        throw new XlaException(ErrorCode.INVALID_ARGUMENT, ROOT + ".max-body-bytes must be a size such as 8 MiB, got "
+            + SettingRanges.asWritten(c, "max-body-bytes"), e);
+      }
+      return new HttpSettings(c.getString("host"),
+          SettingRanges.count(c, "port", ROOT + ".port", 0, 65535, "TCP port, 0 = a free one"),
+          body,
+          SettingRanges.duration(c, "ready-timeout", ROOT + ".ready-timeout", false, Duration.ofMinutes(1), "1m"));
+    } catch (ConfigException e) {
+      throw new XlaException(ErrorCode.INVALID_ARGUMENT, "bad configuration under " + ROOT + ": " + e.getMessage(), e);
+    }
+  }
+
+  /** These settings on {@code port} (0: a free one). */
+  public HttpSettings withPort(int port) {
+    return new HttpSettings(host, port, maxBodyBytes, readyTimeout);
+  }
+
+  /** These settings with {@code bytes} as the largest request body. */
+  public HttpSettings withMaxBodyBytes(long bytes) {
+    return new HttpSettings(host, port, bytes, readyTimeout);
+  }
+}

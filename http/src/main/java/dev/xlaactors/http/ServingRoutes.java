@@ -1,0 +1,455 @@
+package dev.xlaactors.http;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import dev.xlaactors.actors.serve.GenerationServer;
+import dev.xlaactors.actors.serve.ModelServer;
+import dev.xlaactors.actors.serve.TokenSampler;
+import dev.xlaactors.error.BatchFailedException;
+import dev.xlaactors.error.ErrorCode;
+import dev.xlaactors.error.InvalidArgumentException;
+import dev.xlaactors.error.OverloadedException;
+import dev.xlaactors.error.RequestTimeoutException;
+import dev.xlaactors.error.ServingException;
+import dev.xlaactors.error.XlaException;
+import dev.xlaactors.runtime.HostTensor;
+import io.micrometer.prometheusmetrics.PrometheusMeterRegistry;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.HashSet;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionException;
+import java.util.concurrent.CompletionStage;
+import java.util.concurrent.ExecutionException;
+import org.apache.pekko.NotUsed;
+import org.apache.pekko.actor.typed.ActorSystem;
+import org.apache.pekko.actor.typed.javadsl.AskPattern;
+import org.apache.pekko.http.javadsl.model.ContentType;
+import org.apache.pekko.http.javadsl.model.ContentTypes;
+import org.apache.pekko.http.javadsl.model.HttpEntities;
+import org.apache.pekko.http.javadsl.model.HttpEntity;
+import org.apache.pekko.http.javadsl.model.HttpResponse;
+import org.apache.pekko.http.javadsl.model.MediaTypes;
+import org.apache.pekko.http.javadsl.model.StatusCode;
+import org.apache.pekko.http.javadsl.model.StatusCodes;
+import org.apache.pekko.http.javadsl.model.headers.RetryAfter;
+import org.apache.pekko.http.javadsl.server.AllDirectives;
+import org.apache.pekko.http.javadsl.server.PathMatchers;
+import org.apache.pekko.http.javadsl.server.Route;
+import org.apache.pekko.http.scaladsl.model.EntityStreamSizeException;
+import org.apache.pekko.japi.Pair;
+import org.apache.pekko.stream.javadsl.Sink;
+import org.apache.pekko.stream.javadsl.Source;
+import org.apache.pekko.util.ByteString;
+
+/**
+ * The HTTP routes over model and generation servers (Pekko HTTP):
+ * <ul>
+ *   <li>{@code POST /v1/models/<name>/infer}: JSON {@code {"inputs": [{"dtype", "shape", "data"}, ...],
+ *       "timeout_ms"}} to the model's {@link ModelServer}; the answer {@code {"model", "outputs": [...],
+ *       "batch_size", "requests_in_batch", "queued_ms", "computed_ms"}};
+ *   <li>{@code POST /v1/models/<name>/generate}: JSON {@code {"tokens": [...] | "prompt": "text",
+ *       "max_tokens", "stop_tokens", "temperature", "top_k", "seed", "timeout_ms"}} to the model's
+ *       {@link GenerationServer}; the answer is a stream of server-sent events: {@code token} events
+ *       ({@code {"index", "token", "text"}}), then one {@code done} ({@code {"reason", "tokens"}}) or
+ *       {@code error} ({@code {"status", "code", "error"}}). A client that disconnects cancels its
+ *       generation (the stream's cancellation stops the request's receiving actor, which the server watches);
+ *   <li>{@code GET /v1/models}: the models and their inputs; {@code GET /health}: the process answers;
+ *       {@code GET /ready}: every server answers its status within {@code xla-actors.http.ready-timeout}
+ *       and accepts requests (else 503 naming the ones that do not); {@code GET /metrics}: the meters of
+ *       {@code registry} in Prometheus's text format.
+ * </ul>
+ *
+ * <p>Nothing reaches a server unchecked: a body over {@code xla-actors.http.max-body-bytes} is 413,
+ * malformed JSON, unknown fields, wrong dtypes, shapes, counts, ranges, tokens outside the vocabulary and
+ * unknown models are 400 or 404 with a message naming the field ({@link BadRequestException}). Errors of
+ * the servers map to statuses: invalid 400, overloaded 503 with {@code Retry-After}, timed out 504, a
+ * failed batch 500, a stopped server 503. Every error body is {@code {"error", "code", "field"?}}.
+ */
+public final class ServingRoutes extends AllDirectives {
+  /** Prometheus's text exposition format 0.0.4. */
+  private static final ContentType PROMETHEUS = ContentTypes.parse("text/plain; version=0.0.4; charset=utf-8");
+  private static final ContentType EVENT_STREAM = ContentTypes.create(MediaTypes.TEXT_EVENT_STREAM);
+  private static final long STRICT_TIMEOUT_MS = 30_000;
+  private static final long MAX_TIMEOUT_MS = 86_400_000L;
+  private static final int DEFAULT_MAX_TOKENS = 16;
+
+  private final ActorSystem<?> system;
+  private final HttpSettings settings;
+  private final PrometheusMeterRegistry registry;
+  private final Map<String, InferenceEndpoint> inference = new LinkedHashMap<>();
+  private final Map<String, GenerationEndpoint> generation = new LinkedHashMap<>();
+
+  /**
+   * Routes over {@code inference} and {@code generation} endpoints (names unique across both), with
+   * {@code settings}; {@code /metrics} scrapes {@code registry} (give the servers the same registry).
+   */
+  public ServingRoutes(ActorSystem<?> system, HttpSettings settings, PrometheusMeterRegistry registry, List<InferenceEndpoint> inference,
+      List<GenerationEndpoint> generation) {
+    this.system = system;
+    this.settings = settings;
+    this.registry = registry;
+    Set<String> names = new HashSet<>();
+    for (InferenceEndpoint e : inference) {
+      if (!names.add(e.name())) {
+        throw new InvalidArgumentException("two endpoints are named '" + e.name() + "': give each model its own name");
+      }
+      this.inference.put(e.name(), e);
+    }
+    for (GenerationEndpoint e : generation) {
+      if (!names.add(e.name())) {
+        throw new InvalidArgumentException("two endpoints are named '" + e.name() + "': give each model its own name");
+      }
+      this.generation.put(e.name(), e);
+    }
+  }
+
+  /** The route tree. */
+  public Route route() {
+    return concat(
+        path("health", () -> get(() -> complete(json(StatusCodes.OK, g -> g.writeStringField("status", "ok"))))),
+        path("ready", () -> get(() -> completeWithFuture(ready()))),
+        path("metrics", () -> get(() -> complete(HttpResponse.create().withEntity(
+            HttpEntities.create(PROMETHEUS, registry.scrape().getBytes(StandardCharsets.UTF_8)))))),
+        pathPrefix("v1", () -> pathPrefix("models", () -> concat(
+            pathEnd(() -> get(() -> complete(models()))),
+            pathPrefix(PathMatchers.segment(), model -> concat(
+                path("infer", () -> post(() -> withBody(body -> infer(model, body)))),
+                path("generate", () -> post(() -> withBody(body -> generate(model, body))))))))));
+  }
+
+  /** Reads the whole body (at most max-body-bytes) and answers with what {@code handler} makes of it; every error mapped. */
+  private Route withBody(java.util.function.Function<byte[], CompletionStage<HttpResponse>> handler) {
+    return extractRequestEntity(entity -> extractMaterializer(materializer -> completeWithFuture(
+        entity.withSizeLimit(settings.maxBodyBytes()).toStrict(STRICT_TIMEOUT_MS, materializer)
+            .thenCompose(strict -> handler.apply(strict.getData().toArray()))
+            .exceptionally(this::error))));
+  }
+
+  // ------------------------------------------------------------------------------------------ infer
+
+  private CompletionStage<HttpResponse> infer(String model, byte[] body) {
+    InferenceEndpoint ep = inference.get(model);
+    if (ep == null) {
+      return CompletableFuture.completedFuture(unknownModel(model, "infer"));
+    }
+    JsonNode root = TensorJson.parseObject(body);
+    TensorJson.onlyFields(root, "", Set.of("inputs", "timeout_ms"));
+    Duration timeout = timeout(root);
+    List<HostTensor> inputs = TensorJson.inputs(root.get("inputs"), model, ep.inputNames(), ep.inputTypes());
+    return ModelServer.ask(ep.server(), inputs, timeout, system.scheduler()).thenApply(p -> prediction(model, p));
+  }
+
+  private static HttpResponse prediction(String model, ModelServer.Prediction p) {
+    try {
+      return json(StatusCodes.OK, g -> {
+        g.writeStringField("model", model);
+        g.writeStringField("id", p.requestId());
+        g.writeArrayFieldStart("outputs");
+        for (HostTensor t : p.outputs()) {
+          TensorJson.write(g, null, t);
+        }
+        g.writeEndArray();
+        g.writeNumberField("batch_size", p.batchSize());
+        g.writeNumberField("requests_in_batch", p.requestsInBatch());
+        g.writeNumberField("queued_ms", p.queued().toNanos() / 1e6);
+        g.writeNumberField("computed_ms", p.computed().toNanos() / 1e6);
+      });
+    } finally {
+      p.outputs().forEach(HostTensor::close);
+    }
+  }
+
+  // ------------------------------------------------------------------------------------------ generate
+
+  private CompletionStage<HttpResponse> generate(String model, byte[] body) {
+    GenerationEndpoint ep = generation.get(model);
+    if (ep == null) {
+      return CompletableFuture.completedFuture(unknownModel(model, "generate"));
+    }
+    JsonNode root = TensorJson.parseObject(body);
+    TensorJson.onlyFields(root, "", Set.of("tokens", "prompt", "max_tokens", "stop_tokens", "temperature", "top_k", "seed", "timeout_ms"));
+    int[] prompt = prompt(root, ep);
+    int maxTokens = (int) whole(root, "max_tokens", DEFAULT_MAX_TOKENS, 1, ep.contextLength());
+    Set<Integer> stops = new HashSet<>();
+    JsonNode stopNode = root.get("stop_tokens");
+    if (stopNode != null) {
+      for (int t : tokenList(stopNode, "stop_tokens", ep, 0)) {
+        stops.add(t);
+      }
+    }
+    double temperature = 0;
+    JsonNode temp = root.get("temperature");
+    if (temp != null) {
+      if (!temp.isNumber() || !(temp.asDouble() >= 0) || temp.asDouble() > 100) {
+        throw new BadRequestException("temperature", "expected a number from 0 (greedy) to 100, got " + temp);
+      }
+      temperature = temp.asDouble();
+    }
+    int topK = (int) whole(root, "top_k", 0, 0, ep.vocabulary());
+    long seed = whole(root, "seed", 0, Long.MIN_VALUE, Long.MAX_VALUE);
+    Duration timeout = timeout(root);
+    TokenSampler sampler = TokenSampler.sampling(temperature, topK, seed);
+
+    Source<GenerationServer.Event, NotUsed> events = GenerationServer.events(ep.server(), prompt, maxTokens, stops, sampler, timeout);
+    // The first event decides the status: a refusal or an invalid request is an HTTP error, a token starts the stream.
+    return events.prefixAndTail(1).runWith(Sink.head(), system).thenApply(first -> stream(ep, first));
+  }
+
+  private HttpResponse stream(GenerationEndpoint ep, Pair<List<GenerationServer.Event>, Source<GenerationServer.Event, NotUsed>> first) {
+    if (first.first().isEmpty()) {
+      return error(new ServingException(ErrorCode.UNAVAILABLE, ep.name(), null, "generation server '" + ep.name() + "' ended the "
+          + "request without an answer: is it running?"));
+    }
+    GenerationServer.Event head = first.first().get(0);
+    if (head instanceof GenerationServer.Failed f) {
+      return error(f.error());
+    }
+    Source<ByteString, NotUsed> sse = Source.single(head).concat(first.second()).map(e -> ByteString.fromString(sse(ep, e)));
+    return HttpResponse.create().withEntity(HttpEntities.create(EVENT_STREAM, sse));
+  }
+
+  /** One server-sent event (UTF-8 text, ends with a blank line). */
+  private static String sse(GenerationEndpoint ep, GenerationServer.Event e) {
+    String name;
+    byte[] data;
+    if (e instanceof GenerationServer.Token t) {
+      name = "token";
+      data = TensorJson.object(g -> {
+        g.writeNumberField("index", t.index());
+        g.writeNumberField("token", t.token());
+        if (ep.text() != null) {
+          g.writeStringField("text", ep.text().decode(t.token()));
+        }
+      });
+    } else if (e instanceof GenerationServer.Finished f) {
+      name = "done";
+      data = TensorJson.object(g -> {
+        g.writeStringField("reason", f.reason().name().toLowerCase(java.util.Locale.ROOT));
+        g.writeNumberField("tokens", f.tokens());
+      });
+    } else {
+      XlaException x = ((GenerationServer.Failed) e).error();
+      name = "error";
+      data = TensorJson.object(g -> {
+        g.writeNumberField("status", status(x).intValue());
+        g.writeStringField("code", x.code().name());
+        g.writeStringField("error", x.getMessage());
+      });
+    }
+    return "event: " + name + "\ndata: " + new String(data, StandardCharsets.UTF_8) + "\n\n";
+  }
+
+  /** The prompt's tokens: {@code tokens} (ids), or {@code prompt} (text, when the model has a tokenizer). */
+  private static int[] prompt(JsonNode root, GenerationEndpoint ep) {
+    JsonNode tokens = root.get("tokens");
+    JsonNode text = root.get("prompt");
+    if ((tokens == null) == (text == null)) {
+      throw new BadRequestException(tokens == null ? "tokens" : "prompt", "give either \"tokens\" (token ids) or \"prompt\" (text), "
+          + (tokens == null ? "got neither" : "not both"));
+    }
+    int[] prompt;
+    String field;
+    if (tokens != null) {
+      field = "tokens";
+      prompt = tokenList(tokens, field, ep, 1);
+    } else {
+      field = "prompt";
+      if (ep.text() == null) {
+        throw new BadRequestException("prompt", "model '" + ep.name() + "' has no tokenizer: give \"tokens\", a list of token ids 0.."
+            + (ep.vocabulary() - 1));
+      }
+      if (!text.isTextual()) {
+        throw new BadRequestException("prompt", "expected a string, got " + TensorJson.kind(text));
+      }
+      prompt = ep.text().encode(text.asText());
+    }
+    if (prompt.length < 1 || prompt.length > ep.maxPromptLength()) {
+      throw new BadRequestException(field, "model '" + ep.name() + "' takes prompts of 1.." + ep.maxPromptLength() + " tokens, got "
+          + prompt.length);
+    }
+    return prompt;
+  }
+
+  /** A list of token ids at {@code field}, each in the vocabulary, at least {@code min} of them. */
+  private static int[] tokenList(JsonNode node, String field, GenerationEndpoint ep, int min) {
+    if (!node.isArray()) {
+      throw new BadRequestException(field, "expected a list of token ids, got " + TensorJson.kind(node));
+    }
+    if (node.size() < min || node.size() > ep.contextLength()) {
+      throw new BadRequestException(field, "expected " + min + ".." + ep.contextLength() + " token ids, got " + node.size());
+    }
+    int[] out = new int[node.size()];
+    for (int i = 0; i < out.length; i++) {
+      JsonNode t = node.get(i);
+      if (!t.isIntegralNumber() || !t.canConvertToInt() || t.asInt() < 0 || t.asInt() >= ep.vocabulary()) {
+        throw new BadRequestException(field + "[" + i + "]", "expected a token id 0.." + (ep.vocabulary() - 1) + " (the vocabulary of model '"
+            + ep.name() + "'), got " + t);
+      }
+      out[i] = t.asInt();
+    }
+    return out;
+  }
+
+  /** The whole number at {@code field} of {@code root}, {@code dflt} when absent, refused outside {@code min..max}. */
+  private static long whole(JsonNode root, String field, long dflt, long min, long max) {
+    JsonNode n = root.get(field);
+    if (n == null) {
+      return dflt;
+    }
+    if (!n.isIntegralNumber() || !n.canConvertToLong() || n.asLong() < min || n.asLong() > max) {
+      throw new BadRequestException(field, "expected a whole number from " + min + " to " + max + ", got " + n);
+    }
+    return n.asLong();
+  }
+
+  /** The request's {@code timeout_ms} (null when absent: the server's default). */
+  private static Duration timeout(JsonNode root) {
+    JsonNode n = root.get("timeout_ms");
+    return n == null ? null : Duration.ofMillis(whole(root, "timeout_ms", 0, 1, MAX_TIMEOUT_MS));
+  }
+
+  // ------------------------------------------------------------------------------------------ models, ready
+
+  private HttpResponse models() {
+    return json(StatusCodes.OK, g -> {
+      g.writeArrayFieldStart("models");
+      for (InferenceEndpoint e : inference.values()) {
+        g.writeStartObject();
+        g.writeStringField("name", e.name());
+        g.writeStringField("kind", "infer");
+        g.writeStringField("url", "/v1/models/" + e.name() + "/infer");
+        g.writeArrayFieldStart("inputs");
+        for (int i = 0; i < e.inputTypes().size(); i++) {
+          g.writeStartObject();
+          g.writeStringField("name", e.inputNames().get(i));
+          g.writeStringField("dtype", e.inputTypes().get(i).dtype().shortName());
+          g.writeArrayFieldStart("shape");
+          for (long d : e.inputTypes().get(i).shape().dims()) {
+            g.writeNumber(d);
+          }
+          g.writeEndArray();
+          g.writeEndObject();
+        }
+        g.writeEndArray();
+        g.writeEndObject();
+      }
+      for (GenerationEndpoint e : generation.values()) {
+        g.writeStartObject();
+        g.writeStringField("name", e.name());
+        g.writeStringField("kind", "generate");
+        g.writeStringField("url", "/v1/models/" + e.name() + "/generate");
+        g.writeNumberField("vocabulary", e.vocabulary());
+        g.writeNumberField("max_prompt_tokens", e.maxPromptLength());
+        g.writeNumberField("context", e.contextLength());
+        g.writeBooleanField("text", e.text() != null);
+        g.writeEndObject();
+      }
+      g.writeEndArray();
+    });
+  }
+
+  /** 200 when every server answers its status in time and accepts requests; else 503 naming those that do not. */
+  private CompletionStage<HttpResponse> ready() {
+    Map<String, CompletableFuture<String>> checks = new LinkedHashMap<>();
+    Duration wait = settings.readyTimeout();
+    for (InferenceEndpoint e : inference.values()) {
+      checks.put(e.name(), AskPattern.<ModelServer.Command, ModelServer.Status>ask(e.server(), ModelServer.GetStatus::new, wait,
+              system.scheduler()).toCompletableFuture()
+          .thenApply(s -> s.accepting() ? null : "not accepting requests").exceptionally(t -> "no status within " + wait.toMillis() + " ms"));
+    }
+    for (GenerationEndpoint e : generation.values()) {
+      checks.put(e.name(), AskPattern.<GenerationServer.Command, GenerationServer.Status>ask(e.server(), GenerationServer.GetStatus::new,
+              wait, system.scheduler()).toCompletableFuture()
+          .thenApply(s -> (String) null).exceptionally(t -> "no status within " + wait.toMillis() + " ms"));
+    }
+    return CompletableFuture.allOf(checks.values().toArray(CompletableFuture[]::new)).thenApply(v -> {
+      List<String> notReady = new ArrayList<>();
+      checks.forEach((name, f) -> {
+        String why = f.join();
+        if (why != null) {
+          notReady.add(name + ": " + why);
+        }
+      });
+      return json(notReady.isEmpty() ? StatusCodes.OK : StatusCodes.SERVICE_UNAVAILABLE, g -> {
+        g.writeBooleanField("ready", notReady.isEmpty());
+        g.writeArrayFieldStart("models");
+        for (String name : checks.keySet()) {
+          g.writeString(name);
+        }
+        g.writeEndArray();
+        if (!notReady.isEmpty()) {
+          g.writeStringField("error", "not ready: " + String.join("; ", notReady));
+        }
+      });
+    });
+  }
+
+  // ------------------------------------------------------------------------------------------ errors
+
+  private HttpResponse unknownModel(String model, String kind) {
+    List<String> known = new ArrayList<>((kind.equals("infer") ? inference : generation).keySet());
+    String other = (kind.equals("infer") ? generation : inference).containsKey(model)
+        ? " ('" + model + "' is served at /v1/models/" + model + (kind.equals("infer") ? "/generate" : "/infer") + ")" : "";
+    return error(StatusCodes.NOT_FOUND, "model", ErrorCode.NOT_FOUND, "model: no model '" + model + "' to " + kind + other
+        + "; models to " + kind + ": " + (known.isEmpty() ? "none" : String.join(", ", known)));
+  }
+
+  /** The response for a failed request: the status its error maps to and {@code {"error", "code", "field"?}}. */
+  private HttpResponse error(Throwable thrown) {
+    Throwable e = thrown;
+    while ((e instanceof CompletionException || e instanceof ExecutionException) && e.getCause() != null) {
+      e = e.getCause();
+    }
+    if (e instanceof EntityStreamSizeException size) {
+      return error(StatusCodes.PAYLOAD_TOO_LARGE, "body", ErrorCode.INVALID_ARGUMENT, "body: larger than "
+          + settings.maxBodyBytes() + " bytes (" + HttpSettings.ROOT + ".max-body-bytes)"
+          + (size.actualSize().isDefined() ? ": got " + size.actualSize().get() + " bytes" : ""));
+    }
+    if (e instanceof XlaException x) {
+      HttpResponse r = error(status(x), e instanceof BadRequestException b ? b.field() : null, x.code(), x.getMessage());
+      return x instanceof OverloadedException ? r.addHeader(RetryAfter.create(1L)) : r;
+    }
+    system.log().warn("request failed unexpectedly", e);
+    return error(StatusCodes.INTERNAL_SERVER_ERROR, null, ErrorCode.INTERNAL, "internal error: " + e);
+  }
+
+  private static HttpResponse error(StatusCode status, String field, ErrorCode code, String message) {
+    return json(status, g -> {
+      g.writeStringField("error", message);
+      g.writeStringField("code", code.name());
+      if (field != null) {
+        g.writeStringField("field", field);
+      }
+    });
+  }
+
+  /** The HTTP status of a serving error. */
+  static StatusCode status(XlaException x) {
+    if (x instanceof InvalidArgumentException || x.code() == ErrorCode.INVALID_ARGUMENT) {
+      return StatusCodes.BAD_REQUEST;
+    }
+    if (x instanceof OverloadedException || x.code() == ErrorCode.RESOURCE_EXHAUSTED) {
+      return StatusCodes.SERVICE_UNAVAILABLE;
+    }
+    if (x instanceof RequestTimeoutException || x.code() == ErrorCode.DEADLINE_EXCEEDED) {
+      return StatusCodes.GATEWAY_TIMEOUT;
+    }
+    if (x instanceof BatchFailedException) {
+      return StatusCodes.INTERNAL_SERVER_ERROR;
+    }
+    if (x.code() == ErrorCode.UNAVAILABLE || x.code() == ErrorCode.CANCELLED) {
+      return StatusCodes.SERVICE_UNAVAILABLE;
+    }
+    return StatusCodes.INTERNAL_SERVER_ERROR;
+  }
+
+  private static HttpResponse json(StatusCode status, TensorJson.JsonBody body) {
+    HttpEntity.Strict entity = HttpEntities.create(ContentTypes.APPLICATION_JSON, TensorJson.object(body));
+    return HttpResponse.create().withStatus(status).withEntity(entity);
+  }
+}
