@@ -213,6 +213,16 @@ public final class HostMemoryPool {
     shared.setLimitBytes(limitBytes);
   }
 
+  /** The size class of a tensor of {@code bytes} bytes: log2 of its block's size. */
+  private static int sizeClass(long bytes) {
+    return 64 - Long.numberOfLeadingZeros(bytes - 1);
+  }
+
+  /** The direct memory a fresh block for a tensor of {@code bytes} bytes takes. */
+  static long blockBytes(long bytes) {
+    return (1L << sizeClass(bytes)) + ALIGNMENT;
+  }
+
   /** Whether a tensor of {@code bytes} bytes takes its memory from a pool. */
   static boolean pooled(long bytes) {
     return bytes >= MIN_POOLED_BYTES && bytes <= (1L << MAX_CLASS);
@@ -223,7 +233,7 @@ public final class HostMemoryPool {
    * last tensor left in it, or a fresh one (zeroed, every page touched).
    */
   Block acquire(long bytes) {
-    int sizeClass = 64 - Long.numberOfLeadingZeros(bytes - 1);
+    int sizeClass = sizeClass(bytes);
     synchronized (this) {
       Block block = idle.get(sizeClass).pollLast(); // the most recently used: the likeliest still in cache
       if (block != null) {

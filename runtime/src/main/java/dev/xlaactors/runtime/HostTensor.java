@@ -288,7 +288,12 @@ public final class HostTensor implements AutoCloseable {
     if (!HostMemoryPool.pooled(bytes) || pool.limitBytes() == 0) {
       return new HostTensor(type, allocate(bytes)); // allocateDirect zeroes
     }
-    HostMemoryPool.Block block = pool.acquire(bytes);
+    HostMemoryPool.Block block;
+    try {
+      block = pool.acquire(bytes);
+    } catch (OutOfMemoryError e) { // the JVM's direct-memory limit refused a fresh block, even after a GC
+      throw DirectMemory.exhausted(HostMemoryPool.blockBytes(bytes), "a host tensor " + type + " (" + bytes + " bytes)", e);
+    }
     ByteBuffer root;
     try {
       root = block.newRoot((int) bytes);
@@ -702,12 +707,13 @@ public final class HostTensor implements AutoCloseable {
       throw new InvalidArgumentException("tensors over 2 GiB are not supported, got " + bytes + " bytes (a host tensor holds at most "
           + MAX_BYTES + " bytes)");
     }
+    String what = "a host tensor of " + bytes + " bytes";
     if (bytes < HostMemoryPool.MIN_POOLED_BYTES) {
-      return ByteBuffer.allocateDirect((int) bytes).order(ByteOrder.LITTLE_ENDIAN);
+      return DirectMemory.allocate((int) bytes, what).order(ByteOrder.LITTLE_ENDIAN);
     }
     // Large tensors start aligned, as the CPU plugin needs to upload them in place (XlaClient.upload). The
     // slice keeps the whole allocation reachable, which the garbage collector frees with it.
-    ByteBuffer memory = ByteBuffer.allocateDirect((int) bytes + HostMemoryPool.ALIGNMENT);
+    ByteBuffer memory = DirectMemory.allocate((int) bytes + HostMemoryPool.ALIGNMENT, what);
     NativeLibrary.load(); // Pointer's natives: a large tensor may be the program's first native use
     int start;
     try (org.bytedeco.javacpp.Pointer pointer = new org.bytedeco.javacpp.Pointer(memory)) {
