@@ -296,7 +296,7 @@ public final class Executable extends NativeHandle {
       // through a malloc'd array each way).
       AddressLists lists = AddressLists.acquire(numArguments, outputAddresses.length);
       PJRT_Error error;
-      try {
+      try (InFlightExecutions.Slot slot = client().inFlight().acquire(device, this::name)) {
         int numNonDonatable = 0;
         for (int i = 0; i < numArguments; i++) {
           lists.arguments.put(i, argumentAddresses[i]);
@@ -369,9 +369,13 @@ public final class Executable extends NativeHandle {
     return run(Arrays.asList(inputs), null);
   }
 
-  /** As {@link #run(HostTensor...)}, with a per-run context for FFI handlers (null for none). */
+  /**
+   * As {@link #run(HostTensor...)}, with a per-run context for FFI handlers (null for none). Runs on the
+   * first device, or, when that one already runs as many executions as the plugin runs at once, on the
+   * least busy one (see {@link InFlightExecutions}).
+   */
   public List<HostTensor> run(List<HostTensor> inputs, RunContext context) {
-    return run(inputs, context, client().devices().get(0));
+    return run(inputs, context, client().inFlight().leastBusy(addressableDevices()));
   }
 
   /** As {@link #run(List, RunContext)}, on {@code device}. */

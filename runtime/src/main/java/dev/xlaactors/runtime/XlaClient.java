@@ -57,6 +57,7 @@ public final class XlaClient extends NativeHandle {
   private final List<Device> devices;
   private final String platformName;
   private final CompileCache cache;
+  private final InFlightExecutions inFlight;
 
   private XlaClient(Plugin plugin, PJRT_Client client, int compileCacheSize) {
     super(null, destroyer(plugin.api(), client));
@@ -71,6 +72,12 @@ public final class XlaClient extends NativeHandle {
       throw e;
     }
     this.cache = new CompileCache(compileCacheSize);
+    this.inFlight = new InFlightExecutions(devices.size(), platformName);
+  }
+
+  /** Executions in flight on each device, and the limit a nested run meets (see {@link InFlightExecutions}). */
+  public InFlightExecutions inFlight() {
+    return inFlight;
   }
 
   private static Destroyer destroyer(PjrtApi api, PJRT_Client client) {
