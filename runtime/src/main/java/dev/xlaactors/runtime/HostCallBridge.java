@@ -102,7 +102,7 @@ final class HostCallBridge {
       // Every byte is copied over, so a pooled block need not be zeroed first.
       HostTensor tensor;
       try {
-        tensor = HostTensor.uninitialized(type);
+        tensor = HostTensor.callbackInput(type, name);
       } catch (XlaException e) { // direct memory refused: this call fails, the inputs copied so far go back
         inputs.forEach(HostTensor::close);
         fail(tag, e.code(), "host callback '" + name + "': input " + i + " (" + type + ") cannot be copied into Java: "
