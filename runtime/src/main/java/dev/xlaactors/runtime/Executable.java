@@ -240,6 +240,15 @@ public final class Executable extends NativeHandle {
 
   private void checkDevice(Device device) {
     client().checkDevice(device, "execution device");
+    if (program.devicesAtOnce() > 1) {
+      // Each run here executes on one device; the program's collectives would wait for the other replicas
+      // or partitions, and the CPU plugin aborts the process when that rendezvous times out (40 s).
+      throw new InvalidArgumentException(
+          "executable '" + name() + "' was compiled for " + program.devicesAtOnce() + " devices at once (replicas x"
+              + " partitions, see CompileOptions), and xla-actors runs an executable on one device at a time, where"
+              + " its collectives would wait forever for the other devices (the plugin then aborts the process):"
+              + " compile it with CompileOptions.defaults(), or split the work per device yourself");
+    }
     if (!addressableDevices().contains(device)) {
       throw new InvalidArgumentException(
           "this executable was compiled for " + addressableDevices() + ", not for " + device
