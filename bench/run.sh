@@ -10,6 +10,7 @@
 #   bench/run.sh models             the 124 M GPT of examples/generate: load, prefill, decode tokens/s, RSS vs JAX
 #   bench/run.sh matmul             y = x[1,2048] . W[2048,2048] with W resident, against JAX jit
 #   bench/run.sh weighted           relu_callback(x . W) with a 16 MiB W: bound Model vs W re-sent vs JAX
+#   bench/run.sh serve [short]      ModelServer under open-loop load: dynamic batching vs one run per request
 #
 # Environment: JAX_PYTHON  a python with jax installed (default: the venv of tools/jax-env.sh)
 #              JAVA_OPTS   extra JVM options for the Java harness
@@ -84,6 +85,17 @@ modes:
             bound Model; against JAX jit + pure_callback and jit of the bare matmul, W on the device.
             Alternately BENCH_REPS times (default 5), BENCH_WEIGHTED_SECONDS per measurement (default 6).
             Last line: RESULT weighted weighted_ratio=<bound/jax> inline_ratio=<x> hostonly_ratio=<y>
+  serve     Java only: the scoring model of tools/jax_scoring_model.py (y = relu(x . W), W f32[2048,2048]
+            = 16 MiB, exported by JAX at batch 1..32, made on first use) behind a ModelServer. Capacity
+            (closed loop, 256 requests in flight): batched (default serve settings: max-batch-size 32,
+            max-delay 2ms) and one run per request (max-batch-size 1, one run per core at once). Then an
+            open-loop load generator at fixed rates, 10% to 120% of the batched capacity and a 200%
+            burst (short: 50, 80, 120, 200%), each request with a 2 s deadline: answers by kind,
+            latency p50/p99, mean batch, time to a refusal, lost requests; full mode adds one run per
+            request at 10/25/50% of the batched capacity. `serve short`: 2 s per phase instead of 5.
+            Last line:
+            RESULT serve batched_speedup=<batched/unbatched req/s at saturation> p99_at_80pct_ms=<x>
+                   lost=<requests not answered exactly once, all phases> overload_refused_ms=<p99 time to a refusal>
 USAGE
 }
 
@@ -477,7 +489,42 @@ run_weighted() {
     "$(summary_value "$summary" "supervised, W re-sent each run" ratio)"
 }
 
+run_serve() {
+  local mode="${1:-full}"
+  case "$mode" in full|short) ;; *) usage; exit 2 ;; esac
+  ensure_java_built
+  mkdir -p "$out_dir"
+  python="$(jax_python)"
+  local dir="${XLA_ACTORS_CACHE:-$HOME/.cache/xla-actors}/scoring-model-2048"
+  if [ ! -f "$dir/model.properties" ]; then
+    echo "making the scoring model with JAX (first use, a few seconds)..." >&2
+    "$python" tools/jax_scoring_model.py --dim 2048 --out "$dir.tmp" > /dev/null
+    rm -rf "$dir" && mv "$dir.tmp" "$dir"
+  fi
+  machine_summary
+  local java_out="$out_dir/serve-java.txt"
+  echo "Java (ServeBench, $mode)..." >&2
+  java_bench dev.xlaactors.bench.ServeBench "$dir" "$mode" > "$java_out" 2> "$out_dir/serve-java.log"
+  grep '^INFO' "$java_out" | sed 's/^INFO /  /'
+  awk '
+    function f(line, key,   n, i, parts, kv) {
+      n = split(line, parts, " ")
+      for (i = 1; i <= n; i++) { split(parts[i], kv, "="); if (kv[1] == key) return kv[2] }
+      return ""
+    }
+    /^CAPACITY / { printf "capacity (closed loop): %-9s %10.1f req/s, mean batch %5.2f, one batch of the largest size %s ms\n", f($0, "side"), f($0, "req_per_s"), f($0, "mean_batch"), f($0, "batch_compute_ms") }
+    /^LOAD / { rows[++n] = sprintf("| %-9s | %4s%% | %7s | %6s | %6s | %7s | %7s | %4s | %8s | %8s | %6s | %13s | %13s |", f($0, "side"), f($0, "pct"), f($0, "rate"), f($0, "sent"), f($0, "ok"), f($0, "refused"), f($0, "timeout"), f($0, "lost"), f($0, "p50_ms"), f($0, "p99_ms"), f($0, "mean_batch"), f($0, "refuse_p99_ms"), f($0, "send_late_p99_ms")) }
+    END {
+      print ""
+      print "| side      | load  |  req/s  |   sent |     ok | refused | timeout | lost |  p50 ms  |  p99 ms  | batch  | refuse p99 ms | send late p99 |"
+      print "|-----------|------:|--------:|-------:|-------:|--------:|--------:|-----:|---------:|---------:|-------:|--------------:|--------------:|"
+      for (i = 1; i <= n; i++) print rows[i]
+    }' "$java_out"
+  grep '^RESULT' "$java_out" || { echo "no RESULT line: see $out_dir/serve-java.log" >&2; exit 1; }
+}
+
 case "${1:-}" in
+  serve) run_serve "${2:-full}" ;;
   execute) run_execute ;;
   models) run_models ;;
   matmul) run_matmul ;;

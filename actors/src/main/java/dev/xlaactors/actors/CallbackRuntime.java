@@ -18,6 +18,7 @@ import dev.xlaactors.runtime.XlaClient;
 import dev.xlaactors.runtime.DeviceBuffer;
 import dev.xlaactors.runtime.model.Argument;
 import dev.xlaactors.runtime.model.Model;
+import dev.xlaactors.runtime.model.SegmentedModel;
 import java.util.function.Consumer;
 import java.util.function.Function;
 import java.time.Duration;
@@ -524,8 +525,8 @@ public final class CallbackRuntime implements AutoCloseable {
 
   /**
    * As {@link #runSegmented}, with inputs that may be device buffers (weights kept on the device between
-   * runs): a stage on the buffer's device reads it with no upload, and it stays the caller's. Donated
-   * buffers are refused (see {@link SegmentedProgram#runArguments}).
+   * runs): a stage on the buffer's device reads it with no upload, and it stays the caller's. A donated
+   * buffer is taken only by a parameter the graph was cut to donate (see {@link SegmentedProgram#runArguments}).
    */
   public SegmentedProgram.Result runSegmentedArguments(SegmentedProgram program, List<Argument> inputs) {
     long runId = RUN_IDS.incrementAndGet();
@@ -553,25 +554,80 @@ public final class CallbackRuntime implements AutoCloseable {
   private SegmentedProgram.Result executeSegmented(
       SegmentedProgram program, List<Argument> inputs, long runId, RunState<List<HostTensor>> state,
       ActorRef<RunSupervisor.Command> supervisor) {
+    return executeSegmented(invoker -> program.runArguments(inputs, invoker), SegmentedProgram.Result::outputs,
+        runId, state, supervisor);
+  }
+
+  /** A segmented run's body, given the supervised host calls; {@code outputs} is what the run's state records. */
+  private <R, T> R executeSegmented(
+      Function<SegmentedProgram.HostCallInvoker, R> body, Function<R, T> outputs, long runId, RunState<T> state,
+      ActorRef<RunSupervisor.Command> supervisor) {
     long runDeadline = System.nanoTime() + settings.runTimeout().toNanos();
     MDC.put("runId", Long.toString(runId));
     watchdog.watch(state, supervisor);
     try {
-      SegmentedProgram.Result result;
+      R result;
       try {
-        result = program.runArguments(inputs, new SupervisedHostCalls(runId, state, supervisor,
+        result = body.apply(new SupervisedHostCalls(runId, state, supervisor,
             name -> nativeBackstop(name, runDeadline), metrics, call -> dispatchDirectly(call, state, supervisor),
             settings.callbackSpin()));
       } catch (RuntimeException e) {
         throw state.failed(e);
       }
-      state.succeeded(result.outputs());
+      state.succeeded(outputs.apply(result));
       return result;
     } finally {
       watchdog.unwatch(state);
       supervisor.tell(new RunSupervisor.RunEnded());
       MDC.remove("runId");
     }
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Segmented models: a segmented program with bound parameters
+
+  /**
+   * Runs a segmented model on its per-request {@code inputs} (host tensors, device buffers, donated
+   * buffers) on the calling thread, supervised like {@link #runSegmented}; the bound weights stay on the
+   * device and are not sent again. Returns the outputs on the host and what the run moved.
+   */
+  public SegmentedProgram.Result runSegmented(SegmentedModel model, List<Argument> inputs) {
+    long runId = RUN_IDS.incrementAndGet();
+    RunState<List<HostTensor>> state = new RunState<>(metrics);
+    return executeSegmented(invoker -> model.run(inputs, invoker), SegmentedProgram.Result::outputs, runId, state,
+        spawnSupervisor(runId, state, true));
+  }
+
+  /** Starts a run of a segmented model on the run dispatcher (see {@link #start(Model, List)}); outputs on the host. */
+  public RunHandle start(SegmentedModel model, List<Argument> inputs) {
+    Started<List<HostTensor>> run = startQueued(KEEP,
+        (RunBody<List<HostTensor>>) (runId, state, supervisor) ->
+            executeSegmented(invoker -> model.run(inputs, invoker), SegmentedProgram.Result::outputs, runId, state,
+                supervisor).outputs());
+    return new RunHandle(run.runId(), run.result(), run.supervisor());
+  }
+
+  /**
+   * Runs a segmented model on the calling thread with its outputs left on the device: the caller owns
+   * and closes them (see {@link SegmentedProgram#executeArguments}).
+   */
+  public List<DeviceBuffer> runOnDevice(SegmentedModel model, List<Argument> inputs) {
+    long runId = RUN_IDS.incrementAndGet();
+    RunState<List<DeviceBuffer>> state = new RunState<>(metrics, CLOSE);
+    return executeSegmented(invoker -> model.execute(inputs, invoker), SegmentedProgram.DeviceResult::outputs, runId,
+        state, spawnSupervisor(runId, state, true)).outputs();
+  }
+
+  /**
+   * Starts a run of a segmented model whose outputs stay on the device (see {@link #startOnDevice(Model,
+   * List)}); a run that fails or is cancelled gives no buffers.
+   */
+  public DeviceRunHandle startOnDevice(SegmentedModel model, List<Argument> inputs) {
+    Started<List<DeviceBuffer>> run = startQueued(CLOSE,
+        (RunBody<List<DeviceBuffer>>) (runId, state, supervisor) ->
+            executeSegmented(invoker -> model.execute(inputs, invoker), SegmentedProgram.DeviceResult::outputs, runId,
+                state, supervisor).outputs());
+    return new DeviceRunHandle(run.runId(), run.result(), run.supervisor());
   }
 
   private static Duration min(Duration a, Duration b) {

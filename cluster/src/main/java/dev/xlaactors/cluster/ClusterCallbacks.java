@@ -42,17 +42,20 @@ public final class ClusterCallbacks {
   private final ActorSystem<?> system;
   private final ClusterSettings settings;
   private final ActorsSettings actors;
+  private final CallbackSecret secret;
   private final Map<String, ActorRef<Object>> clients = new ConcurrentHashMap<>();
 
-  private ClusterCallbacks(ActorSystem<?> system, ClusterSettings settings, ActorsSettings actors) {
+  private ClusterCallbacks(ActorSystem<?> system, ClusterSettings settings, ActorsSettings actors, CallbackSecret secret) {
     this.system = system;
     this.settings = settings;
     this.actors = actors;
+    this.secret = secret;
   }
 
   /** Callbacks across the nodes of {@code system}'s cluster, with the settings of its config. */
   public static ClusterCallbacks create(ActorSystem<?> system) {
-    return new ClusterCallbacks(system, ClusterSettings.create(system), ActorsSettings.create(system));
+    return new ClusterCallbacks(system, ClusterSettings.create(system), ActorsSettings.create(system),
+        ClusterSecuritySettings.create(system).callbackSecret());
   }
 
   /** The settings in use. */
@@ -62,7 +65,10 @@ public final class ClusterCallbacks {
 
   /**
    * Serves {@code callback} to the programs of every node: its function runs here, on Pekko's
-   * blocking-IO dispatcher, with its static argument. Several nodes may serve the same name.
+   * blocking-IO dispatcher, with its static argument. Several nodes may serve the same name. Only
+   * members of the cluster are served, and with {@code xla-actors.cluster.security.callback-secret} set
+   * only requests carrying it (see {@link RemoteCallbackServer#create(ClusterSettings, CallbackSecret,
+   * String, List, Object, HostFunction)}).
    */
   public ActorRef<RemoteCallbackServer.Request> serve(HostCallback callback) {
     return serve(callback.name(), callback.outputTemplate(), callback.staticArgument(), callback.function());
@@ -72,7 +78,7 @@ public final class ClusterCallbacks {
   public ActorRef<RemoteCallbackServer.Request> serve(
       String name, List<TensorType> outputTemplate, Object staticArgument, HostFunction function) {
     return system.systemActorOf(
-        RemoteCallbackServer.create(settings, name, outputTemplate, staticArgument, function),
+        RemoteCallbackServer.create(settings, secret, name, outputTemplate, staticArgument, function),
         "xla-callback-server-" + ACTOR_IDS.incrementAndGet(),
         Props.empty());
   }
@@ -104,6 +110,6 @@ public final class ClusterCallbacks {
 
   private ActorRef<Object> client(String name) {
     return clients.computeIfAbsent(name, n -> system.systemActorOf(
-        RemoteCallbackClient.create(settings, actors, n), "xla-callback-client-" + ACTOR_IDS.incrementAndGet(), Props.empty()));
+        RemoteCallbackClient.create(settings, secret, actors, n), "xla-callback-client-" + ACTOR_IDS.incrementAndGet(), Props.empty()));
   }
 }

@@ -66,6 +66,7 @@ public final class RemoteCallbackClient extends AbstractBehavior<Object> {
   private final String name;
   private final ServiceKey<Request> key;
   private final ClusterSettings settings;
+  private final CallbackSecret secret;
   private final ActorsSettings actors;
   private final TimerScheduler<Object> timers;
   private final List<ActorRef<Request>> servers = new ArrayList<>();
@@ -81,14 +82,25 @@ public final class RemoteCallbackClient extends AbstractBehavior<Object> {
    * RunSupervisor of each run waiting on it fails that run (it watches the server it was given).
    */
   public static Behavior<Object> create(ClusterSettings settings, ActorsSettings actors, String name) {
-    return Behaviors.setup(context -> Behaviors.withTimers(timers -> new RemoteCallbackClient(context, timers, settings, actors, name)));
+    return create(settings, CallbackSecret.NONE, actors, name);
+  }
+
+  /** A client of the callback {@code name} whose requests carry {@code secret}. */
+  public static Behavior<Object> create(ClusterSettings settings, CallbackSecret secret, ActorsSettings actors, String name) {
+    return Behaviors.setup(context -> Behaviors.withTimers(timers -> new RemoteCallbackClient(context, timers, settings, secret, actors, name)));
   }
 
   private RemoteCallbackClient(
-      ActorContext<Object> context, TimerScheduler<Object> timers, ClusterSettings settings, ActorsSettings actors, String name) {
+      ActorContext<Object> context,
+      TimerScheduler<Object> timers,
+      ClusterSettings settings,
+      CallbackSecret secret,
+      ActorsSettings actors,
+      String name) {
     super(context);
     this.name = name;
     this.settings = settings;
+    this.secret = secret;
     this.actors = actors;
     this.timers = timers;
     this.key = RemoteCallbackServer.serviceKey(settings, name);
@@ -143,7 +155,7 @@ public final class RemoteCallbackClient extends AbstractBehavior<Object> {
     // (a reply the serializer refused is dropped by Pekko).
     Duration timeout = actors.callbackTimeoutOf(call.callbackName());
     timers.startSingleTimer(callId, new CallForgotten(callId), timeout.plus(actors.nativeBackstopSlack()));
-    server.tell(new Request(callId, name, call.inputs(), getContext().getSelf().narrow()));
+    server.tell(new Request(callId, name, call.inputs(), getContext().getSelf().narrow(), secret));
     return this;
   }
 

@@ -1,5 +1,6 @@
 package dev.xlaactors.cluster;
 
+import static dev.xlaactors.cluster.TensorWireFormat.bytes;
 import static dev.xlaactors.cluster.TensorWireFormat.errorCode;
 import static dev.xlaactors.cluster.TensorWireFormat.putString;
 import static dev.xlaactors.cluster.TensorWireFormat.putTensors;
@@ -42,7 +43,8 @@ public final class RemoteCallbackSerializer extends SerializerWithStringManifest
   static final String REQUEST = "Q";
   static final String SERVED = "S";
   static final String REFUSED = "F";
-  private static final byte VERSION = 1;
+  // 2: requests carry the callback secret (length and bytes) after the reply address.
+  private static final byte VERSION = 2;
 
   private final Function<ActorRef<?>, String> refToString;
   private final Function<String, ActorRef<Reply>> stringToRef;
@@ -84,10 +86,12 @@ public final class RemoteCallbackSerializer extends SerializerWithStringManifest
     if (o instanceof Request r) {
       byte[] name = utf8(r.callbackName());
       byte[] replyTo = utf8(refToString.apply(r.replyTo()));
-      ByteBuffer out = allocate(1 + 8 + 4 + name.length + 4 + replyTo.length + tensorsSize(r.inputs()));
+      byte[] secret = r.secret().bytes();
+      ByteBuffer out = allocate(1 + 8 + 4 + name.length + 4 + replyTo.length + 4 + secret.length + tensorsSize(r.inputs()));
       out.put(VERSION).putLong(r.callId());
       putString(out, name);
       putString(out, replyTo);
+      putString(out, secret);
       putTensors(out, r.inputs());
       return out.array();
     }
@@ -115,7 +119,8 @@ public final class RemoteCallbackSerializer extends SerializerWithStringManifest
         long callId = in.getLong();
         String name = string(in, what, "callback name");
         ActorRef<Reply> replyTo = stringToRef.apply(string(in, what, "reply address"));
-        yield new Request(callId, name, tensors(in, what), replyTo);
+        CallbackSecret secret = CallbackSecret.ofBytes(bytes(in, what, "callback secret"));
+        yield new Request(callId, name, tensors(in, what), replyTo, secret);
       }
       case SERVED -> {
         long callId = in.getLong();

@@ -9,6 +9,7 @@ import java.util.List;
 import java.util.Objects;
 import java.util.concurrent.Executor;
 import java.util.concurrent.RejectedExecutionException;
+import org.apache.pekko.actor.Address;
 import org.apache.pekko.actor.typed.ActorRef;
 import org.apache.pekko.actor.typed.Behavior;
 import org.apache.pekko.actor.typed.DispatcherSelector;
@@ -19,6 +20,9 @@ import org.apache.pekko.actor.typed.javadsl.Behaviors;
 import org.apache.pekko.actor.typed.javadsl.Receive;
 import org.apache.pekko.actor.typed.receptionist.Receptionist;
 import org.apache.pekko.actor.typed.receptionist.ServiceKey;
+import org.apache.pekko.cluster.Member;
+import org.apache.pekko.cluster.MemberStatus;
+import org.apache.pekko.cluster.typed.Cluster;
 import org.slf4j.MDC;
 
 /**
@@ -26,6 +30,10 @@ import org.slf4j.MDC;
  * #serviceKey}, it answers each {@link Request} with exactly one {@link Reply}, running the function on
  * Pekko's blocking-IO dispatcher (it may block). The caller's side is a {@link
  * RemoteCallbackClient}; the messages cross JVMs through {@link RemoteCallbackSerializer}.
+ *
+ * <p>Only members are served: a request whose reply address is not a current member of the cluster is
+ * dropped and logged, and with a callback secret configured ({@link CallbackSecret}) a request must carry
+ * it. Keeping non-members from reaching the node at all is TLS's job ({@link ClusterSecuritySettings}).
  *
  * <p>Nothing of the caller's native bridge travels: a request names its call by a {@code callId} that
  * only the calling client understands, and carries copies of the inputs.
@@ -35,11 +43,21 @@ public final class RemoteCallbackServer extends AbstractBehavior<RemoteCallbackS
   /** Marks the messages that cross JVMs; bound to {@link RemoteCallbackSerializer} in reference.conf. */
   public interface Message {}
 
-  /** One call to serve: the callback's inputs, answered to {@code replyTo} with the same {@code callId}. */
-  public record Request(long callId, String callbackName, List<HostTensor> inputs, ActorRef<Reply> replyTo)
+  /**
+   * One call to serve: the callback's inputs, answered to {@code replyTo} with the same {@code callId}, and
+   * the caller's {@link CallbackSecret} (checked when the server's node has one).
+   */
+  public record Request(
+      long callId, String callbackName, List<HostTensor> inputs, ActorRef<Reply> replyTo, CallbackSecret secret)
       implements Message {
     public Request {
       inputs = List.copyOf(inputs);
+      Objects.requireNonNull(secret, "secret");
+    }
+
+    /** A request that carries no secret. */
+    public Request(long callId, String callbackName, List<HostTensor> inputs, ActorRef<Reply> replyTo) {
+      this(callId, callbackName, inputs, replyTo, CallbackSecret.NONE);
     }
   }
 
@@ -65,32 +83,54 @@ public final class RemoteCallbackServer extends AbstractBehavior<RemoteCallbackS
   private final HostFunction function;
   private final Executor executor;
   private final String node;
+  private final CallbackSecret secret;
+  private final boolean clustered;
 
   /** The Receptionist key under which the callback {@code name} is served. */
   public static ServiceKey<Request> serviceKey(ClusterSettings settings, String name) {
     return ServiceKey.create(Request.class, settings.serviceKeyPrefix() + name);
   }
 
-  /**
-   * A server of the callback {@code name}. A failure while handling a request resumes it: the server
-   * holds no state a restart would repair, and the request's caller is bounded by its own timeout.
-   */
+  /** A server of the callback {@code name} that asks for no secret; see the other {@code create}. */
   public static Behavior<Request> create(
       ClusterSettings settings, String name, List<TensorType> outputTemplate, Object staticArgument, HostFunction function) {
+    return create(settings, CallbackSecret.NONE, name, outputTemplate, staticArgument, function);
+  }
+
+  /**
+   * A server of the callback {@code name}. It serves only requests whose reply address is this node or a
+   * current member of the cluster (Up, WeaklyUp, Leaving or Exiting), and, when {@code secret} is not
+   * {@link CallbackSecret#NONE}, that carry the same secret. A request from elsewhere is dropped without an
+   * answer (its reply address is not to be trusted) and logged in one WARN line; a member's request with a
+   * wrong secret is answered {@link ErrorCode#PERMISSION_DENIED}. A failure while handling a request
+   * resumes it: the server holds no state a restart would repair, and the request's caller is bounded by
+   * its own timeout.
+   */
+  public static Behavior<Request> create(
+      ClusterSettings settings,
+      CallbackSecret secret,
+      String name,
+      List<TensorType> outputTemplate,
+      Object staticArgument,
+      HostFunction function) {
     Objects.requireNonNull(function, "function");
+    Objects.requireNonNull(secret, "secret");
     return Behaviors.<Request>supervise(
-            Behaviors.setup(context -> new RemoteCallbackServer(context, settings, name, outputTemplate, staticArgument, function)))
+            Behaviors.setup(context -> new RemoteCallbackServer(context, settings, secret, name, outputTemplate, staticArgument, function)))
         .onFailure(SupervisorStrategy.resume());
   }
 
   private RemoteCallbackServer(
       ActorContext<Request> context,
       ClusterSettings settings,
+      CallbackSecret secret,
       String name,
       List<TensorType> outputTemplate,
       Object staticArgument,
       HostFunction function) {
     super(context);
+    this.secret = secret;
+    this.clustered = XlaCluster.isClustered(context.getSystem());
     this.name = name;
     this.outputTemplate = List.copyOf(outputTemplate);
     this.staticArgument = staticArgument;
@@ -107,6 +147,20 @@ public final class RemoteCallbackServer extends AbstractBehavior<RemoteCallbackS
   }
 
   private Behavior<Request> onRequest(Request r) {
+    Address from = r.replyTo().path().address();
+    if (!isMember(from)) {
+      getContext().getLog().warn("callback '{}' refused a request from {}: not a member of the cluster (nothing was run"
+          + " and nothing is answered)", name, from);
+      return this;
+    }
+    if (!secret.matches(r.secret())) {
+      getContext().getLog().warn("callback '{}' refused a request from {}: its callback secret {}", name, from,
+          r.secret().isNone() ? "is missing" : "does not match");
+      r.replyTo().tell(new Refused(r.callId(), ErrorCode.PERMISSION_DENIED, "callback '" + name + "' on node " + node
+          + " refused the request: its secret " + (r.secret().isNone() ? "is missing" : "does not match")
+          + " (xla-actors.cluster.security.callback-secret must be the same on every node)"));
+      return this;
+    }
     if (!name.equals(r.callbackName())) {
       r.replyTo().tell(new Refused(r.callId(), ErrorCode.NOT_FOUND,
           "node " + node + " serves callback '" + name + "' here, not '" + r.callbackName() + "'"));
@@ -119,6 +173,27 @@ public final class RemoteCallbackServer extends AbstractBehavior<RemoteCallbackS
           "callback '" + name + "' could not be scheduled on node " + node + ": " + e));
     }
     return this;
+  }
+
+  /**
+   * Whether a request answered to {@code from} may be served: this JVM, or a current cluster member. A
+   * remoting system that is no cluster ({@code provider = remote}) has no members: only itself.
+   */
+  private boolean isMember(Address from) {
+    if (from.hasLocalScope() || from.equals(getContext().getSystem().address())) {
+      return true;
+    }
+    if (!clustered) {
+      return false;
+    }
+    for (Member m : Cluster.get(getContext().getSystem()).state().getMembers()) {
+      if (m.address().equals(from)) {
+        MemberStatus s = m.status();
+        return s == MemberStatus.up() || s == MemberStatus.weaklyUp() || s == MemberStatus.leaving()
+            || s == MemberStatus.exiting();
+      }
+    }
+    return false;
   }
 
   /** Runs on the blocking-IO dispatcher and answers from there: no further hop through this actor. */

@@ -1,5 +1,6 @@
 package dev.xlaactors.cluster;
 
+import dev.xlaactors.actors.ActorsSettings;
 import dev.xlaactors.actors.CallbackRuntime;
 import dev.xlaactors.actors.jobs.ComputationActor;
 import dev.xlaactors.actors.jobs.JobSettings;
@@ -9,6 +10,8 @@ import dev.xlaactors.error.InvalidArgumentException;
 import dev.xlaactors.error.XlaException;
 import dev.xlaactors.runtime.HostTensor;
 import dev.xlaactors.runtime.XlaClient;
+import dev.xlaactors.runtime.model.Model;
+import dev.xlaactors.runtime.model.SegmentedModel;
 import java.time.Duration;
 import java.util.Collections;
 import java.util.LinkedHashMap;
@@ -24,6 +27,7 @@ import java.util.concurrent.atomic.AtomicLong;
 import org.apache.pekko.actor.typed.ActorRef;
 import org.apache.pekko.actor.typed.ActorSystem;
 import org.apache.pekko.actor.typed.Behavior;
+import org.apache.pekko.actor.typed.DispatcherSelector;
 import org.apache.pekko.actor.typed.Props;
 import org.apache.pekko.actor.typed.javadsl.AbstractBehavior;
 import org.apache.pekko.actor.typed.javadsl.ActorContext;
@@ -58,6 +62,11 @@ import org.apache.pekko.pattern.StatusReply;
  *   <li>Every node knows the computations through a {@link ComputationCatalog} (id to program); an id
  *       not in it fails the run with {@code NOT_FOUND} naming the id and the catalog's ids: at once on a
  *       node that has the catalog, otherwise from the entity's node.
+ *   <li>An id may also name a {@link Model} bound on each node ({@link ModelCatalog}): its weights are
+ *       loaded and uploaded once per node, the first time an entity of it starts there (or at start,
+ *       {@link ModelCatalog#loadAll}), and kept across entity restarts; a run carries only the model's
+ *       per-request inputs. A model that fails to load fails the run with {@code FAILED_PRECONDITION}
+ *       naming the model, the node and the cause; the next run tries to load it again.
  *   <li>The entity first answers {@link Accepted} (naming its node), then {@link Outputs} or {@link
  *       Failed}. A run not accepted yet is sent again every second (a run sent to a node that just died is
  *       lost otherwise); the entity runs each run once however many copies arrive. The requesting node
@@ -102,6 +111,9 @@ public final class ShardedComputations {
   /** The computation actor of this entity stopped (a bug: failures of runs are replies). */
   private record ComputationStopped() implements Command {}
 
+  /** A model of the catalog finished loading on this node (or failed to). */
+  private record ModelLoaded(Behavior<ComputationActor.Command> computation, Throwable failure) implements Command {}
+
   /** What an entity answers to a {@link Run}. */
   public sealed interface Reply extends Message {
     /** The {@code requestId} of the run answered. */
@@ -128,6 +140,27 @@ public final class ShardedComputations {
 
     /** Every id of the catalog, for error messages. */
     Set<String> ids();
+
+    /**
+     * The model bound on this node under {@code id} (its weights on this node's device, loaded once),
+     * if {@code id} names a model rather than a program; none by default. See {@link ModelCatalog}.
+     */
+    default Optional<Model> model(String id) {
+      return Optional.empty();
+    }
+
+    /**
+     * The segmented model (stages with host calls between them, weights bound once) on this node under
+     * {@code id}, if {@code id} names one; none by default. See {@link ModelCatalog}.
+     */
+    default Optional<SegmentedModel> segmentedModel(String id) {
+      return Optional.empty();
+    }
+
+    /** Whether {@code id} names a program or a model of this catalog. */
+    default boolean contains(String id) {
+      return ids().contains(id);
+    }
 
     /** A catalog of the given programs (copied). */
     static ComputationCatalog of(Map<String, Program> programs) {
@@ -201,7 +234,7 @@ public final class ShardedComputations {
       return CompletableFuture.failedFuture(new InvalidArgumentException(
           "the timeout of a run of computation '" + id + "' must be positive, got " + timeout.toMillis() + " ms"));
     }
-    if (catalog != null && catalog.program(id).isEmpty()) {
+    if (catalog != null && !catalog.contains(id)) {
       return CompletableFuture.failedFuture(unknown(id, catalog, XlaCluster.selfAddress(system)));
     }
     List<HostTensor> copy = List.copyOf(inputs);
@@ -234,7 +267,10 @@ public final class ShardedComputations {
    * One computation: a {@link ComputationActor} child that compiles the program once and queues runs;
    * this actor accepts each run (telling the requester its node) and translates the child's answer into
    * a {@link Reply}. Copies of a run it accepted (among the last {@value #REMEMBERED_RUNS}) are accepted
-   * again but not run again. An id not in the catalog is refused and the entity passivates.
+   * again but not run again. An id not in the catalog is refused and the entity passivates. An id that
+   * names a model gets the model from the catalog on the run dispatcher (loading it on this node the first
+   * time), accepting runs meanwhile and serving them once it is loaded; a model that fails to load fails
+   * those runs and the entity passivates, so the next run tries again.
    */
   static final class ComputationEntity extends AbstractBehavior<Command> {
     /** How many accepted runs an entity remembers, to ignore the copies a requester sends again. */
@@ -246,9 +282,15 @@ public final class ShardedComputations {
     private final EntityContext<Command> entity;
     private final String id;
     private final String node;
-    /** Null when this node cannot serve the id; then {@link #refusal} says why. */
-    private final ActorRef<ComputationActor.Command> computation;
-    private final Failed refusal;
+    private final CallbackRuntime callbacks;
+    private final JobSettings settings;
+    /** Null while a model loads, or when this node cannot serve the id; then {@link #refusal} says why. */
+    private ActorRef<ComputationActor.Command> computation;
+    private Failed refusal;
+    /** Whether a refused entity passivates, so that the next run starts afresh (an unknown id, a failed load). */
+    private boolean passivateAfterRefusal;
+    /** Runs accepted while the model loads, served (or failed) when it is loaded. */
+    private final List<Run> waiting = new java.util.ArrayList<>();
     private final Map<RunKey, Boolean> accepted = new LinkedHashMap<>() {
       @Override
       protected boolean removeEldestEntry(Map.Entry<RunKey, Boolean> eldest) {
@@ -271,46 +313,78 @@ public final class ShardedComputations {
       this.entity = entity;
       this.id = entity.getEntityId();
       this.node = context.getSystem().address().toString();
+      this.callbacks = callbacks;
+      this.settings = settings;
       Optional<Program> program = catalog == null ? Optional.empty() : catalog.program(id);
-      ActorRef<ComputationActor.Command> child = null;
-      Failed refused = null;
+      if (program.isEmpty() && catalog != null && catalog.contains(id)) {
+        // A model bound on this node, loaded (once per node) on the run dispatcher, not on this actor's thread.
+        ActorsSettings actors = callbacks != null ? callbacks.settings() : ActorsSettings.create(context.getSystem());
+        java.util.concurrent.Executor blocking =
+            context.getSystem().dispatchers().lookup(DispatcherSelector.fromConfig(actors.runDispatcher()));
+        context.pipeToSelf(
+            CompletableFuture.supplyAsync(() -> modelComputation(catalog, callbacks, settings), blocking),
+            (computation, failure) -> new ModelLoaded(computation, failure));
+        return;
+      }
       if (program.isEmpty()) {
-        refused = new Failed(0, ErrorCode.NOT_FOUND, catalog == null
+        refuse(new Failed(0, ErrorCode.NOT_FOUND, catalog == null
             ? "node " + node + " has no computation catalog, so it cannot run computation '" + id + "'"
-            : unknown(id, catalog, node).getMessage());
+            : unknown(id, catalog, node).getMessage()), true);
       } else if (client == null) {
-        refused = new Failed(0, ErrorCode.FAILED_PRECONDITION,
-            "node " + node + " holds computation '" + id + "' but was given no XlaClient (ShardedComputations.init)");
+        refuse(new Failed(0, ErrorCode.FAILED_PRECONDITION,
+            "node " + node + " holds computation '" + id + "' but was given no XlaClient (ShardedComputations.init)"), false);
       } else {
         try {
-          child = context.spawn(ComputationActor.create(program.get(), client, callbacks, settings), "computation");
-          context.watchWith(child, new ComputationStopped());
+          serve(ComputationActor.create(program.get(), client, callbacks, settings));
           context.getLog().info("computation '{}' starts on {}", id, node);
         } catch (XlaException e) {
           // A program with host callbacks on a node given no CallbackRuntime.
-          refused = new Failed(0, e.code(), "computation '" + id + "' cannot run on node " + node + ": " + e.getMessage());
+          refuse(new Failed(0, e.code(), "computation '" + id + "' cannot run on node " + node + ": " + e.getMessage()), false);
         }
       }
-      this.computation = child;
-      this.refusal = refused;
-      if (refusal != null) {
-        context.getLog().error("{}", refusal.message());
+    }
+
+    /** The computation of model {@code id} of the catalog, loading it on this node if it is not loaded yet. */
+    private Behavior<ComputationActor.Command> modelComputation(
+        ComputationCatalog catalog, CallbackRuntime callbacks, JobSettings settings) {
+      Optional<Model> model = catalog.model(id);
+      if (model.isPresent()) {
+        return ComputationActor.create(model.get(), callbacks, settings);
       }
+      Optional<SegmentedModel> segmented = catalog.segmentedModel(id);
+      if (segmented.isPresent()) {
+        return ComputationActor.create(segmented.get(), callbacks, settings);
+      }
+      throw new XlaException(ErrorCode.NOT_FOUND,
+          "the catalog lists '" + id + "' but gives neither a program nor a model for it");
+    }
+
+    private void serve(Behavior<ComputationActor.Command> behavior) {
+      computation = getContext().spawn(behavior, "computation");
+      getContext().watchWith(computation, new ComputationStopped());
+    }
+
+    private void refuse(Failed failed, boolean passivate) {
+      refusal = failed;
+      passivateAfterRefusal = passivate;
+      getContext().getLog().error("{}", failed.message());
     }
 
     @Override
     public Receive<Command> createReceive() {
       return newReceiveBuilder()
           .onMessage(Run.class, this::onRun)
+          .onMessage(ModelLoaded.class, this::onModelLoaded)
           .onMessage(ComputationStopped.class, this::onComputationStopped)
           .build();
     }
 
     private Behavior<Command> onRun(Run run) {
-      if (computation == null) {
+      if (refusal != null) {
         run.replyTo().tell(new Failed(run.requestId(), refusal.code(), refusal.message()));
-        if (refusal.code() == ErrorCode.NOT_FOUND) {
-          // Nothing to keep for an unknown id: the next run of it starts a fresh entity that refuses again.
+        if (passivateAfterRefusal) {
+          // Nothing to keep for an unknown id (or a model that failed to load): the next run of it starts a
+          // fresh entity, which refuses again (or tries to load the model again).
           entity.getShard().tell(new ClusterSharding.Passivate<>(getContext().getSelf()));
         }
         return this;
@@ -320,9 +394,39 @@ public final class ShardedComputations {
         // A copy of a run already accepted here (its requester sent it again before our Accepted came).
         return this;
       }
+      if (computation == null) { // the model is still loading
+        waiting.add(run);
+        return this;
+      }
       ActorRef<StatusReply<List<HostTensor>>> answer =
           getContext().spawnAnonymous(RunAnswer.create(id, node, run.requestId(), run.replyTo()));
       computation.tell(new ComputationActor.Run(run.inputs(), answer));
+      return this;
+    }
+
+    private Behavior<Command> onModelLoaded(ModelLoaded loaded) {
+      if (loaded.failure() == null) {
+        serve(loaded.computation());
+        getContext().getLog().info("model '{}' served on {}", id, node);
+      } else {
+        Throwable e = loaded.failure() instanceof java.util.concurrent.CompletionException c && c.getCause() != null
+            ? c.getCause() : loaded.failure();
+        refuse(new Failed(0, ErrorCode.FAILED_PRECONDITION, "model '" + id + "' could not be loaded on node " + node
+            + ": " + (e instanceof XlaException ? e.getMessage() : e.toString())), true);
+      }
+      List<Run> runs = List.copyOf(waiting);
+      waiting.clear();
+      for (Run run : runs) {
+        accepted.remove(new RunKey(run.replyTo(), run.requestId())); // already accepted: served (or failed) now
+        if (refusal != null) {
+          run.replyTo().tell(new Failed(run.requestId(), refusal.code(), refusal.message()));
+        } else {
+          onRun(run); // answers Accepted again (harmless) and forwards it
+        }
+      }
+      if (refusal != null && !runs.isEmpty()) {
+        entity.getShard().tell(new ClusterSharding.Passivate<>(getContext().getSelf()));
+      }
       return this;
     }
 

@@ -108,13 +108,18 @@ final class TensorWireFormat {
 
   /** Reads a string written by {@link #putString}; {@code field} names it in errors. */
   static String string(ByteBuffer in, String what, String field) {
+    return new String(bytes(in, what, field), StandardCharsets.UTF_8);
+  }
+
+  /** Reads the bytes of a field written by {@link #putString}; {@code field} names it in errors. */
+  static byte[] bytes(ByteBuffer in, String what, String field) {
     int length = in.getInt();
     if (length < 0 || length > in.remaining()) {
       throw refused(what, "the " + field + " claims " + length + " bytes, " + in.remaining() + " left");
     }
     byte[] bytes = new byte[length];
     in.get(bytes);
-    return new String(bytes, StandardCharsets.UTF_8);
+    return bytes;
   }
 
   static byte[] utf8(String s) {

@@ -12,7 +12,8 @@ import org.apache.pekko.cluster.typed.Cluster;
  * Starts the actor system of one node from configuration: a cluster node when {@code
  * xla-actors.cluster.seed-nodes} is set (it joins the seeds at start), a plain single-JVM system
  * otherwise; either way with the batch jobs' journal configured from {@code xla-actors.cluster.jobs}
- * (the database is only opened when a job needs it). Everything else (callback runtimes, jobs) runs on the returned system as in one JVM.
+ * (the database is only opened when a job needs it), and with TLS between nodes when {@code
+ * xla-actors.cluster.security.tls} is on (see {@link ClusterSecuritySettings}). Everything else (callback runtimes, jobs) runs on the returned system as in one JVM.
  */
 public final class XlaCluster {
   private XlaCluster() {}
@@ -31,8 +32,13 @@ public final class XlaCluster {
   public static <T> ActorSystem<T> start(Behavior<T> guardian, Config config) {
     ClusterSettings settings = ClusterSettings.fromConfig(config);
     Config journal = JobJournalSettings.fromConfig(config).pekkoOverrides();
+    // Checked even for a single JVM, so a bad key store shows before the node is moved to a cluster.
+    ClusterSecuritySettings security = ClusterSecuritySettings.fromConfig(config);
+    Config overrides = settings.clustered()
+        ? settings.pekkoOverrides().withFallback(security.pekkoOverrides())
+        : settings.pekkoOverrides();
     return ActorSystem.create(
-        guardian, settings.systemName(), settings.pekkoOverrides().withFallback(journal).withFallback(config).resolve());
+        guardian, settings.systemName(), overrides.withFallback(journal).withFallback(config).resolve());
   }
 
   /** Whether {@code system} is a cluster node (its provider is {@code cluster}). */

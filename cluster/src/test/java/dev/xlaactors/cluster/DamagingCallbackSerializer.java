@@ -63,12 +63,13 @@ public final class DamagingCallbackSerializer extends SerializerWithStringManife
     return real.fromBinary(bytes, manifest);
   }
 
-  /** Where a request's first dtype code is: after version, call id, name, reply address and tensor count. */
+  /** Where a request's first dtype code is: after version, call id, name, reply address, secret and tensor count. */
   private static int firstDtypeAt(byte[] request) {
     ByteBuffer in = ByteBuffer.wrap(request);
     int at = 1 + 8;
     at += 4 + in.getInt(at); // callback name
     at += 4 + in.getInt(at); // reply address
+    at += 4 + in.getInt(at); // callback secret
     return at + 4; // tensor count
   }
 }

@@ -34,9 +34,12 @@ public final class SegmentedGraph {
   private final Plan plan;
   private final List<Stage> stages;
   private final java.util.Map<Value, Value> aliases;
+  private final java.util.Set<Integer> donatedParameters;
 
-  SegmentedGraph(Graph graph, List<Value> parameters, Plan plan, List<Stage> stages, java.util.Map<Value, Value> aliases) {
+  SegmentedGraph(Graph graph, List<Value> parameters, Plan plan, List<Stage> stages, java.util.Map<Value, Value> aliases,
+      java.util.Set<Integer> donatedParameters) {
     this.graph = graph;
+    this.donatedParameters = java.util.Set.copyOf(donatedParameters);
     this.parameters = parameters;
     this.plan = plan;
     this.stages = List.copyOf(stages);
@@ -51,6 +54,14 @@ public final class SegmentedGraph {
   /** Every stage, in program order (a stage inside a loop is listed once, and runs once per iteration). */
   public List<Stage> stages() {
     return stages;
+  }
+
+  /**
+   * The graph parameters a run may donate (see {@link SegmentationOptions#donatedParameters()}): each is
+   * read by one top-level stage, which writes an output in its memory.
+   */
+  public java.util.Set<Integer> donatedParameters() {
+    return donatedParameters;
   }
 
   /** The host call sites left after segmentation (inlined ones excluded), nested ones included. */

@@ -135,6 +135,7 @@ public final class SegmentedProgram implements AutoCloseable {
   private final Target[] targets;
   private final Executable[] executables;
   private final java.util.concurrent.atomic.AtomicLong openBuffers = new java.util.concurrent.atomic.AtomicLong();
+  private final java.util.concurrent.atomic.AtomicLong runNumbers = new java.util.concurrent.atomic.AtomicLong();
 
   /** Compiles every stage for the target {@code placement} gives it. */
   public SegmentedProgram(SegmentedGraph graph, Placement placement) {
@@ -204,12 +205,59 @@ public final class SegmentedProgram implements AutoCloseable {
   }
 
   /**
-   * Runs the plan on {@code inputs}: host tensors, or device buffers (weights kept on the device between
+   * Runs the plan on {@code inputs}: host tensors, device buffers (weights kept on the device between
    * runs, outputs of an earlier run) that a stage on the buffer's own device reads in place, with no
-   * upload; they stay the caller's. A stage placed elsewhere gets a copy. Donation is refused: a
-   * segmented run hands each value to several stages and host calls, so no stage may consume it.
+   * upload, and that stay the caller's (a stage placed elsewhere gets a copy), or donated buffers. Only a
+   * parameter the graph was segmented to donate ({@link SegmentationOptions#donating}) takes a donated
+   * buffer: its one stage writes an output in the buffer's memory, and the buffer is closed when that
+   * stage runs (a later use fails naming the run; a run that fails before that stage leaves it the
+   * caller's); it must live on that stage's device.
    */
   public Result runArguments(List<Argument> inputs, HostCallInvoker invoker) {
+    return runBound(inputs, Map.of(), invoker, null);
+  }
+
+  /**
+   * As {@link #runArguments}, with the outputs left on the device: the caller owns (and closes) them. An
+   * output a stage made stays where that stage ran, with no copy; an output that is on the host (a
+   * callback's result, a host input) is uploaded to {@code outputs}, and one that is an input buffer, or
+   * an output returned twice, is copied there, so every returned buffer is the caller's own.
+   */
+  public DeviceResult executeArguments(List<Argument> inputs, HostCallInvoker invoker, Target outputs) {
+    return executeBound(inputs, Map.of(), invoker, outputs, null);
+  }
+
+  /** A run's outputs, left on the device (the caller owns and closes them), and what it moved. */
+  public record DeviceResult(List<DeviceBuffer> outputs, RunStats stats) {}
+
+  /**
+   * As {@link #runArguments}, where each input {@code i} in {@code copies} is a buffer bound for many runs
+   * (a model's weight, see {@code dev.xlaactors.runtime.model.SegmentedModel}) together with its copies
+   * already made on other targets: a stage on one of those targets reads that copy, so nothing is copied
+   * or uploaded per run. {@code runName} names the run in donation errors (null: this program's count).
+   */
+  public Result runBound(List<Argument> inputs, Map<Integer, Map<Target, DeviceBuffer>> copies, HostCallInvoker invoker,
+      String runName) {
+    return start(inputs, copies, invoker, runName, (run, root) -> {
+      List<HostTensor> outputs = new ArrayList<>();
+      for (Value v : graph.plan().results()) {
+        outputs.add(run.toHost(root.lookup(v)));
+      }
+      return new Result(outputs, run.stats());
+    });
+  }
+
+  /** As {@link #runBound}, with the outputs left on the device (see {@link #executeArguments}). */
+  public DeviceResult executeBound(List<Argument> inputs, Map<Integer, Map<Target, DeviceBuffer>> copies,
+      HostCallInvoker invoker, Target outputs, String runName) {
+    if (outputs == null) {
+      throw new InvalidArgumentException("segmented program '" + graph.graph().name() + "': no target for the outputs");
+    }
+    return start(inputs, copies, invoker, runName, (run, root) -> new DeviceResult(run.handOver(root, outputs), run.stats()));
+  }
+
+  private <T> T start(List<Argument> inputs, Map<Integer, Map<Target, DeviceBuffer>> copies, HostCallInvoker invoker,
+      String runName, java.util.function.BiFunction<Execution, Frame, T> finish) {
     List<TensorType> expected = graph.graph().parameterTypes();
     if (inputs == null || inputs.size() != expected.size()) {
       throw new InvalidArgumentException("graph '" + graph.graph().name() + "' expects " + expected.size()
@@ -220,37 +268,52 @@ public final class SegmentedProgram implements AutoCloseable {
         throw new InvalidArgumentException("input " + i + " of graph '" + graph.graph().name() + "': expected "
             + expected.get(i) + ", got " + (inputs.get(i) == null ? "null" : inputs.get(i).type()));
       }
-      if (inputs.get(i) instanceof Argument.Donated) {
-        throw new InvalidArgumentException("input " + i + " of graph '" + graph.graph().name() + "' is donated: a "
-            + "segmented run does not take donated buffers (several stages may read one value); pass Argument.of(buffer)");
+      if (inputs.get(i) instanceof Argument.Donated && !graph.donatedParameters().contains(i)) {
+        throw new InvalidArgumentException("input " + i + " of graph '" + graph.graph().name() + "' is donated, but this "
+            + "segmented program does not take donated buffers for it (donatable inputs: " + graph.donatedParameters()
+            + "): pass Argument.of(buffer), or segment with SegmentationOptions.defaults().donating(" + i + ")");
       }
     }
-    Execution run = new Execution(invoker);
+    Execution run = new Execution(invoker, runName != null ? runName
+        : "run " + runNumbers.incrementAndGet() + " of segmented program '" + graph.graph().name() + "'");
     Frame root = new Frame(null);
     try {
       for (int i = 0; i < inputs.size(); i++) {
-        if (inputs.get(i) instanceof Argument.OnDevice d) {
+        Argument a = inputs.get(i);
+        if (a instanceof Argument.OnDevice d) {
           Slot slot = new Slot();
           slot.device = d.buffer(); // the caller's: bound, never created, so never closed by the run
+          slot.copies = copies.get(i);
+          root.bind(graph.parameters().get(i), slot);
+        } else if (a instanceof Argument.Donated d) {
+          Slot slot = new Slot();
+          slot.device = d.buffer(); // given to its one stage, which closes it (Executable.executeArguments)
+          slot.donated = true;
           root.bind(graph.parameters().get(i), slot);
         } else {
-          root.create(graph.parameters().get(i), onHost(((Argument.Host) inputs.get(i)).tensor()));
+          root.create(graph.parameters().get(i), onHost(((Argument.Host) a).tensor()));
         }
       }
       run.plan(graph.plan(), root);
-      List<HostTensor> outputs = new ArrayList<>();
-      for (Value v : graph.plan().results()) {
-        outputs.add(run.toHost(root.lookup(v)));
-      }
-      return new Result(outputs, run.stats());
+      return finish.apply(run, root);
     } finally {
       root.closeExcept(Set.of());
     }
   }
 
-  /** Runs one stage on its placed device (its arguments already live there). */
-  private List<DeviceBuffer> executeStage(int index, List<DeviceBuffer> arguments) {
-    return executables[index].execute(arguments, null, targets[index].device());
+  /**
+   * Runs one stage on its placed device (its arguments already live there); a donated argument goes
+   * through {@link Executable#executeArguments}, which checks and consumes it.
+   */
+  private List<DeviceBuffer> executeStage(int index, List<Argument> arguments, boolean donating, String runName) {
+    if (donating) {
+      return executables[index].executeArguments(arguments, null, targets[index].device(), runName + " (stage " + index + ")");
+    }
+    List<DeviceBuffer> buffers = new ArrayList<>(arguments.size());
+    for (Argument a : arguments) {
+      buffers.add(((Argument.OnDevice) a).buffer());
+    }
+    return executables[index].execute(buffers, null, targets[index].device());
   }
 
   @Override
@@ -268,6 +331,8 @@ public final class SegmentedProgram implements AutoCloseable {
   private final class Slot {
     HostTensor host;
     DeviceBuffer device;
+    Map<Target, DeviceBuffer> copies; // a bound buffer's copies on other targets, made once, not the run's
+    boolean donated; // device is a donated input, given to the one stage that reads it
 
     void close() {
       if (device != null) {
@@ -345,6 +410,7 @@ public final class SegmentedProgram implements AutoCloseable {
 
   private final class Execution {
     final HostCallInvoker invoker;
+    final String runName;
     final List<Executed> executed = new ArrayList<>();
     int hostCalls;
     int predicateReads;
@@ -353,8 +419,43 @@ public final class SegmentedProgram implements AutoCloseable {
     int crossClientMoves;
     int deviceMoves;
 
-    Execution(HostCallInvoker invoker) {
+    Execution(HostCallInvoker invoker, String runName) {
       this.invoker = invoker;
+      this.runName = runName;
+    }
+
+    /**
+     * The results as buffers the caller owns: those the run made are handed over as they are; the others
+     * (host values, input buffers, a buffer returned twice) are uploaded to, or copied through the host
+     * to, {@code outputs}. On failure nothing is handed over.
+     */
+    List<DeviceBuffer> handOver(Frame root, Target outputs) {
+      List<DeviceBuffer> result = new ArrayList<>();
+      List<DeviceBuffer> made = new ArrayList<>(); // uploaded here: closed here if a later one fails
+      Set<Slot> handed = identitySet();
+      try {
+        for (Value v : graph.plan().results()) {
+          Slot s = root.lookup(v);
+          if (s.device != null && !s.donated && !handed.contains(s) && root.created.contains(s)) {
+            result.add(s.device);
+            handed.add(s);
+          } else {
+            HostTensor host = toHost(s);
+            DeviceBuffer b = outputs.client().upload(host, outputs.device());
+            made.add(b);
+            result.add(b);
+            bytesToDevice += host.type().byteSize();
+          }
+        }
+      } catch (RuntimeException e) {
+        made.forEach(DeviceBuffer::close); // the handed ones are still the run's, closed with its frame
+        throw e;
+      }
+      for (Slot s : handed) { // now the caller's: the run no longer closes them
+        root.created.remove(s);
+        openBuffers.decrementAndGet();
+      }
+      return result;
     }
 
     RunStats stats() {
@@ -380,13 +481,20 @@ public final class SegmentedProgram implements AutoCloseable {
     void stage(StageStep s, Frame frame) {
       int index = s.stage().index();
       Target target = targets[index];
-      List<DeviceBuffer> args = new ArrayList<>(s.inputs().size());
+      List<Argument> args = new ArrayList<>(s.inputs().size());
       List<DeviceBuffer> temporaries = new ArrayList<>();
+      boolean donating = false;
       try {
         for (Value v : s.inputs()) {
-          args.add(onTarget(frame.lookup(v), target, temporaries));
+          Slot slot = frame.lookup(v);
+          if (slot.donated) {
+            args.add(Argument.donated(donatedOn(slot, target, index)));
+            donating = true;
+          } else {
+            args.add(Argument.of(onTarget(slot, target, temporaries)));
+          }
         }
-        List<DeviceBuffer> outs = executeStage(index, args);
+        List<DeviceBuffer> outs = executeStage(index, args, donating, runName);
         // Where it ran, as the output buffers say (not as the placement asked).
         executed.add(new Executed(index, outs.isEmpty() ? target
             : new Target(outs.get(0).client(), outs.get(0).device())));
@@ -407,6 +515,9 @@ public final class SegmentedProgram implements AutoCloseable {
      * moved through the host (a temporary the caller frees).
      */
     DeviceBuffer onTarget(Slot slot, Target target, List<DeviceBuffer> temporaries) {
+      if (slot.copies != null && slot.copies.containsKey(target)) {
+        return slot.copies.get(target); // a bound buffer's copy, made when it was bound
+      }
       if (slot.device != null && slot.device.client() == target.client()) {
         if (slot.device.device().equals(target.device())) {
           return slot.device;
@@ -430,6 +541,16 @@ public final class SegmentedProgram implements AutoCloseable {
         temporaries.add(uploaded);
       }
       return uploaded;
+    }
+
+    /** A donated input's buffer, which must already live where its stage runs (it is consumed there). */
+    DeviceBuffer donatedOn(Slot slot, Target target, int stage) {
+      DeviceBuffer b = slot.device;
+      if (b.client() != target.client() || !b.device().equals(target.device())) {
+        throw new InvalidArgumentException("a donated input of " + runName + " lives on " + b.device() + ", but stage "
+            + stage + ", which consumes it, runs on " + target + ": donate a buffer on that device (copyToDevice)");
+      }
+      return b;
     }
 
     HostTensor toHost(Slot slot) {

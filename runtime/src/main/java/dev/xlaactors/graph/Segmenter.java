@@ -30,6 +30,9 @@ final class Segmenter {
   private final boolean inline;
   private final Map<Value, Value> aliases = new IdentityHashMap<>();
   private final List<Stage> stages = new ArrayList<>();
+  // Donated graph parameters (resolved) -> their position; the stages that alias them, by value.
+  private final Map<Value, Integer> donated = new IdentityHashMap<>();
+  private final Map<Value, Stage> donorStages = new IdentityHashMap<>();
   private int controlIds;
 
   private Segmenter(String name, boolean inline) {
@@ -46,9 +49,66 @@ final class Segmenter {
           + "operations, so it cannot be segmented; build it with GraphBuilder, or run it fused");
     }
     Segmenter s = new Segmenter(graph.name(), options.inlineCallbacks());
+    List<Value> parameters = graph.body().parameters();
+    for (int p : options.donatedParameters()) {
+      if (p >= parameters.size()) {
+        throw new InvalidArgumentException("graph '" + graph.name() + "': donated parameter " + p + " does not exist; "
+            + "it has " + parameters.size() + " parameter(s) " + graph.parameterTypes());
+      }
+      s.donated.put(parameters.get(p), p);
+    }
     List<Op> ops = s.expand(graph.body().ops());
     Plan plan = s.plan(ops, s.resolveAll(graph.body().outputs()), "top");
-    return new SegmentedGraph(graph, graph.body().parameters(), plan, s.stages, s.aliases);
+    s.checkDonations(plan);
+    return new SegmentedGraph(graph, parameters, plan, s.stages, s.aliases, options.donatedParameters());
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Donation
+
+  /**
+   * Each donated parameter must be read by exactly one step, a top-level stage that aliased it to an
+   * output: a donated buffer is consumed by the stage that reads it, so nothing may read it after, and a
+   * stage in a loop or a branch may run several times or not at all.
+   */
+  private void checkDonations(Plan plan) {
+    for (Map.Entry<Value, Integer> e : donated.entrySet()) {
+      List<String> uses = new ArrayList<>();
+      collectUses(plan, e.getKey(), uses);
+      Stage donor = donorStages.get(e.getKey());
+      if (donor == null || uses.size() != 1) {
+        throw new InvalidArgumentException("graph '" + name + "': parameter " + e.getValue() + " (" + e.getKey().type()
+            + ") is donated, so exactly one top-level stage with an output of its type may read it, but it is read by "
+            + (uses.isEmpty() ? "nothing" : uses)
+            + (donor == null && uses.size() == 1 ? " (no top-level stage with an output of type " + e.getKey().type() + ")" : "")
+            + "; do not donate it, or pass a copy to the other readers");
+      }
+    }
+  }
+
+  private void collectUses(Plan plan, Value v, List<String> uses) {
+    for (Step step : plan.steps()) {
+      if (step instanceof StageStep s && s.inputs().contains(v)) {
+        uses.add(s.stage().toString());
+      } else if (step instanceof HostCallStep h && h.inputs().contains(v)) {
+        uses.add("host call '" + h.callback().name() + "'");
+      } else if (step instanceof WhileStep w) {
+        if (w.initial().contains(v)) {
+          uses.add("while#" + w.id());
+        }
+        collectUses(w.condition(), v, uses);
+        collectUses(w.body(), v, uses);
+      } else if (step instanceof IfStep i) {
+        if (i.predicate() == v) {
+          uses.add("if#" + i.id());
+        }
+        collectUses(i.onTrue(), v, uses);
+        collectUses(i.onFalse(), v, uses);
+      }
+    }
+    if (plan.results().contains(v)) {
+      uses.add("the results");
+    }
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -258,8 +318,16 @@ final class Segmenter {
     StringBuilder sb = new StringBuilder();
     sb.append("module @").append(name).append("_stage").append(index).append(" {\n");
     sb.append("  func.func public @main(");
+    java.util.Set<Integer> aliasedOutputs = new java.util.HashSet<>();
+    List<Value> donors = new ArrayList<>();
     for (int i = 0; i < inputs.size(); i++) {
       sb.append(i > 0 ? ", " : "").append("%s").append(i).append(": ").append(inTypes.get(i).mlir());
+      int alias = where.equals("top") && donated.containsKey(inputs.get(i)) ? aliasFor(inTypes.get(i), outTypes, aliasedOutputs) : -1;
+      if (alias >= 0) {
+        aliasedOutputs.add(alias);
+        donors.add(inputs.get(i));
+        sb.append(" {tf.aliasing_output = ").append(alias).append(" : i32}");
+      }
     }
     sb.append(") -> (").append(StableHloWriter.types(outTypes)).append(") {\n");
     emitOps(ops, namer, "    ", sb);
@@ -267,7 +335,18 @@ final class Segmenter {
     sb.append("  }\n}\n");
     Stage stage = new Stage(index, where, inTypes, outTypes, sb.toString());
     stages.add(stage);
+    donors.forEach(v -> donorStages.put(v, stage));
     return new StageStep(stage, inputs, outputs);
+  }
+
+  /** The first output of {@code type} not yet aliased, or -1. */
+  private static int aliasFor(TensorType type, List<TensorType> outputs, java.util.Set<Integer> taken) {
+    for (int k = 0; k < outputs.size(); k++) {
+      if (outputs.get(k).equals(type) && !taken.contains(k)) {
+        return k;
+      }
+    }
+    return -1;
   }
 
   private static void emitOps(List<Op> ops, Function<Value, String> namer, String indent, StringBuilder sb) {

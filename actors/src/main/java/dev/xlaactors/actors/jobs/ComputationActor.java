@@ -14,6 +14,8 @@ import dev.xlaactors.runtime.XlaClient;
 import dev.xlaactors.runtime.DeviceBuffer;
 import dev.xlaactors.runtime.model.Argument;
 import dev.xlaactors.runtime.model.Model;
+import dev.xlaactors.runtime.model.SegmentedModel;
+import dev.xlaactors.graph.SegmentedProgram;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CancellationException;
@@ -90,6 +92,7 @@ public final class ComputationActor extends AbstractBehavior<ComputationActor.Co
   private boolean busy;
   private Runnable cancelCurrent;
   private Model model; // the caller's (model computations) or made over the executable for argument runs
+  private SegmentedModel segmented; // the caller's, for a segmented model's computation; else null
   private final boolean ownsModel;
   /** Guards the hand-over of the executable between the compiling thread and PostStop. */
   private final Object lifecycle = new Object();
@@ -135,6 +138,24 @@ public final class ComputationActor extends AbstractBehavior<ComputationActor.Co
         .onFailure(SupervisorStrategy.resume());
   }
 
+  /**
+   * A computation serving a segmented {@code model} (stages with host calls between them, weights bound
+   * once), as {@link #create(Model, CallbackRuntime, JobSettings)}: requests pass its per-request inputs,
+   * {@link RunOnDevice} leaves the outputs on the device, a donated input is consumed by its stage. With
+   * {@code callbacks} the host calls are supervised (timeouts, cancellation between stages); without,
+   * they are called directly on the run thread. The model stays the caller's.
+   */
+  public static Behavior<Command> create(SegmentedModel model, CallbackRuntime callbacks, JobSettings settings) {
+    java.util.Objects.requireNonNull(model, "model");
+    return Behaviors.<Command>supervise(
+            Behaviors.setup(
+                context ->
+                    Behaviors.withStash(
+                        settings.queueCapacity(),
+                        queue -> new ComputationActor(context, queue, model, callbacks))))
+        .onFailure(SupervisorStrategy.resume());
+  }
+
   private ComputationActor(
       ActorContext<Command> context, StashBuffer<Command> queue, Program program, XlaClient client, CallbackRuntime callbacks) {
     super(context);
@@ -162,7 +183,23 @@ public final class ComputationActor extends AbstractBehavior<ComputationActor.Co
     this.blocking = context.getSystem().dispatchers().lookup(DispatcherSelector.fromConfig(actors.runDispatcher()));
   }
 
+  private ComputationActor(
+      ActorContext<Command> context, StashBuffer<Command> queue, SegmentedModel segmented, CallbackRuntime callbacks) {
+    super(context);
+    this.queue = queue;
+    this.program = null;
+    this.client = null;
+    this.callbacks = callbacks;
+    this.segmented = segmented;
+    this.ownsModel = false;
+    ActorsSettings actors = callbacks != null ? callbacks.settings() : ActorsSettings.create(context.getSystem());
+    this.blocking = context.getSystem().dispatchers().lookup(DispatcherSelector.fromConfig(actors.runDispatcher()));
+  }
+
   private String describe() {
+    if (segmented != null) {
+      return segmented.toString();
+    }
     return program != null ? program.toString() : "Model(" + model.name() + ")";
   }
 
@@ -259,7 +296,9 @@ public final class ComputationActor extends AbstractBehavior<ComputationActor.Co
     busy = true;
     CompletionStage<? extends List<?>> outputs;
     try {
-      if (request instanceof RunOnDevice r) {
+      if (segmented != null) {
+        outputs = startSegmented(request);
+      } else if (request instanceof RunOnDevice r) {
         Model m = model();
         if (supervised()) {
           DeviceRunHandle handle = callbacks.startOnDevice(m, r.inputs());
@@ -291,6 +330,28 @@ public final class ComputationActor extends AbstractBehavior<ComputationActor.Co
       outputs = CompletableFuture.failedFuture(e);
     }
     getContext().pipeToSelf(outputs, (out, failure) -> new RunFinished(request, out, failure == null ? null : unwrap(failure)));
+  }
+
+  /** A run of the segmented model: supervised through the callback runtime, or direct on the run dispatcher. */
+  private CompletionStage<? extends List<?>> startSegmented(Command request) {
+    SegmentedModel m = segmented;
+    if (request instanceof RunOnDevice r) {
+      if (callbacks != null) {
+        DeviceRunHandle handle = callbacks.startOnDevice(m, r.inputs());
+        cancelCurrent = () -> handle.cancel(describe() + " stopped");
+        return handle.result();
+      }
+      return CompletableFuture.supplyAsync(() -> m.execute(r.inputs(), SegmentedProgram.HostCallInvoker.direct()).outputs(),
+          blocking);
+    }
+    List<Argument> in = request instanceof RunArguments r ? r.inputs()
+        : ((Run) request).inputs().stream().map(Argument::of).toList();
+    if (callbacks != null) {
+      RunHandle handle = callbacks.start(m, in);
+      cancelCurrent = () -> handle.cancel(describe() + " stopped");
+      return handle.result();
+    }
+    return CompletableFuture.supplyAsync(() -> m.run(in, SegmentedProgram.HostCallInvoker.direct()).outputs(), blocking);
   }
 
   private CompletionStage<List<HostTensor>> startProgramRun(List<HostTensor> inputs) {

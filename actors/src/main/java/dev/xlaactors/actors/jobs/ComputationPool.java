@@ -3,6 +3,7 @@ package dev.xlaactors.actors.jobs;
 import dev.xlaactors.actors.CallbackRuntime;
 import dev.xlaactors.runtime.XlaClient;
 import dev.xlaactors.runtime.model.Model;
+import dev.xlaactors.runtime.model.SegmentedModel;
 import org.apache.pekko.actor.typed.Behavior;
 import org.apache.pekko.actor.typed.javadsl.Routers;
 
@@ -31,6 +32,16 @@ public final class ComputationPool {
    * the caller's (see {@link ComputationActor#create(Model, CallbackRuntime, JobSettings)}).
    */
   public static Behavior<ComputationActor.Command> create(Model model, CallbackRuntime callbacks, JobSettings settings) {
+    return Routers.pool(settings.poolSize(), ComputationActor.create(model, callbacks, settings)).withRoundRobinRouting();
+  }
+
+  /**
+   * A pool of {@code settings.poolSize()} computations serving one segmented {@code model}, its weights
+   * shared read-only by every worker's runs (see {@link ComputationActor#create(SegmentedModel,
+   * CallbackRuntime, JobSettings)}). The model stays the caller's.
+   */
+  public static Behavior<ComputationActor.Command> create(SegmentedModel model, CallbackRuntime callbacks,
+      JobSettings settings) {
     return Routers.pool(settings.poolSize(), ComputationActor.create(model, callbacks, settings)).withRoundRobinRouting();
   }
 }

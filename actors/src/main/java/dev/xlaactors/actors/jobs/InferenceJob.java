@@ -9,6 +9,7 @@ import dev.xlaactors.runtime.XlaClient;
 import dev.xlaactors.runtime.DeviceBuffer;
 import dev.xlaactors.runtime.model.Argument;
 import dev.xlaactors.runtime.model.Model;
+import dev.xlaactors.runtime.model.SegmentedModel;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.LinkedHashSet;
@@ -150,6 +151,17 @@ public final class InferenceJob extends AbstractBehavior<InferenceJob.Command> {
    */
   public static Behavior<Command> create(
       String name, Model step, CallbackRuntime callbacks, JobWork work, JobSettings settings) {
+    Behavior<ComputationActor.Command> computation = ComputationActor.create(step, callbacks, settings);
+    return job(name, computation, callbacks, work, settings);
+  }
+
+  /**
+   * A job named {@code name} running the segmented {@code step} model over {@code work}, as {@link
+   * #create(String, Model, CallbackRuntime, JobWork, JobSettings)} (see {@link
+   * ComputationActor#create(SegmentedModel, CallbackRuntime, JobSettings)}). The model stays the caller's.
+   */
+  public static Behavior<Command> create(
+      String name, SegmentedModel step, CallbackRuntime callbacks, JobWork work, JobSettings settings) {
     Behavior<ComputationActor.Command> computation = ComputationActor.create(step, callbacks, settings);
     return job(name, computation, callbacks, work, settings);
   }

@@ -1,0 +1,332 @@
+package dev.xlaactors.bench;
+
+import dev.xlaactors.actors.CallbackRuntime;
+import dev.xlaactors.actors.serve.BatchedModel;
+import dev.xlaactors.actors.serve.ModelServer;
+import dev.xlaactors.actors.serve.ServeSettings;
+import dev.xlaactors.error.OverloadedException;
+import dev.xlaactors.error.RequestTimeoutException;
+import dev.xlaactors.runtime.DType;
+import dev.xlaactors.runtime.HostCallback;
+import dev.xlaactors.runtime.HostTensor;
+import dev.xlaactors.runtime.TensorType;
+import dev.xlaactors.runtime.XlaClient;
+import dev.xlaactors.runtime.model.JaxExport;
+import dev.xlaactors.runtime.model.SafeTensors;
+import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
+import java.nio.ByteOrder;
+import java.nio.FloatBuffer;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.Properties;
+import java.util.Random;
+import java.util.TreeMap;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicIntegerArray;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.AtomicLongArray;
+import java.util.concurrent.atomic.AtomicReferenceArray;
+import java.util.concurrent.locks.LockSupport;
+import org.apache.pekko.actor.typed.ActorRef;
+import org.apache.pekko.actor.typed.ActorSystem;
+import org.apache.pekko.actor.typed.Behavior;
+import org.apache.pekko.actor.typed.Props;
+import org.apache.pekko.actor.typed.javadsl.Behaviors;
+import org.apache.pekko.pattern.StatusReply;
+
+/**
+ * The Java side of {@code bench/run.sh serve}: the scoring model of tools/jax_scoring_model.py (y =
+ * relu(x . W), W f32[D, D], relu a Java host callback registered inline) behind a {@link ModelServer}.
+ *
+ * <ol>
+ *   <li>Capacity, closed loop: {@code OUTSTANDING} requests always in flight for a few seconds, batched
+ *       (the default settings: max-batch-size 32, max-delay 2ms, one batch at a time) and one run per
+ *       request (max-batch-size 1, as many runs at once as cores): requests/s answered.
+ *   <li>Open loop at fixed rates (10% to 120% of the batched capacity, and a 200% burst to measure
+ *       refusals): requests sent on schedule whatever the answers, each with a deadline; per rate the
+ *       answers by kind, latency p50/p99 of the results, mean requests per batch, the p99 time to a
+ *       refusal, and lost requests (sent, but answered other than exactly once).
+ * </ol>
+ * Prints {@code CAPACITY}, {@code LOAD} and {@code RESULT serve ...} lines; bench/run.sh makes the table.
+ * Arguments: the model directory, then {@code full} or {@code short}.
+ */
+public final class ServeBench {
+  private static final int OUTSTANDING = 256;
+  private static final Duration REQUEST_TIMEOUT = Duration.ofSeconds(2);
+
+  private final BatchedModel model;
+  private final CallbackRuntime callbacks;
+  private final ActorSystem<Void> system;
+  private final int d;
+  private final List<HostTensor> inputs = new ArrayList<>();
+  private int serverNumber;
+
+  private ServeBench(BatchedModel model, CallbackRuntime callbacks, ActorSystem<Void> system, int d) {
+    this.model = model;
+    this.callbacks = callbacks;
+    this.system = system;
+    this.d = d;
+    Random random = new Random(1);
+    for (int i = 0; i < 64; i++) {
+      float[] x = new float[d];
+      for (int j = 0; j < d; j++) {
+        x[j] = random.nextFloat() * 2 - 1;
+      }
+      inputs.add(HostTensor.ofFloats(x, d));
+    }
+  }
+
+  public static void main(String[] args) throws Exception {
+    Path dir = Path.of(args[0]);
+    boolean full = args.length < 2 || !args[1].equals("short");
+    Properties props = new Properties();
+    try (var in = Files.newBufferedReader(dir.resolve("model.properties"))) {
+      props.load(in);
+    }
+    int d = Integer.parseInt(props.getProperty("dim"));
+    ActorSystem<Void> system = ActorSystem.create(Behaviors.empty(), "serve-bench");
+    try (XlaClient client = XlaClient.create();
+        CallbackRuntime callbacks = CallbackRuntime.create(system, client)) {
+      Map<Integer, JaxExport> exports = new TreeMap<>();
+      for (String b : props.getProperty("batches").split(",")) {
+        exports.put(Integer.parseInt(b), JaxExport.read(dir.resolve("score_b" + b + ".jax")));
+      }
+      long loadStart = System.nanoTime();
+      BatchedModel model;
+      try (SafeTensors weights = SafeTensors.open(dir.resolve("weights.safetensors"))) {
+        model = BatchedModel.load("scoring", exports, weights, client.devices().get(0));
+      }
+      for (int b : model.batchSizes()) {
+        int size = b;
+        callbacks.registerInline(new HostCallback("relu_b" + b, List.of(TensorType.of(DType.F32, b, d)), null, (in, s) -> {
+          FloatBuffer h = in.get(0).data().order(ByteOrder.LITTLE_ENDIAN).asFloatBuffer();
+          float[] y = new float[size * d];
+          for (int i = 0; i < y.length; i++) {
+            y[i] = Math.max(0f, h.get(i));
+          }
+          return List.of(HostTensor.ofFloats(y, size, d));
+        })).toCompletableFuture().join();
+      }
+      System.out.printf(Locale.ROOT, "INFO model=%s d=%d sizes=%s weights_mib=%.1f loaded_and_compiled_s=%.2f cores=%d mode=%s%n",
+          model.name(), d, model.batchSizes(), 4.0 * d * d / (1 << 20), (System.nanoTime() - loadStart) / 1e9,
+          Runtime.getRuntime().availableProcessors(), full ? "full" : "short");
+      try {
+        new ServeBench(model, callbacks, system, d).run(full);
+      } finally {
+        model.close();
+      }
+    } finally {
+      system.terminate();
+    }
+  }
+
+  private void run(boolean full) throws Exception {
+    ServeSettings.Model batched = ServeSettings.create(system).forModel("scoring");
+    int cores = Runtime.getRuntime().availableProcessors();
+    ServeSettings.Model unbatched = batched.withMaxBatchSize(1).withMaxDelay(Duration.ZERO).withMaxBatchesInFlight(cores);
+    System.out.printf(Locale.ROOT, "INFO batched max_batch=%d max_delay_ms=%.1f queue=%d in_flight=%d; unbatched max_batch=1 in_flight=%d%n",
+        batched.maxBatchSize(), batched.maxDelay().toNanos() / 1e6, batched.queueCapacity(), batched.maxBatchesInFlight(), cores);
+    double seconds = full ? 5 : 2;
+    // Warm-up: the JIT and every compiled size, untimed.
+    capacity("warmup", batched, full ? 3 : 1);
+    capacity("warmup", unbatched, 1);
+    Capacity withBatches = capacity("batched", batched, seconds);
+    Capacity oneByOne = capacity("unbatched", unbatched, seconds);
+    double speedup = withBatches.perSecond / oneByOne.perSecond;
+
+    int[] percents = full ? new int[] {10, 25, 50, 80, 100, 120, 200} : new int[] {50, 80, 120, 200};
+    double p99At80 = Double.NaN;
+    long lost = 0;
+    List<Double> refusals = new ArrayList<>();
+    for (int pct : percents) {
+      Load l = openLoop("batched", batched, withBatches.perSecond * pct / 100.0, pct, pct == 200 ? Math.min(seconds, 2) : seconds);
+      lost += l.lost;
+      refusals.addAll(l.refusalMillis);
+      if (pct == 80) {
+        p99At80 = l.p99Millis;
+      }
+    }
+    if (full) { // the same absolute rates for one run per request: where it saturates
+      for (int pct : new int[] {10, 25, 50}) {
+        Load l = openLoop("unbatched", unbatched, withBatches.perSecond * pct / 100.0, pct, seconds);
+        lost += l.lost;
+      }
+    }
+    double refusedP99 = percentile(refusals, 0.99);
+    double goal = 2 * batched.maxDelay().toNanos() / 1e6 + withBatches.batchComputeMillis;
+    System.out.printf(Locale.ROOT, "INFO goal p99_at_80pct <= 2 x max-delay + one batch's compute = 2 x %.1f + %.2f = %.2f ms%n",
+        batched.maxDelay().toNanos() / 1e6, withBatches.batchComputeMillis, goal);
+    System.out.printf(Locale.ROOT, "RESULT serve batched_speedup=%.2f p99_at_80pct_ms=%.2f lost=%d overload_refused_ms=%s%n", speedup,
+        p99At80, lost, refusals.isEmpty() ? "none" : String.format(Locale.ROOT, "%.3f", refusedP99));
+  }
+
+  private record Capacity(double perSecond, double meanBatch, double batchComputeMillis) {}
+
+  private record Load(long lost, double p99Millis, List<Double> refusalMillis) {}
+
+  /** Closed loop: {@link #OUTSTANDING} requests always in flight; requests/s answered with a result. */
+  private Capacity capacity(String side, ServeSettings.Model settings, double seconds) throws Exception {
+    SimpleMeterRegistry registry = new SimpleMeterRegistry();
+    ActorRef<ModelServer.Command> server = spawn(settings, registry);
+    AtomicLong ok = new AtomicLong();
+    AtomicLong failed = new AtomicLong();
+    AtomicLong batchRows = new AtomicLong();
+    AtomicLong computeNanos = new AtomicLong();
+    AtomicLong fullBatches = new AtomicLong();
+    long end = System.nanoTime() + (long) (seconds * 1e9);
+    ActorRef<StatusReply<ModelServer.Prediction>>[] self = newRefArray();
+    Behavior<StatusReply<ModelServer.Prediction>> loop = Behaviors.receive((ctx, reply) -> {
+      if (reply.isSuccess()) {
+        ok.incrementAndGet();
+        ModelServer.Prediction p = reply.getValue();
+        batchRows.addAndGet(p.requestsInBatch());
+        if (p.batchSize() == model.largestBatch() || settings.maxBatchSize() == 1) {
+          computeNanos.addAndGet(p.computed().toNanos());
+          fullBatches.incrementAndGet();
+        }
+      } else {
+        failed.incrementAndGet();
+      }
+      if (System.nanoTime() < end) {
+        server.tell(new ModelServer.Infer(null, List.of(inputs.get((int) (ok.get() % inputs.size()))), REQUEST_TIMEOUT, self[0]));
+      }
+      return Behaviors.same();
+    });
+    self[0] = system.systemActorOf(loop, "serve-bench-loop-" + (++serverNumber), Props.empty());
+    long start = System.nanoTime();
+    for (int i = 0; i < OUTSTANDING; i++) {
+      server.tell(new ModelServer.Infer(null, List.of(inputs.get(i % inputs.size())), REQUEST_TIMEOUT, self[0]));
+    }
+    Thread.sleep((long) (seconds * 1000));
+    long answeredOk = ok.get();
+    double elapsed = (System.nanoTime() - start) / 1e9;
+    Thread.sleep(REQUEST_TIMEOUT.toMillis() + 500); // let the last ones drain before the next phase
+    double perSecond = answeredOk / elapsed;
+    double meanBatch = ok.get() == 0 ? 0 : (double) batchRows.get() / ok.get();
+    double computeMillis = fullBatches.get() == 0 ? Double.NaN : computeNanos.get() / 1e6 / fullBatches.get();
+    if (!side.equals("warmup")) {
+      System.out.printf(Locale.ROOT, "CAPACITY side=%s req_per_s=%.1f mean_batch=%.2f batch_compute_ms=%.3f failed=%d%n", side, perSecond,
+          meanBatch, computeMillis, failed.get());
+    }
+    return new Capacity(perSecond, meanBatch, computeMillis);
+  }
+
+  /**
+   * Open loop: requests sent at {@code rate} per second for {@code seconds}, on schedule whatever the
+   * answers (a sender that falls behind catches up in bursts), each with a deadline of {@link
+   * #REQUEST_TIMEOUT}; then every answer is awaited and each request's answers counted.
+   */
+  private Load openLoop(String side, ServeSettings.Model settings, double rate, int pct, double seconds) throws Exception {
+    int n = Math.max(1, (int) (rate * seconds));
+    SimpleMeterRegistry registry = new SimpleMeterRegistry();
+    ActorRef<ModelServer.Command> server = spawn(settings, registry);
+    AtomicLongArray sent = new AtomicLongArray(n);
+    AtomicLongArray answeredAt = new AtomicLongArray(n);
+    AtomicIntegerArray answers = new AtomicIntegerArray(n);
+    AtomicReferenceArray<String> kind = new AtomicReferenceArray<>(n);
+    AtomicIntegerArray batchOf = new AtomicIntegerArray(n);
+    AtomicLong answeredTotal = new AtomicLong();
+    Behavior<StatusReply<ModelServer.Prediction>> collector = Behaviors.receiveMessage(reply -> {
+      long now = System.nanoTime();
+      String id = reply.isSuccess() ? reply.getValue().requestId()
+          : reply.getError() instanceof dev.xlaactors.error.ServingException s ? s.requestId() : null;
+      if (id == null) {
+        return Behaviors.same();
+      }
+      int i = Integer.parseInt(id);
+      if (answers.getAndIncrement(i) == 0) {
+        answeredAt.set(i, now);
+        kind.set(i, reply.isSuccess() ? "ok" : reply.getError() instanceof OverloadedException ? "refused"
+            : reply.getError() instanceof RequestTimeoutException ? "timeout" : "failed");
+        if (reply.isSuccess()) {
+          batchOf.set(i, reply.getValue().requestsInBatch());
+        }
+      }
+      answeredTotal.incrementAndGet();
+      return Behaviors.same();
+    });
+    ActorRef<StatusReply<ModelServer.Prediction>> replyTo =
+        system.systemActorOf(collector, "serve-bench-collector-" + (++serverNumber), Props.empty());
+    long intervalNanos = (long) (1e9 / rate);
+    List<Double> lateMillis = new ArrayList<>(n); // how far behind its schedule each request went out
+    long start = System.nanoTime();
+    for (int i = 0; i < n; i++) {
+      long due = start + i * intervalNanos;
+      long wait;
+      while ((wait = due - System.nanoTime()) > 0) {
+        LockSupport.parkNanos(wait);
+      }
+      long now = System.nanoTime();
+      lateMillis.add((now - due) / 1e6);
+      sent.set(i, now);
+      server.tell(new ModelServer.Infer(Integer.toString(i), List.of(inputs.get(i % inputs.size())), REQUEST_TIMEOUT, replyTo));
+    }
+    long drainUntil = System.nanoTime() + REQUEST_TIMEOUT.toNanos() + TimeUnit.SECONDS.toNanos(10);
+    while (answeredTotal.get() < n && System.nanoTime() < drainUntil) {
+      Thread.sleep(10);
+    }
+    Thread.sleep(200); // room for a second answer to arrive, if the server ever sent one
+    List<Double> okMillis = new ArrayList<>();
+    List<Double> refusedMillis = new ArrayList<>();
+    long ok = 0;
+    long refused = 0;
+    long timedOut = 0;
+    long failed = 0;
+    long lost = 0;
+    long rows = 0;
+    for (int i = 0; i < n; i++) {
+      if (answers.get(i) != 1) {
+        lost++;
+        continue;
+      }
+      double ms = (answeredAt.get(i) - sent.get(i)) / 1e6;
+      switch (kind.get(i)) {
+        case "ok" -> {
+          ok++;
+          okMillis.add(ms);
+          rows += batchOf.get(i);
+        }
+        case "refused" -> {
+          refused++;
+          refusedMillis.add(ms);
+        }
+        case "timeout" -> timedOut++;
+        default -> failed++;
+      }
+    }
+    double p50 = percentile(okMillis, 0.50);
+    double p99 = percentile(okMillis, 0.99);
+    System.out.printf(Locale.ROOT,
+        "LOAD side=%s pct=%d rate=%.0f sent=%d ok=%d refused=%d timeout=%d failed=%d lost=%d p50_ms=%.2f p99_ms=%.2f mean_batch=%.2f"
+            + " refuse_p99_ms=%s achieved_per_s=%.0f send_late_p99_ms=%.2f%n",
+        side, pct, rate, n, ok, refused, timedOut, failed, lost, p50, p99, ok == 0 ? 0.0 : (double) rows / ok,
+        refusedMillis.isEmpty() ? "-" : String.format(Locale.ROOT, "%.3f", percentile(refusedMillis, 0.99)), ok / seconds,
+        percentile(lateMillis, 0.99));
+    return new Load(lost, p99, refusedMillis);
+  }
+
+  /** A server of its own per phase (idle once its phase is over; they stop with the system). */
+  private ActorRef<ModelServer.Command> spawn(ServeSettings.Model settings, SimpleMeterRegistry registry) {
+    return system.systemActorOf(ModelServer.create(model, callbacks, settings, registry), "scoring-" + (++serverNumber), Props.empty());
+  }
+
+  @SuppressWarnings("unchecked")
+  private static ActorRef<StatusReply<ModelServer.Prediction>>[] newRefArray() {
+    return (ActorRef<StatusReply<ModelServer.Prediction>>[]) new ActorRef[1];
+  }
+
+  private static double percentile(List<Double> values, double q) {
+    if (values.isEmpty()) {
+      return Double.NaN;
+    }
+    double[] v = values.stream().mapToDouble(Double::doubleValue).toArray();
+    Arrays.sort(v);
+    return v[Math.min(v.length - 1, (int) Math.ceil(q * v.length) - 1)];
+  }
+}

@@ -1,0 +1,225 @@
+package dev.xlaactors.cluster;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+
+import com.typesafe.config.ConfigFactory;
+import dev.xlaactors.actors.CallbackRuntime;
+import dev.xlaactors.graph.Graph;
+import dev.xlaactors.graph.GraphBuilder;
+import dev.xlaactors.graph.Value;
+import dev.xlaactors.runtime.Executable;
+import dev.xlaactors.runtime.HostTensor;
+import dev.xlaactors.runtime.XlaClient;
+import java.io.FileOutputStream;
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.OutputStream;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.security.KeyStore;
+import java.security.cert.CertificateFactory;
+import java.time.Duration;
+import java.util.List;
+import java.util.Set;
+import java.util.TreeSet;
+import java.util.concurrent.TimeUnit;
+import java.util.regex.Pattern;
+import org.apache.pekko.actor.typed.ActorSystem;
+import org.apache.pekko.cluster.Member;
+import org.apache.pekko.cluster.MemberStatus;
+import org.apache.pekko.cluster.typed.Cluster;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.MethodOrderer;
+import org.junit.jupiter.api.Order;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.TestMethodOrder;
+import org.junit.jupiter.api.Timeout;
+
+/**
+ * A TLS cluster on loopback with certificates made by tools/cluster-certs.sh: this test JVM is node A
+ * (seed, role compute, runs the program on the real CPU plugin), a child JVM B (role callbacks) serves the
+ * callback; both hold certificates of one CA and the same callback secret. Members talk and a remote
+ * callback returns the right values.
+ * Intruders, each a real JVM that tries to join through A and sends B's callback server a request every
+ * half second for 15 s: one with a certificate signed by another CA (it trusts the cluster's CA too, so
+ * only mutual authentication stops it) and one speaking plain TCP. Neither becomes a member, neither gets
+ * any answer, and B never runs the callback for them, though both know the callback secret.
+ */
+@TestMethodOrder(MethodOrderer.OrderAnnotation.class)
+@Timeout(value = 180, unit = TimeUnit.SECONDS)
+class SecureClusterTest {
+  private static final Pattern READY = Pattern.compile("READY (\\S+)");
+  private static final Pattern SERVER = Pattern.compile("SERVER (\\S+)");
+  private static final String PASSWORD = "test-cluster-password";
+  private static final int INTRUDE_SECONDS = 15;
+  /** The callback secret of the members, which the intruders know too: only TLS keeps them out. */
+  private static final String SECRET = "members-only";
+
+  private static Path dir;
+  private static ChildJvms children;
+  private static ChildJvms.Child b;
+  private static String bAddress;
+  private static String serverRef;
+  private static int seedPort;
+  private static ActorSystem<Void> system;
+  private static XlaClient client;
+  private static CallbackRuntime runtime;
+  private static Executable executable;
+
+  @BeforeAll
+  static void startCluster() throws Exception {
+    dir = Files.createTempDirectory("xla-secure-cluster-test");
+    children = new ChildJvms(dir);
+    Path good = dir.resolve("certs");
+    Path rogue = dir.resolve("rogue-certs");
+    makeCertificates(good);
+    makeCertificates(rogue);
+    // The rogue node trusts the cluster's CA as well as its own: it accepts A's and B's certificates, so
+    // only A's and B's demand for a certificate of their CA (mutual authentication) can refuse it.
+    try (InputStream in = Files.newInputStream(good.resolve("ca.crt"))) {
+      KeyStore trust = KeyStore.getInstance(rogue.resolve("truststore.p12").toFile(), PASSWORD.toCharArray());
+      trust.setCertificateEntry("cluster-ca", CertificateFactory.getInstance("X.509").generateCertificate(in));
+      try (OutputStream out = new FileOutputStream(rogue.resolve("truststore.p12").toFile())) {
+        trust.store(out, PASSWORD.toCharArray());
+      }
+    }
+    Files.writeString(dir.resolve("member.conf"), tls(good));
+    Files.writeString(dir.resolve("rogue.conf"), tls(rogue));
+    Files.writeString(dir.resolve("plain.conf"),
+        "xla-actors.cluster.security { tls = off, callback-secret = \"" + SECRET + "\" }\n");
+
+    seedPort = TestNodes.freePort();
+    b = children.start("node-b", SecureNodeMain.class, "serve", "node-b", Integer.toString(seedPort),
+        dir.resolve("member.conf").toString());
+    system = XlaCluster.start(ConfigFactory.parseString(tls(good)).withFallback(TestNodes.config(seedPort, seedPort, "compute")));
+    client = XlaClient.create();
+    runtime = CallbackRuntime.create(system, client);
+    ClusterCallbacks remote = ClusterCallbacks.create(system);
+    GraphBuilder g = new GraphBuilder("secure_affine");
+    Value x = g.parameter(TestNodes.F32X3);
+    Graph graph = g.build(g.hostCall(TestNodes.affine("A: never called here"), x).get(0));
+    remote.callRemotely(runtime, graph.hostCallbacks()).toCompletableFuture().get(10, TimeUnit.SECONDS);
+    executable = graph.compile(client);
+    bAddress = b.await(READY, Duration.ofSeconds(90));
+    serverRef = b.await(SERVER, Duration.ofSeconds(5));
+    assertEquals(1, remote.awaitServers("affine-remote", 1).toCompletableFuture().get(30, TimeUnit.SECONDS));
+  }
+
+  @AfterAll
+  static void stopCluster() throws Exception {
+    try {
+      if (executable != null) {
+        executable.close();
+      }
+      if (runtime != null) {
+        runtime.close();
+      }
+      if (client != null) {
+        client.close();
+      }
+      if (system != null) {
+        system.terminate();
+        // Pekko 1.7 takes about 20 s to close its TLS streams at termination (measured here).
+        system.getWhenTerminated().toCompletableFuture().get(60, TimeUnit.SECONDS);
+      }
+    } finally {
+      if (children != null) {
+        children.close();
+      }
+    }
+  }
+
+  @Test
+  @Order(1)
+  void membersWithCertificatesOfTheClusterCaTalkTlsAndServeCallbacks() throws Exception {
+    assertEquals("tls-tcp", system.settings().config().getString("pekko.remote.artery.transport"));
+    assertEquals(Set.of(XlaCluster.selfAddress(system), bAddress), upMembers());
+    for (int i = 0; i < 3; i++) {
+      List<HostTensor> out = runtime.run(executable, List.of(HostTensor.ofFloats(new float[] {1f, 2f, 3f + i}, 3)));
+      assertArrayEquals(new float[] {4f, 7f, 10f + 3 * i}, out.get(0).toFloatArray(), 0f);
+    }
+  }
+
+  @Test
+  @Order(2)
+  void aJvmWithACertificateOfAnotherCaCannotJoinNorGetACallbackResult() throws Exception {
+    assertIntruderGetsNothing("rogue-ca", "rogue.conf");
+  }
+
+  @Test
+  @Order(3)
+  void aPlainTcpJvmCannotJoinNorGetACallbackResult() throws Exception {
+    assertIntruderGetsNothing("plain-tcp", "plain.conf");
+  }
+
+  private static void assertIntruderGetsNothing(String name, String conf) throws Exception {
+    ChildJvms.Child intruder = children.start(name, SecureNodeMain.class, "intrude", name, Integer.toString(seedPort),
+        dir.resolve(conf).toString(), serverRef, Integer.toString(INTRUDE_SECONDS));
+    Set<String> seen = new TreeSet<>();
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(INTRUDE_SECONDS + 60);
+    while (!intruder.output().contains("DONE")) {
+      seen.addAll(memberAddresses());
+      if (!intruder.process().isAlive() || System.nanoTime() > deadline) {
+        throw new AssertionError("intruder " + name + " ended without DONE:\n" + intruder.output());
+      }
+      Thread.sleep(100);
+    }
+    String out = intruder.output();
+    assertFalse(out.contains("GOT "), () -> name + " got an answer:\n" + out);
+    assertFalse(out.lines().anyMatch(l -> l.equals("UP")), () -> name + " became a member:\n" + out);
+    assertEquals(Set.of(XlaCluster.selfAddress(system), bAddress), seen, "members seen while " + name + " tried");
+    assertFalse(b.output().contains("SERVED affine-remote [777.0"), b::output);
+    // The cluster still works for its members.
+    List<HostTensor> result = runtime.run(executable, List.of(HostTensor.ofFloats(new float[] {0f, 1f, 2f}, 3)));
+    assertArrayEquals(new float[] {1f, 4f, 7f}, result.get(0).toFloatArray(), 0f);
+    long handshakeFailures = out.lines().filter(l -> l.contains("SSL") || l.contains("TLS") || l.contains("andshake")).count();
+    System.err.printf("secure cluster test: intruder %s got nothing in %d s (%d log lines about TLS/handshakes)%n",
+        name, INTRUDE_SECONDS, handshakeFailures);
+  }
+
+  private static void makeCertificates(Path into) throws IOException, InterruptedException {
+    Path script = Path.of("..", "tools", "cluster-certs.sh").toAbsolutePath().normalize();
+    ProcessBuilder pb = new ProcessBuilder("bash", script.toString(), into.toString(), "127.0.0.1")
+        .redirectErrorStream(true)
+        .redirectOutput(dir.resolve("cluster-certs-" + into.getFileName() + ".log").toFile());
+    pb.environment().put("CLUSTER_CERTS_PASSWORD", PASSWORD);
+    Process p = pb.start();
+    if (!p.waitFor(120, TimeUnit.SECONDS) || p.exitValue() != 0) {
+      p.destroyForcibly();
+      throw new AssertionError(script + " failed:\n" + Files.readString(dir.resolve("cluster-certs-" + into.getFileName() + ".log")));
+    }
+  }
+
+  /** The security section of a node whose key store and trust store are those {@code certs} holds. */
+  private static String tls(Path certs) {
+    return """
+        xla-actors.cluster.security {
+          tls = on
+          key-store = "%s"
+          key-store-password = "%s"
+          trust-store = "%s"
+          trust-store-password = "%s"
+          callback-secret = "%s"
+        }
+        """.formatted(certs.resolve("127.0.0.1.p12"), PASSWORD, certs.resolve("truststore.p12"), PASSWORD, SECRET);
+  }
+
+  private static Set<String> memberAddresses() {
+    Set<String> all = new TreeSet<>();
+    Cluster.get(system).state().getMembers().forEach(m -> all.add(m.address().toString()));
+    return all;
+  }
+
+  private static Set<String> upMembers() {
+    Set<String> up = new TreeSet<>();
+    for (Member m : Cluster.get(system).state().getMembers()) {
+      if (m.status() == MemberStatus.up()) {
+        up.add(m.address().toString());
+      }
+    }
+    return up;
+  }
+}
