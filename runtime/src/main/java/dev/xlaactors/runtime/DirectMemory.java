@@ -15,12 +15,12 @@ import java.nio.ByteBuffer;
 final class DirectMemory {
   private DirectMemory() {}
 
-  /** A direct buffer of {@code bytes} bytes for {@code what} ("a host tensor f32[4]"), or the clear error. */
-  static ByteBuffer allocate(int bytes, String what) {
+  /** A direct buffer of {@code bytes} bytes for a host tensor of {@code tensorBytes} bytes, or the clear error. */
+  static ByteBuffer allocate(int bytes, long tensorBytes) {
     try {
       return ByteBuffer.allocateDirect(bytes);
     } catch (OutOfMemoryError e) {
-      throw exhausted(bytes, what, e);
+      throw exhausted(bytes, "a host tensor of " + tensorBytes + " bytes", e);
     }
   }
 

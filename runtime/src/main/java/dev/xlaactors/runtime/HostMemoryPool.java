@@ -37,8 +37,9 @@ import org.bytedeco.javacpp.Pointer;
  * <p>Lent blocks (those of open tensors) are bounded too: a tensor that is never closed gives its block
  * back only when the garbage collector finds it unreachable, which a JVM with little heap garbage may not
  * do for gigabytes. So before lending a block that takes the lent bytes past the same bound, the pool
- * collects garbage and waits (up to {@value #RECLAIM_WAIT_MILLIS} ms) for the blocks of unreachable
- * tensors to come back ({@link Stats#reclaims()}). Blocks of tensors still in use cannot come back: then
+ * collects garbage and waits for the blocks of unreachable tensors to come back ({@link Stats#reclaims()}):
+ * until the cleaner has given none back for 50 ms ({@value #RECLAIM_WAIT_MILLIS} ms before the first), at
+ * most 1 s. Blocks of tensors still in use cannot come back: then
  * the next reclaim waits until twice the bytes lent after this one, so a program that really holds many
  * tensors pays a collection per doubling, not per tensor. The JVM's direct-memory limit ({@code
  * -XX:MaxDirectMemorySize}) bounds the rest.
@@ -67,7 +68,7 @@ public final class HostMemoryPool {
   private static final int MIN_CLASS = Integer.numberOfTrailingZeros(MIN_POOLED_BYTES);
   private static final int MAX_CLASS = 30; // 1 GiB: the largest power of two a ByteBuffer can hold
 
-  /** How long a reclaim waits for the cleaner to give back the blocks of unreachable tensors. */
+  /** How long a reclaim waits for the cleaner to give back a first block of an unreachable tensor. */
   static final long RECLAIM_WAIT_MILLIS = 200;
 
   /** How long, after direct memory ran short, blocks given back are dropped rather than kept. */
@@ -276,15 +277,19 @@ public final class HostMemoryPool {
     return block;
   }
 
+  private synchronized long lentBytes() {
+    return lentBytes;
+  }
+
   /** Whether lending {@code more} bytes takes the lent bytes past the bound at which the pool reclaims first. */
   private synchronized boolean overLendBound(long more) {
     return limitBytes > 0 && lentBytes + more > Math.max(limitBytes, reclaimAtBytes);
   }
 
   /**
-   * Collects garbage and waits, up to {@link #RECLAIM_WAIT_MILLIS}, for the cleaner to give back the
-   * blocks of tensors that became unreachable without being closed, until lending {@code more} bytes
-   * stays within the bound. What is still lent after it is in use: the next reclaim waits for twice that.
+   * Collects garbage and waits for the cleaner to give back the blocks of tensors that became
+   * unreachable without being closed, until lending {@code more} bytes stays within the bound or the
+   * cleaner goes quiet. What is still lent after it is in use: the next reclaim waits for twice that.
    */
   private void reclaimUnreachable(long more) {
     synchronized (reclaiming) {
@@ -292,13 +297,27 @@ public final class HostMemoryPool {
         return; // the reclaim this thread waited for was enough
       }
       System.gc();
-      long deadline = System.nanoTime() + RECLAIM_WAIT_MILLIS * 1_000_000;
-      while (overLendBound(more) && System.nanoTime() - deadline < 0) {
+      // Wait while the cleaner gives blocks back: until within the bound, or until it has gone quiet (no
+      // block back for 50 ms once some came, for RECLAIM_WAIT_MILLIS before any came), at most 1 s.
+      long start = System.nanoTime();
+      long lastBack = start;
+      long lastLent = lentBytes();
+      boolean anyBack = false;
+      while (overLendBound(more)) {
         try {
           Thread.sleep(1);
         } catch (InterruptedException e) {
           Thread.currentThread().interrupt();
           break;
+        }
+        long now = System.nanoTime();
+        long lent = lentBytes();
+        if (lent < lastLent) {
+          lastLent = lent;
+          lastBack = now;
+          anyBack = true;
+        } else if (now - lastBack > (anyBack ? 50 : RECLAIM_WAIT_MILLIS) * 1_000_000L || now - start > 1_000_000_000L) {
+          break; // what is still lent is in use
         }
       }
       synchronized (this) {

@@ -721,13 +721,12 @@ public final class HostTensor implements AutoCloseable {
       throw new InvalidArgumentException("tensors over 2 GiB are not supported, got " + bytes + " bytes (a host tensor holds at most "
           + MAX_BYTES + " bytes)");
     }
-    String what = "a host tensor of " + bytes + " bytes";
     if (bytes < HostMemoryPool.MIN_POOLED_BYTES) {
-      return DirectMemory.allocate((int) bytes, what).order(ByteOrder.LITTLE_ENDIAN);
+      return DirectMemory.allocate((int) bytes, bytes).order(ByteOrder.LITTLE_ENDIAN);
     }
     // Large tensors start aligned, as the CPU plugin needs to upload them in place (XlaClient.upload). The
     // slice keeps the whole allocation reachable, which the garbage collector frees with it.
-    ByteBuffer memory = DirectMemory.allocate((int) bytes + HostMemoryPool.ALIGNMENT, what);
+    ByteBuffer memory = DirectMemory.allocate((int) bytes + HostMemoryPool.ALIGNMENT, bytes);
     NativeLibrary.load(); // Pointer's natives: a large tensor may be the program's first native use
     int start;
     try (org.bytedeco.javacpp.Pointer pointer = new org.bytedeco.javacpp.Pointer(memory)) {
