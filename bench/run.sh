@@ -10,6 +10,7 @@
 #   bench/run.sh models             the 124 M GPT of examples/generate: load, prefill, decode tokens/s, RSS vs JAX
 #   bench/run.sh matmul             y = x[1,2048] . W[2048,2048] with W resident, against JAX jit
 #   bench/run.sh weighted           relu_callback(x . W) with a 16 MiB W: bound Model vs W re-sent vs JAX
+#   bench/run.sh soak [RUNS]        RUNS (default 100000) mixed runs with injected faults, one cluster JVM kill per 10,000
 #   bench/run.sh serve [short]      ModelServer under open-loop load: dynamic batching vs one run per request
 #
 # Environment: JAX_PYTHON  a python with jax installed (default: the venv of tools/jax-env.sh)
@@ -81,10 +82,19 @@ modes:
             RESULT matmul java_us=<x> jax_us=<y> ratio=<x/y>   (the upload+execute+download row)
   weighted  y = relu(x[1,2048] . W[2048,2048]) with relu a host callback and W 16 MiB, host x in, host y
             out: a supervised CallbackRuntime run with W re-sent as a host tensor every run, the same with
-            W bound once (runtime.model.Model), and with relu registered inline; the bare matmul as a
-            bound Model; against JAX jit + pure_callback and jit of the bare matmul, W on the device.
+            W bound once (runtime.model.Model), with relu registered inline, and with its call answered
+            by a bare native sink (no runtime: the floor); the bare matmul as a bound Model; against JAX
+            jit + pure_callback and jit of the bare matmul, W on the device.
             Alternately BENCH_REPS times (default 5), BENCH_WEIGHTED_SECONDS per measurement (default 6).
             Last line: RESULT weighted weighted_ratio=<bound/jax> inline_ratio=<x> hostonly_ratio=<y>
+  soak [RUNS]
+            Java only: RUNS (default 100000) runs in 8 sharded batch jobs on a worker JVM (a one-node
+            cluster serving the H2 job journal), each item one CallbackRuntime run whose callback answers
+            (85%), throws (5%), sleeps past its 200 ms timeout (5%) or is cancelled (5%); the worker is
+            killed with SIGKILL once per 10,000 runs (at least once) and restarted, the jobs resuming from
+            the journal; then the journal is read back. Last line:
+            RESULT soak runs=<n> lost=<n> duplicated=<n> hung=<n> crashed=<n> rss_growth_mb=<x> wrong=<n>
+            (goal: all 0 and growth <= 16 MB; x: the worker's RSS at the end minus at 90% of the runs)
   serve     Java only: the scoring model of tools/jax_scoring_model.py (y = relu(x . W), W f32[2048,2048]
             = 16 MiB, exported by JAX at batch 1..32, made on first use) behind a ModelServer. Capacity
             (closed loop, 256 requests in flight): batched (default serve settings: max-batch-size 32,
@@ -478,6 +488,7 @@ run_weighted() {
         row("supervised, W re-sent each run", "weighted_hostonly", "weighted_pure_callback")
         row("supervised, W bound (Model)", "weighted_bound", "weighted_pure_callback")
         row("supervised, W bound, relu inline", "weighted_bound_inline", "weighted_pure_callback")
+        row("W bound, relu answered by a bare sink", "weighted_bound_sink", "weighted_pure_callback")
         row("bare matmul, W bound (Model.run)", "matmul_bound", "matmul_jit")
         if (missing != "") { print "missing measurements:" missing > "/dev/stderr"; exit 1 }
       }' "$out_dir/weighted-java-$rep.txt" "$out_dir/weighted-jax-$rep.txt"
@@ -487,6 +498,19 @@ run_weighted() {
     "$(summary_value "$summary" "supervised, W bound (Model)" ratio)" \
     "$(summary_value "$summary" "supervised, W bound, relu inline" ratio)" \
     "$(summary_value "$summary" "supervised, W re-sent each run" ratio)"
+}
+
+run_soak() {
+  local runs="${1:-100000}"
+  case "$runs" in
+    '' | *[!0-9]*) echo "bench/run.sh soak: RUNS must be a whole number, got '$runs'" >&2; exit 2 ;;
+  esac
+  ensure_java_built
+  mkdir -p "$out_dir"
+  machine_summary
+  # The driver is small; the worker JVMs it starts take -Xmx384m each.
+  java -Xmx256m ${JAVA_OPTS:-} -cp "bench/target/classes:$(cat "$classpath_file")" \
+    dev.xlaactors.bench.SoakBench "$runs" 2> >(tee "$out_dir/soak.log" >&2) | tee "$out_dir/soak.txt"
 }
 
 run_serve() {
@@ -533,5 +557,6 @@ case "${1:-}" in
   callbacks) run_callbacks ;;
   callbacks-profile) run_callbacks_profile ;;
   weighted) run_weighted ;;
+  soak) run_soak "${2:-100000}" ;;
   *) usage; exit 2 ;;
 esac

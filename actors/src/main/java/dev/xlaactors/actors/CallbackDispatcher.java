@@ -92,7 +92,8 @@ public final class CallbackDispatcher extends AbstractBehavior<CallbackDispatche
   /**
    * Runs one host call of a run; the outcome goes to {@code supervisor}. Sent by {@link RunSupervisor},
    * with the runtime's {@code metrics} and when the call reached Java ({@code arrivedNanos}), so a
-   * successful call is counted before the waiting XLA thread is released.
+   * successful call is counted before the waiting XLA thread is released. A direct call (not a message:
+   * {@link CallbackRuntime}'s fast path) has a {@code directRun} and no supervisor until it needs one.
    */
   record Dispatch(
       HostCall call,
@@ -102,7 +103,12 @@ public final class CallbackDispatcher extends AbstractBehavior<CallbackDispatche
       long arrivedNanos,
       CallbackExecution execution,
       RunState<?> directRun)
-      implements Command {}
+      implements Command {
+    /** The run's supervisor; a direct call's run spawns it now if it has none. */
+    ActorRef<RunSupervisor.Command> runSupervisor() {
+      return directRun != null ? directRun.supervisor() : supervisor;
+    }
+  }
 
   /** A registered server stopped: its names are freed. */
   private record ServerStopped(ActorRef<CallbackServer.Request> server) implements Command {}
@@ -376,7 +382,7 @@ public final class CallbackDispatcher extends AbstractBehavior<CallbackDispatche
     if (failure != null) {
       // The supervisor aborts the run, failing and counting this call (a direct one too: its slot is
       // freed there, so the call stays findable until then).
-      d.supervisor().tell(new RunSupervisor.CallbackFailed(call.tag(), failure));
+      d.runSupervisor().tell(new RunSupervisor.CallbackFailed(call.tag(), failure));
       return;
     }
     if (!d.execution().claimAnswer()) {
@@ -397,7 +403,7 @@ public final class CallbackDispatcher extends AbstractBehavior<CallbackDispatche
   }
 
   private static void fail(Dispatch d, ErrorCode code, String message) {
-    d.supervisor()
+    d.runSupervisor()
         .tell(
             new RunSupervisor.CallbackFailed(
                 d.call().tag(), new CallbackException(d.call().callbackName(), code, message)));

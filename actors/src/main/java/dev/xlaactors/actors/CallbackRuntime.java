@@ -43,8 +43,10 @@ import org.slf4j.MDC;
 
 /**
  * Runs compiled programs whose host callbacks are served by Java through actors: one {@link
- * CallbackDispatcher} per runtime, and one {@link RunSupervisor} per run. The entry point of the actors
- * module for callbacks.
+ * CallbackDispatcher} per runtime, and one {@link RunSupervisor} per run that needs one (a call served
+ * by an actor, a failed or overdue callback, a cancel, a run timeout; a run whose callbacks all go
+ * straight to their functions in time ends without one). The entry point of the actors module for
+ * callbacks.
  *
  * <pre>{@code
  * CallbackRuntime callbacks = CallbackRuntime.create(system, client);
@@ -253,7 +255,7 @@ public final class CallbackRuntime implements AutoCloseable {
    */
   public RunHandle start(Executable executable, List<HostTensor> inputs) {
     Started<List<HostTensor>> run = startQueued(KEEP, context -> executable.run(inputs, context));
-    return new RunHandle(run.runId(), run.result(), run.supervisor());
+    return new RunHandle(run.runId(), run.state());
   }
 
   /**
@@ -279,7 +281,7 @@ public final class CallbackRuntime implements AutoCloseable {
    */
   public RunHandle start(Model model, List<Argument> inputs) {
     Started<List<HostTensor>> run = startQueued(KEEP, context -> model.run(inputs, context));
-    return new RunHandle(run.runId(), run.result(), run.supervisor());
+    return new RunHandle(run.runId(), run.state());
   }
 
   /** Runs {@code model} on the calling thread, as {@link #run(Executable, List)}; outputs on the host. */
@@ -294,7 +296,7 @@ public final class CallbackRuntime implements AutoCloseable {
    */
   public DeviceRunHandle startOnDevice(Model model, List<Argument> inputs) {
     Started<List<DeviceBuffer>> run = startQueued(CLOSE, context -> model.execute(inputs, context));
-    return new DeviceRunHandle(run.runId(), run.result(), run.supervisor());
+    return new DeviceRunHandle(run.runId(), run.state());
   }
 
   /** Runs {@code model} on the calling thread with its outputs left on the device (see {@link #startOnDevice}). */
@@ -305,26 +307,26 @@ public final class CallbackRuntime implements AutoCloseable {
   private static final Consumer<List<HostTensor>> KEEP = outputs -> {}; // host outputs: the GC takes them
   private static final Consumer<List<DeviceBuffer>> CLOSE = outputs -> outputs.forEach(DeviceBuffer::close);
 
-  /** A started run: its id, its eventual outcome, its supervisor. */
-  private record Started<T>(long runId, java.util.concurrent.CompletableFuture<T> result,
-      ActorRef<RunSupervisor.Command> supervisor) {}
+  /** A started run: its id and its state (its eventual outcome, its supervisor when it needs one). */
+  private record Started<T>(long runId, RunState<T> state) {}
 
   /** The body of a run, on the thread that executes it, given the run's context for host calls. */
   private interface RunBody<T> {
-    T execute(long runId, RunState<T> state, ActorRef<RunSupervisor.Command> supervisor);
+    T execute(long runId, RunState<T> state);
   }
 
   private <T> T runHere(Consumer<? super T> discard, Function<RunContext, T> body) {
     // Called from a callback (a nested run): another thread serves callbacks while this one waits.
     return callbackThreads.whileWaiting(() -> {
       long runId = RUN_IDS.incrementAndGet();
-      RunState<T> state = new RunState<>(metrics, discard);
-      return execute(body, runId, state, spawnSupervisor(runId, state, true));
+      RunState<T> state = newRunState(runId, discard);
+      state.executing(settings.runTimeout());
+      return execute(body, runId, state);
     });
   }
 
   private <T> Started<T> startQueued(Consumer<? super T> discard, Function<RunContext, T> body) {
-    return startQueued(discard, (RunBody<T>) (runId, state, supervisor) -> execute(body, runId, state, supervisor));
+    return startQueued(discard, (RunBody<T>) (runId, state) -> execute(body, runId, state));
   }
 
   private <T> Started<T> startQueued(Consumer<? super T> discard, RunBody<T> body) {
@@ -336,35 +338,37 @@ public final class CallbackRuntime implements AutoCloseable {
               + " or raise that key or the run-dispatcher's pool size");
     }
     long runId = RUN_IDS.incrementAndGet();
-    RunState<T> state = new RunState<>(metrics, discard);
-    ActorRef<RunSupervisor.Command> supervisor = spawnSupervisor(runId, state, false);
+    RunState<T> state = newRunState(runId, discard);
     try {
       runExecutor.execute(() -> {
         queuedRuns.decrementAndGet();
         if (state.decided()) {
-          supervisor.tell(new RunSupervisor.RunEnded()); // cancelled while it waited: never executed
+          state.ended(); // cancelled while it waited: never executed
           return;
         }
-        supervisor.tell(new RunSupervisor.Executing());
-        state.executing();
+        state.executing(settings.runTimeout());
         try {
-          body.execute(runId, state, supervisor);
+          body.execute(runId, state);
         } catch (RuntimeException failed) {
           // already the run's outcome (state.result()), which is what the handle reports
         }
       });
     } catch (RuntimeException rejected) {
       queuedRuns.decrementAndGet();
-      supervisor.tell(new RunSupervisor.RunEnded());
+      state.ended();
       throw new XlaException(ErrorCode.UNAVAILABLE, "run refused: the run dispatcher did not accept it: " + rejected, rejected);
     }
-    return new Started<>(runId, state.result(), supervisor);
+    return new Started<>(runId, state);
   }
 
-  private ActorRef<RunSupervisor.Command> spawnSupervisor(long runId, RunState<?> state, boolean executingNow) {
-    return system.systemActorOf(
-        RunSupervisor.create(runId, state, dispatcher, settings, metrics, callbackThreads, executingNow),
-        "xla-run-" + runId, Props.empty());
+  /** The state of run {@code runId}, which spawns the run's supervisor when the run first needs it. */
+  private <T> RunState<T> newRunState(long runId, Consumer<? super T> discard) {
+    return new RunState<>(metrics, (state, deadlineNanos) -> {
+      metrics.recordSupervisorSpawned();
+      return system.systemActorOf(
+          RunSupervisor.create(runId, state, dispatcher, settings, metrics, callbackThreads, deadlineNanos),
+          "xla-run-" + runId, Props.empty());
+    }, discard);
   }
 
   /**
@@ -377,19 +381,19 @@ public final class CallbackRuntime implements AutoCloseable {
     return min(callTimeout, runLeft).plus(settings.nativeBackstopSlack());
   }
 
-  private <T> T execute(
-      Function<RunContext, T> body, long runId, RunState<T> state, ActorRef<RunSupervisor.Command> supervisor) {
-    long runDeadline = System.nanoTime() + settings.runTimeout().toNanos();
+  /** Executes a run whose {@link RunState#executing} was called: its deadline is set. */
+  private <T> T execute(Function<RunContext, T> body, long runId, RunState<T> state) {
+    long runDeadline = state.deadlineNanos();
     MDC.put("runId", Long.toString(runId));
-    watchdog.watch(state, supervisor);
+    watchdog.watch(state);
     try (RunContext context =
         RunContext.withHostCalls(
             client.plugin(),
             runId,
             call -> {
               state.issued(call);
-              if (!dispatchDirectly(call, state, supervisor)) {
-                supervisor.tell(new RunSupervisor.HostCallArrived(call));
+              if (!dispatchDirectly(call, state)) {
+                state.supervisor().tell(new RunSupervisor.HostCallArrived(call));
               }
             },
             name -> nativeBackstop(name, runDeadline),
@@ -406,7 +410,7 @@ public final class CallbackRuntime implements AutoCloseable {
       return state.succeeded(outputs);
     } finally {
       watchdog.unwatch(state);
-      supervisor.tell(new RunSupervisor.RunEnded());
+      state.ended();
       MDC.remove("runId");
     }
   }
@@ -415,12 +419,12 @@ public final class CallbackRuntime implements AutoCloseable {
    * The fast path of a host call, on the XLA thread: a call to a registered function (resolved in the
    * dispatcher's published snapshot) whose run has no other call in flight goes straight to the callback
    * threads, one hand-off, and its function answers XLA directly, one hand-off back, with no actor
-   * message: the run's supervisor finds the call in the run's state when it aborts the run, and the
-   * {@link DirectCallWatchdog} tells it when the call is overdue. Anything else (an actor-served
-   * or unknown name, a wrong template, a call while another of the run is in flight, an aborted run)
-   * takes the supervisor's path. False if the call was not taken.
+   * message and no supervisor (the run spawns one only if the call fails, or is overdue: the {@link
+   * DirectCallWatchdog} tells it then); a supervisor that aborts the run finds the call in the run's
+   * state. Anything else (an actor-served or unknown name, a wrong template, a call while another of the
+   * run is in flight, an aborted run) takes the supervisor's path. False if the call was not taken.
    */
-  private boolean dispatchDirectly(HostCall call, RunState<?> state, ActorRef<RunSupervisor.Command> supervisor) {
+  private boolean dispatchDirectly(HostCall call, RunState<?> state) {
     CallbackDispatcher.FunctionEntry function = functions.get().get(call.callbackName());
     if (function == null || !function.outputTemplate().equals(call.expectedOutputs()) || state.abortCause() != null) {
       return false;
@@ -432,7 +436,7 @@ public final class CallbackRuntime implements AutoCloseable {
       return false;
     }
     CallbackDispatcher.Dispatch dispatch =
-        new CallbackDispatcher.Dispatch(call, supervisor, null, metrics, arrived, execution, state);
+        new CallbackDispatcher.Dispatch(call, null, null, metrics, arrived, execution, state);
     if (function.options().inline()) {
       CallbackDispatcher.runFunction(function, dispatch); // answers (or fails) the call before returning
       return true;
@@ -440,7 +444,7 @@ public final class CallbackRuntime implements AutoCloseable {
     try {
       callbackThreads.execute(() -> CallbackDispatcher.runFunction(function, dispatch));
     } catch (java.util.concurrent.RejectedExecutionException closed) {
-      supervisor.tell(new RunSupervisor.CallbackFailed(call.tag(), new CallbackException(call.callbackName(),
+      state.supervisor().tell(new RunSupervisor.CallbackFailed(call.tag(), new CallbackException(call.callbackName(),
           ErrorCode.UNAVAILABLE, "callback '" + call.callbackName() + "' could not be scheduled: the runtime is closed")));
     }
     return true;
@@ -530,16 +534,17 @@ public final class CallbackRuntime implements AutoCloseable {
    */
   public SegmentedProgram.Result runSegmentedArguments(SegmentedProgram program, List<Argument> inputs) {
     long runId = RUN_IDS.incrementAndGet();
-    RunState<List<HostTensor>> state = new RunState<>(metrics);
-    return executeSegmented(program, inputs, runId, state, spawnSupervisor(runId, state, true));
+    RunState<List<HostTensor>> state = newRunState(runId, KEEP);
+    state.executing(settings.runTimeout());
+    return executeSegmented(program, inputs, runId, state);
   }
 
   /** Starts a run of a segmented program on the run dispatcher; returns at once. See {@link #start(Executable, List)}. */
   public RunHandle start(SegmentedProgram program, List<HostTensor> inputs) {
     Started<List<HostTensor>> run = startQueued(KEEP,
-        (RunBody<List<HostTensor>>) (runId, state, supervisor) ->
-            executeSegmented(program, hostArguments(inputs), runId, state, supervisor).outputs());
-    return new RunHandle(run.runId(), run.result(), run.supervisor());
+        (RunBody<List<HostTensor>>) (runId, state) ->
+            executeSegmented(program, hostArguments(inputs), runId, state).outputs());
+    return new RunHandle(run.runId(), run.state());
   }
 
   /**
@@ -552,24 +557,25 @@ public final class CallbackRuntime implements AutoCloseable {
   }
 
   private SegmentedProgram.Result executeSegmented(
-      SegmentedProgram program, List<Argument> inputs, long runId, RunState<List<HostTensor>> state,
-      ActorRef<RunSupervisor.Command> supervisor) {
+      SegmentedProgram program, List<Argument> inputs, long runId, RunState<List<HostTensor>> state) {
     return executeSegmented(invoker -> program.runArguments(inputs, invoker), SegmentedProgram.Result::outputs,
-        runId, state, supervisor);
+        runId, state);
   }
 
-  /** A segmented run's body, given the supervised host calls; {@code outputs} is what the run's state records. */
+  /**
+   * A segmented run's body, given the supervised host calls; {@code outputs} is what the run's state
+   * records. The run's {@link RunState#executing} was called: its deadline is set.
+   */
   private <R, T> R executeSegmented(
-      Function<SegmentedProgram.HostCallInvoker, R> body, Function<R, T> outputs, long runId, RunState<T> state,
-      ActorRef<RunSupervisor.Command> supervisor) {
-    long runDeadline = System.nanoTime() + settings.runTimeout().toNanos();
+      Function<SegmentedProgram.HostCallInvoker, R> body, Function<R, T> outputs, long runId, RunState<T> state) {
+    long runDeadline = state.deadlineNanos();
     MDC.put("runId", Long.toString(runId));
-    watchdog.watch(state, supervisor);
+    watchdog.watch(state);
     try {
       R result;
       try {
-        result = body.apply(new SupervisedHostCalls(runId, state, supervisor,
-            name -> nativeBackstop(name, runDeadline), metrics, call -> dispatchDirectly(call, state, supervisor),
+        result = body.apply(new SupervisedHostCalls(runId, state,
+            name -> nativeBackstop(name, runDeadline), metrics, call -> dispatchDirectly(call, state),
             settings.callbackSpin()));
       } catch (RuntimeException e) {
         throw state.failed(e);
@@ -578,7 +584,7 @@ public final class CallbackRuntime implements AutoCloseable {
       return result;
     } finally {
       watchdog.unwatch(state);
-      supervisor.tell(new RunSupervisor.RunEnded());
+      state.ended();
       MDC.remove("runId");
     }
   }
@@ -593,18 +599,18 @@ public final class CallbackRuntime implements AutoCloseable {
    */
   public SegmentedProgram.Result runSegmented(SegmentedModel model, List<Argument> inputs) {
     long runId = RUN_IDS.incrementAndGet();
-    RunState<List<HostTensor>> state = new RunState<>(metrics);
-    return executeSegmented(invoker -> model.run(inputs, invoker), SegmentedProgram.Result::outputs, runId, state,
-        spawnSupervisor(runId, state, true));
+    RunState<List<HostTensor>> state = newRunState(runId, KEEP);
+    state.executing(settings.runTimeout());
+    return executeSegmented(invoker -> model.run(inputs, invoker), SegmentedProgram.Result::outputs, runId, state);
   }
 
   /** Starts a run of a segmented model on the run dispatcher (see {@link #start(Model, List)}); outputs on the host. */
   public RunHandle start(SegmentedModel model, List<Argument> inputs) {
     Started<List<HostTensor>> run = startQueued(KEEP,
-        (RunBody<List<HostTensor>>) (runId, state, supervisor) ->
-            executeSegmented(invoker -> model.run(inputs, invoker), SegmentedProgram.Result::outputs, runId, state,
-                supervisor).outputs());
-    return new RunHandle(run.runId(), run.result(), run.supervisor());
+        (RunBody<List<HostTensor>>) (runId, state) ->
+            executeSegmented(invoker -> model.run(inputs, invoker), SegmentedProgram.Result::outputs, runId, state)
+                .outputs());
+    return new RunHandle(run.runId(), run.state());
   }
 
   /**
@@ -613,9 +619,10 @@ public final class CallbackRuntime implements AutoCloseable {
    */
   public List<DeviceBuffer> runOnDevice(SegmentedModel model, List<Argument> inputs) {
     long runId = RUN_IDS.incrementAndGet();
-    RunState<List<DeviceBuffer>> state = new RunState<>(metrics, CLOSE);
+    RunState<List<DeviceBuffer>> state = newRunState(runId, CLOSE);
+    state.executing(settings.runTimeout());
     return executeSegmented(invoker -> model.execute(inputs, invoker), SegmentedProgram.DeviceResult::outputs, runId,
-        state, spawnSupervisor(runId, state, true)).outputs();
+        state).outputs();
   }
 
   /**
@@ -624,10 +631,10 @@ public final class CallbackRuntime implements AutoCloseable {
    */
   public DeviceRunHandle startOnDevice(SegmentedModel model, List<Argument> inputs) {
     Started<List<DeviceBuffer>> run = startQueued(CLOSE,
-        (RunBody<List<DeviceBuffer>>) (runId, state, supervisor) ->
+        (RunBody<List<DeviceBuffer>>) (runId, state) ->
             executeSegmented(invoker -> model.execute(inputs, invoker), SegmentedProgram.DeviceResult::outputs, runId,
-                state, supervisor).outputs());
-    return new DeviceRunHandle(run.runId(), run.result(), run.supervisor());
+                state).outputs());
+    return new DeviceRunHandle(run.runId(), run.state());
   }
 
   private static Duration min(Duration a, Duration b) {

@@ -12,13 +12,11 @@ import org.apache.pekko.actor.typed.ActorRef;
  */
 public final class DeviceRunHandle {
   private final long runId;
-  private final CompletionStage<List<DeviceBuffer>> result;
-  private final ActorRef<RunSupervisor.Command> supervisor;
+  private final RunState<List<DeviceBuffer>> state;
 
-  DeviceRunHandle(long runId, CompletionStage<List<DeviceBuffer>> result, ActorRef<RunSupervisor.Command> supervisor) {
+  DeviceRunHandle(long runId, RunState<List<DeviceBuffer>> state) {
     this.runId = runId;
-    this.result = result;
-    this.supervisor = supervisor;
+    this.state = state;
   }
 
   public long runId() {
@@ -31,16 +29,20 @@ public final class DeviceRunHandle {
    * dev.xlaactors.error.XlaException} when XLA failed.
    */
   public CompletionStage<List<DeviceBuffer>> result() {
-    return result;
+    return state.result();
   }
 
-  /** Cancels the run: pending callbacks are failed at once and the run ends with a cancellation error. */
-  public void cancel(String reason) {
-    supervisor.tell(new RunSupervisor.Cancel(reason));
+  /**
+   * Cancels the run, as {@link RunHandle#cancel}: pending callbacks are failed at once and the run ends
+   * with a cancellation error. A run that finishes before the cancel reaches it keeps its buffers (still
+   * the caller's to close), so the returned stage says, once the run has ended, what happened.
+   */
+  public CompletionStage<RunHandle.CancelOutcome> cancel(String reason) {
+    return state.cancel(reason);
   }
 
-  /** The run's supervisor, for callers that want to watch it. */
+  /** The run's supervisor, for callers that want to watch it: see {@link RunHandle#supervisor()}. */
   public ActorRef<RunSupervisor.Command> supervisor() {
-    return supervisor;
+    return state.supervisor();
   }
 }

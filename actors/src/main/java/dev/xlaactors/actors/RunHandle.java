@@ -1,7 +1,5 @@
 package dev.xlaactors.actors;
 
-import dev.xlaactors.error.ErrorCode;
-import dev.xlaactors.error.XlaException;
 import dev.xlaactors.runtime.HostTensor;
 import java.util.List;
 import java.util.concurrent.CompletionStage;
@@ -13,13 +11,11 @@ import org.apache.pekko.actor.typed.ActorRef;
  */
 public final class RunHandle {
   private final long runId;
-  private final CompletionStage<List<HostTensor>> result;
-  private final ActorRef<RunSupervisor.Command> supervisor;
+  private final RunState<List<HostTensor>> state;
 
-  RunHandle(long runId, CompletionStage<List<HostTensor>> result, ActorRef<RunSupervisor.Command> supervisor) {
+  RunHandle(long runId, RunState<List<HostTensor>> state) {
     this.runId = runId;
-    this.result = result;
-    this.supervisor = supervisor;
+    this.state = state;
   }
 
   public long runId() {
@@ -31,7 +27,7 @@ public final class RunHandle {
    * callback aborted it, or another {@link dev.xlaactors.error.XlaException} when XLA failed.
    */
   public CompletionStage<List<HostTensor>> result() {
-    return result;
+    return state.result();
   }
 
   /** What a {@link #cancel} did, once the run has ended. */
@@ -50,18 +46,15 @@ public final class RunHandle {
    * run has ended, what happened; callers that do not care may ignore it.
    */
   public CompletionStage<CancelOutcome> cancel(String reason) {
-    supervisor.tell(new RunSupervisor.Cancel(reason));
-    return result.handle((outputs, failure) -> {
-      if (failure == null) {
-        return CancelOutcome.ALREADY_FINISHED;
-      }
-      Throwable cause = failure instanceof java.util.concurrent.CompletionException && failure.getCause() != null ? failure.getCause() : failure;
-      return cause instanceof XlaException x && x.code() == ErrorCode.CANCELLED ? CancelOutcome.CANCELLED : CancelOutcome.ALREADY_FAILED;
-    });
+    return state.cancel(reason);
   }
 
-  /** The run's supervisor, for callers that want to watch it. */
+  /**
+   * The run's supervisor, for callers that want to watch it. A run spawns its supervisor only when it
+   * needs one (see {@link RunSupervisor}): asking for it spawns it. If the run has already ended, the
+   * supervisor is spawned stopping, so watching it still tells its end.
+   */
   public ActorRef<RunSupervisor.Command> supervisor() {
-    return supervisor;
+    return state.supervisor();
   }
 }

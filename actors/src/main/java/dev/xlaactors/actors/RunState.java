@@ -11,12 +11,19 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicReference;
+import org.apache.pekko.actor.typed.ActorRef;
 
 /**
  * What a run's executing thread and its {@link RunSupervisor} share. The run's outcome is decided once,
  * by whichever comes first: the execution returning (success or failure) or the supervisor aborting it
  * (cancel, a timeout, a failed callback). An aborted run never reports success, even if XLA finishes
  * afterwards, and its caller learns of the abort at once through {@link #result()}. Thread-safe.
+ *
+ * <p>The supervisor is spawned lazily, by the first of {@link #supervisor()}'s callers (a call that takes
+ * the actor path, a failed or overdue direct call, a cancel, the watchdog when the run's deadline passed):
+ * a run whose callbacks all go straight to their functions and answer in time spawns no actor and sends
+ * no message. Once spawned it stays the run's (the slot is never emptied), and it is told {@link
+ * RunSupervisor.RunEnded} exactly once, when the run has ended.
  *
  * @param <T> what a successful run gives (host tensors, or device buffers the caller will own)
  */
@@ -28,18 +35,90 @@ final class RunState<T> {
   private final Queue<HostCall> issued = new ConcurrentLinkedQueue<>();
   private final AtomicReference<DirectCall> directCall = new AtomicReference<>();
   private final AtomicReference<DirectCall> reportedOverdue = new AtomicReference<>();
+  private final AtomicBoolean reportedRunOverdue = new AtomicBoolean();
   private final RuntimeMetrics metrics;
+  private final SupervisorSpawner spawner;
   private volatile long startNanos = System.nanoTime();
   private volatile RunContext context;
+  private volatile ActorRef<RunSupervisor.Command> supervisor; // written under this
+  private long deadlineNanos; // guarded by this: 0 while queued
+  private boolean ended; // guarded by this
 
-  RunState(RuntimeMetrics metrics) {
-    this(metrics, outputs -> {});
+  /** Spawns the run's supervisor: its run timeout fires at {@code deadlineNanos}, or starts later if 0. */
+  interface SupervisorSpawner {
+    ActorRef<RunSupervisor.Command> spawn(RunState<?> state, long deadlineNanos);
+  }
+
+  RunState(RuntimeMetrics metrics, SupervisorSpawner spawner) {
+    this(metrics, spawner, outputs -> {});
   }
 
   /** {@code discard} frees the outputs of an execution that returned after the run was aborted. */
-  RunState(RuntimeMetrics metrics, java.util.function.Consumer<? super T> discard) {
+  RunState(RuntimeMetrics metrics, SupervisorSpawner spawner, java.util.function.Consumer<? super T> discard) {
     this.metrics = metrics;
+    this.spawner = spawner;
     this.discard = discard;
+  }
+
+  /**
+   * The run's supervisor, spawned now if the run has none yet. A run that already ended gets one that
+   * is told at once that it ended (it stops, and anything told to it later is dropped).
+   */
+  ActorRef<RunSupervisor.Command> supervisor() {
+    ActorRef<RunSupervisor.Command> s = supervisor;
+    if (s != null) {
+      return s;
+    }
+    synchronized (this) {
+      if (supervisor == null) {
+        s = spawner.spawn(this, deadlineNanos);
+        if (ended) {
+          s.tell(new RunSupervisor.RunEnded());
+        }
+        supervisor = s;
+      }
+      return supervisor;
+    }
+  }
+
+  /**
+   * Cancels the run through its supervisor (spawned for it if needed); once the run has ended, the stage
+   * says what the cancel did. A run whose outcome is already decided spawns nothing: its outcome stands
+   * (a cancel could not change it, and its execution is returning or was already aborted).
+   */
+  java.util.concurrent.CompletionStage<RunHandle.CancelOutcome> cancel(String reason) {
+    if (!decided.get()) {
+      supervisor().tell(new RunSupervisor.Cancel(reason));
+    }
+    return result.handle((outputs, failure) -> {
+      if (failure == null) {
+        return RunHandle.CancelOutcome.ALREADY_FINISHED;
+      }
+      Throwable cause = failure instanceof java.util.concurrent.CompletionException && failure.getCause() != null
+          ? failure.getCause() : failure;
+      return cause instanceof XlaException x && x.code() == ErrorCode.CANCELLED
+          ? RunHandle.CancelOutcome.CANCELLED : RunHandle.CancelOutcome.ALREADY_FAILED;
+    });
+  }
+
+  /**
+   * The run ended: its execution returned, or it was never executed (cancelled while queued, refused). Its
+   * supervisor, if it has one, is told so and stops.
+   */
+  void ended() {
+    if (directCall.get() != null) {
+      // A direct call still in flight (its native wait gave up on it before the watchdog reported it):
+      // the supervisor's RunEnded gives it up, interrupting its function and freeing the slot.
+      supervisor();
+    }
+    ActorRef<RunSupervisor.Command> s;
+    synchronized (this) {
+      ended = true;
+      s = supervisor;
+    }
+    if (s != null) {
+      s.tell(new RunSupervisor.RunEnded());
+    }
   }
 
   /** The run's outcome: its outputs, or the exception it ended with (the abort cause when aborted). */
@@ -47,9 +126,38 @@ final class RunState<T> {
     return result;
   }
 
-  /** The execution begins now (a queued run's time starts here, not when it was queued). */
-  void executing() {
-    startNanos = System.nanoTime();
+  /**
+   * The execution begins now (a queued run's time starts here, not when it was queued): the run must end
+   * within {@code timeout}. A supervisor spawned while the run was queued starts its timer now.
+   */
+  void executing(java.time.Duration timeout) {
+    long now = System.nanoTime();
+    startNanos = now;
+    ActorRef<RunSupervisor.Command> s;
+    synchronized (this) {
+      deadlineNanos = now + timeout.toNanos();
+      if (deadlineNanos == 0) {
+        deadlineNanos = 1; // 0 means "not executing yet"
+      }
+      s = supervisor;
+    }
+    if (s != null) {
+      s.tell(new RunSupervisor.Executing());
+    }
+  }
+
+  /** When the executing run times out ({@link System#nanoTime()}); 0 while it is queued. */
+  synchronized long deadlineNanos() {
+    return deadlineNanos;
+  }
+
+  /**
+   * True once, the first time the watchdog finds the executing run past its deadline and still undecided:
+   * the watchdog then tells the run's supervisor (spawning it if needed), which aborts the run.
+   */
+  boolean reportRunOverdue(long nowNanos) {
+    long deadline = deadlineNanos();
+    return deadline != 0 && nowNanos - deadline > 0 && !decided.get() && reportedRunOverdue.compareAndSet(false, true);
   }
 
   /** Records the abort cause; true if it is the first. Cancels the native run either way. */

@@ -31,8 +31,11 @@ import org.apache.pekko.actor.typed.javadsl.TimerScheduler;
  * sits in the run's {@link RunState}, where an abort finds, fails and counts it, and the {@link
  * DirectCallWatchdog} tells the supervisor when it is overdue.
  *
- * <p>Created when a run starts, it stops when told the run ended; if it stops for any other reason it
- * fails whatever is still pending, so no XLA thread is left waiting on it.
+ * <p>Spawned lazily, when its run first needs it: a call that takes the actor path, a failed or overdue
+ * direct call, a cancel, a run deadline passed (told by the watchdog), or {@link RunHandle#supervisor()};
+ * a run that needs none ends without one and costs no actor or message. It stops when told the run
+ * ended; if it stops for any other reason it fails whatever is still pending, so no XLA thread is left
+ * waiting on it.
  */
 public final class RunSupervisor extends AbstractBehavior<RunSupervisor.Command> {
 
@@ -70,7 +73,8 @@ public final class RunSupervisor extends AbstractBehavior<RunSupervisor.Command>
 
   private record CallTimedOut(long tag) implements Command {}
 
-  private record RunTimedOut() implements Command {}
+  /** The run's deadline passed: sent by its own timer, or by the {@link DirectCallWatchdog} when the run had no supervisor yet. */
+  record RunTimedOut() implements Command {}
 
   private record ServerStopped(ActorRef<?> server) implements Command {}
 
@@ -98,7 +102,9 @@ public final class RunSupervisor extends AbstractBehavior<RunSupervisor.Command>
   /**
    * A supervisor for run {@code runId}. No supervision strategy: a failure stops it, and its PostStop
    * handler then fails the run's pending calls, which is the safe outcome for a run half-way through.
-   * The run's timeout starts now if {@code executingNow}, else when told {@link Executing}.
+   * Spawned by the run's {@link RunState} when the run first needs it (possibly mid-run): the run's
+   * timeout fires at {@code runDeadlineNanos} ({@link System#nanoTime()}), or, for a run still queued
+   * ({@code 0}), starts when told {@link Executing}.
    */
   static Behavior<Command> create(
       long runId,
@@ -107,7 +113,7 @@ public final class RunSupervisor extends AbstractBehavior<RunSupervisor.Command>
       ActorsSettings settings,
       RuntimeMetrics metrics,
       CallbackThreads callbackThreads,
-      boolean executingNow) {
+      long runDeadlineNanos) {
     return Behaviors.withMdc(
         Command.class,
         Map.of("runId", Long.toString(runId)),
@@ -115,7 +121,7 @@ public final class RunSupervisor extends AbstractBehavior<RunSupervisor.Command>
             context ->
                 Behaviors.withTimers(
                     timers -> new RunSupervisor(
-                        context, timers, runId, state, dispatcher, settings, metrics, callbackThreads, executingNow))));
+                        context, timers, runId, state, dispatcher, settings, metrics, callbackThreads, runDeadlineNanos))));
   }
 
   private RunSupervisor(
@@ -127,7 +133,7 @@ public final class RunSupervisor extends AbstractBehavior<RunSupervisor.Command>
       ActorsSettings settings,
       RuntimeMetrics metrics,
       CallbackThreads callbackThreads,
-      boolean executingNow) {
+      long runDeadlineNanos) {
     super(context);
     this.runId = runId;
     this.state = state;
@@ -137,8 +143,9 @@ public final class RunSupervisor extends AbstractBehavior<RunSupervisor.Command>
     this.timers = timers;
     this.serverReplies = context.messageAdapter(CallbackServer.Response.class, ServerAnswered::new);
     this.callbackThreads = callbackThreads;
-    if (executingNow) {
-      timers.startSingleTimer(RUN_TIMER, new RunTimedOut(), settings.runTimeout());
+    if (runDeadlineNanos != 0) {
+      Duration left = Duration.ofNanos(Math.max(0, runDeadlineNanos - System.nanoTime()));
+      timers.startSingleTimer(RUN_TIMER, new RunTimedOut(), left);
     }
     context.watchWith(dispatcher, new DispatcherStopped());
   }

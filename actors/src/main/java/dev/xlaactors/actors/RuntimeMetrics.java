@@ -22,6 +22,7 @@ public final class RuntimeMetrics {
 
   private final Map<String, Counter> callbacks = new ConcurrentHashMap<>();
   private final Counter runs = new Counter();
+  private final java.util.concurrent.atomic.AtomicLong supervisedRuns = new java.util.concurrent.atomic.AtomicLong();
   private volatile IntSupplier stuckThreads = () -> 0;
 
   /**
@@ -54,6 +55,20 @@ public final class RuntimeMetrics {
     runs.record(latencyNanos, failed, timedOut);
   }
 
+  void recordSupervisorSpawned() {
+    supervisedRuns.incrementAndGet();
+  }
+
+  /**
+   * Runs that needed a {@link RunSupervisor} actor: a call served by an actor (or not resolved at once),
+   * a callback that failed or overran its timeout, a cancel, a run past its deadline, or a caller that
+   * asked for the supervisor. Runs whose callbacks all went straight to their functions in time, and runs
+   * without callbacks, need none and are not counted here (they are in {@link #runs()}).
+   */
+  public long supervisedRuns() {
+    return supervisedRuns.get();
+  }
+
   /** Figures of every callback that has been called, by name. */
   public Map<String, Snapshot> callbacks() {
     Map<String, Snapshot> result = new TreeMap<>();
@@ -81,7 +96,7 @@ public final class RuntimeMetrics {
 
   @Override
   public String toString() {
-    return "runs: " + runs() + "; callbacks: " + callbacks() + "; stuck callback threads: " + stuckCallbackThreads();
+    return "runs: " + runs() + " (" + supervisedRuns() + " with a supervisor actor); callbacks: " + callbacks() + "; stuck callback threads: " + stuckCallbackThreads();
   }
 
   private static final class Counter {

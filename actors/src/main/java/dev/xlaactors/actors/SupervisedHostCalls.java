@@ -15,7 +15,6 @@ import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.Function;
 import java.util.function.Predicate;
-import org.apache.pekko.actor.typed.ActorRef;
 
 /**
  * The host calls of a segmented run, made by Java between stages and handed to the run's {@link
@@ -29,7 +28,6 @@ final class SupervisedHostCalls implements SegmentedProgram.HostCallInvoker {
 
   private final long runId;
   private final RunState<?> state;
-  private final ActorRef<RunSupervisor.Command> supervisor;
   private final Function<String, Duration> backstop;
   private final RuntimeMetrics metrics;
   private final Predicate<HostCall> direct;
@@ -37,14 +35,14 @@ final class SupervisedHostCalls implements SegmentedProgram.HostCallInvoker {
 
   /**
    * Calls of run {@code runId}: each is first offered to {@code direct} (the runtime's fast path, true if
-   * it took the call), else told to the supervisor; the orchestrating thread spins {@code spin} for the
-   * answer before it parks, and waits at most the call's {@code backstop}.
+   * it took the call), else told to the run's supervisor (spawned then if the run has none yet); the
+   * orchestrating thread spins {@code spin} for the answer before it parks, and waits at most the call's
+   * {@code backstop}.
    */
-  SupervisedHostCalls(long runId, RunState<?> state, ActorRef<RunSupervisor.Command> supervisor,
+  SupervisedHostCalls(long runId, RunState<?> state,
       Function<String, Duration> backstop, RuntimeMetrics metrics, Predicate<HostCall> direct, Duration spin) {
     this.runId = runId;
     this.state = state;
-    this.supervisor = supervisor;
     this.backstop = backstop;
     this.metrics = metrics;
     this.direct = direct;
@@ -70,7 +68,7 @@ final class SupervisedHostCalls implements SegmentedProgram.HostCallInvoker {
     Duration wait = backstop.apply(callback.name());
     long arrived = System.nanoTime();
     if (!direct.test(call)) {
-      supervisor.tell(new RunSupervisor.HostCallArrived(call));
+      state.supervisor().tell(new RunSupervisor.HostCallArrived(call));
     }
     for (long until = arrived + spinNanos; !answer.isDone() && System.nanoTime() < until; ) {
       Thread.onSpinWait();

@@ -4,6 +4,7 @@ import com.typesafe.config.Config;
 import com.typesafe.config.ConfigFactory;
 import dev.xlaactors.actors.CallbackRuntime;
 import dev.xlaactors.actors.jobs.Program;
+import dev.xlaactors.cluster.JobJournalSettings;
 import dev.xlaactors.cluster.ShardedBatchJobs;
 import dev.xlaactors.cluster.ClusterCallbacks;
 import dev.xlaactors.cluster.XlaCluster;
@@ -189,11 +190,11 @@ public final class ClusterBench {
     return ConfigFactory.parseString("""
             xla-actors.cluster {
               seed-nodes = ["127.0.0.1:%d"], port = %d, roles = [compute]
-              jobs.journal.url = "jdbc:h2:file:%s;AUTO_SERVER=TRUE"
+              jobs.journal.url = "%s"
             }
             xla-actors.actors.metrics.log = off
             pekko.loglevel = WARNING
-            """.formatted(seedPort, port, dir.resolve("journal")))
+            """.formatted(seedPort, port, JobJournalSettings.h2File(dir.resolve("journal"))))
         .withFallback(ConfigFactory.load());
   }
 

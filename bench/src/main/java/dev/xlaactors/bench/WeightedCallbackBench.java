@@ -5,15 +5,19 @@ import com.typesafe.config.ConfigFactory;
 import dev.xlaactors.actors.CallbackRuntime;
 import dev.xlaactors.runtime.DType;
 import dev.xlaactors.runtime.Executable;
+import dev.xlaactors.error.ErrorCode;
+import dev.xlaactors.runtime.HostCall;
 import dev.xlaactors.runtime.HostCallback;
 import dev.xlaactors.runtime.HostFunction;
 import dev.xlaactors.runtime.HostTensor;
+import dev.xlaactors.runtime.RunContext;
 import dev.xlaactors.runtime.TensorType;
 import dev.xlaactors.runtime.XlaClient;
 import dev.xlaactors.runtime.model.Argument;
 import dev.xlaactors.runtime.model.Model;
 import java.nio.ByteOrder;
 import java.nio.FloatBuffer;
+import java.time.Duration;
 import java.util.List;
 import java.util.Map;
 import java.util.Random;
@@ -32,6 +36,8 @@ import org.apache.pekko.actor.typed.javadsl.Behaviors;
  *   <li>{@code weighted_bound}: a {@link Model} with W bound once, the run passes x only;
  *   <li>{@code weighted_bound_inline}: the same with relu registered inline (run on XLA's thread, as
  *       JAX runs pure_callback);
+ *   <li>{@code weighted_bound_sink}: the bound Model's program with its call answered by a native sink on
+ *       XLA's thread: no runtime, no hand-off, no actor (the floor of the supervised rows);
  *   <li>{@code matmul_bound}: the bare matmul as a Model with W bound, without the supervised layer.
  * </ul>
  *
@@ -111,11 +117,25 @@ public final class WeightedCallbackBench {
         }
         check("bare matmul", expected, h);
         long uploads = client.uploadCount();
+        long supervised = callbacks.metrics().supervisedRuns();
+        long runs = callbacks.metrics().runs().count();
         print(LatencyProbe.measure("weighted_bound", 0, budget, () -> callbacks.run(bound, xOnly).get(0).close()));
         long boundRuns = client.uploadCount() - uploads;
+        // A run whose callback goes straight to its function spawns no supervisor actor (see
+        // docs/performance.md, "Per-run cost of supervision"): say how many of the timed runs needed one.
+        System.out.println("INFO side=java bound_runs=" + (callbacks.metrics().runs().count() - runs)
+            + " bound_runs_with_a_supervisor_actor=" + (callbacks.metrics().supervisedRuns() - supervised));
         print(LatencyProbe.measure("weighted_bound_inline", 0, budget,
             () -> callbacks.run(boundInline, xOnly).get(0).close()));
         print(LatencyProbe.measure("matmul_bound", 0, budget, () -> bare.run(xOnly, null).get(0).close()));
+        // The floor of the supervised rows: the same program and Model, its one call answered by a
+        // native sink on XLA's thread, with no runtime, thread hand-off or actor at all.
+        print(LatencyProbe.measure("weighted_bound_sink", 0, budget, () -> {
+          try (RunContext context = RunContext.withHostCalls(client.plugin(), 0, WeightedCallbackBench::answerRelu,
+              Duration.ofSeconds(30))) {
+            bound.run(xOnly, context).get(0).close();
+          }
+        }));
         long before = client.uploadedBytes();
         print(LatencyProbe.measure("weighted_hostonly", 0, budget,
             () -> callbacks.run(weighted, List.of(weights, x)).get(0).close()));
@@ -125,6 +145,15 @@ public final class WeightedCallbackBench {
     } finally {
       system.terminate();
       system.getWhenTerminated().toCompletableFuture().get(30, TimeUnit.SECONDS);
+    }
+  }
+
+  /** Answers a relu call on the calling (XLA) thread. */
+  private static void answerRelu(HostCall call) {
+    try {
+      call.complete(RELU.apply(call.inputs(), null));
+    } catch (Exception e) {
+      call.fail(ErrorCode.INTERNAL, "relu failed: " + e);
     }
   }
 

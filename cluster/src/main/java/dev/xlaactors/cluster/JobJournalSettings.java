@@ -6,9 +6,12 @@ import com.typesafe.config.ConfigFactory;
 import dev.xlaactors.error.ErrorCode;
 import dev.xlaactors.error.XlaException;
 import dev.xlaactors.runtime.SettingRanges;
+import java.nio.file.Path;
 import java.time.Duration;
 import java.util.HashMap;
+import java.util.Locale;
 import java.util.Map;
+import java.util.regex.Pattern;
 
 /**
  * Where sharded batch jobs keep their event-sourced state, read once from {@code
@@ -16,7 +19,19 @@ import java.util.Map;
  * pekko-persistence-jdbc, an embedded H2 file by default and PostgreSQL for a cluster of several hosts.
  * The database kind follows from the URL; a URL of any other kind is refused naming the key.
  *
- * @param url JDBC URL, {@code jdbc:h2:...} or {@code jdbc:postgresql://...}
+ * <p><b>Acknowledged means written.</b> An item of a job counts once the journal acknowledged its event,
+ * so the journal must not acknowledge a commit it has not written. H2 by default does (it writes commits
+ * in the background, up to {@code WRITE_DELAY} = 500 ms later: a killed JVM lost acknowledged items), so
+ * every H2 URL gets {@code WRITE_DELAY=0}, with which H2 writes each commit to its file before the commit
+ * returns (its {@code MVStore.commit()}), and a URL that sets another write delay, or turns off H2's
+ * file lock ({@code FILE_LOCK=NO}), is refused. H2 does not force the file to the disk on a commit: a
+ * killed JVM loses nothing acknowledged, a machine that loses power may lose the last commits; for that,
+ * and for several hosts, use PostgreSQL (it forces its log on every commit unless {@code
+ * synchronous_commit} is off, which a URL may not ask for). An in-memory H2 URL ({@code jdbc:h2:mem:})
+ * is accepted for tests, with a warning when jobs start: it keeps nothing once its JVM ends.
+ *
+ * @param url JDBC URL, {@code jdbc:h2:...} or {@code jdbc:postgresql://...}; an H2 URL as given plus
+ *     {@code ;WRITE_DELAY=0} when it does not say so already
  * @param user database user
  * @param password database password
  * @param maxConnections connections each node keeps open to the database
@@ -27,6 +42,23 @@ import java.util.Map;
 public record JobJournalSettings(
     String url, String user, String password, int maxConnections, int snapshotEvery, Duration recordTimeout) {
   private static final String ROOT = "xla-actors.cluster.jobs";
+
+  /** Every H2 journal URL has this setting: each commit is written to the file before it returns. */
+  static final String H2_DURABLE = "WRITE_DELAY=0";
+
+  public JobJournalSettings {
+    url = durable(url);
+  }
+
+  /**
+   * The URL of an H2 journal in the file {@code base} (H2 adds {@code .mv.db}): shared by the JVMs of one
+   * machine (the first that opens it serves it to the others over loopback, {@code AUTO_SERVER}), each
+   * commit written before it is acknowledged. The default journal is this under {@code
+   * ~/.cache/xla-actors/jobs/journal}.
+   */
+  public static String h2File(Path base) {
+    return "jdbc:h2:file:" + base.toAbsolutePath() + ";AUTO_SERVER=TRUE;" + H2_DURABLE;
+  }
 
   /** The name of the database that the journal, the snapshot store and the read journal share. */
   static final String SHARED_DATABASE = "xla-actors-jobs";
@@ -85,6 +117,18 @@ public record JobJournalSettings(
     return dialectOf(url);
   }
 
+  /** Whether the journal lives in the memory of one JVM (an H2 {@code mem:} database): gone when it ends. */
+  boolean inMemory() {
+    if (dialect() != Dialect.H2) {
+      return false;
+    }
+    String path = h2Path(url).toLowerCase(Locale.ROOT);
+    // tcp://host/mem:x and ssl://host/mem:x are in the memory of the server's JVM; so are H2's
+    // in-memory file systems (memFS:, memLZF:, nioMemFS:, nioMemLZF:).
+    String database = path.replaceFirst("^(tcp|ssl)://[^/]*/", "");
+    return database.startsWith("mem:") || database.matches("^(nio)?mem(fs|lzf):.*");
+  }
+
   /**
    * The pekko-persistence-jdbc settings these stand for: one shared database (a Slick profile, the
    * driver, URL and pool) used by the journal, the snapshot store and the read journal.
@@ -116,8 +160,67 @@ public record JobJournalSettings(
       }
     }
     throw invalid("journal.url",
-        "must be an H2 URL (jdbc:h2:file:/path/jobs;AUTO_SERVER=TRUE, the single-machine default) or a PostgreSQL one"
+        "must be an H2 URL (jdbc:h2:file:/path/jobs;AUTO_SERVER=TRUE;WRITE_DELAY=0, the single-machine default) or a PostgreSQL one"
             + " (jdbc:postgresql://host:5432/database)", url);
+  }
+
+  /**
+   * {@code url} with what makes its commits durable, or refused when it asks for the opposite: for H2,
+   * {@code WRITE_DELAY=0} added when no write delay is given, another delay or {@code FILE_LOCK=NO}
+   * refused; for PostgreSQL, {@code synchronous_commit=off} refused.
+   */
+  private static String durable(String url) {
+    if (url == null) {
+      throw invalid("journal.url", "must be set", "null");
+    }
+    Dialect dialect = dialectOf(url);
+    if (dialect == Dialect.POSTGRESQL) {
+      if (ASYNC_COMMIT.matcher(url).find()) {
+        throw invalid("journal.url", "asks PostgreSQL for synchronous_commit=off, which acknowledges a commit before it is"
+            + " on disk (a crashed database server loses acknowledged items); remove it from the URL", url);
+      }
+      return url;
+    }
+    Map<String, String> settings = h2Settings(url);
+    String fileLock = settings.get("FILE_LOCK");
+    if (fileLock != null && fileLock.equalsIgnoreCase("NO")) {
+      throw invalid("journal.url", "sets FILE_LOCK=NO, with which two JVMs can open the same H2 file at once and"
+          + " corrupt it; remove it (H2's default lock lets one JVM serve the file to the others)", url);
+    }
+    String writeDelay = settings.get("WRITE_DELAY");
+    if (writeDelay == null) {
+      return url + ";" + H2_DURABLE;
+    }
+    if (!writeDelay.trim().equals("0")) {
+      throw invalid("journal.url", "sets WRITE_DELAY=" + writeDelay + ": H2 then acknowledges a commit up to that many"
+          + " milliseconds before it writes it, so a killed JVM loses items the journal acknowledged; remove"
+          + " WRITE_DELAY (WRITE_DELAY=0 is added) or set WRITE_DELAY=0", url);
+    }
+    return url;
+  }
+
+  /** {@code synchronous_commit=off} in a PostgreSQL URL's {@code options} (plain or URL-encoded). */
+  private static final Pattern ASYNC_COMMIT =
+      Pattern.compile("synchronous_commit\\s*(=|%3d)\\s*(off|false|no|0)\\b", Pattern.CASE_INSENSITIVE);
+
+  /** The database part of an H2 URL: after {@code jdbc:h2:}, before the first {@code ;}. */
+  private static String h2Path(String url) {
+    String rest = url.substring(Dialect.H2.urlPrefix.length());
+    int semicolon = rest.indexOf(';');
+    return semicolon < 0 ? rest : rest.substring(0, semicolon);
+  }
+
+  /** The {@code ;KEY=VALUE} settings of an H2 URL, keys upper-cased as H2 reads them. */
+  private static Map<String, String> h2Settings(String url) {
+    Map<String, String> settings = new HashMap<>();
+    String[] parts = url.split(";");
+    for (int i = 1; i < parts.length; i++) {
+      int eq = parts[i].indexOf('=');
+      if (eq > 0) {
+        settings.put(parts[i].substring(0, eq).trim().toUpperCase(Locale.ROOT), parts[i].substring(eq + 1));
+      }
+    }
+    return settings;
   }
 
   private static XlaException invalid(String key, String what, String got) {

@@ -2,6 +2,7 @@ package dev.xlaactors.cluster;
 
 import dev.xlaactors.actors.jobs.BatchScoring;
 import dev.xlaactors.actors.jobs.InferenceJob;
+import dev.xlaactors.actors.jobs.ItemSink;
 import dev.xlaactors.actors.jobs.ItemSource;
 import dev.xlaactors.actors.jobs.JobResult;
 import dev.xlaactors.actors.jobs.JobSettings;
@@ -60,8 +61,10 @@ import org.apache.pekko.persistence.typed.javadsl.SignalHandler;
  * <ul>
  *   <li>Each finished item is one event ({@link ItemScored}: its index and its outputs as a line of
  *       {@link BatchScoring#formatValues}); the job's state is saved whole every {@code
- *       xla-actors.cluster.jobs.snapshot-every} items. An item's outputs count once they are in the
- *       journal; an item already there is never recorded again, so every item is done exactly once.
+ *       xla-actors.cluster.jobs.snapshot-every} items. An item's outputs count once the journal
+ *       acknowledged them, and acknowledged means written (a killed JVM keeps them: {@link
+ *       JobJournalSettings}); an item already there is never recorded again, so every item is done
+ *       exactly once. The definition's sink hears of each item after the acknowledgement.
  *   <li>When the node running a job dies, its shard moves to another node of the role, which recovers the
  *       job from the journal and goes on at the first unfinished item.
  *   <li>Entities are remembered in the journal too: after the whole cluster was stopped, the first nodes
@@ -112,8 +115,30 @@ public final class ShardedBatchJobs {
     }
   }
 
-  /** What a node needs to run job {@code id}: its step, its items and where it writes them. */
-  public record Definition(Program step, long count, ItemSource source, Path output) {}
+  /**
+   * What a node needs to run job {@code id}: its step, its items, where it writes them, and who hears of
+   * each item once the journal acknowledged it.
+   *
+   * @param sink called with an item's outputs after its event is in the journal (written: see {@link
+   *     JobJournalSettings}), before the next item starts; an exception fails the item's attempt, which is
+   *     retried (the journal keeps the item once, the sink hears of it again). A JVM killed between the
+   *     journal's acknowledgement and the sink's call never calls the sink for that item: the item is done.
+   */
+  public record Definition(Program step, long count, ItemSource source, Path output, ItemSink sink) {
+    public Definition {
+      Objects.requireNonNull(sink, "sink");
+    }
+
+    /** A job whose finished items only go to the journal and the output file. */
+    public Definition(Program step, long count, ItemSource source, Path output) {
+      this(step, count, source, output, (item, outputs) -> {});
+    }
+
+    /** This job with {@code newSink} told of each acknowledged item. */
+    public Definition withSink(ItemSink newSink) {
+      return new Definition(step, count, source, output, newSink);
+    }
+  }
 
   /** The jobs every node of the role can run, by id. */
   @FunctionalInterface
@@ -134,6 +159,10 @@ public final class ShardedBatchJobs {
     if (system.settings().config().getStringList("pekko.cluster.roles").contains(role)
         || !XlaCluster.isClustered(system)) {
       JobJournalSchema.ensure(journal);
+      if (journal.inMemory()) {
+        system.log().warn("the job journal {} is in this JVM's memory: every job's progress is lost when the JVM"
+            + " ends; set xla-actors.cluster.jobs.journal.url to a file (the default) or PostgreSQL to keep it", journal.url());
+      }
     }
     return ClusterSharding.get(system).init(
         Entity.of(TYPE_KEY, context -> JobEntity.create(context, client, catalog, journal))
@@ -394,6 +423,7 @@ public final class ShardedBatchJobs {
           .toCompletableFuture()
           .get(recordTimeout.toMillis() + 1000, TimeUnit.MILLISECONDS);
       done.add(item);
+      definition.sink().accept(item, outputs);
       return true;
     }
 

@@ -30,7 +30,7 @@ class JobJournalTest {
   @Test
   void theUrlChoosesTheDatabaseAndItsSlickProfile() {
     JobJournalSettings h2 = JobJournalSettings.fromConfig(ConfigFactory.load());
-    assertTrue(h2.url().startsWith("jdbc:h2:file:") && h2.url().endsWith(";AUTO_SERVER=TRUE"), h2.url());
+    assertTrue(h2.url().startsWith("jdbc:h2:file:") && h2.url().endsWith(";AUTO_SERVER=TRUE;WRITE_DELAY=0"), h2.url());
     Config pekko = h2.pekkoOverrides();
     String db = "pekko-persistence-jdbc.shared-databases." + JobJournalSettings.SHARED_DATABASE;
     assertEquals("slick.jdbc.H2Profile$", pekko.getString(db + ".profile"));
@@ -62,6 +62,49 @@ class JobJournalTest {
     assertTrue(timeout.getMessage().contains("record-timeout"), timeout.getMessage());
     // And XlaCluster refuses to start on them.
     assertThrows(XlaException.class, () -> XlaCluster.start(with("xla-actors.cluster.jobs.journal.max-connections = 0")));
+  }
+
+  @Test
+  void everyH2UrlWritesEachCommitBeforeAcknowledgingIt() throws Exception {
+    Path dir = Files.createTempDirectory("xla-job-journal");
+    String h2File = JobJournalSettings.h2File(dir.resolve("journal"));
+    assertEquals("jdbc:h2:file:" + dir.resolve("journal").toAbsolutePath() + ";AUTO_SERVER=TRUE;WRITE_DELAY=0", h2File);
+    // A URL without a write delay gets WRITE_DELAY=0; one that says 0 (in any case) is kept as it is.
+    String plain = "jdbc:h2:file:" + dir.resolve("plain").toAbsolutePath() + ";AUTO_SERVER=TRUE";
+    JobJournalSettings added = JobJournalSettings.fromConfig(with("xla-actors.cluster.jobs.journal.url = \"" + plain + "\""));
+    assertEquals(plain + ";WRITE_DELAY=0", added.url());
+    String lower = plain + ";write_delay=0";
+    assertEquals(lower, new JobJournalSettings(lower, "sa", "", 1, 1, Duration.ofSeconds(1)).url());
+    // And H2 really runs with it: the database opened through that URL reports a write delay of 0 ms
+    // (H2's default is 500 ms, within which a killed JVM lost acknowledged commits).
+    try (java.sql.Connection c = java.sql.DriverManager.getConnection(added.url(), "sa", "");
+        java.sql.ResultSet r = c.createStatement().executeQuery(
+            "SELECT SETTING_VALUE FROM INFORMATION_SCHEMA.SETTINGS WHERE SETTING_NAME = 'WRITE_DELAY'")) {
+      assertTrue(r.next(), "H2 reports no WRITE_DELAY setting");
+      assertEquals("0", r.getString(1));
+    }
+    assertTrue(!added.inMemory() && new JobJournalSettings("jdbc:h2:mem:jobs", "sa", "", 1, 1, Duration.ofSeconds(1)).inMemory()
+        && new JobJournalSettings("jdbc:h2:tcp://localhost/mem:jobs", "sa", "", 1, 1, Duration.ofSeconds(1)).inMemory()
+        && new JobJournalSettings("jdbc:h2:memFS:jobs", "sa", "", 1, 1, Duration.ofSeconds(1)).inMemory());
+  }
+
+  @Test
+  void aUrlThatWouldLoseAcknowledgedWritesIsRefusedSayingWhyAndTheFix() {
+    XlaException delay = assertThrows(XlaException.class, () -> JobJournalSettings.fromConfig(
+        with("xla-actors.cluster.jobs.journal.url = \"jdbc:h2:file:/tmp/jobs;AUTO_SERVER=TRUE;WRITE_DELAY=500\"")));
+    assertEquals(ErrorCode.INVALID_ARGUMENT, delay.code());
+    assertTrue(delay.getMessage().contains("xla-actors.cluster.jobs.journal.url sets WRITE_DELAY=500")
+        && delay.getMessage().contains("a killed JVM loses items the journal acknowledged")
+        && delay.getMessage().contains("set WRITE_DELAY=0") && delay.getMessage().contains("jdbc:h2:file:/tmp/jobs"), delay.getMessage());
+    XlaException lock = assertThrows(XlaException.class,
+        () -> new JobJournalSettings("jdbc:h2:file:/tmp/jobs;file_lock=no", "sa", "", 1, 1, Duration.ofSeconds(1)));
+    assertTrue(lock.getMessage().contains("FILE_LOCK=NO"), lock.getMessage());
+    XlaException async = assertThrows(XlaException.class, () -> JobJournalSettings.fromConfig(with(
+        "xla-actors.cluster.jobs.journal.url = \"jdbc:postgresql://db:5432/jobs?options=-c%20synchronous_commit%3Doff\"")));
+    assertTrue(async.getMessage().contains("synchronous_commit=off") && async.getMessage().contains("remove it"), async.getMessage());
+    // XlaCluster refuses to start on it too.
+    assertThrows(XlaException.class,
+        () -> XlaCluster.start(with("xla-actors.cluster.jobs.journal.url = \"jdbc:h2:mem:x;WRITE_DELAY=1\"")));
   }
 
   @Test

@@ -133,7 +133,7 @@ final class TestNodes {
    * (the test JVM opens it first and holds it, so the database outlives the nodes it kills).
    */
   static String h2Journal(Path dir) {
-    return "jdbc:h2:file:" + dir.resolve("journal").toAbsolutePath() + ";AUTO_SERVER=TRUE";
+    return JobJournalSettings.h2File(dir.resolve("journal"));
   }
 
   /** The user of the test journal at {@code url}: H2's "sa", or PostgreSQL's from the environment. */

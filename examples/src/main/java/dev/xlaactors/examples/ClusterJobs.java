@@ -5,6 +5,7 @@ import com.typesafe.config.ConfigFactory;
 import dev.xlaactors.actors.jobs.BatchScoring;
 import dev.xlaactors.actors.jobs.Program;
 import dev.xlaactors.actors.jobs.ResultJournal;
+import dev.xlaactors.cluster.JobJournalSettings;
 import dev.xlaactors.cluster.ShardedBatchJobs;
 import dev.xlaactors.cluster.XlaCluster;
 import dev.xlaactors.graph.GraphBuilder;
@@ -74,12 +75,12 @@ public final class ClusterJobs {
     return ConfigFactory.parseString("""
             xla-actors.cluster {
               seed-nodes = ["127.0.0.1:%d"], hostname = "127.0.0.1", port = %d, roles = [%s]
-              jobs.journal.url = "jdbc:h2:file:%s;AUTO_SERVER=TRUE"
+              jobs.journal.url = "%s"
             }
             pekko.cluster.downing-provider-class = "org.apache.pekko.cluster.sbr.SplitBrainResolverProvider"
             pekko.cluster.split-brain-resolver.stable-after = 3s
             pekko.cluster.failure-detector { heartbeat-interval = 200ms, acceptable-heartbeat-pause = 3s }
-            """.formatted(seedPort, port, role, dir.resolve("journal")))
+            """.formatted(seedPort, port, role, JobJournalSettings.h2File(dir.resolve("journal"))))
         .withFallback(ConfigFactory.load());
   }
 
