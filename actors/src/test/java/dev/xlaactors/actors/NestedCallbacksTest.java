@@ -67,14 +67,11 @@ class NestedCallbacksTest {
     // 16 x 33 executions at once need 528 slots; the default client has 4 devices x 32.
     try (XlaClient client = XlaClient.create(); Chain chain = new Chain(kit, client, 32)) {
       assertTrue(client.devices().size() * InFlightExecutions.CPU_PER_DEVICE < 16 * 33, "the test needs a client too small");
-      List<Object> outcomes = chain.startAll(32, 16);
-      long answered = outcomes.stream().filter(o -> Integer.valueOf(32).equals(o)).count();
-      for (Object o : outcomes) {
-        if (!(o instanceof Integer)) {
-          assertTrue(o.toString().contains("the most the XLA CPU client runs at once per device"), o.toString());
-        }
+      // How many answer depends on how the 16 chains interleave (in lockstep, all meet the limit at once).
+      for (Object o : chain.startAll(32, 16)) {
+        assertTrue(Integer.valueOf(32).equals(o) || o.toString().contains("the most the XLA CPU client runs at once per device"),
+            o.toString());
       }
-      assertTrue(answered >= 1, "no run answered: " + outcomes);
       // Nothing was left holding a slot: the runtime serves the next runs.
       assertEquals(List.of(32, 32), chain.startAll(32, 2).stream().map(Chain::answer).toList());
       for (int d = 0; d < client.devices().size(); d++) {
