@@ -1,5 +1,6 @@
 package dev.xlaactors.actors;
 
+import dev.xlaactors.runtime.InFlightExecutions;
 import java.time.Duration;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
@@ -83,7 +84,9 @@ final class CallbackThreads implements Executor, AutoCloseable {
       startWorker();
     }
     try {
-      return body.get();
+      // A nested run: where its device has no free execution slot, it fails rather than wait for the
+      // slots its callers hold (InFlightExecutions).
+      return InFlightExecutions.nested(body);
     } finally {
       blocked.decrementAndGet(); // the surplus thread retires when it next looks for work
     }

@@ -242,6 +242,15 @@ public final class Executable extends NativeHandle {
 
   private void checkDevice(Device device) {
     client().checkDevice(device, "execution device");
+    if (program.devicesAtOnce() > 1) {
+      // Each run here executes on one device; the program's collectives would wait for the other replicas
+      // or partitions, and the CPU plugin aborts the process when that rendezvous times out (40 s).
+      throw new InvalidArgumentException(
+          "executable '" + name() + "' was compiled for " + program.devicesAtOnce() + " devices at once (replicas x"
+              + " partitions, see CompileOptions), and xla-actors runs an executable on one device at a time, where"
+              + " its collectives would wait forever for the other devices (the plugin then aborts the process):"
+              + " compile it with CompileOptions.defaults(), or split the work per device yourself");
+    }
     if (!addressableDevices().contains(device)) {
       throw new InvalidArgumentException(
           "this executable was compiled for " + addressableDevices() + ", not for " + device
@@ -298,7 +307,7 @@ public final class Executable extends NativeHandle {
       // through a malloc'd array each way).
       AddressLists lists = AddressLists.acquire(numArguments, outputAddresses.length);
       PJRT_Error error;
-      try {
+      try (InFlightExecutions.Slot slot = client().inFlight().acquire(device, this::name)) {
         int numNonDonatable = 0;
         for (int i = 0; i < numArguments; i++) {
           lists.arguments.put(i, argumentAddresses[i]);
@@ -371,9 +380,13 @@ public final class Executable extends NativeHandle {
     return run(Arrays.asList(inputs), null);
   }
 
-  /** As {@link #run(HostTensor...)}, with a per-run context for FFI handlers (null for none). */
+  /**
+   * As {@link #run(HostTensor...)}, with a per-run context for FFI handlers (null for none). Runs on the
+   * first device, or, when that one already runs as many executions as the plugin runs at once, on the
+   * least busy one (see {@link InFlightExecutions}).
+   */
   public List<HostTensor> run(List<HostTensor> inputs, RunContext context) {
-    return run(inputs, context, client().devices().get(0));
+    return run(inputs, context, client().inFlight().leastBusy(addressableDevices()));
   }
 
   /** As {@link #run(List, RunContext)}, on {@code device}. */

@@ -3,6 +3,7 @@ package dev.xlaactors.runtime;
 import static dev.xlaactors.nativebridge.pjrt.global.Pjrt.*;
 
 import dev.xlaactors.error.ErrorCode;
+import dev.xlaactors.error.XlaException;
 import dev.xlaactors.nativebridge.pjrt.XlaActors_HostCall;
 import dev.xlaactors.nativebridge.pjrt.XlaActors_HostCallSink;
 import java.nio.ByteBuffer;
@@ -99,7 +100,15 @@ final class HostCallBridge {
         continue;
       }
       // Every byte is copied over, so a pooled block need not be zeroed first.
-      HostTensor tensor = HostTensor.uninitialized(type);
+      HostTensor tensor;
+      try {
+        tensor = HostTensor.callbackInput(type, name);
+      } catch (XlaException e) { // direct memory refused: this call fails, the inputs copied so far go back
+        inputs.forEach(HostTensor::close);
+        fail(tag, e.code(), "host callback '" + name + "': input " + i + " (" + type + ") cannot be copied into Java: "
+            + e.getMessage());
+        return 0;
+      }
       inputs.add(tensor);
       if (type.byteSize() > 0) {
         try (HostTensor.Hold hold = tensor.hold("copy a callback input into")) {

@@ -30,9 +30,19 @@ import org.bytedeco.javacpp.Pointer;
  * <p>Bound: the pool keeps at most {@link #limitBytes()} bytes of idle blocks, set by {@code
  * xla-actors.runtime.host-memory.pool-bytes} (read when the pool is first used, and again by every
  * {@link XlaClient#create(RuntimeSettings)}); a block given back past the bound is dropped: freed at once
- * when no buffer over it can still be reachable, else by the garbage collector. Blocks in use by open
- * tensors are not counted: the JVM's direct-memory limit ({@code -XX:MaxDirectMemorySize}) bounds them. When that limit refuses a fresh block, the pool
- * drops its idle blocks (and, for a second, the blocks given back), collects garbage and tries once more.
+ * when no buffer over it can still be reachable, else by the garbage collector. When the JVM's direct-memory
+ * limit refuses a fresh block, the pool drops its idle blocks (and, for a second, the blocks given back),
+ * collects garbage and tries once more.
+ *
+ * <p>Lent blocks (those of open tensors) are bounded too: a tensor that is never closed gives its block
+ * back only when the garbage collector finds it unreachable, which a JVM with little heap garbage may not
+ * do for gigabytes. So before lending a block that takes the lent bytes past the same bound, the pool
+ * collects garbage and waits for the blocks of unreachable tensors to come back ({@link Stats#reclaims()}):
+ * until the cleaner has given none back for 50 ms ({@value #RECLAIM_WAIT_MILLIS} ms before the first), at
+ * most 1 s. Blocks of tensors still in use cannot come back: then
+ * the next reclaim waits until twice the bytes lent after this one, so a program that really holds many
+ * tensors pays a collection per doubling, not per tensor. The JVM's direct-memory limit ({@code
+ * -XX:MaxDirectMemorySize}) bounds the rest.
  *
  * <p>Thread-safe; every operation is a short critical section.
  */
@@ -58,6 +68,9 @@ public final class HostMemoryPool {
   private static final int MIN_CLASS = Integer.numberOfTrailingZeros(MIN_POOLED_BYTES);
   private static final int MAX_CLASS = 30; // 1 GiB: the largest power of two a ByteBuffer can hold
 
+  /** How long a reclaim waits for the cleaner to give back a first block of an unreachable tensor. */
+  static final long RECLAIM_WAIT_MILLIS = 200;
+
   /** How long, after direct memory ran short, blocks given back are dropped rather than kept. */
   private static final long PRESSURE_NANOS = 1_000_000_000L;
 
@@ -77,6 +90,10 @@ public final class HostMemoryPool {
   private long returnedBlocks;
   private long droppedBlocks;
   private long cleanerReturns;
+  private long lentBytes;
+  private long reclaims;
+  private long reclaimAtBytes; // lent bytes past which the next acquire reclaims first; 0: at limitBytes
+  private final Object reclaiming = new Object(); // one reclaim at a time; the others wait for its outcome
 
   /**
    * Counters of a pool, all since it was created except {@code idleBytes}.
@@ -89,7 +106,10 @@ public final class HostMemoryPool {
    * @param cleanerReturns blocks given back by the cleaner because their tensor became unreachable
    *     without {@link HostTensor#close()} (counted in {@code returnedBlocks} or {@code droppedBlocks} too)
    * @param idleBytes bytes of idle blocks now
-   * @param limitBytes the most idle bytes the pool keeps
+   * @param limitBytes the most idle bytes the pool keeps, and the lent bytes past which it reclaims
+   * @param lentBytes bytes of blocks lent to tensors not yet closed nor collected
+   * @param reclaims times the pool collected garbage to get back the blocks of unclosed, unreachable tensors
+   *     before lending more
    */
   public record Stats(
       long freshBlocks,
@@ -98,7 +118,9 @@ public final class HostMemoryPool {
       long droppedBlocks,
       long cleanerReturns,
       long idleBytes,
-      long limitBytes) {}
+      long limitBytes,
+      long lentBytes,
+      long reclaims) {}
 
   /** A block of pooled memory: a direct buffer that owns it, and its size class. */
   static final class Block {
@@ -213,6 +235,16 @@ public final class HostMemoryPool {
     shared.setLimitBytes(limitBytes);
   }
 
+  /** The size class of a tensor of {@code bytes} bytes: log2 of its block's size. */
+  private static int sizeClass(long bytes) {
+    return 64 - Long.numberOfLeadingZeros(bytes - 1);
+  }
+
+  /** The direct memory a fresh block for a tensor of {@code bytes} bytes takes. */
+  static long blockBytes(long bytes) {
+    return (1L << sizeClass(bytes)) + ALIGNMENT;
+  }
+
   /** Whether a tensor of {@code bytes} bytes takes its memory from a pool. */
   static boolean pooled(long bytes) {
     return bytes >= MIN_POOLED_BYTES && bytes <= (1L << MAX_CLASS);
@@ -223,17 +255,76 @@ public final class HostMemoryPool {
    * last tensor left in it, or a fresh one (zeroed, every page touched).
    */
   Block acquire(long bytes) {
-    int sizeClass = 64 - Long.numberOfLeadingZeros(bytes - 1);
+    int sizeClass = sizeClass(bytes);
+    long blockBytes = 1L << sizeClass;
+    if (overLendBound(blockBytes)) {
+      reclaimUnreachable(blockBytes);
+    }
     synchronized (this) {
       Block block = idle.get(sizeClass).pollLast(); // the most recently used: the likeliest still in cache
       if (block != null) {
         idleBytes -= block.bytes();
         reusedBlocks++;
+        lentBytes += blockBytes;
         return block;
       }
       freshBlocks++;
     }
-    return new Block(allocateFresh((1 << sizeClass) + ALIGNMENT), sizeClass);
+    Block block = new Block(allocateFresh((int) blockBytes + ALIGNMENT), sizeClass);
+    synchronized (this) {
+      lentBytes += blockBytes;
+    }
+    return block;
+  }
+
+  private synchronized long lentBytes() {
+    return lentBytes;
+  }
+
+  /** Whether lending {@code more} bytes takes the lent bytes past the bound at which the pool reclaims first. */
+  private synchronized boolean overLendBound(long more) {
+    return limitBytes > 0 && lentBytes + more > Math.max(limitBytes, reclaimAtBytes);
+  }
+
+  /**
+   * Collects garbage and waits for the cleaner to give back the blocks of tensors that became
+   * unreachable without being closed, until lending {@code more} bytes stays within the bound or the
+   * cleaner goes quiet. What is still lent after it is in use: the next reclaim waits for twice that.
+   */
+  private void reclaimUnreachable(long more) {
+    synchronized (reclaiming) {
+      if (!overLendBound(more)) {
+        return; // the reclaim this thread waited for was enough
+      }
+      System.gc();
+      // Wait while the cleaner gives blocks back: until within the bound, or until it has gone quiet (no
+      // block back for 50 ms once some came, for RECLAIM_WAIT_MILLIS before any came), at most 1 s.
+      long start = System.nanoTime();
+      long lastBack = start;
+      long lastLent = lentBytes();
+      boolean anyBack = false;
+      while (overLendBound(more)) {
+        try {
+          Thread.sleep(1);
+        } catch (InterruptedException e) {
+          Thread.currentThread().interrupt();
+          break;
+        }
+        long now = System.nanoTime();
+        long lent = lentBytes();
+        if (lent < lastLent) {
+          lastLent = lent;
+          lastBack = now;
+          anyBack = true;
+        } else if (now - lastBack > (anyBack ? 50 : RECLAIM_WAIT_MILLIS) * 1_000_000L || now - start > 1_000_000_000L) {
+          break; // what is still lent is in use
+        }
+      }
+      synchronized (this) {
+        reclaims++;
+        reclaimAtBytes = 2 * (lentBytes + more);
+      }
+    }
   }
 
   private ByteBuffer allocateFresh(int bytes) {
@@ -262,6 +353,10 @@ public final class HostMemoryPool {
   void release(Block block, boolean byCleaner) {
     block.used = true;
     synchronized (this) {
+      lentBytes -= block.bytes();
+      if (lentBytes * 4 < reclaimAtBytes) {
+        reclaimAtBytes = 0; // the tensors that raised it are gone: reclaim at the bound again
+      }
       if (byCleaner) {
         cleanerReturns++;
       }
@@ -307,7 +402,8 @@ public final class HostMemoryPool {
   /** The pool's counters now. */
   public synchronized Stats stats() {
     return new Stats(
-        freshBlocks, reusedBlocks, returnedBlocks, droppedBlocks, cleanerReturns, idleBytes, limitBytes);
+        freshBlocks, reusedBlocks, returnedBlocks, droppedBlocks, cleanerReturns, idleBytes, limitBytes, lentBytes,
+        reclaims);
   }
 
   /** Zeroes the first {@code bytes} bytes of {@code buffer}, a direct buffer. */

@@ -59,7 +59,7 @@ public final class HostTensor implements AutoCloseable {
   private final Lifetime lifetime;
 
   private HostTensor(TensorType type, ByteBuffer data) {
-    this(type, data, new Lifetime(null, null, null));
+    this(type, data, new Lifetime(null, null, null, null));
   }
 
   private HostTensor(TensorType type, ByteBuffer data, Lifetime lifetime) {
@@ -84,11 +84,13 @@ public final class HostTensor implements AutoCloseable {
     private final HostMemoryPool pool; // null with block: the memory is not pooled
     private final HostMemoryPool.Block block;
     private final BorrowedMemory borrowed; // non-null: the memory is not ours, each use asks its lender
+    private final String callback; // non-null: an input of this host callback, warned about when leaked
 
-    Lifetime(HostMemoryPool pool, HostMemoryPool.Block block, BorrowedMemory borrowed) {
+    Lifetime(HostMemoryPool pool, HostMemoryPool.Block block, BorrowedMemory borrowed, String callback) {
       this.pool = pool;
       this.block = block;
       this.borrowed = borrowed;
+      this.callback = callback;
     }
 
     /** The owner's release; true the first time. */
@@ -134,9 +136,12 @@ public final class HostTensor implements AutoCloseable {
     /** The cleaner's action: nothing can reach the memory any more (a Hold keeps the buffer reachable). */
     @Override
     public void run() {
-      closed.set(true);
+      boolean leaked = !closed.getAndSet(true) && !givenBack.get();
       giveBack(true);
       rootGone();
+      if (leaked && callback != null && block != null) {
+        UnclosedInputs.warnOnce(callback, block.bytes());
+      }
     }
 
     private void giveBack(boolean byCleaner) {
@@ -226,7 +231,7 @@ public final class HostTensor implements AutoCloseable {
     if (data.capacity() != type.byteSize()) {
       throw new IllegalArgumentException("borrowed memory of " + data.capacity() + " bytes for " + type);
     }
-    return new HostTensor(type, data.order(ByteOrder.LITTLE_ENDIAN), new Lifetime(null, null, memory));
+    return new HostTensor(type, data.order(ByteOrder.LITTLE_ENDIAN), new Lifetime(null, null, memory, null));
   }
 
   /** Who lent this tensor's memory, or null when the memory is the tensor's own. */
@@ -269,26 +274,40 @@ public final class HostTensor implements AutoCloseable {
    * downloads. From the shared pool when its size is pooled.
    */
   static HostTensor uninitialized(TensorType type) {
-    return pooled(type, HostMemoryPool.shared(), false);
+    return pooled(type, HostMemoryPool.shared(), false, null);
+  }
+
+  /**
+   * As {@link #uninitialized(TensorType)}, for an input of host callback {@code callback}: if it is
+   * never closed, its memory comes back only through the garbage collector, and the callback is named
+   * in one warning.
+   */
+  static HostTensor callbackInput(TensorType type, String callback) {
+    return pooled(type, HostMemoryPool.shared(), false, Objects.requireNonNull(callback, "callback"));
   }
 
   /** As {@link #uninitialized(TensorType)}, from {@code pool}. */
   static HostTensor uninitialized(TensorType type, HostMemoryPool pool) {
-    return pooled(type, pool, false);
+    return pooled(type, pool, false, null);
   }
 
   /** As {@link #zeros(TensorType)}, from {@code pool}. */
   static HostTensor zeros(TensorType type, HostMemoryPool pool) {
-    return pooled(type, pool, true);
+    return pooled(type, pool, true, null);
   }
 
-  private static HostTensor pooled(TensorType type, HostMemoryPool pool, boolean zeroed) {
+  private static HostTensor pooled(TensorType type, HostMemoryPool pool, boolean zeroed, String callback) {
     Objects.requireNonNull(type, "type");
     long bytes = type.byteSize();
     if (!HostMemoryPool.pooled(bytes) || pool.limitBytes() == 0) {
       return new HostTensor(type, allocate(bytes)); // allocateDirect zeroes
     }
-    HostMemoryPool.Block block = pool.acquire(bytes);
+    HostMemoryPool.Block block;
+    try {
+      block = pool.acquire(bytes);
+    } catch (OutOfMemoryError e) { // the JVM's direct-memory limit refused a fresh block, even after a GC
+      throw DirectMemory.exhausted(HostMemoryPool.blockBytes(bytes), "a host tensor " + type + " (" + bytes + " bytes)", e);
+    }
     ByteBuffer root;
     try {
       root = block.newRoot((int) bytes);
@@ -299,7 +318,7 @@ public final class HostTensor implements AutoCloseable {
       pool.release(block, false);
       throw e;
     }
-    Lifetime lifetime = new Lifetime(pool, block, null);
+    Lifetime lifetime = new Lifetime(pool, block, null, callback);
     CLEANER.register(root, lifetime);
     return new HostTensor(type, root, lifetime);
   }
@@ -703,11 +722,11 @@ public final class HostTensor implements AutoCloseable {
           + MAX_BYTES + " bytes)");
     }
     if (bytes < HostMemoryPool.MIN_POOLED_BYTES) {
-      return ByteBuffer.allocateDirect((int) bytes).order(ByteOrder.LITTLE_ENDIAN);
+      return DirectMemory.allocate((int) bytes, bytes).order(ByteOrder.LITTLE_ENDIAN);
     }
     // Large tensors start aligned, as the CPU plugin needs to upload them in place (XlaClient.upload). The
     // slice keeps the whole allocation reachable, which the garbage collector frees with it.
-    ByteBuffer memory = ByteBuffer.allocateDirect((int) bytes + HostMemoryPool.ALIGNMENT);
+    ByteBuffer memory = DirectMemory.allocate((int) bytes + HostMemoryPool.ALIGNMENT, bytes);
     NativeLibrary.load(); // Pointer's natives: a large tensor may be the program's first native use
     int start;
     try (org.bytedeco.javacpp.Pointer pointer = new org.bytedeco.javacpp.Pointer(memory)) {

@@ -31,6 +31,7 @@ final class LoadedProgram extends NativeHandle {
   private final boolean fromBytes;
   private final List<TensorType> outputTypes;
   private final List<Device> addressableDevices;
+  private final int devicesAtOnce; // devices one execution spans: replicas x partitions (1 when portable)
   // Per output: whether its buffers can be read in place (see DeviceBuffer); -1 until the first download.
   private final int[] readableByOutput;
   // The parameters the compiled module aliases, read from it on first use (programs compiled from bytes).
@@ -59,7 +60,9 @@ final class LoadedProgram extends NativeHandle {
     this.fromBytes = fromBytes;
     try {
       this.outputTypes = readOutputTypes(client.api());
-      this.addressableDevices = readAddressableDevices(client.api());
+      List<Device> compiledFor = readAddressableDevices(client.api()); // none: portable, it runs on any
+      this.addressableDevices = compiledFor.isEmpty() ? client.devices() : compiledFor;
+      this.devicesAtOnce = Math.max(1, compiledFor.size());
       this.readableByOutput = new int[outputTypes.size()];
       java.util.Arrays.fill(readableByOutput, client.api().inPlaceReadPossible ? -1 : 0);
     } catch (RuntimeException e) {
@@ -133,9 +136,6 @@ final class LoadedProgram extends NativeHandle {
       args.struct_size(PJRT_LoadedExecutable_AddressableDevices_Args_STRUCT_SIZE).executable(loaded);
       api.check(
           api.loadedAddressableDevices.call(args), PjrtApi.Failure.COMPILE, "PJRT_LoadedExecutable_AddressableDevices");
-      if (args.num_addressable_devices() == 0) {
-        return client.devices(); // a portable executable: compiled for no device, it runs on any
-      }
       List<Device> devices = new ArrayList<>();
       for (int i = 0; i < args.num_addressable_devices(); i++) {
         Device device = client.deviceOf(args.addressable_devices(i));
@@ -220,6 +220,11 @@ final class LoadedProgram extends NativeHandle {
         return HloAliases.ofOptimizedProgram(format, bytes);
       }
     }
+  }
+
+  /** How many devices one execution spans (its replicas times partitions); 1 for a portable executable. */
+  int devicesAtOnce() {
+    return devicesAtOnce;
   }
 
   int[] readableByOutput() {

@@ -6,6 +6,7 @@ import dev.xlaactors.error.CompileException;
 import dev.xlaactors.error.ErrorCode;
 import dev.xlaactors.error.InvalidArgumentException;
 import dev.xlaactors.error.PluginException;
+import dev.xlaactors.error.XlaException;
 import dev.xlaactors.nativebridge.pjrt.PJRT_Buffer;
 import dev.xlaactors.nativebridge.pjrt.PJRT_Client;
 import dev.xlaactors.nativebridge.pjrt.PJRT_Client_AddressableDevices_Args;
@@ -18,6 +19,7 @@ import dev.xlaactors.nativebridge.pjrt.PJRT_Client_PlatformName_Args;
 import dev.xlaactors.nativebridge.pjrt.PJRT_Client_PlatformVersion_Args;
 import dev.xlaactors.nativebridge.pjrt.PJRT_Client_ProcessIndex_Args;
 import dev.xlaactors.nativebridge.pjrt.PJRT_Device;
+import dev.xlaactors.nativebridge.pjrt.PJRT_Error;
 import dev.xlaactors.nativebridge.pjrt.PJRT_DeviceDescription_Id_Args;
 import dev.xlaactors.nativebridge.pjrt.PJRT_DeviceDescription_Kind_Args;
 import dev.xlaactors.nativebridge.pjrt.PJRT_Device_GetDescription_Args;
@@ -57,6 +59,7 @@ public final class XlaClient extends NativeHandle {
   private final List<Device> devices;
   private final String platformName;
   private final CompileCache cache;
+  private final InFlightExecutions inFlight;
 
   private XlaClient(Plugin plugin, PJRT_Client client, int compileCacheSize) {
     super(null, destroyer(plugin.api(), client));
@@ -71,6 +74,12 @@ public final class XlaClient extends NativeHandle {
       throw e;
     }
     this.cache = new CompileCache(compileCacheSize);
+    this.inFlight = new InFlightExecutions(devices.size(), platformName);
+  }
+
+  /** Executions in flight on each device, and the limit a nested run meets (see {@link InFlightExecutions}). */
+  public InFlightExecutions inFlight() {
+    return inFlight;
   }
 
   private static Destroyer destroyer(PjrtApi api, PJRT_Client client) {
@@ -109,6 +118,7 @@ public final class XlaClient extends NativeHandle {
   public static XlaClient create(Plugin plugin, Map<String, ?> options, int compileCacheSize) {
     Objects.requireNonNull(plugin, "plugin");
     Objects.requireNonNull(options, "options");
+    checkCpuDeviceCount(options.get("cpu_device_count"));
     if (compileCacheSize < 0) {
       throw new InvalidArgumentException("compileCacheSize must be >= 0, got " + compileCacheSize);
     }
@@ -122,10 +132,40 @@ public final class XlaClient extends NativeHandle {
         PjrtApi.namedValue(values.getPointer(i++), option.getKey(), option.getValue(), keepAlive);
       }
       args.struct_size(PJRT_Client_Create_Args_STRUCT_SIZE).create_options(values).num_options(n);
-      api.check(api.clientCreate.call(args), PjrtApi.Failure.PLUGIN, "PJRT_Client_Create of " + plugin);
+      PJRT_Error error;
+      try {
+        error = api.clientCreate.call(args);
+      } catch (XlaException e) {
+        throw e;
+      } catch (RuntimeException e) { // a C++ exception from inside the plugin, which JavaCPP turned into this
+        throw new PluginException(ErrorCode.INVALID_ARGUMENT,
+            "PJRT_Client_Create of " + plugin + " failed inside the plugin (" + e.getMessage() + ") with options "
+                + options + ": check each option's name and type (cpu_device_count is a long, asynchronous a boolean)");
+      }
+      api.check(error, PjrtApi.Failure.PLUGIN, "PJRT_Client_Create of " + plugin);
       return new XlaClient(plugin, args.client(), compileCacheSize);
     } finally {
       keepAlive.forEach(Pointer::close);
+    }
+  }
+
+  /** The most devices a CPU client may be asked for: 100000 made the plugin work for minutes, 1000 took 0.7 s. */
+  public static final int MAX_CPU_DEVICE_COUNT = 1024;
+
+  /**
+   * The CPU plugin's {@code cpu_device_count} option must be a Long or Integer from 1 to {@link
+   * #MAX_CPU_DEVICE_COUNT}: 0 or less failed client creation with a bare NullPointerException, a string a
+   * C++ exception ("Unexpected index"), and 100000 did not return.
+   */
+  private static void checkCpuDeviceCount(Object value) {
+    if (value == null) {
+      return;
+    }
+    if (!(value instanceof Long || value instanceof Integer)
+        || ((Number) value).longValue() < 1 || ((Number) value).longValue() > MAX_CPU_DEVICE_COUNT) {
+      throw new InvalidArgumentException("client option cpu_device_count = " + value + " ("
+          + value.getClass().getSimpleName() + ") must be a Long or Integer from 1 to " + MAX_CPU_DEVICE_COUNT
+          + " (devices of the CPU client)");
     }
   }
 
@@ -555,7 +595,9 @@ public final class XlaClient extends NativeHandle {
 
   @Override
   protected void onClose() {
-    cache.close();
+    if (cache != null) { // null when the constructor failed before making it
+      cache.close();
+    }
   }
 
   @Override

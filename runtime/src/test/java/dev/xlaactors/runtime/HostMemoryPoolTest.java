@@ -202,7 +202,7 @@ class HostMemoryPoolTest {
     HostMemoryPool pool = new HostMemoryPool(1 << 20);
     HostTensor small = HostTensor.uninitialized(TensorType.of(DType.F32, 1024), pool); // 4 KiB
     small.close();
-    assertEquals(new HostMemoryPool.Stats(0, 0, 0, 0, 0, 0, 1 << 20), pool.stats());
+    assertEquals(new HostMemoryPool.Stats(0, 0, 0, 0, 0, 0, 1 << 20, 0, 0), pool.stats());
   }
 
   @Test
@@ -366,5 +366,32 @@ class HostMemoryPoolTest {
     } finally {
       HostMemoryPool.shared().setLimitBytes(before);
     }
+  }
+
+  @Test
+  void whatThePoolLendsIsBoundedByReclaimingUnclosedUnreachableTensors() {
+    HostMemoryPool pool = new HostMemoryPool(1 << 20);
+    TensorType block = TensorType.of(DType.F32, 16 << 10); // 64 KiB, one block each
+    long most = 0;
+    for (int i = 0; i < 400; i++) { // 25 MiB of tensors never closed
+      HostTensor.uninitialized(block, pool);
+      most = Math.max(most, pool.stats().lentBytes());
+    }
+    assertTrue(most <= (1 << 20) + (64 << 10), "lent " + most + " bytes past the 1 MiB bound");
+    assertTrue(pool.stats().reclaims() >= 1, pool.stats().toString());
+  }
+
+  @Test
+  void tensorsReallyInUseCostAReclaimPerDoublingNotPerTensor() {
+    HostMemoryPool pool = new HostMemoryPool(1 << 20);
+    TensorType block = TensorType.of(DType.F32, 16 << 10);
+    List<HostTensor> held = new java.util.ArrayList<>();
+    for (int i = 0; i < 256; i++) { // 16 MiB held: 16 times the bound
+      held.add(HostTensor.uninitialized(block, pool));
+    }
+    assertEquals(256L * (64 << 10), pool.stats().lentBytes());
+    assertTrue(pool.stats().reclaims() <= 6, "reclaims: " + pool.stats().reclaims());
+    held.forEach(HostTensor::close);
+    assertEquals(0, pool.stats().lentBytes());
   }
 }
