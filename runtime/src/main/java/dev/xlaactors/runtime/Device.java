@@ -71,7 +71,7 @@ public final class Device {
         () -> {
           try (PJRT_DeviceDescription_Attributes_Args args = new PJRT_DeviceDescription_Attributes_Args()) {
             args.struct_size(PJRT_DeviceDescription_Attributes_Args_STRUCT_SIZE).device_description(description);
-            api.check(api.descriptionAttributes.call(args), PjrtApi.Failure.GENERIC, "PJRT_DeviceDescription_Attributes");
+            api.check(() -> api.descriptionAttributes.call(args), PjrtApi.Failure.GENERIC, "PJRT_DeviceDescription_Attributes");
             return Map.copyOf(PjrtApi.namedValues(args.attributes(), args.num_attributes()));
           }
         });
@@ -85,7 +85,7 @@ public final class Device {
         () -> {
           try (PJRT_DeviceDescription_DebugString_Args args = new PJRT_DeviceDescription_DebugString_Args()) {
             args.struct_size(PJRT_DeviceDescription_DebugString_Args_STRUCT_SIZE).device_description(description);
-            api.check(api.descriptionDebugString.call(args), PjrtApi.Failure.GENERIC, "PJRT_DeviceDescription_DebugString");
+            api.check(() -> api.descriptionDebugString.call(args), PjrtApi.Failure.GENERIC, "PJRT_DeviceDescription_DebugString");
             return PjrtApi.utf8(args.debug_string(), args.debug_string_size());
           }
         });
@@ -99,7 +99,7 @@ public final class Device {
         () -> {
           try (PJRT_Device_LocalHardwareId_Args args = new PJRT_Device_LocalHardwareId_Args()) {
             args.struct_size(PJRT_Device_LocalHardwareId_Args_STRUCT_SIZE).device(device);
-            api.check(api.deviceLocalHardwareId.call(args), PjrtApi.Failure.GENERIC, "PJRT_Device_LocalHardwareId");
+            api.check(() -> api.deviceLocalHardwareId.call(args), PjrtApi.Failure.GENERIC, "PJRT_Device_LocalHardwareId");
             return args.local_hardware_id();
           }
         });
@@ -115,7 +115,7 @@ public final class Device {
         () -> {
           try (PJRT_Device_AddressableMemories_Args args = new PJRT_Device_AddressableMemories_Args()) {
             args.struct_size(PJRT_Device_AddressableMemories_Args_STRUCT_SIZE).device(device);
-            api.check(api.deviceAddressableMemories.call(args), PjrtApi.Failure.GENERIC, "PJRT_Device_AddressableMemories");
+            api.check(() -> api.deviceAddressableMemories.call(args), PjrtApi.Failure.GENERIC, "PJRT_Device_AddressableMemories");
             List<MemorySpace> result = new ArrayList<>();
             for (long i = 0; i < args.num_memories(); i++) {
               result.add(MemorySpace.describe(api, args.memories((int) i)));
@@ -133,7 +133,7 @@ public final class Device {
         () -> {
           try (PJRT_Device_DefaultMemory_Args args = new PJRT_Device_DefaultMemory_Args()) {
             args.struct_size(PJRT_Device_DefaultMemory_Args_STRUCT_SIZE).device(device);
-            api.check(api.deviceDefaultMemory.call(args), PjrtApi.Failure.GENERIC, "PJRT_Device_DefaultMemory");
+            api.check(() -> api.deviceDefaultMemory.call(args), PjrtApi.Failure.GENERIC, "PJRT_Device_DefaultMemory");
             return MemorySpace.describe(api, args.memory());
           }
         });
@@ -150,7 +150,7 @@ public final class Device {
         () -> {
           try (PJRT_Device_MemoryStats_Args a = new PJRT_Device_MemoryStats_Args()) {
             a.struct_size(PJRT_Device_MemoryStats_Args_STRUCT_SIZE).device(device);
-            api.check(api.deviceMemoryStats.call(a), PjrtApi.Failure.GENERIC, "PJRT_Device_MemoryStats of " + this);
+            api.check(() -> api.deviceMemoryStats.call(a), PjrtApi.Failure.GENERIC, "PJRT_Device_MemoryStats of " + this);
             return new MemoryStats(
                 a.bytes_in_use(),
                 a.peak_bytes_in_use_is_set() ? a.peak_bytes_in_use() : -1,

@@ -135,7 +135,7 @@ public final class DeviceBuffer extends NativeHandle {
     try (Lease lease = lease();
         PJRT_Buffer_Device_Args args = new PJRT_Buffer_Device_Args()) {
       args.struct_size(PJRT_Buffer_Device_Args_STRUCT_SIZE).buffer(buffer);
-      api.check(api.bufferDevice.call(args), PjrtApi.Failure.GENERIC, "PJRT_Buffer_Device");
+      api.check(() -> api.bufferDevice.call(args), PjrtApi.Failure.GENERIC, "PJRT_Buffer_Device");
       Device found = client.deviceOf(args.device());
       if (found == null) {
         throw new XlaException(ErrorCode.INTERNAL, "PJRT placed a buffer on a device the client does not list");
@@ -152,7 +152,7 @@ public final class DeviceBuffer extends NativeHandle {
     try (Lease lease = lease();
         PJRT_Buffer_Memory_Args args = new PJRT_Buffer_Memory_Args()) {
       args.struct_size(PJRT_Buffer_Memory_Args_STRUCT_SIZE).buffer(buffer);
-      api.check(api.bufferMemory.call(args), PjrtApi.Failure.GENERIC, "PJRT_Buffer_Memory");
+      api.check(() -> api.bufferMemory.call(args), PjrtApi.Failure.GENERIC, "PJRT_Buffer_Memory");
       return MemorySpace.describe(api, args.memory());
     }
   }
@@ -171,7 +171,7 @@ public final class DeviceBuffer extends NativeHandle {
     try (Lease lease = lease();
         PJRT_Buffer_ReadyEvent_Args args = new PJRT_Buffer_ReadyEvent_Args()) {
       args.struct_size(PJRT_Buffer_ReadyEvent_Args_STRUCT_SIZE).buffer(buffer);
-      api.check(api.bufferReadyEvent.call(args), PjrtApi.Failure.GENERIC, "PJRT_Buffer_ReadyEvent");
+      api.check(() -> api.bufferReadyEvent.call(args), PjrtApi.Failure.GENERIC, "PJRT_Buffer_ReadyEvent");
       return api.onReady(args.event(), "buffer " + type);
     }
   }
@@ -225,7 +225,7 @@ public final class DeviceBuffer extends NativeHandle {
           .src(buffer)
           .dst(new Pointer(hold.data()))
           .dst_size(type.byteSize());
-      api.check(api.bufferToHostBuffer.call(args), PjrtApi.Failure.GENERIC, "PJRT_Buffer_ToHostBuffer");
+      api.check(() -> api.bufferToHostBuffer.call(args), PjrtApi.Failure.GENERIC, "PJRT_Buffer_ToHostBuffer");
       return api.onReady(args.event(), "device-to-host transfer")
           .handle(
               (ignored, error) -> {
@@ -260,7 +260,7 @@ public final class DeviceBuffer extends NativeHandle {
     try (Lease lease = lease();
         PJRT_Buffer_CopyToDevice_Args args = new PJRT_Buffer_CopyToDevice_Args()) {
       args.struct_size(PJRT_Buffer_CopyToDevice_Args_STRUCT_SIZE).buffer(buffer).dst_device(target.pointer());
-      api.check(api.bufferCopyToDevice.call(args), PjrtApi.Failure.GENERIC, "PJRT_Buffer_CopyToDevice to " + target);
+      api.check(() -> api.bufferCopyToDevice.call(args), PjrtApi.Failure.GENERIC, "PJRT_Buffer_CopyToDevice to " + target);
       DeviceBuffer copy = new DeviceBuffer(client, args.dst_buffer(), type, target);
       try {
         copy.ready().join();
@@ -327,7 +327,7 @@ public final class DeviceBuffer extends NativeHandle {
     try (Lease lease = lease();
         PJRT_Buffer_UnsafePointer_Args args = new PJRT_Buffer_UnsafePointer_Args()) {
       args.struct_size(PJRT_Buffer_UnsafePointer_Args_STRUCT_SIZE).buffer(buffer);
-      api.check(api.bufferUnsafePointer.call(args), PjrtApi.Failure.GENERIC, "PJRT_Buffer_UnsafePointer");
+      api.check(() -> api.bufferUnsafePointer.call(args), PjrtApi.Failure.GENERIC, "PJRT_Buffer_UnsafePointer");
       return args.buffer_pointer();
     }
   }

@@ -501,7 +501,7 @@ public final class Executable extends NativeHandle {
     try (Lease lease = lease();
         PJRT_Executable_Name_Args args = new PJRT_Executable_Name_Args()) {
       args.struct_size(PJRT_Executable_Name_Args_STRUCT_SIZE).executable(program.executable());
-      api.check(api.executableName.call(args), PjrtApi.Failure.GENERIC, "PJRT_Executable_Name");
+      api.check(() -> api.executableName.call(args), PjrtApi.Failure.GENERIC, "PJRT_Executable_Name");
       return PjrtApi.utf8(args.executable_name(), args.executable_name_size());
     }
   }
@@ -513,7 +513,7 @@ public final class Executable extends NativeHandle {
     try (Lease lease = lease();
         PJRT_Executable_SizeOfGeneratedCodeInBytes_Args args = new PJRT_Executable_SizeOfGeneratedCodeInBytes_Args()) {
       args.struct_size(PJRT_Executable_SizeOfGeneratedCodeInBytes_Args_STRUCT_SIZE).executable(program.executable());
-      api.check(api.executableCodeSize.call(args), PjrtApi.Failure.GENERIC, "PJRT_Executable_SizeOfGeneratedCodeInBytes");
+      api.check(() -> api.executableCodeSize.call(args), PjrtApi.Failure.GENERIC, "PJRT_Executable_SizeOfGeneratedCodeInBytes");
       return args.size_in_bytes();
     }
   }
@@ -525,7 +525,7 @@ public final class Executable extends NativeHandle {
     try (Lease lease = lease();
         PJRT_Executable_GetCostAnalysis_Args args = new PJRT_Executable_GetCostAnalysis_Args()) {
       args.struct_size(PJRT_Executable_GetCostAnalysis_Args_STRUCT_SIZE).executable(program.executable());
-      api.check(api.executableCostAnalysis.call(args), PjrtApi.Failure.GENERIC, "PJRT_Executable_GetCostAnalysis");
+      api.check(() -> api.executableCostAnalysis.call(args), PjrtApi.Failure.GENERIC, "PJRT_Executable_GetCostAnalysis");
       return Map.copyOf(PjrtApi.namedValues(args.properties(), args.num_properties()));
     }
   }
@@ -540,7 +540,7 @@ public final class Executable extends NativeHandle {
     try (Lease lease = lease();
         PJRT_Executable_GetCompiledMemoryStats_Args args = new PJRT_Executable_GetCompiledMemoryStats_Args()) {
       args.struct_size(PJRT_Executable_GetCompiledMemoryStats_Args_STRUCT_SIZE).executable(program.executable());
-      api.check(api.executableMemoryStats.call(args), PjrtApi.Failure.GENERIC, "PJRT_Executable_GetCompiledMemoryStats");
+      api.check(() -> api.executableMemoryStats.call(args), PjrtApi.Failure.GENERIC, "PJRT_Executable_GetCompiledMemoryStats");
       return new CompiledMemoryStats(args.generated_code_size_in_bytes(), args.argument_size_in_bytes(),
           args.output_size_in_bytes(), args.alias_size_in_bytes(), args.temp_size_in_bytes(),
           args.peak_memory_in_bytes());
@@ -554,7 +554,7 @@ public final class Executable extends NativeHandle {
     try (Lease lease = lease();
         PJRT_Executable_Fingerprint_Args args = new PJRT_Executable_Fingerprint_Args()) {
       args.struct_size(PJRT_Executable_Fingerprint_Args_STRUCT_SIZE).executable(program.executable());
-      api.check(api.executableFingerprint.call(args), PjrtApi.Failure.GENERIC, "PJRT_Executable_Fingerprint");
+      api.check(() -> api.executableFingerprint.call(args), PjrtApi.Failure.GENERIC, "PJRT_Executable_Fingerprint");
       return PjrtApi.utf8(args.executable_fingerprint(), args.executable_fingerprint_size());
     }
   }
@@ -569,7 +569,7 @@ public final class Executable extends NativeHandle {
     try (Lease lease = lease();
         PJRT_Executable_Serialize_Args args = new PJRT_Executable_Serialize_Args()) {
       args.struct_size(PJRT_Executable_Serialize_Args_STRUCT_SIZE).executable(program.executable());
-      api.check(api.executableSerialize.call(args), PjrtApi.Failure.GENERIC, "PJRT_Executable_Serialize");
+      api.check(() -> api.executableSerialize.call(args), PjrtApi.Failure.GENERIC, "PJRT_Executable_Serialize");
       try {
         long size = args.serialized_bytes_size();
         if (size > Integer.MAX_VALUE - 8) {

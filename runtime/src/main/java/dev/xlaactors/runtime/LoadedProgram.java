@@ -94,12 +94,12 @@ final class LoadedProgram extends NativeHandle {
       if (executable != null) {
         try (PJRT_Executable_Destroy_Args args = new PJRT_Executable_Destroy_Args()) {
           args.struct_size(PJRT_Executable_Destroy_Args_STRUCT_SIZE).executable(executable);
-          api.check(api.executableDestroy.call(args), PjrtApi.Failure.GENERIC, "PJRT_Executable_Destroy");
+          api.check(() -> api.executableDestroy.call(args), PjrtApi.Failure.GENERIC, "PJRT_Executable_Destroy");
         }
       }
       try (PJRT_LoadedExecutable_Destroy_Args args = new PJRT_LoadedExecutable_Destroy_Args()) {
         args.struct_size(PJRT_LoadedExecutable_Destroy_Args_STRUCT_SIZE).executable(loaded);
-        api.check(api.loadedDestroy.call(args), PjrtApi.Failure.GENERIC, "PJRT_LoadedExecutable_Destroy");
+        api.check(() -> api.loadedDestroy.call(args), PjrtApi.Failure.GENERIC, "PJRT_LoadedExecutable_Destroy");
       }
     };
   }
@@ -109,12 +109,12 @@ final class LoadedProgram extends NativeHandle {
         PJRT_Executable_OutputElementTypes_Args types = new PJRT_Executable_OutputElementTypes_Args();
         PJRT_Executable_OutputDimensions_Args dims = new PJRT_Executable_OutputDimensions_Args()) {
       count.struct_size(PJRT_Executable_NumOutputs_Args_STRUCT_SIZE).executable(executable);
-      api.check(api.executableNumOutputs.call(count), PjrtApi.Failure.COMPILE, "PJRT_Executable_NumOutputs");
+      api.check(() -> api.executableNumOutputs.call(count), PjrtApi.Failure.COMPILE, "PJRT_Executable_NumOutputs");
       types.struct_size(PJRT_Executable_OutputElementTypes_Args_STRUCT_SIZE).executable(executable);
       api.check(
-          api.executableOutputElementTypes.call(types), PjrtApi.Failure.COMPILE, "PJRT_Executable_OutputElementTypes");
+          () -> api.executableOutputElementTypes.call(types), PjrtApi.Failure.COMPILE, "PJRT_Executable_OutputElementTypes");
       dims.struct_size(PJRT_Executable_OutputDimensions_Args_STRUCT_SIZE).executable(executable);
-      api.check(api.executableOutputDimensions.call(dims), PjrtApi.Failure.COMPILE, "PJRT_Executable_OutputDimensions");
+      api.check(() -> api.executableOutputDimensions.call(dims), PjrtApi.Failure.COMPILE, "PJRT_Executable_OutputDimensions");
       int n = Math.toIntExact(count.num_outputs());
       List<TensorType> outputs = new ArrayList<>(n);
       long offset = 0;
@@ -135,7 +135,7 @@ final class LoadedProgram extends NativeHandle {
     try (PJRT_LoadedExecutable_AddressableDevices_Args args = new PJRT_LoadedExecutable_AddressableDevices_Args()) {
       args.struct_size(PJRT_LoadedExecutable_AddressableDevices_Args_STRUCT_SIZE).executable(loaded);
       api.check(
-          api.loadedAddressableDevices.call(args), PjrtApi.Failure.COMPILE, "PJRT_LoadedExecutable_AddressableDevices");
+          () -> api.loadedAddressableDevices.call(args), PjrtApi.Failure.COMPILE, "PJRT_LoadedExecutable_AddressableDevices");
       List<Device> devices = new ArrayList<>();
       for (int i = 0; i < args.num_addressable_devices(); i++) {
         Device device = client.deviceOf(args.addressable_devices(i));
@@ -203,7 +203,7 @@ final class LoadedProgram extends NativeHandle {
       // Two calls: with code = NULL the plugin answers the size (and its format), then it fills our buffer.
       program.struct_size(PJRT_Program_STRUCT_SIZE).code(null).code_size(0);
       args.struct_size(PJRT_Executable_OptimizedProgram_Args_STRUCT_SIZE).executable(executable).program(program);
-      api.check(api.executableOptimizedProgram.call(args), PjrtApi.Failure.GENERIC, "PJRT_Executable_OptimizedProgram");
+      api.check(() -> api.executableOptimizedProgram.call(args), PjrtApi.Failure.GENERIC, "PJRT_Executable_OptimizedProgram");
       long size = program.code_size();
       if (size < 0 || size > MAX_OPTIMIZED_PROGRAM_BYTES) {
         throw new dev.xlaactors.error.PluginException(dev.xlaactors.error.ErrorCode.RESOURCE_EXHAUSTED,
@@ -213,7 +213,7 @@ final class LoadedProgram extends NativeHandle {
       String format = PjrtApi.utf8(program.format(), program.format_size()); // the plugin's own string
       try (org.bytedeco.javacpp.BytePointer code = new org.bytedeco.javacpp.BytePointer(Math.max(1, size))) {
         program.code(code).code_size(size);
-        api.check(api.executableOptimizedProgram.call(args), PjrtApi.Failure.GENERIC, "PJRT_Executable_OptimizedProgram");
+        api.check(() -> api.executableOptimizedProgram.call(args), PjrtApi.Failure.GENERIC, "PJRT_Executable_OptimizedProgram");
         byte[] bytes = new byte[(int) size];
         code.position(0).get(bytes);
         program.code(null); // ours, freed by the try; the plugin keeps no reference

@@ -23,21 +23,21 @@ public record MemorySpace(int id, String kind, String debugString) {
     if (api.memoryId != null) {
       try (PJRT_Memory_Id_Args args = new PJRT_Memory_Id_Args()) {
         args.struct_size(PJRT_Memory_Id_Args_STRUCT_SIZE).memory(memory);
-        api.check(api.memoryId.call(args), PjrtApi.Failure.GENERIC, "PJRT_Memory_Id");
+        api.check(() -> api.memoryId.call(args), PjrtApi.Failure.GENERIC, "PJRT_Memory_Id");
         id = args.id();
       }
     }
     if (api.memoryKind != null) {
       try (PJRT_Memory_Kind_Args args = new PJRT_Memory_Kind_Args()) {
         args.struct_size(PJRT_Memory_Kind_Args_STRUCT_SIZE).memory(memory);
-        api.check(api.memoryKind.call(args), PjrtApi.Failure.GENERIC, "PJRT_Memory_Kind");
+        api.check(() -> api.memoryKind.call(args), PjrtApi.Failure.GENERIC, "PJRT_Memory_Kind");
         kind = PjrtApi.utf8(args.kind(), args.kind_size());
       }
     }
     if (api.memoryDebugString != null) {
       try (PJRT_Memory_DebugString_Args args = new PJRT_Memory_DebugString_Args()) {
         args.struct_size(PJRT_Memory_DebugString_Args_STRUCT_SIZE).memory(memory);
-        api.check(api.memoryDebugString.call(args), PjrtApi.Failure.GENERIC, "PJRT_Memory_DebugString");
+        api.check(() -> api.memoryDebugString.call(args), PjrtApi.Failure.GENERIC, "PJRT_Memory_DebugString");
         debug = PjrtApi.utf8(args.debug_string(), args.debug_string_size());
       }
     }

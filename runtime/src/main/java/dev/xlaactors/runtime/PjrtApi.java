@@ -223,6 +223,34 @@ final class PjrtApi {
     }
   }
 
+  /**
+   * Calls a PJRT function and checks its error as {@link #check(PJRT_Error, Failure, String)} does. A C++
+   * exception thrown inside the plugin (the plugin's {@code absl::BadStatusOrAccess}, "Bad StatusOr access:
+   * ...", or any other) reaches Java as a bare {@link RuntimeException} from JavaCPP: it becomes an exception
+   * of {@code failure}'s kind naming the call, so no public failure escapes as a raw RuntimeException.
+   */
+  void check(java.util.function.Supplier<PJRT_Error> call, Failure failure, String what) {
+    PJRT_Error error;
+    try {
+      error = call.get();
+    } catch (XlaException e) {
+      throw e;
+    } catch (RuntimeException e) {
+      throw exception(failure, ErrorCode.INTERNAL, what + " threw inside the plugin (a C++ exception, not a PJRT error): "
+          + e.getMessage() + "; the plugin does not handle this input: check the arguments, or report it with them");
+    }
+    check(error, failure, what);
+  }
+
+  private static XlaException exception(Failure failure, ErrorCode code, String text) {
+    return switch (failure) {
+      case PLUGIN -> new PluginException(code, text);
+      case COMPILE -> new CompileException(code, text);
+      case EXECUTION -> new ExecutionFailedException(code, text);
+      case GENERIC -> new XlaException(code, text);
+    };
+  }
+
   /** Converts and frees a PJRT error; its message is prefixed by {@code what}. */
   XlaException toException(PJRT_Error error, Failure failure, String what) {
     String message;
@@ -241,13 +269,7 @@ final class PjrtApi {
     } finally {
       destroy(error);
     }
-    String text = what + ": " + message;
-    return switch (failure) {
-      case PLUGIN -> new PluginException(code, text);
-      case COMPILE -> new CompileException(code, text);
-      case EXECUTION -> new ExecutionFailedException(code, text);
-      case GENERIC -> new XlaException(code, text);
-    };
+    return exception(failure, code, what + ": " + message);
   }
 
   private void destroy(PJRT_Error error) {
@@ -336,7 +358,7 @@ final class PjrtApi {
   long onDeviceSize(PJRT_Buffer buffer) {
     PJRT_Buffer_OnDeviceSizeInBytes_Args s = scratch().onDeviceSize;
     s.struct_size(PJRT_Buffer_OnDeviceSizeInBytes_Args_STRUCT_SIZE).buffer(buffer);
-    check(need(bufferOnDeviceSize, "PJRT_Buffer_OnDeviceSizeInBytes").call(s), Failure.GENERIC,
+    check(() -> need(bufferOnDeviceSize, "PJRT_Buffer_OnDeviceSizeInBytes").call(s), Failure.GENERIC,
         "PJRT_Buffer_OnDeviceSizeInBytes");
     return s.on_device_size_in_bytes();
   }

@@ -147,7 +147,7 @@ public final class Plugin {
     }
     try (PJRT_Plugin_Attributes_Args args = new PJRT_Plugin_Attributes_Args()) {
       args.struct_size(PJRT_Plugin_Attributes_Args_STRUCT_SIZE);
-      api.check(api.pluginAttributes.call(args), PjrtApi.Failure.PLUGIN, "PJRT_Plugin_Attributes");
+      api.check(() -> api.pluginAttributes.call(args), PjrtApi.Failure.PLUGIN, "PJRT_Plugin_Attributes");
       return Map.copyOf(PjrtApi.namedValues(args.attributes(), args.num_attributes()));
     }
   }

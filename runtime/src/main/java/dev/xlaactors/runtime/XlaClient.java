@@ -86,7 +86,7 @@ public final class XlaClient extends NativeHandle {
     return () -> {
       try (PJRT_Client_Destroy_Args args = new PJRT_Client_Destroy_Args()) {
         args.struct_size(PJRT_Client_Destroy_Args_STRUCT_SIZE).client(client);
-        api.check(api.clientDestroy.call(args), PjrtApi.Failure.GENERIC, "PJRT_Client_Destroy");
+        api.check(() -> api.clientDestroy.call(args), PjrtApi.Failure.GENERIC, "PJRT_Client_Destroy");
       }
     };
   }
@@ -172,7 +172,7 @@ public final class XlaClient extends NativeHandle {
   private List<Device> readDevices() {
     try (PJRT_Client_AddressableDevices_Args args = new PJRT_Client_AddressableDevices_Args()) {
       args.struct_size(PJRT_Client_AddressableDevices_Args_STRUCT_SIZE).client(client);
-      api.check(api.clientAddressableDevices.call(args), PjrtApi.Failure.PLUGIN, "PJRT_Client_AddressableDevices");
+      api.check(() -> api.clientAddressableDevices.call(args), PjrtApi.Failure.PLUGIN, "PJRT_Client_AddressableDevices");
       long count = args.num_addressable_devices();
       if (count == 0) {
         throw new PluginException(ErrorCode.FAILED_PRECONDITION, "the PJRT client of " + plugin + " has no addressable devices");
@@ -190,11 +190,11 @@ public final class XlaClient extends NativeHandle {
         PJRT_DeviceDescription_Id_Args id = new PJRT_DeviceDescription_Id_Args();
         PJRT_DeviceDescription_Kind_Args kind = new PJRT_DeviceDescription_Kind_Args()) {
       d.struct_size(PJRT_Device_GetDescription_Args_STRUCT_SIZE).device(device);
-      api.check(api.deviceGetDescription.call(d), PjrtApi.Failure.GENERIC, "PJRT_Device_GetDescription");
+      api.check(() -> api.deviceGetDescription.call(d), PjrtApi.Failure.GENERIC, "PJRT_Device_GetDescription");
       id.struct_size(PJRT_DeviceDescription_Id_Args_STRUCT_SIZE).device_description(d.device_description());
-      api.check(api.descriptionId.call(id), PjrtApi.Failure.GENERIC, "PJRT_DeviceDescription_Id");
+      api.check(() -> api.descriptionId.call(id), PjrtApi.Failure.GENERIC, "PJRT_DeviceDescription_Id");
       kind.struct_size(PJRT_DeviceDescription_Kind_Args_STRUCT_SIZE).device_description(d.device_description());
-      api.check(api.descriptionKind.call(kind), PjrtApi.Failure.GENERIC, "PJRT_DeviceDescription_Kind");
+      api.check(() -> api.descriptionKind.call(kind), PjrtApi.Failure.GENERIC, "PJRT_DeviceDescription_Kind");
       return new Device(
           this,
           device,
@@ -208,7 +208,7 @@ public final class XlaClient extends NativeHandle {
   private String readPlatformName() {
     try (PJRT_Client_PlatformName_Args args = new PJRT_Client_PlatformName_Args()) {
       args.struct_size(PJRT_Client_PlatformName_Args_STRUCT_SIZE).client(client);
-      api.check(api.clientPlatformName.call(args), PjrtApi.Failure.GENERIC, "PJRT_Client_PlatformName");
+      api.check(() -> api.clientPlatformName.call(args), PjrtApi.Failure.GENERIC, "PJRT_Client_PlatformName");
       return PjrtApi.utf8(args.platform_name(), args.platform_name_size());
     }
   }
@@ -244,7 +244,7 @@ public final class XlaClient extends NativeHandle {
         () -> {
           try (PJRT_Client_PlatformVersion_Args args = new PJRT_Client_PlatformVersion_Args()) {
             args.struct_size(PJRT_Client_PlatformVersion_Args_STRUCT_SIZE).client(client);
-            api.check(api.clientPlatformVersion.call(args), PjrtApi.Failure.GENERIC, "PJRT_Client_PlatformVersion");
+            api.check(() -> api.clientPlatformVersion.call(args), PjrtApi.Failure.GENERIC, "PJRT_Client_PlatformVersion");
             return PjrtApi.utf8(args.platform_version(), args.platform_version_size());
           }
         });
@@ -257,7 +257,7 @@ public final class XlaClient extends NativeHandle {
         () -> {
           try (PJRT_Client_ProcessIndex_Args args = new PJRT_Client_ProcessIndex_Args()) {
             args.struct_size(PJRT_Client_ProcessIndex_Args_STRUCT_SIZE).client(client);
-            api.check(api.clientProcessIndex.call(args), PjrtApi.Failure.GENERIC, "PJRT_Client_ProcessIndex");
+            api.check(() -> api.clientProcessIndex.call(args), PjrtApi.Failure.GENERIC, "PJRT_Client_ProcessIndex");
             return args.process_index();
           }
         });
@@ -273,7 +273,7 @@ public final class XlaClient extends NativeHandle {
           try (PJRT_Client_AddressableMemories_Args args = new PJRT_Client_AddressableMemories_Args()) {
             args.struct_size(PJRT_Client_AddressableMemories_Args_STRUCT_SIZE).client(client);
             api.check(
-                api.clientAddressableMemories.call(args), PjrtApi.Failure.GENERIC, "PJRT_Client_AddressableMemories");
+                () -> api.clientAddressableMemories.call(args), PjrtApi.Failure.GENERIC, "PJRT_Client_AddressableMemories");
             List<MemorySpace> result = new ArrayList<>();
             for (long i = 0; i < args.num_addressable_memories(); i++) {
               result.add(MemorySpace.describe(api, args.addressable_memories((int) i)));
@@ -372,7 +372,7 @@ public final class XlaClient extends NativeHandle {
           .program(program)
           .compile_options(proto)
           .compile_options_size(proto.capacity());
-      api.check(api.clientCompile.call(args), PjrtApi.Failure.COMPILE, "XLA compilation failed");
+      api.check(() -> api.clientCompile.call(args), PjrtApi.Failure.COMPILE, "XLA compilation failed");
       // Wrapped while the lease still holds the client: a close() that raced with the compile cannot
       // have destroyed it, and the new program keeps it alive until the program is closed.
       return new LoadedProgram(this, args.executable(), signature, fromBytes);
@@ -437,7 +437,7 @@ public final class XlaClient extends NativeHandle {
           .serialized_executable(bytes)
           .serialized_executable_size(bytes.capacity());
       api.check(
-          api.executableDeserializeAndLoad.call(args), PjrtApi.Failure.COMPILE, "PJRT_Executable_DeserializeAndLoad");
+          () -> api.executableDeserializeAndLoad.call(args), PjrtApi.Failure.COMPILE, "PJRT_Executable_DeserializeAndLoad");
       LoadedProgram program = new LoadedProgram(this, args.loaded_executable(), signature);
       try {
         return new Executable(program);
@@ -511,7 +511,7 @@ public final class XlaClient extends NativeHandle {
         .num_dims(shape.length)
         .host_buffer_semantics(semantics)
         .device(device.pointer());
-    api.check(api.clientBufferFromHostBuffer.call(args), PjrtApi.Failure.GENERIC, "PJRT_Client_BufferFromHostBuffer");
+    api.check(() -> api.clientBufferFromHostBuffer.call(args), PjrtApi.Failure.GENERIC, "PJRT_Client_BufferFromHostBuffer");
   }
 
   // Host-to-device transfers started by this client (every upload path), and their bytes.
