@@ -114,7 +114,7 @@ USAGE
 ensure_java_built() {
   local changed=""
   if [ -f "$classpath_file" ] && [ -d bench/target/classes/dev/xlaactors/bench ]; then
-    changed="$(find pom.xml native runtime actors cluster bench -newer "$classpath_file" -type f \
+    changed="$(find pom.xml native runtime actors cluster examples bench -newer "$classpath_file" -type f \
       -not -path '*/target/*' -not -path bench/run.sh \( -name '*.java' -o -name '*.cc' -o -name '*.h' -o -name '*.sh' \
       -o -name 'pom.xml' -o -name '*.conf' -o -name '*.properties' \) -print -quit)"
   fi
@@ -525,8 +525,15 @@ run_soak() {
 }
 
 run_serve() {
-  local mode="${1:-full}"
-  case "$mode" in full|short) ;; *) usage; exit 2 ;; esac
+  local mode=full lm=tiny arg
+  for arg in "$@"; do
+    case "$arg" in
+      full|short) mode="$arg" ;;
+      lm=tiny|lm=gpt2-124m|lm=none) lm="${arg#lm=}" ;;
+      *) echo "bench/run.sh serve: unknown argument '$arg' (expected full, short, lm=tiny, lm=gpt2-124m or lm=none)" >&2
+         usage; exit 2 ;;
+    esac
+  done
   ensure_java_built
   mkdir -p "$out_dir"
   python="$(jax_python)"
@@ -536,8 +543,16 @@ run_serve() {
     "$python" tools/jax_scoring_model.py --dim 2048 --out "$dir.tmp" > /dev/null
     rm -rf "$dir" && mv "$dir.tmp" "$dir"
   fi
+  local lm_dir=""
+  if [ "$lm" != none ]; then
+    lm_dir="$("$python" tools/jax_gpt.py dir --config "$lm")"
+    if [ ! -f "$lm_dir/.complete" ]; then
+      echo "making the $lm GPT with JAX (first use; the 124 M one takes about a minute)..." >&2
+      "$python" tools/jax_gpt.py make --config "$lm" > /dev/null
+    fi
+  fi
   machine_summary
-  local java_out="$out_dir/serve-java.txt"
+  local java_out="$out_dir/serve-java.txt" lm_out="$out_dir/serve-lm-java.txt"
   echo "Java (ServeBench, $mode)..." >&2
   java_bench dev.xlaactors.bench.ServeBench "$dir" "$mode" > "$java_out" 2> "$out_dir/serve-java.log"
   grep '^INFO' "$java_out" | sed 's/^INFO /  /'
@@ -555,11 +570,43 @@ run_serve() {
       print "|-----------|------:|--------:|-------:|-------:|--------:|--------:|-----:|---------:|---------:|-------:|--------------:|--------------:|"
       for (i = 1; i <= n; i++) print rows[i]
     }' "$java_out"
-  grep '^RESULT' "$java_out" || { echo "no RESULT line: see $out_dir/serve-java.log" >&2; exit 1; }
+  local result
+  result="$(grep '^RESULT' "$java_out")" || { echo "no RESULT line: see $out_dir/serve-java.log" >&2; exit 1; }
+  if [ -z "$lm_dir" ]; then
+    echo "$result"
+    return
+  fi
+  echo
+  echo "Java (ServeLmBench, $lm, $mode)..." >&2
+  # The GPT's weights and caches live off the heap; the heap holds the logits and the events.
+  java_bench dev.xlaactors.bench.ServeLmBench "$lm_dir" "$mode" > "$lm_out" 2> "$out_dir/serve-lm-java.log"
+  grep '^INFO' "$lm_out" | sed 's/^INFO /  /'
+  awk '
+    function f(line, key,   n, i, parts, kv) {
+      n = split(line, parts, " ")
+      for (i = 1; i <= n; i++) { split(parts[i], kv, "="); if (kv[1] == key) return kv[2] }
+      return ""
+    }
+    /^LM / { rows[++n] = sprintf("| %-7s | %-5s | %6s | %4s | %4s | %7s | %7s | %6s | %4s | %6s | %8s | %8.1f | %10s | %10s | %10s |", f($0, "side"), f($0, "kind"), f($0, "rate"), f($0, "sent"), f($0, "ok"), f($0, "refused"), f($0, "timeout"), f($0, "failed"), f($0, "lost"), f($0, "tokens"), f($0, "seconds"), f($0, "tokens_per_s"), f($0, "ttft_p50_ms"), f($0, "ttft_p99_ms"), f($0, "latency_p99_ms")) }
+    END {
+      print ""
+      print "| side    | load  | req/s  | sent |   ok | refused | timeout | failed | lost | tokens | total s  | tokens/s | TTFT p50 ms | TTFT p99 ms | done p99 ms |"
+      print "|---------|-------|-------:|-----:|-----:|--------:|--------:|-------:|-----:|-------:|---------:|---------:|-----------:|-----------:|-----------:|"
+      for (i = 1; i <= n; i++) print rows[i]
+    }' "$lm_out"
+  local lm_result
+  lm_result="$(grep '^LM_RESULT' "$lm_out")" || { echo "no LM_RESULT line: see $out_dir/serve-lm-java.log" >&2; exit 1; }
+  # One RESULT line: the scoring model's fields as they were, lost counting the LM requests too, then the LM's.
+  awk -v r="$result" -v l="$lm_result" -v model="$lm" 'BEGIN {
+    n = split(l, lp, " "); for (i = 2; i <= n; i++) { split(lp[i], kv, "="); lmv[kv[1]] = kv[2] }
+    m = split(r, rp, " "); out = rp[1] " " rp[2]
+    for (i = 3; i <= m; i++) { split(rp[i], kv, "="); if (kv[1] == "lost") rp[i] = "lost=" (kv[2] + lmv["lm_lost"]); out = out " " rp[i] }
+    printf "%s lm_model=%s lm_batched_speedup=%s lm_ttft_p99_ms=%s lm_open_ttft_p99_ms=%s lm_lost=%s lm_mismatched=%s\n", out, model,
+      lmv["lm_batched_speedup"], lmv["lm_ttft_p99_ms"], lmv["lm_open_ttft_p99_ms"], lmv["lm_lost"], lmv["lm_mismatched"] }'
 }
 
 case "${1:-}" in
-  serve) run_serve "${2:-full}" ;;
+  serve) shift; run_serve "$@" ;;
   execute) run_execute ;;
   models) run_models ;;
   matmul) run_matmul ;;

@@ -1,0 +1,329 @@
+package dev.xlaactors.bench;
+
+import dev.xlaactors.actors.serve.GenerationServer;
+import dev.xlaactors.actors.serve.GenerationServer.Event;
+import dev.xlaactors.actors.serve.GenerationServer.Failed;
+import dev.xlaactors.actors.serve.GenerationServer.Finished;
+import dev.xlaactors.actors.serve.GenerationServer.Token;
+import dev.xlaactors.actors.serve.GenerationSettings;
+import dev.xlaactors.actors.serve.SlotDecoder;
+import dev.xlaactors.actors.serve.TokenSampler;
+import dev.xlaactors.error.OverloadedException;
+import dev.xlaactors.error.RequestTimeoutException;
+import dev.xlaactors.examples.gpt.GptArtifacts;
+import dev.xlaactors.examples.gpt.GptSlotDecoder;
+import dev.xlaactors.runtime.XlaClient;
+import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import java.util.Locale;
+import java.util.Set;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicIntegerArray;
+import java.util.concurrent.atomic.AtomicLongArray;
+import java.util.concurrent.atomic.AtomicReferenceArray;
+import java.util.concurrent.locks.LockSupport;
+import org.apache.pekko.actor.typed.ActorRef;
+import org.apache.pekko.actor.typed.ActorSystem;
+import org.apache.pekko.actor.typed.Props;
+import org.apache.pekko.actor.typed.javadsl.Behaviors;
+
+/**
+ * The language-model phase of {@code bench/run.sh serve}: the GPT of tools/jax_gpt.py (its slot programs,
+ * {@link GptSlotDecoder}) behind a {@link GenerationServer}, continuous batching over all S slots against
+ * the same server given one slot (one generation at a time, the same compiled programs: a decode step then
+ * computes S rows of which one is in use).
+ *
+ * <ol>
+ *   <li>Burst, closed: N requests sent at once, prompts of 1 to the longest prompt and outputs of several
+ *       lengths (greedy, no stop token, so each gives exactly its token limit): generated tokens/s, time to
+ *       first token p50/p99, total time, lost requests (not exactly one final event).
+ *   <li>Open loop: N requests sent at a fixed rate, half of the batched side's burst capacity in
+ *       requests/s, whatever the answers: the same figures.
+ * </ol>
+ * Also counts requests whose tokens differ between the two sides (greedy: they must be equal). Prints
+ * {@code LM} lines and one {@code LM_RESULT} line; bench/run.sh makes the table and merges the result into
+ * {@code RESULT serve}. Arguments: the model directory, then {@code full} or {@code short}.
+ */
+public final class ServeLmBench {
+  private static final Duration REQUEST_TIMEOUT = Duration.ofSeconds(120);
+  private static final long WAIT_NANOS = TimeUnit.SECONDS.toNanos(300);
+
+  /** Forwards to the shared decoder; the server's close is ignored (the bench closes the decoder once, at the end). */
+  private static class Shared implements SlotDecoder {
+    final SlotDecoder inner;
+
+    Shared(SlotDecoder inner) {
+      this.inner = inner;
+    }
+
+    @Override
+    public int slots() {
+      return inner.slots();
+    }
+
+    @Override
+    public int vocabulary() {
+      return inner.vocabulary();
+    }
+
+    @Override
+    public int maxPromptLength() {
+      return inner.maxPromptLength();
+    }
+
+    @Override
+    public int contextLength() {
+      return inner.contextLength();
+    }
+
+    @Override
+    public float[] prefill(int slot, int[] prompt) {
+      return inner.prefill(slot, prompt);
+    }
+
+    @Override
+    public float[] decode(int[] tokens, int[] positions, boolean[] active) {
+      return inner.decode(tokens, positions, active);
+    }
+
+    @Override
+    public void reset() {
+      inner.reset();
+    }
+
+    @Override
+    public void close() {}
+  }
+
+  /** Slot 0 of the shared decoder only: the server holds one generation at a time. */
+  private static final class OneSlot extends Shared {
+    OneSlot(SlotDecoder inner) {
+      super(inner);
+    }
+
+    @Override
+    public int slots() {
+      return 1;
+    }
+
+    @Override
+    public float[] decode(int[] tokens, int[] positions, boolean[] active) {
+      int s = inner.slots();
+      int[] t = new int[s];
+      int[] p = new int[s];
+      boolean[] a = new boolean[s];
+      t[0] = tokens[0];
+      p[0] = positions[0];
+      a[0] = active[0];
+      return Arrays.copyOf(inner.decode(t, p, a), inner.vocabulary());
+    }
+  }
+
+  /** What the requests of one phase received; written by the phase's receiving actor only. */
+  private static final class Record {
+    final long[] sent;
+    final AtomicLongArray firstToken;
+    final AtomicLongArray done;
+    final AtomicIntegerArray finals;
+    final AtomicIntegerArray tokenCount;
+    final AtomicReferenceArray<Event> last;
+    final int[][] tokens;
+    final CountDownLatch answered;
+
+    Record(int n, int[] maxTokens, int count) {
+      sent = new long[n];
+      firstToken = new AtomicLongArray(n);
+      done = new AtomicLongArray(n);
+      finals = new AtomicIntegerArray(n);
+      tokenCount = new AtomicIntegerArray(n);
+      last = new AtomicReferenceArray<>(n);
+      tokens = new int[n][];
+      for (int i = 0; i < n; i++) {
+        tokens[i] = new int[maxTokens[i]];
+      }
+      answered = new CountDownLatch(count);
+    }
+
+    void on(Event e) {
+      long now = System.nanoTime();
+      int i = Integer.parseInt(e.id().substring(e.id().indexOf('-') + 1));
+      if (e instanceof Token t) {
+        if (t.index() == 0) {
+          firstToken.set(i, now);
+        }
+        int c = tokenCount.getAndIncrement(i);
+        if (c < tokens[i].length) {
+          tokens[i][c] = t.token();
+        }
+      } else {
+        last.set(i, e);
+        done.set(i, now);
+        if (finals.getAndIncrement(i) == 0) {
+          answered.countDown();
+        }
+      }
+    }
+  }
+
+  private record Phase(String side, String kind, double rate, int n, long ok, long refused, long timedOut, long failed, long lost,
+      long generated, double seconds, double ttftP50, double ttftP99, double latencyP99, Record record) {
+    double tokensPerSecond() {
+      return generated / seconds;
+    }
+  }
+
+  private final ActorSystem<Void> system;
+  private final int[][] prompts;
+  private final int[] maxTokens;
+  private int phaseNumber;
+
+  private ServeLmBench(ActorSystem<Void> system, int[][] prompts, int[] maxTokens) {
+    this.system = system;
+    this.prompts = prompts;
+    this.maxTokens = maxTokens;
+  }
+
+  public static void main(String[] args) throws Exception {
+    Path dir = Path.of(args[0]);
+    boolean full = args.length < 2 || !args[1].equals("short");
+    GptArtifacts artifacts = GptArtifacts.open(dir);
+    boolean tiny = artifacts.ctx() <= 64;
+    // The workload: prompts of 1 .. the longest prompt tokens, outputs of four lengths, all within the context.
+    int n = tiny ? (full ? 512 : 256) : (full ? 24 : 16);
+    int[] outputs = tiny ? new int[] {4, 8, 16, 23} : new int[] {8, 16, 24, 32};
+    int promptCap = tiny ? artifacts.prefillLength() : Math.min(artifacts.prefillLength(), 64);
+    int[][] prompts = new int[n][];
+    int[] maxTokens = new int[n];
+    for (int i = 0; i < n; i++) {
+      int length = 1 + (i * 7) % promptCap;
+      prompts[i] = new int[length];
+      for (int j = 0; j < length; j++) {
+        prompts[i][j] = (i * 37 + j * 11 + 5) % artifacts.vocab();
+      }
+      maxTokens[i] = Math.min(outputs[(i * 3 + i / 4) % outputs.length], artifacts.ctx() - length - 1);
+    }
+    ActorSystem<Void> system = ActorSystem.create(Behaviors.empty(), "serve-lm-bench");
+    try (XlaClient client = XlaClient.create()) {
+      long loadStart = System.nanoTime();
+      GptSlotDecoder decoder = GptSlotDecoder.load(client, artifacts);
+      try {
+        System.out.printf(Locale.ROOT, "INFO lm model=%s slots=%d ctx=%d max_prompt=%d vocab=%d requests=%d outputs=%s loaded_and_compiled_s=%.2f"
+            + " mode=%s%n", artifacts.name(), decoder.slots(), decoder.contextLength(), decoder.maxPromptLength(), decoder.vocabulary(), n,
+            Arrays.toString(outputs), (System.nanoTime() - loadStart) / 1e9, full ? "full" : "short");
+        new ServeLmBench(system, prompts, maxTokens).run(decoder);
+      } finally {
+        system.terminate();
+        system.getWhenTerminated().toCompletableFuture().get(60, TimeUnit.SECONDS);
+        decoder.close();
+      }
+    }
+  }
+
+  private void run(GptSlotDecoder decoder) throws Exception {
+    SimpleMeterRegistry registry = new SimpleMeterRegistry();
+    GenerationSettings settings = GenerationSettings.create(system).withMaxWaiting(Math.max(64, prompts.length))
+        .withDefaultTimeout(REQUEST_TIMEOUT);
+    ActorRef<GenerationServer.Command> batched =
+        system.systemActorOf(GenerationServer.create("lm-batched", new Shared(decoder), settings, registry), "lm-batched", Props.empty());
+    ActorRef<GenerationServer.Command> oneAtATime = // the same decoder; only one of its slots in use
+        system.systemActorOf(GenerationServer.create("lm-one", new OneSlot(decoder), settings, registry), "lm-one", Props.empty());
+    // Warm-up, untimed: the JIT and the first runs of each program.
+    int n = prompts.length;
+    // The tiny model's steps take well under a millisecond: many requests to warm the JIT; a larger model's
+    // steps are long enough that a few suffice.
+    boolean tiny = decoder.contextLength() <= 64;
+    phase("warmup", batched, "burst", 0, Math.min(n, tiny ? 16 * decoder.slots() : decoder.slots()));
+    phase("warmup", oneAtATime, "burst", 0, Math.min(n, tiny ? 16 * decoder.slots() : 2));
+    Phase b = phase("batched", batched, "burst", 0, n);
+    Phase o = phase("one", oneAtATime, "burst", 0, n);
+    double rate = 0.5 * n / b.seconds; // requests/s: half the batched side's burst capacity
+    Phase bo = phase("batched", batched, "open", rate, n);
+    Phase oo = phase("one", oneAtATime, "open", rate, n);
+    int mismatched = 0;
+    for (int i = 0; i < prompts.length; i++) {
+      if (!Arrays.equals(b.record.tokens[i], o.record.tokens[i])) {
+        mismatched++;
+      }
+    }
+    long lost = b.lost + o.lost + bo.lost + oo.lost;
+    System.out.printf(Locale.ROOT, "INFO lm greedy tokens differing between the two sides: %d of %d requests%n", mismatched, prompts.length);
+    System.out.printf(Locale.ROOT, "LM_RESULT lm_batched_speedup=%.2f lm_ttft_p99_ms=%.2f lm_open_ttft_p99_ms=%.2f lm_lost=%d lm_mismatched=%d%n",
+        b.tokensPerSecond() / o.tokensPerSecond(), b.ttftP99, bo.ttftP99, lost, mismatched);
+  }
+
+  /** Sends every request to {@code server}, at once ({@code rate} 0) or at {@code rate} per second, and waits for their answers. */
+  private Phase phase(String side, ActorRef<GenerationServer.Command> server, String kind, double rate, int n) throws InterruptedException {
+    Record record = new Record(prompts.length, maxTokens, n);
+    ActorRef<Event> receiver = system.systemActorOf(Behaviors.receiveMessage(e -> {
+      record.on(e);
+      return Behaviors.same();
+    }), "lm-receiver-" + (++phaseNumber), Props.empty());
+    long start = System.nanoTime();
+    for (int i = 0; i < n; i++) {
+      if (rate > 0) {
+        long due = start + (long) (i * 1e9 / rate);
+        while (System.nanoTime() < due) {
+          LockSupport.parkNanos(due - System.nanoTime());
+        }
+      }
+      record.sent[i] = System.nanoTime();
+      server.tell(new GenerationServer.Generate("r-" + i, prompts[i], maxTokens[i], Set.of(), TokenSampler.greedy(), null, receiver));
+    }
+    record.answered.await(WAIT_NANOS, TimeUnit.NANOSECONDS);
+    Thread.sleep(200); // a second final event for a request would arrive by now
+    long end = 0;
+    long ok = 0;
+    long refused = 0;
+    long timedOut = 0;
+    long failed = 0;
+    long lost = 0;
+    long generated = 0;
+    List<Double> ttft = new ArrayList<>();
+    List<Double> latency = new ArrayList<>();
+    for (int i = 0; i < n; i++) {
+      generated += record.tokenCount.get(i);
+      if (record.finals.get(i) != 1) {
+        lost++;
+        continue;
+      }
+      end = Math.max(end, record.done.get(i));
+      Event last = record.last.get(i);
+      if (last instanceof Finished) {
+        ok++;
+        ttft.add((record.firstToken.get(i) - record.sent[i]) / 1e6);
+        latency.add((record.done.get(i) - record.sent[i]) / 1e6);
+      } else if (last instanceof Failed f && f.error() instanceof OverloadedException) {
+        refused++;
+      } else if (last instanceof Failed f && f.error() instanceof RequestTimeoutException) {
+        timedOut++;
+      } else {
+        failed++;
+        if (failed == 1) {
+          System.out.println("INFO lm " + side + " " + kind + " failed: " + last);
+        }
+      }
+    }
+    double seconds = ((end == 0 ? System.nanoTime() : end) - start) / 1e9;
+    Phase p = new Phase(side, kind, rate, n, ok, refused, timedOut, failed, lost, generated, seconds, percentile(ttft, 0.5),
+        percentile(ttft, 0.99), percentile(latency, 0.99), record);
+    if (!side.equals("warmup")) {
+      System.out.printf(Locale.ROOT, "LM side=%s kind=%s rate=%.1f sent=%d ok=%d refused=%d timeout=%d failed=%d lost=%d tokens=%d seconds=%.3f"
+          + " tokens_per_s=%.1f ttft_p50_ms=%.2f ttft_p99_ms=%.2f latency_p99_ms=%.2f%n", side, kind, rate, n, ok, refused, timedOut, failed,
+          lost, generated, seconds, p.tokensPerSecond(), p.ttftP50, p.ttftP99, p.latencyP99);
+    }
+    return p;
+  }
+
+  private static double percentile(List<Double> values, double q) {
+    if (values.isEmpty()) {
+      return Double.NaN;
+    }
+    double[] v = values.stream().mapToDouble(Double::doubleValue).sorted().toArray();
+    return v[Math.min(v.length - 1, (int) Math.ceil(q * v.length) - 1)];
+  }
+}
