@@ -11,7 +11,9 @@
 #   bench/run.sh matmul             y = x[1,2048] . W[2048,2048] with W resident, against JAX jit
 #   bench/run.sh weighted           relu_callback(x . W) with a 16 MiB W: bound Model vs W re-sent vs JAX
 #   bench/run.sh soak [RUNS]        RUNS (default 100000) mixed runs with injected faults, one cluster JVM kill per 10,000
-#   bench/run.sh serve [short]      ModelServer under open-loop load: dynamic batching vs one run per request
+#   bench/run.sh serve [short] [lm=tiny|gpt2-124m|none]
+#                                   ModelServer under open-loop load: dynamic batching vs one run per request;
+#                                   then GenerationServer on a GPT: continuous batching vs one generation at a time
 #
 # Environment: JAX_PYTHON  a python with jax installed (default: the venv of tools/jax-env.sh)
 #              JAVA_OPTS   extra JVM options for the Java harness
@@ -103,9 +105,19 @@ modes:
             burst (short: 50, 80, 120, 200%), each request with a 2 s deadline: answers by kind,
             latency p50/p99, mean batch, time to a refusal, lost requests; full mode adds one run per
             request at 10/25/50% of the batched capacity. `serve short`: 2 s per phase instead of 5.
-            Last line:
+            Then the language-model phase (lm=tiny, the default: the tiny GPT, 4 slots, a few seconds;
+            lm=gpt2-124m: the 124 M one, 8 slots, minutes; lm=none: skip it), made by tools/jax_gpt.py
+            on first use: a GenerationServer over the GPT's slot programs with all S slots (continuous
+            batching) and with one slot (one generation at a time), N requests (tiny: 256, full 512;
+            124 M: 16, full 24) of prompts 1.. tokens and outputs of 4 lengths, greedy: sent at once
+            (burst) and at a fixed rate of half the batched burst capacity (open loop): generated
+            tokens/s, time to first token p50/p99, total time, lost. Last line:
             RESULT serve batched_speedup=<batched/unbatched req/s at saturation> p99_at_80pct_ms=<x>
-                   lost=<requests not answered exactly once, all phases> overload_refused_ms=<p99 time to a refusal>
+                   lost=<requests not answered exactly once, all phases, LM included> overload_refused_ms=<p99 time to a refusal>
+                   lm_model=<m> lm_batched_speedup=<tokens/s continuous / one at a time, burst>
+                   lm_ttft_p99_ms=<burst, batched> lm_open_ttft_p99_ms=<open loop, batched>
+                   lm_lost=<LM requests not finished exactly once> lm_mismatched=<requests whose greedy tokens
+                   differ between the two sides; must be 0>
 USAGE
 }
 
