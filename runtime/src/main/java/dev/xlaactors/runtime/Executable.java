@@ -386,7 +386,9 @@ public final class Executable extends NativeHandle {
    * least busy one (see {@link InFlightExecutions}).
    */
   public List<HostTensor> run(List<HostTensor> inputs, RunContext context) {
-    return run(inputs, context, client().inFlight().leastBusy(addressableDevices()));
+    try (InFlightExecutions.Slot slot = client().inFlight().reserve(addressableDevices(), this::name)) {
+      return run(inputs, context, slot.device());
+    }
   }
 
   /** As {@link #run(List, RunContext)}, on {@code device}. */
