@@ -109,13 +109,7 @@ public final class ComputationActor extends AbstractBehavior<ComputationActor.Co
     if (program.callsHost() && callbacks == null) {
       throw new InvalidArgumentException(program + " calls host callbacks: give the computation a CallbackRuntime");
     }
-    return Behaviors.<Command>supervise(
-            Behaviors.setup(
-                context ->
-                    Behaviors.withStash(
-                        settings.queueCapacity(),
-                        queue -> new ComputationActor(context, queue, program, client, callbacks))))
-        .onFailure(SupervisorStrategy.resume());
+    return resumingWithQueue(settings, (context, queue) -> new ComputationActor(context, queue, program, client, callbacks));
   }
 
   /**
@@ -129,13 +123,7 @@ public final class ComputationActor extends AbstractBehavior<ComputationActor.Co
    */
   public static Behavior<Command> create(Model model, CallbackRuntime callbacks, JobSettings settings) {
     java.util.Objects.requireNonNull(model, "model");
-    return Behaviors.<Command>supervise(
-            Behaviors.setup(
-                context ->
-                    Behaviors.withStash(
-                        settings.queueCapacity(),
-                        queue -> new ComputationActor(context, queue, model, callbacks))))
-        .onFailure(SupervisorStrategy.resume());
+    return resumingWithQueue(settings, (context, queue) -> new ComputationActor(context, queue, model, callbacks));
   }
 
   /**
@@ -147,12 +135,17 @@ public final class ComputationActor extends AbstractBehavior<ComputationActor.Co
    */
   public static Behavior<Command> create(SegmentedModel model, CallbackRuntime callbacks, JobSettings settings) {
     java.util.Objects.requireNonNull(model, "model");
+    return resumingWithQueue(settings, (context, queue) -> new ComputationActor(context, queue, model, callbacks));
+  }
+
+  /**
+   * The computation made by {@code make}, with its queue of {@code settings.queueCapacity()} requests; a
+   * failure inside the actor resumes it (see {@link #create(Program, XlaClient, CallbackRuntime, JobSettings)}).
+   */
+  private static Behavior<Command> resumingWithQueue(
+      JobSettings settings, java.util.function.BiFunction<ActorContext<Command>, StashBuffer<Command>, ComputationActor> make) {
     return Behaviors.<Command>supervise(
-            Behaviors.setup(
-                context ->
-                    Behaviors.withStash(
-                        settings.queueCapacity(),
-                        queue -> new ComputationActor(context, queue, model, callbacks))))
+            Behaviors.setup(context -> Behaviors.withStash(settings.queueCapacity(), queue -> make.apply(context, queue))))
         .onFailure(SupervisorStrategy.resume());
   }
 
