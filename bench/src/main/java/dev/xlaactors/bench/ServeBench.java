@@ -321,7 +321,8 @@ public final class ServeBench {
     return (ActorRef<StatusReply<ModelServer.Prediction>>[]) new ActorRef[1];
   }
 
-  private static double percentile(List<Double> values, double q) {
+  /** Nearest-rank percentile of {@code values} (NaN for none); the serve benches' one definition. */
+  static double percentile(List<Double> values, double q) {
     if (values.isEmpty()) {
       return Double.NaN;
     }

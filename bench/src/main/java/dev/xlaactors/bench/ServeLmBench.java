@@ -309,8 +309,8 @@ public final class ServeLmBench {
       }
     }
     double seconds = ((end == 0 ? System.nanoTime() : end) - start) / 1e9;
-    Phase p = new Phase(side, kind, rate, n, ok, refused, timedOut, failed, lost, generated, seconds, percentile(ttft, 0.5),
-        percentile(ttft, 0.99), percentile(latency, 0.99), record);
+    Phase p = new Phase(side, kind, rate, n, ok, refused, timedOut, failed, lost, generated, seconds, ServeBench.percentile(ttft, 0.5),
+        ServeBench.percentile(ttft, 0.99), ServeBench.percentile(latency, 0.99), record);
     if (!side.equals("warmup")) {
       System.out.printf(Locale.ROOT, "LM side=%s kind=%s rate=%.1f sent=%d ok=%d refused=%d timeout=%d failed=%d lost=%d tokens=%d seconds=%.3f"
           + " tokens_per_s=%.1f ttft_p50_ms=%.2f ttft_p99_ms=%.2f latency_p99_ms=%.2f%n", side, kind, rate, n, ok, refused, timedOut, failed,
@@ -319,11 +319,4 @@ public final class ServeLmBench {
     return p;
   }
 
-  private static double percentile(List<Double> values, double q) {
-    if (values.isEmpty()) {
-      return Double.NaN;
-    }
-    double[] v = values.stream().mapToDouble(Double::doubleValue).sorted().toArray();
-    return v[Math.min(v.length - 1, (int) Math.ceil(q * v.length) - 1)];
-  }
 }

@@ -465,16 +465,7 @@ public final class Executable extends NativeHandle {
       if (b == null) {
         throw new NullPointerException("argument " + i);
       }
-      if (b.client() != program.client()) {
-        throw new InvalidArgumentException(
-            "argument " + i + " lives on another client than this executable's " + program.client()
-                + ": move it with copyToDevice(one of this client's devices)");
-      }
-      Device where = b.device();
-      if (!where.equals(device)) {
-        throw new InvalidArgumentException(
-            "argument " + i + " lives on " + where + ", the run is on " + device + ": move it with copyToDevice");
-      }
+      checkPlacement(i, b, device);
       types.add(b.type());
     }
     checkTypes(types);
