@@ -3,10 +3,12 @@ package dev.xlaactors.bench;
 import dev.xlaactors.runtime.DeviceBuffer;
 import dev.xlaactors.runtime.Executable;
 import dev.xlaactors.runtime.HostTensor;
+import dev.xlaactors.runtime.Plugin;
 import dev.xlaactors.runtime.RuntimeSettings;
 import dev.xlaactors.runtime.XlaClient;
 import java.util.Arrays;
 import java.util.List;
+import java.util.Map;
 
 /**
  * The Java half of {@code bench/run.sh matmul}: y = x[1,2048] . W[2048,2048] (f32, W = 16 MiB resident
@@ -69,17 +71,25 @@ public final class MatmulBench {
     return y;
   }
 
+  /**
+   * Runs the rows on the CPU plugin of the settings, or with the argument {@code gpu} on the CUDA plugin
+   * ({@link RuntimeSettings#gpuPluginPath()}: {@code XLA_ACTORS_GPU_PLUGIN} or where {@code
+   * native/fetch-cuda-plugin.sh} put it), with that plugin's default client options.
+   */
   public static void main(String[] args) throws Exception {
     RuntimeSettings settings = RuntimeSettings.load();
+    boolean gpu = Arrays.asList(args).contains("gpu");
     float[] xs = x();
     float[] ws = w();
     float[] expected = expected(xs, ws);
-    try (XlaClient client = XlaClient.create(settings);
+    try (XlaClient client = gpu
+            ? XlaClient.create(Plugin.load(RuntimeSettings.gpuPluginPath()), Map.of(), settings.compileCacheSize())
+            : XlaClient.create(settings);
         Executable exe = client.compile(MATMUL);
         DeviceBuffer w = client.upload(HostTensor.ofFloats(ws, N, N))) {
       System.out.printf(
           "INFO side=java platform=%s version=%s devices=%d client_asynchronous=%s jvm=%s available_processors=%d XLA_FLAGS='%s'%n",
-          client.platformName(), client.platformVersion(), client.devices().size(), settings.clientAsynchronous(),
+          client.platformName(), client.platformVersion(), client.devices().size(), !gpu && settings.clientAsynchronous(),
           System.getProperty("java.vm.version"), Runtime.getRuntime().availableProcessors(),
           System.getenv().getOrDefault("XLA_FLAGS", ""));
       HostTensor x = HostTensor.ofFloats(xs, 1, N);

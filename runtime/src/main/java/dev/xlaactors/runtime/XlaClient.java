@@ -343,8 +343,33 @@ public final class XlaClient extends NativeHandle {
     return invalid;
   }
 
+  /** The custom-call targets the bridge registers with a plugin, for its "Host" platform only. */
+  private static final String BRIDGE_TARGET_PREFIX = "xla_actors.";
+
+  /**
+   * The bridge's handlers (host callbacks among them) are registered for the CPU platform: a GPU compiles
+   * device code, which cannot call them. Refused here, saying what to do instead, rather than left to the
+   * GPU plugin's compiler.
+   */
+  private void refuseHostCallsOffTheCpu(String program, String what) {
+    if ("cpu".equals(platformName) || !program.contains(BRIDGE_TARGET_PREFIX)) {
+      return;
+    }
+    int at = program.indexOf(BRIDGE_TARGET_PREFIX);
+    int end = at;
+    while (end < program.length() && (Character.isLetterOrDigit(program.charAt(end)) || program.charAt(end) == '.'
+        || program.charAt(end) == '_')) {
+      end++;
+    }
+    throw new CompileException(ErrorCode.FAILED_PRECONDITION, what + " calls custom call " + program.substring(at, end)
+        + ", which runs on the host, but this client's platform is '" + platformName + "': only programs compiled for "
+        + "the CPU plugin can call the host. Segment the program (SegmentedProgram: its stages run on this device, its "
+        + "host calls between them; docs/segmentation.md), or compile it with a CPU client");
+  }
+
   private LoadedProgram compileUncached(String original, CompileOptions options) {
     ProgramSignature signature = ProgramSignature.parse(original); // refuses what cannot run, before XLA
+    refuseHostCallsOffTheCpu(original, "the program");
     LapackLibrary.loadIfCalledBy(original);
     String stablehlo = TokenPassThrough.rewrite(original);
     return compileBytes(stablehlo.getBytes(StandardCharsets.UTF_8), signature, options, false);
@@ -401,7 +426,9 @@ public final class XlaClient extends NativeHandle {
     }
     checkOpen();
     // Custom-call targets are plain strings inside bytecode too.
-    LapackLibrary.loadIfCalledBy(new String(module, StandardCharsets.ISO_8859_1));
+    String strings = new String(module, StandardCharsets.ISO_8859_1);
+    refuseHostCallsOffTheCpu(strings, "module " + name);
+    LapackLibrary.loadIfCalledBy(strings);
     String key = "bytecode sha-256 " + sha256(module) + " " + signature.parameters();
     try {
       return cache.getOrCompile(key, options, () -> compileBytes(module, signature, options, true));

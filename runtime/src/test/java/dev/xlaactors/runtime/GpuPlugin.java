@@ -7,11 +7,11 @@ import java.nio.file.Files;
 import java.util.Map;
 
 /** Opens a client of the CUDA plugin for tests tagged {@code gpu}, or skips the test saying why it cannot. */
-final class GpuPlugin {
+public final class GpuPlugin {
   private GpuPlugin() {}
 
   /** A client of the CUDA plugin on a GPU; skips the calling test when there is no plugin or no GPU. */
-  static XlaClient clientOrSkip() {
+  public static XlaClient clientOrSkip() {
     assumeTrue(
         Files.isRegularFile(RuntimeSettings.gpuPluginPath()),
         "GPU test skipped: no CUDA plugin at " + RuntimeSettings.gpuPluginPath() + " (run '"

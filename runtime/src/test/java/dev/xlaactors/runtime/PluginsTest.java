@@ -105,4 +105,19 @@ class PluginsTest {
       }
     }
   }
+
+  @Test
+  @Tag("gpu")
+  void theCudaPluginsClientOptionsSetHowMuchGpuMemoryItsClientMayTake() {
+    try (XlaClient byDefault = GpuPlugin.clientOrSkip();
+        XlaClient quarter = XlaClient.create(byDefault.plugin(), Map.of("memory_fraction", 0.25f, "preallocate", false), 4)) {
+      long defaultLimit = byDefault.devices().get(0).memoryStats().bytesLimit();
+      long quarterLimit = quarter.devices().get(0).memoryStats().bytesLimit();
+      double ratio = (double) quarterLimit / defaultLimit;
+      assertTrue(ratio > 0.30 && ratio < 0.37, "memory_fraction 0.25 against the default 0.75: limits " + quarterLimit
+          + " and " + defaultLimit + " bytes, ratio " + ratio);
+      HostTensor a = HostTensor.ofFloats(new float[] {1, 2, 3, 4});
+      assertArrayEquals(new float[] {2, 4, 6, 8}, quarter.compile(TestPrograms.ADD_F32_4).run(a, a).get(0).toFloatArray());
+    }
+  }
 }

@@ -91,8 +91,13 @@ class SegmentedModelTest {
 
   /** The fused program on host tensors, its host call answered by the same function. */
   static List<HostTensor> fused(Graph graph, HostTensor... inputs) {
-    try (Executable exe = graph.compile(client);
-        RunContext context = RunContext.withHostCalls(client.plugin(), 1,
+    return fused(client, graph, inputs);
+  }
+
+  /** As {@link #fused(Graph, HostTensor...)}, on {@code on} (a CPU client: the host call is the CPU plugin's). */
+  static List<HostTensor> fused(XlaClient on, Graph graph, HostTensor... inputs) {
+    try (Executable exe = graph.compile(on);
+        RunContext context = RunContext.withHostCalls(on.plugin(), 1,
             call -> {
               try {
                 call.complete(RELU.function().apply(call.inputs(), null));
