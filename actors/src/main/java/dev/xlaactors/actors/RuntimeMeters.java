@@ -128,7 +128,7 @@ public final class RuntimeMeters implements MeterBinder, AutoCloseable {
       RuntimeMetrics.Counter runs = metrics.runCounter();
       BY_OUTCOME.forEach((outcome, f) -> meters.add(FunctionCounter.builder("xla.runtime.runs", runs, f)
           .tags(tags.and("outcome", outcome)).description("runs that ended, by outcome").register(registry)));
-      latency("xla.runtime.runs.latency", runs, tags, "start to end of the most recent runs");
+      latency("xla.runtime.runs.latency", runs, tags, "start to end of the most recent " + RuntimeMetrics.WINDOW + " runs");
       meters.add(FunctionCounter.builder("xla.runtime.runs.supervised", metrics, RuntimeMetrics::supervisedRuns).tags(tags)
           .description("runs that needed a supervisor actor").register(registry));
       meters.add(Gauge.builder("xla.runtime.callback.threads.stuck", metrics, RuntimeMetrics::stuckCallbackThreads).tags(tags)
@@ -142,7 +142,7 @@ public final class RuntimeMeters implements MeterBinder, AutoCloseable {
       Tags named = tags.and("callback", name);
       BY_OUTCOME.forEach((outcome, f) -> meters.add(FunctionCounter.builder("xla.runtime.callbacks", counter, f)
           .tags(named.and("outcome", outcome)).description("host callback calls that ended, by outcome").register(registry)));
-      latency("xla.runtime.callbacks.latency", counter, named, "arrival to answer of the most recent calls");
+      latency("xla.runtime.callbacks.latency", counter, named, "arrival to answer of the most recent " + RuntimeMetrics.WINDOW + " calls");
     }
 
     private void latency(String name, RuntimeMetrics.Counter counter, Tags tags, String description) {
