@@ -154,6 +154,8 @@ public final class RuntimeMetrics {
     private long count;
     private long failures;
     private long timeouts;
+    /** The last snapshot, reused while no event has been recorded since (a scrape reads it several times). */
+    private Snapshot last;
 
     synchronized void record(long latencyNanos, boolean failed, boolean timedOut) {
       latencies[(int) (count % WINDOW)] = latencyNanos;
@@ -180,13 +182,32 @@ public final class RuntimeMetrics {
       return timeouts;
     }
 
-    synchronized Snapshot snapshot() {
-      int n = (int) Math.min(count, WINDOW);
-      long[] sorted = Arrays.copyOf(latencies, n);
+    /** The figures now; the window is sorted outside the lock, so a reader holds up recording only for a copy. */
+    Snapshot snapshot() {
+      long c;
+      long f;
+      long t;
+      long[] sorted;
+      synchronized (this) {
+        if (last != null && last.count() == count) {
+          return last;
+        }
+        c = count;
+        f = failures;
+        t = timeouts;
+        sorted = Arrays.copyOf(latencies, (int) Math.min(count, WINDOW));
+      }
+      int n = sorted.length;
       Arrays.sort(sorted);
       Duration median = n == 0 ? Duration.ZERO : Duration.ofNanos(sorted[n / 2]);
       Duration p99 = n == 0 ? Duration.ZERO : Duration.ofNanos(sorted[Math.max(0, (int) Math.ceil(n * 0.99) - 1)]);
-      return new Snapshot(count, failures, timeouts, median, p99);
+      Snapshot snapshot = new Snapshot(c, f, t, median, p99);
+      synchronized (this) {
+        if (last == null || last.count() < c) {
+          last = snapshot;
+        }
+      }
+      return snapshot;
     }
   }
 }
