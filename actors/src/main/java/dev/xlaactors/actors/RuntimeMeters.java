@@ -1,5 +1,7 @@
 package dev.xlaactors.actors;
 
+import dev.xlaactors.error.ErrorCode;
+import dev.xlaactors.error.XlaException;
 import io.micrometer.core.instrument.FunctionCounter;
 import io.micrometer.core.instrument.Gauge;
 import io.micrometer.core.instrument.Meter;
@@ -9,6 +11,7 @@ import io.micrometer.core.instrument.Tags;
 import io.micrometer.core.instrument.binder.MeterBinder;
 import java.util.List;
 import java.util.Map;
+import java.util.Objects;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CopyOnWriteArrayList;
@@ -57,7 +60,7 @@ public final class RuntimeMeters implements MeterBinder, AutoCloseable {
   private final List<Binding> bindings = new CopyOnWriteArrayList<>();
   private final BiConsumer<String, RuntimeMetrics.Counter> onFirstCall = this::firstCall;
   private boolean watching;
-  private boolean closed;
+  private volatile boolean closed;
 
   /** Meters of {@code metrics}, without extra tags. */
   public RuntimeMeters(RuntimeMetrics metrics) {
@@ -66,22 +69,23 @@ public final class RuntimeMeters implements MeterBinder, AutoCloseable {
 
   /** Meters of {@code metrics}, each also tagged with {@code tags}. */
   public RuntimeMeters(RuntimeMetrics metrics, Iterable<Tag> tags) {
-    this.metrics = metrics;
-    this.tags = Tags.of(tags);
+    this.metrics = Objects.requireNonNull(metrics, "metrics");
+    this.tags = Tags.of(Objects.requireNonNull(tags, "tags"));
   }
 
   /**
    * Registers the meters in {@code registry}: those of the runs and of every callback called so far,
    * and, later, those of each callback when it is first called. Binding one registry twice is harmless.
    *
-   * @throws IllegalStateException after {@link #close()}
+   * @throws XlaException ({@code FAILED_PRECONDITION}) after {@link #close()}
    */
   @Override
   public void bindTo(MeterRegistry registry) {
     Binding binding = new Binding(registry);
     synchronized (this) {
       if (closed) {
-        throw new IllegalStateException("RuntimeMeters is closed: create a new one to bind a registry");
+        throw new XlaException(ErrorCode.FAILED_PRECONDITION, "these RuntimeMeters are closed (close() removed their meters): create new"
+            + " RuntimeMeters to bind " + registry.getClass().getSimpleName());
       }
       bindings.add(binding);
       if (!watching) {
@@ -95,6 +99,9 @@ public final class RuntimeMeters implements MeterBinder, AutoCloseable {
   }
 
   private void firstCall(String name, RuntimeMetrics.Counter counter) {
+    if (closed) { // told just as close() ran
+      return;
+    }
     for (Binding b : bindings) {
       b.callbackMeters(name, counter);
     }

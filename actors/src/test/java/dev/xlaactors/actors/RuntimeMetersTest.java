@@ -7,6 +7,8 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.xlaactors.error.CallbackException;
+import dev.xlaactors.error.ErrorCode;
+import dev.xlaactors.error.XlaException;
 import dev.xlaactors.runtime.DType;
 import dev.xlaactors.runtime.Executable;
 import dev.xlaactors.runtime.HostTensor;
@@ -148,6 +150,8 @@ class RuntimeMetersTest {
     meters.close();
     meters.close(); // idempotent
     assertTrue(registry.getMeters().isEmpty(), registry.getMetersAsString());
-    assertThrows(IllegalStateException.class, () -> meters.bindTo(registry));
+    XlaException closed = assertThrows(XlaException.class, () -> meters.bindTo(registry));
+    assertEquals(ErrorCode.FAILED_PRECONDITION, closed.code());
+    assertTrue(closed.getMessage().contains("closed"), closed.getMessage());
   }
 }
