@@ -1,6 +1,7 @@
 package dev.xlaactors.examples;
 
 import dev.xlaactors.actors.CallbackRuntime;
+import dev.xlaactors.actors.RuntimeMeters;
 import dev.xlaactors.actors.serve.BatchedModel;
 import dev.xlaactors.actors.serve.GenerationServer;
 import dev.xlaactors.actors.serve.ModelServer;
@@ -120,6 +121,7 @@ public final class Serve {
     try {
       long t0 = System.nanoTime();
       PrometheusMeterRegistry registry = new PrometheusMeterRegistry(PrometheusConfig.DEFAULT);
+      new RuntimeMeters(callbacks.metrics()).bindTo(registry); // xla_runtime_* on /metrics: runs and host callbacks
       scoring = ScoringModel.load(client, scoringDir);
       ScoringModel.registerCallbacks(callbacks, scoringDir);
       ActorRef<ModelServer.Command> scoringServer = system.systemActorOf(ModelServer.create(scoring, callbacks, registry), "scoring",
@@ -235,7 +237,8 @@ public final class Serve {
         return body.contains("event: token") && body.contains("event: done") ? null : "no token and done events";
       }
       case "/metrics" -> {
-        return body.contains("xla_serve_requests_total") && body.contains("xla_generate_tokens_total") ? null : "meters missing";
+        return body.contains("xla_serve_requests_total") && body.contains("xla_generate_tokens_total")
+            && body.contains("xla_runtime_runs_total") ? null : "meters missing";
       }
       default -> {
         return null;
