@@ -64,6 +64,10 @@ import org.apache.pekko.util.ByteString;
  *       {@code registry} in Prometheus's text format.
  * </ul>
  *
+ * <p>Bound by {@link HttpServer}, a client that closes its connection cancels its {@code infer} requests
+ * still waiting for an answer: one still queued is never computed, one whose batch runs loses its row
+ * ({@link ModelServer.Cancel}).
+ *
  * <p>Nothing reaches a server unchecked: a body over {@code xla-actors.http.max-body-bytes} is 413,
  * malformed JSON, unknown fields, wrong dtypes, shapes, counts, ranges, tokens outside the vocabulary and
  * unknown models are 400 or 404 with a message naming the field ({@link BadRequestException}). Errors of
@@ -118,7 +122,8 @@ public final class ServingRoutes extends AllDirectives {
         pathPrefix("v1", () -> pathPrefix("models", () -> concat(
             pathEnd(() -> get(() -> complete(models()))),
             pathPrefix(PathMatchers.segment(), model -> concat(
-                path("infer", () -> post(() -> withBody(body -> infer(model, body)))),
+                path("infer", () -> post(() -> optionalAttribute(ClientConnection.KEY,
+                    connection -> withBody(body -> infer(model, body, connection.orElse(null)))))),
                 path("generate", () -> post(() -> withBody(body -> generate(model, body))))))))));
   }
 
@@ -132,7 +137,11 @@ public final class ServingRoutes extends AllDirectives {
 
   // ------------------------------------------------------------------------------------------ infer
 
-  private CompletionStage<HttpResponse> infer(String model, byte[] body) {
+  /**
+   * Sends the request to the model's server; when its client's {@code connection} (null: not known) ends
+   * before the answer, the request is cancelled: not computed if its batch has not started.
+   */
+  private CompletionStage<HttpResponse> infer(String model, byte[] body, ClientConnection connection) {
     InferenceEndpoint ep = inference.get(model);
     if (ep == null) {
       return CompletableFuture.completedFuture(unknownModel(model, "infer"));
@@ -141,7 +150,12 @@ public final class ServingRoutes extends AllDirectives {
     TensorJson.onlyFields(root, "", Set.of("inputs", "timeout_ms"));
     Duration timeout = timeout(root);
     List<HostTensor> inputs = TensorJson.inputs(root.get("inputs"), model, ep.inputNames(), ep.inputTypes());
-    return ModelServer.ask(ep.server(), inputs, timeout, system.scheduler()).thenApply(p -> prediction(model, p));
+    String id = ModelServer.newRequestId();
+    CompletionStage<ModelServer.Prediction> answer = ModelServer.ask(ep.server(), id, inputs, timeout, system.scheduler());
+    if (connection != null) { // after the ask, which has sent the Infer, so that the Cancel comes after it
+      connection.cancelOnClose(answer, () -> ep.server().tell(new ModelServer.Cancel(id, "its HTTP client closed the connection")));
+    }
+    return answer.thenApply(p -> prediction(model, p));
   }
 
   private static HttpResponse prediction(String model, ModelServer.Prediction p) {
