@@ -9,12 +9,16 @@ import java.util.concurrent.TimeoutException;
 import org.apache.pekko.actor.typed.ActorSystem;
 import org.apache.pekko.http.javadsl.Http;
 import org.apache.pekko.http.javadsl.ServerBinding;
+import org.apache.pekko.http.javadsl.model.HttpRequest;
+import org.apache.pekko.http.javadsl.model.HttpResponse;
 import org.apache.pekko.http.javadsl.server.Route;
+import org.apache.pekko.stream.javadsl.Flow;
 
 /**
  * A bound HTTP server: {@link #start} binds {@code route} (usually {@link ServingRoutes#route()}) at
  * {@code xla-actors.http.host} and {@code port}; {@link #close()} unbinds it and ends open connections.
- * Thread-safe.
+ * Each connection gets a {@link ClientConnection} on its requests, ended with the connection, so that
+ * {@link ServingRoutes} cancels the requests of a client that went away. Thread-safe.
  */
 public final class HttpServer implements AutoCloseable {
   private static final Duration BIND_WAIT = Duration.ofSeconds(30);
@@ -27,7 +31,7 @@ public final class HttpServer implements AutoCloseable {
   /** Binds {@code route}; fails (naming the address) when the port is taken or the host cannot be bound. */
   public static HttpServer start(ActorSystem<?> system, HttpSettings settings, Route route) {
     try {
-      ServerBinding binding = Http.get(system).newServerAt(settings.host(), settings.port()).bind(route)
+      ServerBinding binding = Http.get(system).newServerAt(settings.host(), settings.port()).bindFlow(perConnection(system, route))
           .toCompletableFuture().get(BIND_WAIT.toSeconds(), TimeUnit.SECONDS);
       return new HttpServer(binding);
     } catch (ExecutionException e) {
@@ -40,6 +44,27 @@ public final class HttpServer implements AutoCloseable {
       Thread.currentThread().interrupt();
       throw new XlaException(ErrorCode.CANCELLED, "interrupted while binding " + settings.host() + ":" + settings.port(), e);
     }
+  }
+
+  /**
+   * The handler of one connection (materialized once per connection): {@code route} over its requests,
+   * each carrying the connection's {@link ClientConnection}, which is closed when the requests stop coming:
+   * the client closed or reset the connection, or the server ended it. The termination is watched ahead
+   * of the route, which holds its completion back until the pending response is done; a client that only
+   * sent {@code Connection: close} does not end it.
+   */
+  private static Flow<HttpRequest, HttpResponse, ?> perConnection(ActorSystem<?> system, Route route) {
+    Flow<HttpRequest, HttpResponse, ?> routeFlow = route.flow(system);
+    return Flow.fromMaterializer((materializer, attributes) -> {
+      ClientConnection connection = new ClientConnection();
+      return Flow.<HttpRequest>create()
+          .watchTermination((notUsed, ended) -> {
+            ended.whenComplete((done, failure) -> connection.close());
+            return notUsed;
+          })
+          .map(request -> request.addAttribute(ClientConnection.KEY, connection))
+          .via(routeFlow);
+    });
   }
 
   /** The port the server listens on (the chosen one when the settings said 0). */

@@ -25,6 +25,7 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.CompletionStage;
 import java.util.concurrent.ExecutionException;
+import org.apache.pekko.Done;
 import org.apache.pekko.NotUsed;
 import org.apache.pekko.actor.typed.ActorSystem;
 import org.apache.pekko.actor.typed.javadsl.AskPattern;
@@ -42,6 +43,9 @@ import org.apache.pekko.http.javadsl.server.PathMatchers;
 import org.apache.pekko.http.javadsl.server.Route;
 import org.apache.pekko.http.scaladsl.model.EntityStreamSizeException;
 import org.apache.pekko.japi.Pair;
+import org.apache.pekko.stream.KillSwitches;
+import org.apache.pekko.stream.UniqueKillSwitch;
+import org.apache.pekko.stream.javadsl.Keep;
 import org.apache.pekko.stream.javadsl.Sink;
 import org.apache.pekko.stream.javadsl.Source;
 import org.apache.pekko.util.ByteString;
@@ -56,13 +60,18 @@ import org.apache.pekko.util.ByteString;
  *       "max_tokens", "stop_tokens", "temperature", "top_k", "seed", "timeout_ms"}} to the model's
  *       {@link GenerationServer}; the answer is a stream of server-sent events: {@code token} events
  *       ({@code {"index", "token", "text"}}), then one {@code done} ({@code {"reason", "tokens"}}) or
- *       {@code error} ({@code {"status", "code", "error"}}). A client that disconnects cancels its
- *       generation (the stream's cancellation stops the request's receiving actor, which the server watches);
+ *       {@code error} ({@code {"status", "code", "error"}});
  *   <li>{@code GET /v1/models}: the models and their inputs; {@code GET /health}: the process answers;
  *       {@code GET /ready}: every server answers its status within {@code xla-actors.http.ready-timeout}
  *       and accepts requests (else 503 naming the ones that do not); {@code GET /metrics}: the meters of
  *       {@code registry} in Prometheus's text format.
  * </ul>
+ *
+ * <p>Bound by {@link HttpServer}, a client that closes its connection cancels its requests still waiting
+ * for an answer: an {@code infer} still queued is never computed, one whose batch runs loses its row
+ * ({@link ModelServer.Cancel}); a generation, waiting for a slot or decoding, is dropped by its server (its
+ * events' stream is shut down, which stops the receiving actor the server watches). Bound otherwise, a
+ * generation is still cancelled when Pekko HTTP fails to write its next event to the closed connection.
  *
  * <p>Nothing reaches a server unchecked: a body over {@code xla-actors.http.max-body-bytes} is 413,
  * malformed JSON, unknown fields, wrong dtypes, shapes, counts, ranges, tokens outside the vocabulary and
@@ -118,21 +127,28 @@ public final class ServingRoutes extends AllDirectives {
         pathPrefix("v1", () -> pathPrefix("models", () -> concat(
             pathEnd(() -> get(() -> complete(models()))),
             pathPrefix(PathMatchers.segment(), model -> concat(
-                path("infer", () -> post(() -> withBody(body -> infer(model, body)))),
-                path("generate", () -> post(() -> withBody(body -> generate(model, body))))))))));
+                path("infer", () -> post(() -> withBody((body, connection) -> infer(model, body, connection)))),
+                path("generate", () -> post(() -> withBody((body, connection) -> generate(model, body, connection))))))))));
   }
 
-  /** Reads the whole body (at most max-body-bytes) and answers with what {@code handler} makes of it; every error mapped. */
-  private Route withBody(java.util.function.Function<byte[], CompletionStage<HttpResponse>> handler) {
-    return extractRequestEntity(entity -> extractMaterializer(materializer -> completeWithFuture(
-        entity.withSizeLimit(settings.maxBodyBytes()).toStrict(STRICT_TIMEOUT_MS, materializer)
-            .thenCompose(strict -> handler.apply(strict.getData().toArray()))
-            .exceptionally(this::error))));
+  /**
+   * Reads the whole body (at most max-body-bytes) and answers with what {@code handler} makes of it and of
+   * the request's {@link ClientConnection} (null when not bound by {@link HttpServer}); every error mapped.
+   */
+  private Route withBody(java.util.function.BiFunction<byte[], ClientConnection, CompletionStage<HttpResponse>> handler) {
+    return optionalAttribute(ClientConnection.KEY, connection -> extractRequestEntity(entity -> extractMaterializer(
+        materializer -> completeWithFuture(entity.withSizeLimit(settings.maxBodyBytes()).toStrict(STRICT_TIMEOUT_MS, materializer)
+            .thenCompose(strict -> handler.apply(strict.getData().toArray(), connection.orElse(null)))
+            .exceptionally(this::error)))));
   }
 
   // ------------------------------------------------------------------------------------------ infer
 
-  private CompletionStage<HttpResponse> infer(String model, byte[] body) {
+  /**
+   * Sends the request to the model's server; when its client's {@code connection} (null: not known) ends
+   * before the answer, the request is cancelled: not computed if its batch has not started.
+   */
+  private CompletionStage<HttpResponse> infer(String model, byte[] body, ClientConnection connection) {
     InferenceEndpoint ep = inference.get(model);
     if (ep == null) {
       return CompletableFuture.completedFuture(unknownModel(model, "infer"));
@@ -141,7 +157,12 @@ public final class ServingRoutes extends AllDirectives {
     TensorJson.onlyFields(root, "", Set.of("inputs", "timeout_ms"));
     Duration timeout = timeout(root);
     List<HostTensor> inputs = TensorJson.inputs(root.get("inputs"), model, ep.inputNames(), ep.inputTypes());
-    return ModelServer.ask(ep.server(), inputs, timeout, system.scheduler()).thenApply(p -> prediction(model, p));
+    String id = ModelServer.newRequestId();
+    CompletionStage<ModelServer.Prediction> answer = ModelServer.ask(ep.server(), id, inputs, timeout, system.scheduler());
+    if (connection != null) { // after the ask, which has sent the Infer, so that the Cancel comes after it
+      connection.cancelOnClose(answer, () -> ep.server().tell(new ModelServer.Cancel(id, "its HTTP client closed the connection")));
+    }
+    return answer.thenApply(p -> prediction(model, p));
   }
 
   private static HttpResponse prediction(String model, ModelServer.Prediction p) {
@@ -166,7 +187,12 @@ public final class ServingRoutes extends AllDirectives {
 
   // ------------------------------------------------------------------------------------------ generate
 
-  private CompletionStage<HttpResponse> generate(String model, byte[] body) {
+  /**
+   * Starts the generation; when its client's {@code connection} (null: not known) ends before the last
+   * event, the events' stream is shut down, which stops its receiving actor: the server drops the request,
+   * waiting or decoding.
+   */
+  private CompletionStage<HttpResponse> generate(String model, byte[] body, ClientConnection connection) {
     GenerationEndpoint ep = generation.get(model);
     if (ep == null) {
       return CompletableFuture.completedFuture(unknownModel(model, "generate"));
@@ -197,7 +223,20 @@ public final class ServingRoutes extends AllDirectives {
 
     Source<GenerationServer.Event, NotUsed> events = GenerationServer.events(ep.server(), prompt, maxTokens, stops, sampler, timeout);
     // The first event decides the status: a refusal or an invalid request is an HTTP error, a token starts the stream.
-    return events.prefixAndTail(1).runWith(Sink.head(), system).thenApply(first -> stream(ep, first));
+    Pair<Pair<CompletionStage<Done>, UniqueKillSwitch>, CompletionStage<Pair<List<GenerationServer.Event>,
+        Source<GenerationServer.Event, NotUsed>>>> run = events
+        .watchTermination(Keep.right())
+        .viaMat(KillSwitches.single(), Keep.both())
+        .prefixAndTail(1)
+        .toMat(Sink.head(), Keep.both())
+        .run(system);
+    if (connection != null) {
+      // Completes the events (nobody reads them any more) and cancels their source; an abort would fail the
+      // response stream, which Pekko HTTP logs as an error.
+      UniqueKillSwitch kill = run.first().second();
+      connection.cancelOnClose(run.first().first(), kill::shutdown);
+    }
+    return run.second().thenApply(first -> stream(ep, first));
   }
 
   private HttpResponse stream(GenerationEndpoint ep, Pair<List<GenerationServer.Event>, Source<GenerationServer.Event, NotUsed>> first) {

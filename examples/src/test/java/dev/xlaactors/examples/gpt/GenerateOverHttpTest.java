@@ -32,6 +32,7 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
 import org.apache.pekko.actor.testkit.typed.javadsl.ActorTestKit;
 import org.apache.pekko.actor.testkit.typed.javadsl.TestProbe;
 import org.apache.pekko.actor.typed.ActorRef;
@@ -43,7 +44,8 @@ import org.junit.jupiter.api.Test;
 /**
  * {@code POST /v1/models/<name>/generate} with a real HTTP client over 127.0.0.1, the tiny GPT's slot
  * programs on the real plugin behind a {@link GenerationServer}: server-sent tokens equal JAX's greedy run,
- * interleaved streams equal their runs alone, a client that disconnects cancels its generation, and
+ * interleaved streams equal their runs alone, a client that disconnects cancels its generation (mid-stream,
+ * or while it waits for a slot: then it is never computed), and
  * overload, deadlines and bad requests get their statuses. Where a request must stay in the server long
  * enough to be disconnected or to fill the slots, the decoder sleeps before each step ({@link Slowed}):
  * the ordering comes from step counts, not from wall-clock budgets.
@@ -214,8 +216,9 @@ class GenerateOverHttpTest {
 
   @Test
   void aClientThatDisconnectsMidStreamCancelsItsGeneration() throws Exception {
-    // 31 tokens (the whole context after a one-token prompt) at 200 ms a step take over 6 s; Pekko HTTP
-    // notices a closed connection at its next writes (measured: 1.2-1.6 s after the close).
+    // 31 tokens (the whole context after a one-token prompt) at 200 ms a step take over 6 s: the close
+    // comes long before the end (HttpServer's connection watch aborts the events at once; bound otherwise,
+    // Pekko HTTP notices the closed connection at its next writes, measured 1.2-1.6 s after the close).
     start(200, GenerationSettings.create(kit.system()));
     // A client that reads the response's head and first event, then closes its connection.
     String body = tokensBody(new int[] {1}, 31);
@@ -239,6 +242,49 @@ class GenerateOverHttpTest {
       assertTrue(s.tokens() < 31, "the generation ran to its end: " + s);
       return null;
     });
+    assertEquals(1.0, metric("xla_generate_requests_total{model=\"tiny\",outcome=\"cancelled\"}"));
+  }
+
+  @Test
+  void aClientThatDisconnectsWhileItsRequestWaitsForASlotCancelsItBeforeItIsComputed() throws Exception {
+    // Four requests of 24 tokens at 100 ms a step hold the four slots for over 2 s.
+    start(100, GenerationSettings.create(kit.system()));
+    List<CompletableFuture<HttpResponse<String>>> busy = new ArrayList<>();
+    for (int i = 0; i < 4; i++) {
+      busy.add(HTTP.sendAsync(generate(tokensBody(new int[] {i + 1}, 24)), HttpResponse.BodyHandlers.ofString()));
+    }
+    TestProbe<GenerationServer.Status> status = kit.createTestProbe();
+    status.awaitAssert(Duration.ofSeconds(30), () -> {
+      server.tell(new GenerationServer.GetStatus(status.getRef()));
+      assertEquals(4, status.receiveMessage(Duration.ofSeconds(30)).active());
+      return null;
+    });
+    String body = tokensBody(new int[] {7}, 3);
+    try (Socket socket = new Socket(InetAddress.getLoopbackAddress(), URI.create(http.url()).getPort())) {
+      socket.getOutputStream().write(("POST /v1/models/tiny/generate HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+          + "Content-Length: " + body.length() + "\r\n\r\n" + body).getBytes(StandardCharsets.US_ASCII));
+      status.awaitAssert(Duration.ofSeconds(30), () -> {
+        server.tell(new GenerationServer.GetStatus(status.getRef()));
+        assertEquals(1, status.receiveMessage(Duration.ofSeconds(30)).waiting());
+        return null;
+      });
+    } // closed while it waits: no response was started, so only the connection's end can tell
+    status.awaitAssert(Duration.ofSeconds(30), () -> {
+      server.tell(new GenerationServer.GetStatus(status.getRef()));
+      GenerationServer.Status s = status.receiveMessage(Duration.ofSeconds(30));
+      assertEquals(0, s.waiting(), s.toString());
+      assertEquals(1, s.finished(), "the waiting request, dropped: " + s);
+      return null;
+    });
+    for (CompletableFuture<HttpResponse<String>> r : busy) {
+      HttpResponse<String> done = r.get(60, TimeUnit.SECONDS);
+      assertEquals(200, done.statusCode(), done.body());
+      assertEquals(24, tokens(events(done.body())).length);
+    }
+    server.tell(new GenerationServer.GetStatus(status.getRef()));
+    GenerationServer.Status s = status.receiveMessage(Duration.ofSeconds(30));
+    assertEquals(5, s.finished(), s.toString());
+    assertEquals(4 * 24, s.tokens(), "the cancelled request never got a slot, so no token of its own: " + s);
     assertEquals(1.0, metric("xla_generate_requests_total{model=\"tiny\",outcome=\"cancelled\"}"));
   }
 
