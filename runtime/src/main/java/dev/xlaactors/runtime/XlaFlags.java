@@ -9,12 +9,12 @@ import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
-import java.util.EnumSet;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import java.util.Set;
+import java.util.TreeSet;
 
 /**
  * Checks the {@code XLA_FLAGS} environment variable before a plugin reads it. XLA parses it when the
@@ -32,25 +32,21 @@ final class XlaFlags {
   static final String ENV = "XLA_FLAGS";
 
   private static final String TABLE = "xla-cpu-pjrt-0.0.1.flags";
-  private static final String FUSION_PREFIX = "LIBRARY_FUSION_TYPE_";
 
   /** One {@code --name[=value]} token, as XLA splits the variable; {@code value} is null for a bare {@code --name}. */
   record Token(String name, String value, String text) {}
 
-  /** The values of a {@code *_fusion_type} flag. */
-  enum FusionType { DOT, ELTWISE, REDUCE, INDIVIDUAL_DOT, INVALID }
-
-  /** A fusion-types flag whose value, once it holds all of {@code together}, crashes the plugin. */
-  record Crash(String flag, Set<FusionType> together, String why, String fix) {}
+  /** A list flag whose value, once it holds all of {@code together} (upper case), crashes the plugin. */
+  record Crash(String flag, Set<String> together, String why, String fix) {}
 
   /**
    * The accepted values measured to crash the pinned CPU plugin; only those seen to crash. {@code
    * ynn_fusion_type} with eltwise and reduce: the first run of any program with a reduce (a plain row sum
    * of f32[8,8] is enough) dies with SIGSEGV in {@code ynn_set_external_value_data}; with either alone, or
-   * with dot, it runs.
+   * with dot, it runs (and so do the xnn and onednn fusion types with both).
    */
   static final List<Crash> CRASHES = List.of(new Crash("xla_cpu_experimental_ynn_fusion_type",
-      EnumSet.of(FusionType.ELTWISE, FusionType.REDUCE),
+      Set.of("ELTWISE", "REDUCE"),
       "with both eltwise and reduce, xla-cpu-pjrt 0.0.1 crashes the process (SIGSEGV in ynn_set_external_value_data)"
           + " at the first run of a program with a reduce",
       "drop reduce or eltwise from it (dot,eltwise and dot,reduce run)"));
@@ -92,18 +88,18 @@ final class XlaFlags {
       }
       where = ENV + " (the file " + file + ")";
     }
-    Map<String, Set<FusionType>> fusion = new HashMap<>();
+    Map<String, Set<String>> lists = new HashMap<>();
     for (Token token : tokens(text)) {
       if (token.name() == null) {
         throw refused(where + ": '" + token.text() + "' starts with a single '-'; XLA knows only '--name=value' (and"
             + " '--name' for a boolean), and ends the process on this. Fix: write --" + token.text().replaceFirst("^-+", ""));
       }
       if (pinnedCpuPlugin) {
-        checkKnown(where, token, fusion);
+        checkKnown(where, token, lists);
       }
     }
     for (Crash crash : CRASHES) {
-      Set<FusionType> types = fusion.get(crash.flag());
+      Set<String> types = lists.get(crash.flag());
       if (types != null && types.containsAll(crash.together())) {
         throw refused(where + " sets --" + crash.flag() + " so that it holds " + types + ": " + crash.why()
             + ". Fix: " + crash.fix());
@@ -111,7 +107,7 @@ final class XlaFlags {
     }
   }
 
-  private static void checkKnown(String where, Token token, Map<String, Set<FusionType>> fusion) {
+  private static void checkKnown(String where, Token token, Map<String, Set<String>> lists) {
     String[] entry = table().get(token.name());
     if (entry == null) {
       throw refused(where + ": --" + token.name() + " is not a flag of xla-cpu-pjrt 0.0.1, and the plugin ends the"
@@ -136,11 +132,15 @@ final class XlaFlags {
       case "float" -> decimal(value) ? null : "a decimal number";
       case "false" -> value.equalsIgnoreCase("false") || value.equals("0") ? null
           : "false or 0 (this plugin build has no libnvptxcompiler)";
-      case "enum" -> List.of(entry).subList(1, entry.length).contains(value) ? null
-          : "one of " + String.join(", ", List.of(entry).subList(1, entry.length));
-      case "fusion-types" -> fusionTypes(value, fusion.computeIfAbsent(token.name(),
-          k -> EnumSet.noneOf(FusionType.class)));
-      default -> null; // string, any
+      case "enum" -> values(entry, 1).contains(value) ? null : "one of " + String.join(", ", values(entry, 1));
+      case "enum-any-case" -> values(entry, 1).contains(value.toUpperCase(Locale.ROOT)) ? null
+          : "one of " + String.join(", ", values(entry, 1)) + " (any case)";
+      case "list" -> list(value, entry[1].equals("-") ? "" : entry[1], values(entry, 2),
+          lists.computeIfAbsent(token.name(), k -> new TreeSet<>()));
+      case "names" -> names(value, values(entry, 1));
+      case "fuel" -> fuel(value) ? null : "comma-separated pass=N items, N a decimal integer from "
+          + Long.MIN_VALUE + " to " + Long.MAX_VALUE;
+      default -> null; // string
     };
     if (expected != null) {
       throw refused(where + ": --" + token.name() + "=" + value + " is not a value the plugin can parse (expected "
@@ -149,13 +149,18 @@ final class XlaFlags {
     }
   }
 
+  private static List<String> values(String[] entry, int from) {
+    return List.of(entry).subList(from, entry.length);
+  }
+
   /**
-   * Applies a fusion-types value to {@code types} as the plugin does: a list with no +/- replaces them, a list of
-   * +x and -y adds and removes. Returns null, or what was expected when the plugin cannot parse it.
+   * Applies a list value to {@code current} as the plugin does (measured): items of {@code values} in any case,
+   * optionally with {@code prefix}; with no +/- the list replaces the current value (empty items skipped), with
+   * +x and -y on every item it adds and removes. Returns null, or what was expected when the plugin cannot parse it.
    */
-  static String fusionTypes(String value, Set<FusionType> types) {
-    String expected = "a comma-separated list of dot, eltwise, reduce, individual_dot, each with a + or - prefix or"
-        + " none with one";
+  static String list(String value, String prefix, List<String> values, Set<String> current) {
+    String expected = "a comma-separated list of " + String.join(", ", values) + " (any case"
+        + (prefix.isEmpty() ? "" : ", optionally with " + prefix) + "), each with a + or - prefix or none with one";
     List<String> items = new ArrayList<>(List.of(value.split(",", -1)));
     long modified = items.stream().filter(i -> i.startsWith("+") || i.startsWith("-")).count();
     if (modified == 0) {
@@ -164,31 +169,48 @@ final class XlaFlags {
     if (modified != 0 && modified != items.size()) {
       return expected + " (here some have a prefix and some not)";
     }
-    Set<FusionType> next = EnumSet.noneOf(FusionType.class);
+    Set<String> next = new TreeSet<>();
     if (modified != 0) {
-      next.addAll(types);
+      next.addAll(current);
     }
     for (String item : items) {
-      boolean remove = item.startsWith("-");
       String name = (modified == 0 ? item : item.substring(1)).toUpperCase(Locale.ROOT);
-      if (name.startsWith(FUSION_PREFIX)) {
-        name = name.substring(FUSION_PREFIX.length());
+      if (!prefix.isEmpty() && name.startsWith(prefix)) {
+        name = name.substring(prefix.length());
       }
-      FusionType type;
-      try {
-        type = FusionType.valueOf(name);
-      } catch (IllegalArgumentException e) {
+      if (!values.contains(name)) {
         return expected + " ('" + item + "' is none of them)";
       }
-      if (remove) {
-        next.remove(type);
+      if (item.startsWith("-")) {
+        next.remove(name);
       } else {
-        next.add(type);
+        next.add(name);
       }
     }
-    types.clear();
-    types.addAll(next);
+    current.clear();
+    current.addAll(next);
     return null;
+  }
+
+  /** A comma-separated list of {@code values} in any case, with no empty item and no +/- (measured). */
+  private static String names(String value, List<String> values) {
+    for (String item : value.split(",", -1)) {
+      if (!values.contains(item.toUpperCase(Locale.ROOT))) {
+        return "a comma-separated list of " + String.join(", ", values) + " (any case; '" + item + "' is none of them)";
+      }
+    }
+    return null;
+  }
+
+  /** {@code xla_fuel}: comma-separated {@code pass=N}, the pass possibly empty, N an int64 (measured). */
+  private static boolean fuel(String value) {
+    for (String item : value.split(",", -1)) {
+      int equals = item.indexOf('=');
+      if (equals < 0 || !integer(item.substring(equals + 1), Long.MIN_VALUE, Long.MAX_VALUE)) {
+        return false;
+      }
+    }
+    return true;
   }
 
   private static boolean integer(String value, long min, long max) {

@@ -12,10 +12,10 @@ import dev.xlaactors.error.PluginException;
 import dev.xlaactors.nativebridge.pjrt.PJRT_Client_Create_Args;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.util.EnumSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
+import java.util.TreeSet;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -145,7 +145,7 @@ class XlaFlagsTest {
     assertRefused("--xla_backend_optimization_level", "has no value, but it is a int32 flag");
     assertRefused("--xla_step_marker_location=entry", "expected one of STEP_MARK_AT_ENTRY");
     assertRefused("-xla_cpu_enable_fast_math=true", "starts with a single '-'");
-    assertRefused("--xla_cpu_experimental_ynn_fusion_type dot,eltwise,reduce", "has no value, but it is a fusion-types");
+    assertRefused("--xla_cpu_experimental_ynn_fusion_type dot,eltwise,reduce", "has no value, but it is a list flag");
     assertRefused("   ", "only whitespace");
     assertRefused(YNN + "dot,bogus", "('bogus' is none of them)");
     assertRefused(YNN + "dot,+eltwise", "some have a prefix and some not");
@@ -175,14 +175,32 @@ class XlaFlagsTest {
   }
 
   @Test
-  void fusionTypesAddRemoveAndReplaceAsThePluginDoes() {
-    Set<XlaFlags.FusionType> types = EnumSet.noneOf(XlaFlags.FusionType.class);
-    assertEquals(null, XlaFlags.fusionTypes("dot,Eltwise", types));
-    assertEquals(EnumSet.of(XlaFlags.FusionType.DOT, XlaFlags.FusionType.ELTWISE), types);
-    assertEquals(null, XlaFlags.fusionTypes("-dot,+library_fusion_type_reduce", types));
-    assertEquals(EnumSet.of(XlaFlags.FusionType.ELTWISE, XlaFlags.FusionType.REDUCE), types);
-    assertEquals(null, XlaFlags.fusionTypes("individual_dot", types));
-    assertEquals(EnumSet.of(XlaFlags.FusionType.INDIVIDUAL_DOT), types);
+  void listsAddRemoveAndReplaceAsThePluginDoes() {
+    List<String> types = List.of("DOT", "ELTWISE", "REDUCE", "INDIVIDUAL_DOT", "INVALID");
+    Set<String> current = new TreeSet<>();
+    assertEquals(null, XlaFlags.list("dot,Eltwise", "LIBRARY_FUSION_TYPE_", types, current));
+    assertEquals(Set.of("DOT", "ELTWISE"), current);
+    assertEquals(null, XlaFlags.list("-dot,+library_fusion_type_reduce", "LIBRARY_FUSION_TYPE_", types, current));
+    assertEquals(Set.of("ELTWISE", "REDUCE"), current);
+    assertEquals(null, XlaFlags.list("individual_dot,,", "LIBRARY_FUSION_TYPE_", types, current));
+    assertEquals(Set.of("INDIVIDUAL_DOT"), current);
+    assertTrue(XlaFlags.list("+dot,", "LIBRARY_FUSION_TYPE_", types, current).contains("some have a prefix and some not"));
+  }
+
+  /** The other list syntaxes, each measured on the plugin. */
+  @Test
+  void theOtherListFlagsFollowTheirMeasuredSyntax() {
+    for (String ok : List.of("--xla_gpu_disable_async_collectives=allreduce,ALLGATHER",
+        "--xla_gpu_enable_command_buffer=+fusion,-cublas", "--xla_gpu_enable_command_buffer=",
+        "--xla_gpu_unsupported_generic_triton_emitter_features=generic_triton_emitter_enable_nested_gemm",
+        "--xla_fuel=abc=-1,=2", "--xla_gpu_shape_checks=COMPILE_TIME")) {
+      XlaFlags.check(ok, true);
+    }
+    assertRefused("--xla_gpu_disable_async_collectives=", "(any case; '' is none of them)");
+    assertRefused("--xla_gpu_disable_async_collectives=+allreduce", "'+allreduce' is none of them");
+    assertRefused("--xla_gpu_enable_command_buffer=fusion,+cublas", "some have a prefix and some not");
+    assertRefused("--xla_fuel=abc=1,", "comma-separated pass=N items");
+    assertRefused("--xla_gpu_shape_checks=runtime", "one of IGNORE, RUNTIME, COMPILE_TIME");
   }
 
   private static void assertRefused(String xlaFlags, String part) {
