@@ -129,7 +129,7 @@ final class XlaFlags {
           + Integer.MIN_VALUE + " to " + Integer.MAX_VALUE;
       case "int64" -> integer(value, Long.MIN_VALUE, Long.MAX_VALUE) ? null : "a decimal integer from "
           + Long.MIN_VALUE + " to " + Long.MAX_VALUE;
-      case "float" -> decimal(value) ? null : "a decimal number";
+      case "float" -> decimal(value) ? null : "a decimal or hexadecimal number, inf or nan";
       case "false" -> value.equalsIgnoreCase("false") || value.equals("0") ? null
           : "false or 0 (this plugin build has no libnvptxcompiler)";
       case "enum" -> values(entry, 1).contains(value) ? null : "one of " + String.join(", ", values(entry, 1));
