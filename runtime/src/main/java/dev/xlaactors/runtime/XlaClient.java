@@ -115,7 +115,7 @@ public final class XlaClient extends NativeHandle {
    * other plugins refuse names they do not know). {@code compileCacheSize} executables are kept for reuse
    * (0 disables the cache). An {@code XLA_FLAGS} environment variable the plugin would end the process on
    * (an unknown flag, a bad value, a value measured to crash it) is refused first with a {@link
-   * PluginException} ({@link XlaFlags}).
+   * PluginException} (see {@code XlaFlags}).
    */
   public static XlaClient create(Plugin plugin, Map<String, ?> options, int compileCacheSize) {
     Objects.requireNonNull(plugin, "plugin");
