@@ -70,7 +70,7 @@ final class XlaFlags {
   static void check(String value, boolean pinnedCpuPlugin) {
     String text = value;
     String where = ENV + "='" + value + "'";
-    String trimmed = value.strip();
+    String trimmed = value.replaceAll("^[ \\t\\n\\r]+|[ \\t\\n\\r]+$", "");
     if (!value.isEmpty() && trimmed.isEmpty()) {
       throw refused(ENV + " is only whitespace, which XLA takes for the name of a flags file it cannot open; the"
           + " plugin would end the process. Fix: unset " + ENV + " or set it to flags, e.g. " + ENV
@@ -243,14 +243,14 @@ final class XlaFlags {
     int i = 0;
     int n = text.length();
     while (i < n) {
-      if (Character.isWhitespace(text.charAt(i))) {
+      if (space(text.charAt(i))) {
         i++;
         continue;
       }
       int start = i;
       int equals = -1;
       StringBuilder value = null;
-      while (i < n && !Character.isWhitespace(text.charAt(i))) {
+      while (i < n && !space(text.charAt(i))) {
         char c = text.charAt(i);
         if (c == '=' && equals < 0) {
           equals = i;
@@ -285,6 +285,11 @@ final class XlaFlags {
       tokens.add(new Token(name, value == null ? null : value.toString(), token));
     }
     return tokens;
+  }
+
+  /** What XLA splits on (measured: not \f, \v or Unicode spaces, which Java's Character.isWhitespace takes). */
+  private static boolean space(char c) {
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r';
   }
 
   private static Map<String, String[]> table() {

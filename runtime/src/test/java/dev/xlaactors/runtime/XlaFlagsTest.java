@@ -117,6 +117,9 @@ class XlaFlagsTest {
         new XlaFlags.Token(null, null, "-e"),
         new XlaFlags.Token("f", "say \"hi\"", "--f=\"say \\\"hi\\\"\""),
         new XlaFlags.Token("g", "x\"y", "--g=x\"y")), tokens);
+    // Measured: XLA splits on space, tab, CR and LF, not on form feed, vertical tab or Unicode spaces.
+    assertEquals(List.of(new XlaFlags.Token("a", "x\fy\u000Bz\u2003w", "--a=x\fy\u000Bz\u2003w"),
+        new XlaFlags.Token("b", "1", "--b=1")), XlaFlags.tokens("--a=x\fy\u000Bz\u2003w\r\n--b=1"));
   }
 
   /** Each was measured to be accepted by the plugin (a client is created). */
