@@ -31,9 +31,11 @@ public final class Plugin {
   private final boolean ffiHandlers;
   private final String ffiProblem;
   private final Map<String, Object> attributes;
+  private final boolean pinnedCpuPlugin;
 
   private Plugin(Path path, PJRT_Api table) {
     this.path = path;
+    this.pinnedCpuPlugin = isPinnedCpuPlugin(path);
     this.api = new PjrtApi(table, path.getFileName().toString());
     byte[] error = new byte[1024];
     int registered = XlaActors_RegisterFfiHandlers(table, error, error.length);
@@ -182,6 +184,24 @@ public final class Plugin {
   /** Why the FFI handlers are not registered; empty when they are. */
   public String ffiUnavailableReason() {
     return ffiProblem;
+  }
+
+  /**
+   * Whether this is the pinned CPU plugin (xla-cpu-pjrt 0.0.1): its pin file beside it names the pinned sha256
+   * ({@link PluginFile} checked the file against its pin before loading it).
+   */
+  boolean isPinnedCpuPlugin() {
+    return pinnedCpuPlugin;
+  }
+
+  private static boolean isPinnedCpuPlugin(Path path) {
+    Path pin = path.resolveSibling(path.getFileName() + ".pin");
+    try {
+      String pinned = PluginFetcher.pins().getProperty("xla_cpu_pjrt.so.sha256");
+      return Files.isRegularFile(pin) && pinned != null && pinned.equalsIgnoreCase(PluginFile.readPin(pin).get("sha256"));
+    } catch (java.io.IOException | RuntimeException e) {
+      return false;
+    }
   }
 
   PjrtApi api() {

@@ -110,7 +110,8 @@ public final class PluginFetcher {
     }
   }
 
-  private static Properties pins() {
+  /** The pins in {@code third-party.properties} (versions and sha256s of the fetched parts). */
+  static Properties pins() {
     Properties pins = new Properties();
     try (InputStream in = PluginFetcher.class.getResourceAsStream(PROPERTIES)) {
       if (in == null) {

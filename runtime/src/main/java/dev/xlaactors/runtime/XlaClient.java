@@ -113,12 +113,15 @@ public final class XlaClient extends NativeHandle {
    * clients. {@code options} are the plugin's client options ({@code PJRT_Client_Create}'s named values:
    * String, Long or Integer, Boolean, Float or long[] values; the CPU plugin knows {@code asynchronous},
    * other plugins refuse names they do not know). {@code compileCacheSize} executables are kept for reuse
-   * (0 disables the cache).
+   * (0 disables the cache). An {@code XLA_FLAGS} environment variable the plugin would end the process on
+   * (an unknown flag, a bad value, a value measured to crash it) is refused first with a {@link
+   * PluginException} (see {@code XlaFlags}).
    */
   public static XlaClient create(Plugin plugin, Map<String, ?> options, int compileCacheSize) {
     Objects.requireNonNull(plugin, "plugin");
     Objects.requireNonNull(options, "options");
     checkCpuDeviceCount(options.get("cpu_device_count"));
+    XlaFlags.checkEnvironment(plugin); // the plugin parses XLA_FLAGS at client creation and ends the process on a bad one
     if (compileCacheSize < 0) {
       throw new InvalidArgumentException("compileCacheSize must be >= 0, got " + compileCacheSize);
     }
