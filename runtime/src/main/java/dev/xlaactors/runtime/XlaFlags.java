@@ -23,9 +23,10 @@ import java.util.TreeSet;
  * run. Everything measured to end the process is refused here with a {@link PluginException} naming the
  * variable, the flag, its value, why and the fix.
  *
- * <p>For every plugin: the syntax (a token starting with a single {@code -}, an unreadable flags file). For
- * the pinned CPU plugin ({@code xla-cpu-pjrt 0.0.1}) also each flag's name and value, from the table in
- * {@code xla-cpu-pjrt-0.0.1.flags} (measured on that plugin), and the {@link #CRASHES known crashes}.
+ * <p>For every plugin: the syntax (a token starting with a single {@code -}, an unreadable flags file) and
+ * the {@link #CRASHES known crashes} (a copy of the pinned plugin without its pin is the same build). For the
+ * pinned CPU plugin ({@code xla-cpu-pjrt 0.0.1}) also each flag's name and value, from the table in {@code
+ * xla-cpu-pjrt-0.0.1.flags} (measured on that plugin).
  */
 final class XlaFlags {
   /** The environment variable XLA reads its debug flags from. */
@@ -66,7 +67,7 @@ final class XlaFlags {
     }
   }
 
-  /** As {@link #checkEnvironment}, for the variable's value {@code value}; names and values only when {@code pinnedCpuPlugin}. */
+  /** As {@link #checkEnvironment}, for the variable's value {@code value}; names and values only when {@code pinnedCpuPlugin}, known crashes always. */
   static void check(String value, boolean pinnedCpuPlugin) {
     String text = value;
     String where = ENV + "='" + value + "'";
@@ -96,6 +97,12 @@ final class XlaFlags {
       }
       if (pinnedCpuPlugin) {
         checkKnown(where, token, lists);
+      } else if (token.value() != null && CRASHES.stream().anyMatch(c -> c.flag().equals(token.name()))) {
+        // A plugin that is not the pinned file may still be that build (a copy without its pin crashed a JVM
+        // so): follow the crash flags' lists for every plugin; an unparsable list is the plugin's to judge.
+        String[] entry = table().get(token.name());
+        list(token.value(), entry[1].equals("-") ? "" : entry[1], values(entry, 2),
+            lists.computeIfAbsent(token.name(), k -> new TreeSet<>()));
       }
     }
     for (Crash crash : CRASHES) {

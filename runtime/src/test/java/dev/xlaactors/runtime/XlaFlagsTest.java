@@ -171,10 +171,13 @@ class XlaFlagsTest {
   }
 
   @Test
-  void anotherPluginGetsOnlyTheSyntaxChecked() {
-    XlaFlags.check("--xla_gpu_something_newer=1 " + YNN + "eltwise,reduce", false);
+  void anotherPluginGetsTheSyntaxAndTheKnownCrashesChecked() {
+    XlaFlags.check("--xla_gpu_something_newer=1 " + YNN + "dot,eltwise", false);
     PluginException e = assertThrows(PluginException.class, () -> XlaFlags.check("-x", false));
     assertTrue(e.getMessage().contains("starts with a single '-'"), e.getMessage());
+    // A copy of the pinned plugin without its .pin (seen on a lent GPU machine) crashed the JVM before this.
+    PluginException crash = assertThrows(PluginException.class, () -> XlaFlags.check(YNN + "eltwise,reduce", false));
+    assertTrue(crash.getMessage().contains("SIGSEGV"), crash.getMessage());
   }
 
   @Test
