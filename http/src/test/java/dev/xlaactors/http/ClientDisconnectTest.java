@@ -8,10 +8,7 @@ import dev.xlaactors.actors.CallbackRuntime;
 import dev.xlaactors.actors.serve.BatchedModel;
 import dev.xlaactors.actors.serve.ModelServer;
 import dev.xlaactors.actors.serve.ServeSettings;
-import dev.xlaactors.runtime.Executable;
-import dev.xlaactors.runtime.HostTensor;
 import dev.xlaactors.runtime.XlaClient;
-import dev.xlaactors.runtime.model.Model;
 import io.micrometer.prometheusmetrics.PrometheusConfig;
 import io.micrometer.prometheusmetrics.PrometheusMeterRegistry;
 import java.io.OutputStream;
@@ -24,8 +21,6 @@ import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.Map;
-import java.util.TreeMap;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import org.apache.pekko.actor.testkit.typed.javadsl.ActorTestKit;
@@ -44,7 +39,6 @@ import org.junit.jupiter.api.Test;
  * request whose client left must leave the queue, or it would take a place in the next batch.
  */
 class ClientDisconnectTest {
-  private static final float[] W = {1, 2, 3, -1, 0, 1, 0.5f, 0.25f, -2, 4, -3, 0};
   private static final Duration WAIT = Duration.ofSeconds(30);
   private static final HttpClient HTTP = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(10)).build();
 
@@ -56,29 +50,12 @@ class ClientDisconnectTest {
   private PrometheusMeterRegistry registry;
   private HttpServer http;
 
-  private static String program(int b) {
-    return """
-        func.func @main(%w: tensor<4x3xf32>, %x: tensor<BX4xf32>, %k: tensor<BXi32>) -> tensor<BX3xf32> {
-          %0 = stablehlo.dot_general %x, %w, contracting_dims = [1] x [0] : (tensor<BX4xf32>, tensor<4x3xf32>) -> tensor<BX3xf32>
-          %1 = stablehlo.convert %k : (tensor<BXi32>) -> tensor<BXf32>
-          %2 = stablehlo.broadcast_in_dim %1, dims = [0] : (tensor<BXf32>) -> tensor<BX3xf32>
-          %3 = stablehlo.multiply %0, %2 : tensor<BX3xf32>
-          return %3 : tensor<BX3xf32>
-        }""".replace("BX", b + "x");
-  }
-
   @BeforeAll
   static void load() {
     kit = ActorTestKit.create("client-disconnect-test");
     client = XlaClient.create();
     callbacks = CallbackRuntime.create(kit.system(), client);
-    Map<Integer, Model> bySize = new TreeMap<>();
-    for (int b : new int[] {1, 2, 4}) {
-      try (Executable exe = client.compile(program(b))) {
-        bySize.put(b, Model.load(exe, List.of("w", "x", "k"), Map.of("w", HostTensor.ofFloats(W, 4, 3)), client.devices().get(0)));
-      }
-    }
-    model = BatchedModel.of("affine", bySize);
+    model = ServingRoutesTest.affineModel(client);
   }
 
   @AfterAll
@@ -151,7 +128,7 @@ class ClientDisconnectTest {
     for (int j = 0; j < 3; j++) {
       float want = 0;
       for (int i = 0; i < 4; i++) {
-        want += x[i] * W[i * 3 + j];
+        want += x[i] * ServingRoutesTest.W[i * 3 + j];
       }
       want *= k;
       assertEquals(want, (float) data.get(j).asDouble(), 1e-5f * (1 + Math.abs(want)), body);

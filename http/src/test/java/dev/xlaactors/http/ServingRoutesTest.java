@@ -35,7 +35,7 @@ import org.junit.jupiter.api.Test;
  * sizes 1, 2 and 4 and served by a {@link ModelServer}.
  */
 class ServingRoutesTest {
-  private static final float[] W = {1, 2, 3, -1, 0, 1, 0.5f, 0.25f, -2, 4, -3, 0};
+  static final float[] W = {1, 2, 3, -1, 0, 1, 0.5f, 0.25f, -2, 4, -3, 0};
   private static ActorTestKit kit;
   private static XlaClient client;
   private static CallbackRuntime callbacks;
@@ -44,6 +44,20 @@ class ServingRoutesTest {
   private static PrometheusMeterRegistry registry;
   private static HttpServer http;
   private static final HttpClient HTTP = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(10)).build();
+
+  /**
+   * The "affine" model of these tests at batch sizes 1, 2 and 4: y[i] = (x[i] . W) * k[i], with W (f32[4,3])
+   * bound on {@code client}'s first device.
+   */
+  static BatchedModel affineModel(XlaClient client) {
+    Map<Integer, Model> bySize = new TreeMap<>();
+    for (int b : new int[] {1, 2, 4}) {
+      try (Executable exe = client.compile(program(b))) {
+        bySize.put(b, Model.load(exe, List.of("w", "x", "k"), Map.of("w", HostTensor.ofFloats(W, 4, 3)), client.devices().get(0)));
+      }
+    }
+    return BatchedModel.of("affine", bySize);
+  }
 
   private static String program(int b) {
     return """
@@ -61,13 +75,7 @@ class ServingRoutesTest {
     kit = ActorTestKit.create("serving-routes-test");
     client = XlaClient.create();
     callbacks = CallbackRuntime.create(kit.system(), client);
-    Map<Integer, Model> bySize = new TreeMap<>();
-    for (int b : new int[] {1, 2, 4}) {
-      try (Executable exe = client.compile(program(b))) {
-        bySize.put(b, Model.load(exe, List.of("w", "x", "k"), Map.of("w", HostTensor.ofFloats(W, 4, 3)), client.devices().get(0)));
-      }
-    }
-    model = BatchedModel.of("affine", bySize);
+    model = affineModel(client);
     registry = new PrometheusMeterRegistry(PrometheusConfig.DEFAULT);
     server = kit.spawn(ModelServer.create(model, callbacks, registry));
     HttpSettings settings = HttpSettings.create(kit.system()).withPort(0).withMaxBodyBytes(4096);
