@@ -103,7 +103,8 @@ modes:
             max-delay 2ms) and one run per request (max-batch-size 1, one run per core at once). Then an
             open-loop load generator at fixed rates, 10% to 120% of the batched capacity and a 200%
             burst (short: 50, 80, 120, 200%), each request with a 2 s deadline: answers by kind,
-            latency p50/p99, mean batch, time to a refusal, lost requests; full mode adds one run per
+            latency p50/p99 from each request's scheduled send time (p99 from the actual send, queue
+            and run p99 and GC pause ms beside it), mean batch, time to a refusal, lost requests; full mode adds one run per
             request at 10/25/50% of the batched capacity. `serve short`: 2 s per phase instead of 5.
             Then the language-model phase (lm=tiny, the default: the tiny GPT, 4 slots, a few seconds;
             lm=gpt2-124m: the 124 M one, 8 slots, minutes; lm=none: skip it), made by tools/jax_gpt.py
@@ -575,11 +576,12 @@ run_serve() {
       return ""
     }
     /^CAPACITY / { printf "capacity (closed loop): %-9s %10.1f req/s, mean batch %5.2f, one batch of the largest size %s ms\n", f($0, "side"), f($0, "req_per_s"), f($0, "mean_batch"), f($0, "batch_compute_ms") }
-    /^LOAD / { rows[++n] = sprintf("| %-9s | %4s%% | %7s | %6s | %6s | %7s | %7s | %4s | %8s | %8s | %6s | %13s | %13s |", f($0, "side"), f($0, "pct"), f($0, "rate"), f($0, "sent"), f($0, "ok"), f($0, "refused"), f($0, "timeout"), f($0, "lost"), f($0, "p50_ms"), f($0, "p99_ms"), f($0, "mean_batch"), f($0, "refuse_p99_ms"), f($0, "send_late_p99_ms")) }
+    /^LOAD / { rows[++n] = sprintf("| %-9s | %4s%% | %7s | %6s | %6s | %7s | %7s | %4s | %8s | %8s | %6s | %13s | %13s | %8s | %9s | %7s | %5s |", f($0, "side"), f($0, "pct"), f($0, "rate"), f($0, "sent"), f($0, "ok"), f($0, "refused"), f($0, "timeout"), f($0, "lost"), f($0, "p50_ms"), f($0, "p99_ms"), f($0, "mean_batch"), f($0, "refuse_p99_ms"), f($0, "send_late_p99_ms"), f($0, "p99_from_send_ms"), f($0, "queued_p99_ms"), f($0, "compute_p99_ms"), f($0, "gc_ms")) }
     END {
       print ""
-      print "| side      | load  |  req/s  |   sent |     ok | refused | timeout | lost |  p50 ms  |  p99 ms  | batch  | refuse p99 ms | send late p99 |"
-      print "|-----------|------:|--------:|-------:|-------:|--------:|--------:|-----:|---------:|---------:|-------:|--------------:|--------------:|"
+      print "p50 / p99: from each request'"'"'s scheduled send time; p99 sent: from its actual send; queue / run p99: as the server reports them"
+      print "| side      | load  |  req/s  |   sent |     ok | refused | timeout | lost |  p50 ms  |  p99 ms  | batch  | refuse p99 ms | send late p99 | p99 sent | queue p99 | run p99 | GC ms |"
+      print "|-----------|------:|--------:|-------:|-------:|--------:|--------:|-----:|---------:|---------:|-------:|--------------:|--------------:|---------:|----------:|--------:|------:|"
       for (i = 1; i <= n; i++) print rows[i]
     }' "$java_out"
   local result

@@ -50,8 +50,11 @@ import org.apache.pekko.pattern.StatusReply;
  *       request (max-batch-size 1, as many runs at once as cores): requests/s answered.
  *   <li>Open loop at fixed rates (10% to 120% of the batched capacity, and a 200% burst to measure
  *       refusals): requests sent on schedule whatever the answers, each with a deadline; per rate the
- *       answers by kind, latency p50/p99 of the results, mean requests per batch, the p99 time to a
- *       refusal, and lost requests (sent, but answered other than exactly once).
+ *       answers by kind, latency p50/p99 of the results counted from each request's scheduled send time
+ *       (so a sender that falls behind adds its lateness instead of hiding it), mean requests per batch,
+ *       the p99 time to a refusal, lost requests (sent, but answered other than exactly once), and
+ *       where the time went: p99 from the actual send, p99 of the queue wait and of the batch's run as
+ *       the server reports them, GC pause time during the phase.
  * </ol>
  * Prints {@code CAPACITY}, {@code LOAD} and {@code RESULT serve ...} lines; bench/run.sh makes the table.
  * Arguments: the model directory, then {@code full} or {@code short}.
@@ -110,6 +113,8 @@ public final class ServeBench {
           for (int i = 0; i < y.length; i++) {
             y[i] = Math.max(0f, h.get(i));
           }
+          // Its pooled memory goes back now: left to the GC, the pool collects garbage to get it back.
+          in.get(0).close();
           return List.of(HostTensor.ofFloats(y, size, d));
         })).toCompletableFuture().join();
       }
@@ -231,6 +236,8 @@ public final class ServeBench {
     AtomicIntegerArray answers = new AtomicIntegerArray(n);
     AtomicReferenceArray<String> kind = new AtomicReferenceArray<>(n);
     AtomicIntegerArray batchOf = new AtomicIntegerArray(n);
+    AtomicLongArray queuedNanos = new AtomicLongArray(n);
+    AtomicLongArray computedNanos = new AtomicLongArray(n);
     AtomicLong answeredTotal = new AtomicLong();
     Behavior<StatusReply<ModelServer.Prediction>> collector = Behaviors.receiveMessage(reply -> {
       long now = System.nanoTime();
@@ -246,6 +253,8 @@ public final class ServeBench {
             : reply.getError() instanceof RequestTimeoutException ? "timeout" : "failed");
         if (reply.isSuccess()) {
           batchOf.set(i, reply.getValue().requestsInBatch());
+          queuedNanos.set(i, reply.getValue().queued().toNanos());
+          computedNanos.set(i, reply.getValue().computed().toNanos());
         }
       }
       answeredTotal.incrementAndGet();
@@ -255,6 +264,8 @@ public final class ServeBench {
         system.systemActorOf(collector, "serve-bench-collector-" + (++serverNumber), Props.empty());
     long intervalNanos = (long) (1e9 / rate);
     List<Double> lateMillis = new ArrayList<>(n); // how far behind its schedule each request went out
+    long[] dueAt = new long[n];
+    long gcBefore = gcMillis();
     long start = System.nanoTime();
     for (int i = 0; i < n; i++) {
       long due = start + i * intervalNanos;
@@ -264,6 +275,7 @@ public final class ServeBench {
       }
       long now = System.nanoTime();
       lateMillis.add((now - due) / 1e6);
+      dueAt[i] = due;
       sent.set(i, now);
       server.tell(new ModelServer.Infer(Integer.toString(i), List.of(inputs.get(i % inputs.size())), REQUEST_TIMEOUT, replyTo));
     }
@@ -272,7 +284,11 @@ public final class ServeBench {
       Thread.sleep(10);
     }
     Thread.sleep(200); // room for a second answer to arrive, if the server ever sent one
-    List<Double> okMillis = new ArrayList<>();
+    long gcPauseMillis = gcMillis() - gcBefore;
+    List<Double> okMillis = new ArrayList<>(); // from the scheduled send: what a client sending on schedule sees
+    List<Double> fromSendMillis = new ArrayList<>(); // from the actual send: the server's part
+    List<Double> queuedMillis = new ArrayList<>();
+    List<Double> computedMillis = new ArrayList<>();
     List<Double> refusedMillis = new ArrayList<>();
     long ok = 0;
     long refused = 0;
@@ -289,7 +305,10 @@ public final class ServeBench {
       switch (kind.get(i)) {
         case "ok" -> {
           ok++;
-          okMillis.add(ms);
+          okMillis.add((answeredAt.get(i) - dueAt[i]) / 1e6);
+          fromSendMillis.add(ms);
+          queuedMillis.add(queuedNanos.get(i) / 1e6);
+          computedMillis.add(computedNanos.get(i) / 1e6);
           rows += batchOf.get(i);
         }
         case "refused" -> {
@@ -304,11 +323,22 @@ public final class ServeBench {
     double p99 = percentile(okMillis, 0.99);
     System.out.printf(Locale.ROOT,
         "LOAD side=%s pct=%d rate=%.0f sent=%d ok=%d refused=%d timeout=%d failed=%d lost=%d p50_ms=%.2f p99_ms=%.2f mean_batch=%.2f"
-            + " refuse_p99_ms=%s achieved_per_s=%.0f send_late_p99_ms=%.2f%n",
+            + " refuse_p99_ms=%s achieved_per_s=%.0f send_late_p99_ms=%.2f p99_from_send_ms=%.2f queued_p99_ms=%.2f compute_p99_ms=%.2f"
+            + " gc_ms=%d%n",
         side, pct, rate, n, ok, refused, timedOut, failed, lost, p50, p99, ok == 0 ? 0.0 : (double) rows / ok,
         refusedMillis.isEmpty() ? "-" : String.format(Locale.ROOT, "%.3f", percentile(refusedMillis, 0.99)), ok / seconds,
-        percentile(lateMillis, 0.99));
+        percentile(lateMillis, 0.99), percentile(fromSendMillis, 0.99), percentile(queuedMillis, 0.99),
+        percentile(computedMillis, 0.99), gcPauseMillis);
     return new Load(lost, p99, refusedMillis);
+  }
+
+  /** Milliseconds the JVM's collectors have spent so far (their pauses, for G1's young and full collections). */
+  private static long gcMillis() {
+    long total = 0;
+    for (var collector : java.lang.management.ManagementFactory.getGarbageCollectorMXBeans()) {
+      total += Math.max(0, collector.getCollectionTime());
+    }
+    return total;
   }
 
   /** A server of its own per phase (idle once its phase is over; they stop with the system). */

@@ -7,6 +7,7 @@ import java.nio.ByteOrder;
 import java.util.Objects;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.function.Consumer;
 
 /**
  * An immutable tensor in host memory: a {@link TensorType} and its row-major elements in a direct
@@ -374,6 +375,27 @@ public final class HostTensor implements AutoCloseable {
    */
   public static HostTensor zeros(TensorType type) {
     return zeros(type, HostMemoryPool.shared());
+  }
+
+  /**
+   * A tensor of {@code type} whose bytes {@code fill} writes: it is given a writable little-endian buffer
+   * over the tensor's memory (position 0, limit the tensor's size), zeroed, and must not keep it or write
+   * through it once it returns (the tensor's contents never change afterwards). From 64 KiB to 1 GiB the
+   * memory comes from the {@link HostMemoryPool}, as for {@link #zeros}: close the tensor when done to give
+   * it back, which saves allocating and zeroing fresh direct memory for each such tensor (a batch assembled
+   * many times a second, say). If {@code fill} throws, the tensor is closed and the exception propagates.
+   */
+  public static HostTensor filled(TensorType type, Consumer<? super ByteBuffer> fill) {
+    Objects.requireNonNull(fill, "fill");
+    HostTensor tensor = zeros(type);
+    try {
+      tensor.lifetime.viewed = true; // a buffer fill kept would still point into the memory: never free it under one
+      fill.accept(tensor.data.duplicate().order(ByteOrder.LITTLE_ENDIAN));
+    } catch (RuntimeException | Error e) {
+      tensor.close();
+      throw e;
+    }
+    return tensor;
   }
 
   /** Raw little-endian element bytes, in row-major order. */

@@ -131,6 +131,32 @@ class HostMemoryPoolTest {
   }
 
   @Test
+  void aFilledTensorTakesAPooledBlockZeroedWhereFillDidNotWrite() {
+    HostTensor dirty = HostTensor.uninitialized(BLOCK);
+    fill(dirty, 7f);
+    long block = address(dirty);
+    dirty.close();
+    HostTensor filled = HostTensor.filled(PART, b -> {
+      assertEquals(0, b.position());
+      assertEquals(200_000, b.limit());
+      b.putFloat(4, 3f);
+    });
+    assertEquals(block, address(filled), "the block the dirty tensor gave back");
+    float[] expected = new float[50_000];
+    expected[1] = 3f;
+    assertArrayEquals(expected, filled.toFloatArray());
+    assertTrue(filled.data().isReadOnly());
+    filled.close();
+    // A fill that throws: the tensor goes back, the exception reaches the caller.
+    IllegalStateException thrown = assertThrows(IllegalStateException.class, () -> HostTensor.filled(BLOCK, b -> {
+      throw new IllegalStateException("no input");
+    }));
+    assertEquals("no input", thrown.getMessage());
+    HostTensor small = HostTensor.filled(TensorType.of(DType.F32, 2), b -> b.putFloat(0, 1f));
+    assertArrayEquals(new float[] {1f, 0f}, small.toFloatArray());
+  }
+
+  @Test
   void aClosedTensorRefusesReadsAndUsesButKeepsItsType() {
     HostTensor pooled = HostTensor.zeros(BLOCK);
     HostTensor small = HostTensor.vector(1f, 2f);

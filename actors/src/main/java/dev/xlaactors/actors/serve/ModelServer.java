@@ -75,8 +75,10 @@ import org.apache.pekko.stream.javadsl.Flow;
  *
  * <p>Batches of one model run {@code max-batches-in-flight} at a time; while they run, arrivals queue and
  * form the next batch, so under load batches fill up. The requests' inputs are copied into the batch on
- * the actor's thread (one copy of the batch's bytes) and each answer's rows are copied out of the batch's
- * outputs, so a request's tensors are its own. The server does not close the {@link BatchedModel}: its
+ * the actor's thread (one copy of the batch's bytes, into memory of the {@link
+ * dev.xlaactors.runtime.HostMemoryPool} given back when the batch is done) and each answer's rows are
+ * copied out of the batch's outputs (one copy per output and batch, which the answers' tensors share
+ * read-only), so a request's tensors are its own. The server does not close the {@link BatchedModel}: its
  * creator does, after stopping the server.
  *
  * <p>Metrics go to the {@link MeterRegistry} given (see {@link ServeMetrics}); {@link GetStatus} answers
@@ -176,12 +178,20 @@ public final class ModelServer extends AbstractBehavior<ModelServer.Command> {
     }
   }
 
+  /** A request of the batch being assembled could not be read (it was answered as invalid): queue the others again. */
+  private static final class UnreadableInput extends RuntimeException {
+    UnreadableInput() {
+      super(null, null, false, false);
+    }
+  }
+
   /** A batch in flight: its requests in row order, its compiled size, its run. */
   private static final class Batch {
     final long number;
     final List<Pending> rows;
     final int size;
     final long startedNanos;
+    final List<HostTensor> inputs = new ArrayList<>(1); // the batch's input tensors, closed when it is done
     RunHandle run;
 
     Batch(long number, List<Pending> rows, int size, long startedNanos) {
@@ -189,6 +199,11 @@ public final class ModelServer extends AbstractBehavior<ModelServer.Command> {
       this.rows = rows;
       this.size = size;
       this.startedNanos = startedNanos;
+    }
+
+    void closeInputs() {
+      inputs.forEach(HostTensor::close); // a run still reading one holds its memory until done
+      inputs.clear();
     }
 
     boolean allAnswered() {
@@ -406,10 +421,11 @@ public final class ModelServer extends AbstractBehavior<ModelServer.Command> {
     metrics.queued(queue.size());
     int size = model.sizeFor(rows.size());
     Batch batch = new Batch(++batchNumber, rows, size, now);
-    List<Argument> arguments;
+    List<Argument> arguments = null;
+    RuntimeException notAssembled = null;
     try {
       arguments = assemble(batch);
-    } catch (RuntimeException e) { // a request's tensor closed meanwhile: that request is answered, not the others
+    } catch (UnreadableInput e) { // a request's tensor closed meanwhile: that request is answered, not the others
       for (int r = rows.size() - 1; r >= 0; r--) { // back to the head of the queue, in their order
         if (!rows.get(r).answered) {
           queue.addFirst(rows.get(r));
@@ -417,6 +433,8 @@ public final class ModelServer extends AbstractBehavior<ModelServer.Command> {
       }
       metrics.queued(queue.size());
       return;
+    } catch (RuntimeException e) { // no memory for the batch's inputs, say: this batch fails
+      notAssembled = e;
     }
     for (Pending p : rows) {
       p.batch = batch;
@@ -425,6 +443,10 @@ public final class ModelServer extends AbstractBehavior<ModelServer.Command> {
     }
     metrics.batch(rows.size());
     running.add(batch);
+    if (notAssembled != null) {
+      getContext().getSelf().tell(new BatchDone(batch, null, notAssembled));
+      return;
+    }
     try {
       batch.run = callbacks.start(model.model(size), arguments);
     } catch (RuntimeException e) { // refused by the runtime (its run queue is full, say): this batch fails
@@ -442,34 +464,43 @@ public final class ModelServer extends AbstractBehavior<ModelServer.Command> {
   private List<Argument> assemble(Batch batch) {
     List<TensorType> types = model.requestInputTypes();
     List<Argument> arguments = new ArrayList<>(types.size());
-    boolean failed = false;
-    for (int i = 0; i < types.size(); i++) {
-      TensorType row = types.get(i);
-      int rowBytes = Math.toIntExact(row.byteSize());
-      ByteBuffer data = ByteBuffer.allocateDirect(Math.multiplyExact(rowBytes, batch.size)).order(ByteOrder.LITTLE_ENDIAN);
-      for (int r = 0; r < batch.rows.size(); r++) {
-        Pending p = batch.rows.get(r);
-        if (p.answered) {
-          continue;
-        }
-        try {
-          data.position(r * rowBytes);
-          data.put(p.inputs.get(i).data());
-        } catch (IllegalStateException e) {
-          answer(p, StatusReply.error(new InvalidArgumentException("request '" + p.id + "' to model '" + model.name() + "': input " + i
-              + " '" + model.inputNames().get(i) + "' could not be read (" + e.getMessage()
-              + "): keep a request's tensors open until it is answered")), "invalid");
-          failed = true;
-        }
+    boolean[] failed = {false};
+    try {
+      for (int i = 0; i < types.size(); i++) {
+        TensorType row = types.get(i);
+        int input = i;
+        int rowBytes = Math.toIntExact(row.byteSize());
+        long[] dims = new long[row.shape().rank() + 1];
+        dims[0] = batch.size;
+        System.arraycopy(row.shape().dims(), 0, dims, 1, row.shape().rank());
+        // Pooled memory, given back when the batch is done: no fresh direct buffer (allocated, zeroed, freed
+        // only by a GC) per batch, and the CPU plugin uploads it in place.
+        HostTensor tensor = HostTensor.filled(TensorType.of(row.dtype(), dims), data -> {
+          for (int r = 0; r < batch.rows.size(); r++) {
+            Pending p = batch.rows.get(r);
+            if (p.answered) {
+              continue; // its row stays zero, as the padding
+            }
+            try {
+              data.put(r * rowBytes, p.inputs.get(input).data(), 0, rowBytes);
+            } catch (IllegalStateException e) {
+              answer(p, StatusReply.error(new InvalidArgumentException("request '" + p.id + "' to model '" + model.name() + "': input "
+                  + input + " '" + model.inputNames().get(input) + "' could not be read (" + e.getMessage()
+                  + "): keep a request's tensors open until it is answered")), "invalid");
+              failed[0] = true;
+            }
+          }
+        });
+        batch.inputs.add(tensor);
+        arguments.add(Argument.of(tensor));
       }
-      data.clear();
-      long[] dims = new long[row.shape().rank() + 1];
-      dims[0] = batch.size;
-      System.arraycopy(row.shape().dims(), 0, dims, 1, row.shape().rank());
-      arguments.add(Argument.of(HostTensor.of(TensorType.of(row.dtype(), dims), data)));
+    } catch (RuntimeException e) {
+      batch.closeInputs();
+      throw e;
     }
-    if (failed) {
-      throw new IllegalStateException("a request of batch " + batch.number + " could not be read");
+    if (failed[0]) {
+      batch.closeInputs();
+      throw new UnreadableInput();
     }
     return arguments;
   }
@@ -477,19 +508,21 @@ public final class ModelServer extends AbstractBehavior<ModelServer.Command> {
   private Behavior<Command> onBatchDone(BatchDone done) {
     Batch batch = done.batch();
     running.remove(batch);
+    batch.closeInputs();
     long now = System.nanoTime();
     Duration computed = Duration.ofNanos(now - batch.startedNanos);
     metrics.computeTime(now - batch.startedNanos);
     if (done.failure() == null) {
       List<HostTensor> outputs = done.outputs();
+      List<List<HostTensor>> rows = rows(outputs, batch);
       for (int r = 0; r < batch.rows.size(); r++) {
         Pending p = batch.rows.get(r);
         if (p.answered) {
           continue;
         }
         List<HostTensor> mine = new ArrayList<>(outputs.size());
-        for (HostTensor out : outputs) {
-          mine.add(row(out, r));
+        for (int o = 0; o < outputs.size(); o++) {
+          mine.add(rows.get(o).get(r));
         }
         answer(p, StatusReply.success(new Prediction(p.id, List.copyOf(mine), batch.number, batch.size, batch.rows.size(),
             Duration.ofNanos(batch.startedNanos - p.arrivedNanos), computed)), "ok");
@@ -515,17 +548,37 @@ public final class ModelServer extends AbstractBehavior<ModelServer.Command> {
     return this;
   }
 
-  /** Row {@code r} of {@code batched}, copied into a tensor of its own. */
-  private static HostTensor row(HostTensor batched, int r) {
-    long[] dims = batched.shape().dims();
-    long[] rowDims = java.util.Arrays.copyOfRange(dims, 1, dims.length);
-    TensorType type = TensorType.of(batched.dtype(), rowDims);
-    int rowBytes = Math.toIntExact(type.byteSize());
-    ByteBuffer all = batched.data();
-    ByteBuffer copy = ByteBuffer.allocateDirect(rowBytes).order(ByteOrder.LITTLE_ENDIAN);
-    copy.put(all.slice(r * rowBytes, rowBytes));
-    copy.flip();
-    return HostTensor.of(type, copy);
+  /**
+   * For each output, the rows of the batch's requests still waiting (null for the others), each a tensor
+   * of its own over one copy of those rows: one direct allocation per output and batch instead of one per
+   * row (the rows share it, read-only; it is freed once every row is unreachable).
+   */
+  private static List<List<HostTensor>> rows(List<HostTensor> outputs, Batch batch) {
+    int live = 0;
+    for (Pending p : batch.rows) {
+      live += p.answered ? 0 : 1;
+    }
+    List<List<HostTensor>> all = new ArrayList<>(outputs.size());
+    for (HostTensor batched : outputs) {
+      long[] dims = batched.shape().dims();
+      TensorType type = TensorType.of(batched.dtype(), java.util.Arrays.copyOfRange(dims, 1, dims.length));
+      int rowBytes = Math.toIntExact(type.byteSize());
+      ByteBuffer from = batched.data();
+      ByteBuffer copy = ByteBuffer.allocateDirect(Math.max(1, live * rowBytes)).order(ByteOrder.LITTLE_ENDIAN);
+      List<HostTensor> rows = new ArrayList<>(batch.rows.size());
+      int at = 0;
+      for (int r = 0; r < batch.rows.size(); r++) {
+        if (batch.rows.get(r).answered) {
+          rows.add(null);
+          continue;
+        }
+        copy.put(at, from, r * rowBytes, rowBytes);
+        rows.add(HostTensor.of(type, copy.slice(at, rowBytes).order(ByteOrder.LITTLE_ENDIAN)));
+        at += rowBytes;
+      }
+      all.add(rows);
+    }
+    return all;
   }
 
   private static Throwable unwrap(Throwable t) {
@@ -647,6 +700,7 @@ public final class ModelServer extends AbstractBehavior<ModelServer.Command> {
       if (b.run != null) {
         b.run.cancel("the server of model '" + model.name() + "' stopped");
       }
+      b.closeInputs();
     }
     metrics.close();
     return this;
