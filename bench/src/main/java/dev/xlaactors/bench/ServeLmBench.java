@@ -23,10 +23,12 @@ import java.util.Locale;
 import java.util.Set;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicIntegerArray;
+import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.AtomicLongArray;
 import java.util.concurrent.atomic.AtomicReferenceArray;
-import java.util.concurrent.locks.LockSupport;
 import org.apache.pekko.actor.typed.ActorRef;
 import org.apache.pekko.actor.typed.ActorSystem;
 import org.apache.pekko.actor.typed.Props;
@@ -44,10 +46,16 @@ import org.apache.pekko.actor.typed.javadsl.Behaviors;
  *       first token p50/p99, total time, lost requests (not exactly one final event).
  *   <li>Open loop: N requests sent at a fixed rate, half of the batched side's burst capacity in
  *       requests/s, whatever the answers: the same figures.
+ *   <li>Rate sweep, on a third server with the default generation settings (max-waiting 64) over all S
+ *       slots: its capacity in requests/s of fixed-length generations (closed loop, 2 S requests always in
+ *       flight), then open-loop fixed-interval arrivals of those generations at 10/50/80/100/120% of it
+ *       (short: 10/80/120%), each request with a deadline: offered and achieved requests/s, time to first
+ *       token and whole-request latency p50/p99, answers by kind, lost requests.
  * </ol>
  * Also counts requests whose tokens differ between the two sides (greedy: they must be equal). Prints
- * {@code LM} lines and one {@code LM_RESULT} line; bench/run.sh makes the table and merges the result into
- * {@code RESULT serve}. Arguments: the model directory, then {@code full} or {@code short}.
+ * {@code LM}, {@code LM_CAPACITY} and {@code LM_SWEEP} lines and one {@code LM_RESULT} line; bench/run.sh
+ * makes the tables and merges the result into {@code RESULT serve}. Arguments: the model directory, then
+ * {@code full} or {@code short}.
  */
 public final class ServeLmBench {
   private static final Duration REQUEST_TIMEOUT = Duration.ofSeconds(120);
@@ -170,22 +178,36 @@ public final class ServeLmBench {
     }
   }
 
-  private record Phase(String side, String kind, double rate, int n, long ok, long refused, long timedOut, long failed, long lost,
-      long generated, double seconds, double ttftP50, double ttftP99, double latencyP99, Record record) {
-    double tokensPerSecond() {
-      return generated / seconds;
+  /** The prompts and token limits of a phase's requests (request i: {@code prompts[i]}, {@code maxTokens[i]}). */
+  private record Workload(int[][] prompts, int[] maxTokens) {
+    int size() {
+      return prompts.length;
     }
   }
 
+  private record Phase(String side, String kind, double rate, int n, long ok, long refused, long timedOut, long failed, long lost,
+      long generated, double seconds, double ttftP50, double ttftP99, double latencyP50, double latencyP99, double sendLateP99,
+      Record record) {
+    double tokensPerSecond() {
+      return generated / seconds;
+    }
+
+    double achievedPerSecond() {
+      return ok / seconds;
+    }
+  }
+
+  private record Capacity(double perSecond, double tokensPerSecond, long sent, long lost) {}
+
   private final ActorSystem<Void> system;
-  private final int[][] prompts;
-  private final int[] maxTokens;
+  private final Workload workload;
+  private final boolean full;
   private int phaseNumber;
 
-  private ServeLmBench(ActorSystem<Void> system, int[][] prompts, int[] maxTokens) {
+  private ServeLmBench(ActorSystem<Void> system, Workload workload, boolean full) {
     this.system = system;
-    this.prompts = prompts;
-    this.maxTokens = maxTokens;
+    this.workload = workload;
+    this.full = full;
   }
 
   public static void main(String[] args) throws Exception {
@@ -215,7 +237,7 @@ public final class ServeLmBench {
         System.out.printf(Locale.ROOT, "INFO lm model=%s slots=%d ctx=%d max_prompt=%d vocab=%d requests=%d outputs=%s loaded_and_compiled_s=%.2f"
             + " mode=%s%n", artifacts.name(), decoder.slots(), decoder.contextLength(), decoder.maxPromptLength(), decoder.vocabulary(), n,
             Arrays.toString(outputs), (System.nanoTime() - loadStart) / 1e9, full ? "full" : "short");
-        new ServeLmBench(system, prompts, maxTokens).run(decoder);
+        new ServeLmBench(system, new Workload(prompts, maxTokens), full).run(decoder);
       } finally {
         system.terminate();
         system.getWhenTerminated().toCompletableFuture().get(60, TimeUnit.SECONDS);
@@ -226,54 +248,172 @@ public final class ServeLmBench {
 
   private void run(GptSlotDecoder decoder) throws Exception {
     SimpleMeterRegistry registry = new SimpleMeterRegistry();
-    GenerationSettings settings = GenerationSettings.create(system).withMaxWaiting(Math.max(64, prompts.length))
-        .withDefaultTimeout(REQUEST_TIMEOUT);
+    int n = workload.size();
+    GenerationSettings settings = GenerationSettings.create(system).withMaxWaiting(Math.max(64, n)).withDefaultTimeout(REQUEST_TIMEOUT);
     ActorRef<GenerationServer.Command> batched =
         system.systemActorOf(GenerationServer.create("lm-batched", new Shared(decoder), settings, registry), "lm-batched", Props.empty());
     ActorRef<GenerationServer.Command> oneAtATime = // the same decoder; only one of its slots in use
         system.systemActorOf(GenerationServer.create("lm-one", new OneSlot(decoder), settings, registry), "lm-one", Props.empty());
     // Warm-up, untimed: the JIT and the first runs of each program.
-    int n = prompts.length;
     // The tiny model's steps take well under a millisecond: many requests to warm the JIT; a larger model's
     // steps are long enough that a few suffice.
     boolean tiny = decoder.contextLength() <= 64;
-    phase("warmup", batched, "burst", 0, Math.min(n, tiny ? 16 * decoder.slots() : decoder.slots()));
-    phase("warmup", oneAtATime, "burst", 0, Math.min(n, tiny ? 16 * decoder.slots() : 2));
-    Phase b = phase("batched", batched, "burst", 0, n);
-    Phase o = phase("one", oneAtATime, "burst", 0, n);
+    phase("warmup", batched, "burst", 0, Math.min(n, tiny ? 16 * decoder.slots() : decoder.slots()), workload, null);
+    phase("warmup", oneAtATime, "burst", 0, Math.min(n, tiny ? 16 * decoder.slots() : 2), workload, null);
+    Phase b = print(phase("batched", batched, "burst", 0, n, workload, null));
+    Phase o = print(phase("one", oneAtATime, "burst", 0, n, workload, null));
     double rate = 0.5 * n / b.seconds; // requests/s: half the batched side's burst capacity
-    Phase bo = phase("batched", batched, "open", rate, n);
-    Phase oo = phase("one", oneAtATime, "open", rate, n);
+    Phase bo = print(phase("batched", batched, "open", rate, n, workload, null));
+    Phase oo = print(phase("one", oneAtATime, "open", rate, n, workload, null));
     int mismatched = 0;
-    for (int i = 0; i < prompts.length; i++) {
+    for (int i = 0; i < n; i++) {
       if (!Arrays.equals(b.record.tokens[i], o.record.tokens[i])) {
         mismatched++;
       }
     }
     long lost = b.lost + o.lost + bo.lost + oo.lost;
-    System.out.printf(Locale.ROOT, "INFO lm greedy tokens differing between the two sides: %d of %d requests%n", mismatched, prompts.length);
-    System.out.printf(Locale.ROOT, "LM_RESULT lm_batched_speedup=%.2f lm_ttft_p99_ms=%.2f lm_open_ttft_p99_ms=%.2f lm_lost=%d lm_mismatched=%d%n",
-        b.tokensPerSecond() / o.tokensPerSecond(), b.ttftP99, bo.ttftP99, lost, mismatched);
+    System.out.printf(Locale.ROOT, "INFO lm greedy tokens differing between the two sides: %d of %d requests%n", mismatched, n);
+    Sweep sweep = sweep(decoder, tiny, registry);
+    lost += sweep.lost;
+    System.out.printf(Locale.ROOT, "LM_RESULT lm_batched_speedup=%.2f lm_ttft_p99_ms=%.2f lm_open_ttft_p99_ms=%.2f lm_lost=%d lm_mismatched=%d"
+        + " lm_capacity_rps=%.2f lm_p99_at_80pct_ms=%.2f lm_ttft_p99_at_80pct_ms=%.2f%n", b.tokensPerSecond() / o.tokensPerSecond(), b.ttftP99,
+        bo.ttftP99, lost, mismatched, sweep.capacity.perSecond, sweep.at80 == null ? Double.NaN : sweep.at80.latencyP99,
+        sweep.at80 == null ? Double.NaN : sweep.at80.ttftP99);
   }
 
-  /** Sends every request to {@code server}, at once ({@code rate} 0) or at {@code rate} per second, and waits for their answers. */
-  private Phase phase(String side, ActorRef<GenerationServer.Command> server, String kind, double rate, int n) throws InterruptedException {
-    Record record = new Record(prompts.length, maxTokens, n);
+  private record Sweep(Capacity capacity, Phase at80, long lost) {}
+
+  /**
+   * The rate sweep: requests that all have the same prompt length and token limit, on a server of their
+   * own with the default generation settings; its closed-loop capacity, then open-loop arrivals at fixed
+   * fractions of it.
+   */
+  private Sweep sweep(GptSlotDecoder decoder, boolean tiny, SimpleMeterRegistry registry) throws Exception {
+    int promptLength = Math.min(tiny ? 4 : 16, decoder.maxPromptLength());
+    int outputLength = Math.min(16, decoder.contextLength() - promptLength - 1);
+    double seconds = tiny ? (full ? 5 : 2) : (full ? 40 : 20); // the capacity window, and the sending time of each rate
+    int[] percents = full ? new int[] {10, 50, 80, 100, 120} : new int[] {10, 80, 120};
+    GenerationSettings settings = GenerationSettings.create(system);
+    ActorRef<GenerationServer.Command> server =
+        system.systemActorOf(GenerationServer.create("lm-sweep", new Shared(decoder), settings, registry), "lm-sweep", Props.empty());
+    int outstanding = 2 * decoder.slots(); // all slots busy and as many waiting: a slot freed at a boundary is refilled at once
+    Capacity capacity = capacity(server, promptLength, outputLength, decoder.vocabulary(), outstanding, seconds);
+    // A deadline well past a request's time in a slot at saturation (slots / capacity, Little's law).
+    Duration deadline = Duration.ofMillis(Math.max(2000, (long) (10_000.0 * decoder.slots() / capacity.perSecond)));
+    System.out.printf(Locale.ROOT, "LM_CAPACITY req_per_s=%.2f tokens_per_s=%.1f prompt=%d output=%d outstanding=%d seconds=%.0f sent=%d lost=%d"
+        + " max_waiting=%d deadline_ms=%d%n", capacity.perSecond, capacity.tokensPerSecond, promptLength, outputLength, outstanding, seconds,
+        capacity.sent, capacity.lost, settings.maxWaiting(), deadline.toMillis());
+    long lost = capacity.lost;
+    Phase at80 = null;
+    for (int pct : percents) {
+      double rate = capacity.perSecond * pct / 100.0;
+      int n = Math.max(4, (int) Math.round(rate * seconds));
+      Workload w = fixedLength(n, promptLength, outputLength, decoder.vocabulary());
+      Phase p = phase("sweep", server, pct + "%", rate, n, w, deadline);
+      lost += p.lost;
+      if (pct == 80) {
+        at80 = p;
+      }
+      System.out.printf(Locale.ROOT, "LM_SWEEP pct=%d offered_per_s=%.2f achieved_per_s=%.2f sent=%d ok=%d refused=%d timeout=%d failed=%d lost=%d"
+          + " ttft_p50_ms=%.2f ttft_p99_ms=%.2f latency_p50_ms=%.2f latency_p99_ms=%.2f send_late_p99_ms=%.2f seconds=%.3f%n", pct, rate,
+          p.achievedPerSecond(), n, p.ok, p.refused, p.timedOut, p.failed, p.lost, p.ttftP50, p.ttftP99, p.latencyP50, p.latencyP99,
+          p.sendLateP99, p.seconds);
+    }
+    return new Sweep(capacity, at80, lost);
+  }
+
+  /** {@code n} requests of {@code promptLength} prompt tokens (varying per request) and {@code outputLength} tokens each. */
+  private static Workload fixedLength(int n, int promptLength, int outputLength, int vocabulary) {
+    int[][] prompts = new int[n][promptLength];
+    int[] maxTokens = new int[n];
+    for (int i = 0; i < n; i++) {
+      for (int j = 0; j < promptLength; j++) {
+        prompts[i][j] = (i * 37 + j * 11 + 5) % vocabulary;
+      }
+      maxTokens[i] = outputLength;
+    }
+    return new Workload(prompts, maxTokens);
+  }
+
+  /**
+   * Closed loop: {@code outstanding} fixed-length requests always in flight (each final event sends the
+   * next) for {@code seconds}; requests/s and tokens/s finished within that window. Then the requests in
+   * flight are awaited, and each request's final events counted.
+   */
+  private Capacity capacity(ActorRef<GenerationServer.Command> server, int promptLength, int outputLength, int vocabulary, int outstanding,
+      double seconds) throws InterruptedException {
+    Workload w = fixedLength(64, promptLength, outputLength, vocabulary); // prompts reused round robin
+    ConcurrentHashMap<Integer, Integer> finals = new ConcurrentHashMap<>();
+    AtomicInteger sent = new AtomicInteger();
+    AtomicInteger answered = new AtomicInteger();
+    AtomicLong ok = new AtomicLong();
+    AtomicLong tokens = new AtomicLong();
+    long start = System.nanoTime();
+    long end = start + (long) (seconds * 1e9);
+    ActorRef<Event> receiver = system.systemActorOf(Behaviors.receive((ctx, e) -> {
+      long now = System.nanoTime();
+      if (e instanceof Token) {
+        if (now < end) {
+          tokens.incrementAndGet();
+        }
+        return Behaviors.same();
+      }
+      if (finals.merge(Integer.parseInt(e.id().substring(e.id().indexOf('-') + 1)), 1, Integer::sum) == 1) {
+        if (now < end) {
+          if (e instanceof Finished) {
+            ok.incrementAndGet();
+          }
+          int i = sent.getAndIncrement(); // sent before this one counts as answered: the main thread waits for answered == sent
+          server.tell(new GenerationServer.Generate("c-" + i, w.prompts[i % 64], w.maxTokens[i % 64], Set.of(), TokenSampler.greedy(), null,
+              ctx.getSelf()));
+        }
+        answered.incrementAndGet();
+      }
+      return Behaviors.same();
+    }), "lm-capacity-" + (++phaseNumber), Props.empty());
+    for (int k = 0; k < outstanding; k++) {
+      int i = sent.getAndIncrement();
+      server.tell(new GenerationServer.Generate("c-" + i, w.prompts[i % 64], w.maxTokens[i % 64], Set.of(), TokenSampler.greedy(), null, receiver));
+    }
+    Thread.sleep((long) (seconds * 1000));
+    long waitUntil = System.nanoTime() + WAIT_NANOS;
+    while ((System.nanoTime() < end || answered.get() < sent.get()) && System.nanoTime() < waitUntil) {
+      Thread.sleep(10);
+    }
+    Thread.sleep(200); // a second final event for a request would arrive by now
+    long lost = 0;
+    for (int i = 0; i < sent.get(); i++) {
+      if (finals.getOrDefault(i, 0) != 1) {
+        lost++;
+      }
+    }
+    return new Capacity(ok.get() / seconds, tokens.get() / seconds, sent.get(), lost);
+  }
+
+  private static Phase print(Phase p) {
+    System.out.printf(Locale.ROOT, "LM side=%s kind=%s rate=%.1f sent=%d ok=%d refused=%d timeout=%d failed=%d lost=%d tokens=%d seconds=%.3f"
+        + " tokens_per_s=%.1f ttft_p50_ms=%.2f ttft_p99_ms=%.2f latency_p99_ms=%.2f%n", p.side, p.kind, p.rate, p.n, p.ok, p.refused, p.timedOut,
+        p.failed, p.lost, p.generated, p.seconds, p.tokensPerSecond(), p.ttftP50, p.ttftP99, p.latencyP99);
+    return p;
+  }
+
+  /**
+   * Sends the first {@code n} requests of {@code w} to {@code server}, at once ({@code rate} 0) or at
+   * {@code rate} per second whatever the answers, each with {@code timeout} (null: the server's default),
+   * and waits for their answers.
+   */
+  private Phase phase(String side, ActorRef<GenerationServer.Command> server, String kind, double rate, int n, Workload w, Duration timeout)
+      throws InterruptedException {
+    Record record = new Record(w.size(), w.maxTokens, n);
     ActorRef<Event> receiver = system.systemActorOf(Behaviors.receiveMessage(e -> {
       record.on(e);
       return Behaviors.same();
     }), "lm-receiver-" + (++phaseNumber), Props.empty());
     long start = System.nanoTime();
-    for (int i = 0; i < n; i++) {
-      if (rate > 0) {
-        long due = start + (long) (i * 1e9 / rate);
-        while (System.nanoTime() < due) {
-          LockSupport.parkNanos(due - System.nanoTime());
-        }
-      }
+    List<Double> lateMillis = OpenLoop.send(n, rate, i -> {
       record.sent[i] = System.nanoTime();
-      server.tell(new GenerationServer.Generate("r-" + i, prompts[i], maxTokens[i], Set.of(), TokenSampler.greedy(), null, receiver));
-    }
+      server.tell(new GenerationServer.Generate("r-" + i, w.prompts[i], w.maxTokens[i], Set.of(), TokenSampler.greedy(), timeout, receiver));
+    });
     record.answered.await(WAIT_NANOS, TimeUnit.NANOSECONDS);
     Thread.sleep(200); // a second final event for a request would arrive by now
     long end = 0;
@@ -309,14 +449,8 @@ public final class ServeLmBench {
       }
     }
     double seconds = ((end == 0 ? System.nanoTime() : end) - start) / 1e9;
-    Phase p = new Phase(side, kind, rate, n, ok, refused, timedOut, failed, lost, generated, seconds, ServeBench.percentile(ttft, 0.5),
-        ServeBench.percentile(ttft, 0.99), ServeBench.percentile(latency, 0.99), record);
-    if (!side.equals("warmup")) {
-      System.out.printf(Locale.ROOT, "LM side=%s kind=%s rate=%.1f sent=%d ok=%d refused=%d timeout=%d failed=%d lost=%d tokens=%d seconds=%.3f"
-          + " tokens_per_s=%.1f ttft_p50_ms=%.2f ttft_p99_ms=%.2f latency_p99_ms=%.2f%n", side, kind, rate, n, ok, refused, timedOut, failed,
-          lost, generated, seconds, p.tokensPerSecond(), p.ttftP50, p.ttftP99, p.latencyP99);
-    }
-    return p;
+    return new Phase(side, kind, rate, n, ok, refused, timedOut, failed, lost, generated, seconds, OpenLoop.percentile(ttft, 0.5),
+        OpenLoop.percentile(ttft, 0.99), OpenLoop.percentile(latency, 0.5), OpenLoop.percentile(latency, 0.99),
+        OpenLoop.percentile(lateMillis, 0.99), record);
   }
-
 }
