@@ -337,8 +337,10 @@ public final class ServeLmBench {
 
   /**
    * Closed loop: {@code outstanding} fixed-length requests always in flight (each final event sends the
-   * next) for {@code seconds}; requests/s and tokens/s finished within that window. Then the requests in
-   * flight are awaited, and each request's final events counted.
+   * next) for {@code seconds}. Capacity = tokens/s streamed from the first token to the last one of that
+   * window, over the tokens of one request: the requests' ends come in lumps (with a slow model all slots
+   * finish together), the tokens come one per busy slot per step. Then the requests in flight are
+   * awaited, and each request's final events counted.
    */
   private Capacity capacity(ActorRef<GenerationServer.Command> server, int promptLength, int outputLength, int vocabulary, int outstanding,
       double seconds) throws InterruptedException {
@@ -346,23 +348,24 @@ public final class ServeLmBench {
     ConcurrentHashMap<Integer, Integer> finals = new ConcurrentHashMap<>();
     AtomicInteger sent = new AtomicInteger();
     AtomicInteger answered = new AtomicInteger();
-    AtomicLong ok = new AtomicLong();
     AtomicLong tokens = new AtomicLong();
+    AtomicLong firstToken = new AtomicLong();
+    AtomicLong lastToken = new AtomicLong();
     long start = System.nanoTime();
     long end = start + (long) (seconds * 1e9);
     ActorRef<Event> receiver = system.systemActorOf(Behaviors.receive((ctx, e) -> {
       long now = System.nanoTime();
       if (e instanceof Token) {
         if (now < end) {
-          tokens.incrementAndGet();
+          if (tokens.getAndIncrement() == 0) {
+            firstToken.set(now);
+          }
+          lastToken.set(now);
         }
         return Behaviors.same();
       }
       if (finals.merge(Integer.parseInt(e.id().substring(e.id().indexOf('-') + 1)), 1, Integer::sum) == 1) {
         if (now < end) {
-          if (e instanceof Finished) {
-            ok.incrementAndGet();
-          }
           int i = sent.getAndIncrement(); // sent before this one counts as answered: the main thread waits for answered == sent
           server.tell(new GenerationServer.Generate("c-" + i, w.prompts[i % 64], w.maxTokens[i % 64], Set.of(), TokenSampler.greedy(), null,
               ctx.getSelf()));
@@ -387,7 +390,8 @@ public final class ServeLmBench {
         lost++;
       }
     }
-    return new Capacity(ok.get() / seconds, tokens.get() / seconds, sent.get(), lost);
+    double tokensPerSecond = tokens.get() < 2 ? Double.NaN : (tokens.get() - 1) / ((lastToken.get() - firstToken.get()) / 1e9);
+    return new Capacity(tokensPerSecond / outputLength, tokensPerSecond, sent.get(), lost);
   }
 
   private static Phase print(Phase p) {
