@@ -186,14 +186,10 @@ public final class ServeLmBench {
   }
 
   private record Phase(String side, String kind, double rate, int n, long ok, long refused, long timedOut, long failed, long lost,
-      long generated, double seconds, double ttftP50, double ttftP99, double latencyP50, double latencyP99, double sendLateP99,
-      Record record) {
+      long generated, double seconds, double achievedPerSecond, double ttftP50, double ttftP99, double latencyP50, double latencyP99,
+      double sendLateP99, Record record) {
     double tokensPerSecond() {
       return generated / seconds;
-    }
-
-    double achievedPerSecond() {
-      return ok / seconds;
     }
   }
 
@@ -316,7 +312,7 @@ public final class ServeLmBench {
       }
       System.out.printf(Locale.ROOT, "LM_SWEEP pct=%d offered_per_s=%.2f achieved_per_s=%.2f sent=%d ok=%d refused=%d timeout=%d failed=%d lost=%d"
           + " ttft_p50_ms=%.2f ttft_p99_ms=%.2f latency_p50_ms=%.2f latency_p99_ms=%.2f send_late_p99_ms=%.2f seconds=%.3f%n", pct, rate,
-          p.achievedPerSecond(), n, p.ok, p.refused, p.timedOut, p.failed, p.lost, p.ttftP50, p.ttftP99, p.latencyP50, p.latencyP99,
+          p.achievedPerSecond, n, p.ok, p.refused, p.timedOut, p.failed, p.lost, p.ttftP50, p.ttftP99, p.latencyP50, p.latencyP99,
           p.sendLateP99, p.seconds);
     }
     return new Sweep(capacity, at80, lost);
@@ -421,6 +417,8 @@ public final class ServeLmBench {
     record.answered.await(WAIT_NANOS, TimeUnit.NANOSECONDS);
     Thread.sleep(200); // a second final event for a request would arrive by now
     long end = 0;
+    long firstFinished = Long.MAX_VALUE;
+    long lastFinished = Long.MIN_VALUE;
     long ok = 0;
     long refused = 0;
     long timedOut = 0;
@@ -439,6 +437,8 @@ public final class ServeLmBench {
       Event last = record.last.get(i);
       if (last instanceof Finished) {
         ok++;
+        firstFinished = Math.min(firstFinished, record.done.get(i));
+        lastFinished = Math.max(lastFinished, record.done.get(i));
         ttft.add((record.firstToken.get(i) - record.sent[i]) / 1e6);
         latency.add((record.done.get(i) - record.sent[i]) / 1e6);
       } else if (last instanceof Failed f && f.error() instanceof OverloadedException) {
@@ -453,8 +453,32 @@ public final class ServeLmBench {
       }
     }
     double seconds = ((end == 0 ? System.nanoTime() : end) - start) / 1e9;
-    return new Phase(side, kind, rate, n, ok, refused, timedOut, failed, lost, generated, seconds, OpenLoop.percentile(ttft, 0.5),
+    // Finished requests per second between the first and the last to finish: in a steady state they finish
+    // 1/rate apart, whatever each one's latency (which first send to last answer would count in).
+    double achieved = ok < 2 || lastFinished == firstFinished ? Double.NaN : (ok - 1) / ((lastFinished - firstFinished) / 1e9);
+    fence(server);
+    return new Phase(side, kind, rate, n, ok, refused, timedOut, failed, lost, generated, seconds, achieved, OpenLoop.percentile(ttft, 0.5),
         OpenLoop.percentile(ttft, 0.99), OpenLoop.percentile(latency, 0.5), OpenLoop.percentile(latency, 0.99),
         OpenLoop.percentile(lateMillis, 0.99), record);
+  }
+
+  /**
+   * Returns once {@code server} has no iteration in flight. The servers share one decoder, so one must be
+   * idle before the next phase uses another; a request that timed out mid-generation is answered while its
+   * iteration still runs. A one-token request is admitted only after the iteration in flight, and its
+   * answer comes once its own iteration is done, leaving the server with nothing to run.
+   */
+  private void fence(ActorRef<GenerationServer.Command> server) throws InterruptedException {
+    CountDownLatch done = new CountDownLatch(1);
+    ActorRef<Event> receiver = system.systemActorOf(Behaviors.receiveMessage(e -> {
+      if (!(e instanceof Token)) {
+        done.countDown();
+      }
+      return Behaviors.same();
+    }), "lm-fence-" + (++phaseNumber), Props.empty());
+    server.tell(new GenerationServer.Generate("fence", new int[] {1}, 1, Set.of(), TokenSampler.greedy(), null, receiver));
+    if (!done.await(WAIT_NANOS, TimeUnit.NANOSECONDS)) {
+      throw new IllegalStateException("the generation server gave no answer to a one-token request in " + WAIT_NANOS / 1e9 + " s");
+    }
   }
 }
