@@ -111,13 +111,18 @@ modes:
             batching) and with one slot (one generation at a time), N requests (tiny: 256, full 512;
             124 M: 16, full 24) of prompts 1.. tokens and outputs of 4 lengths, greedy: sent at once
             (burst) and at a fixed rate of half the batched burst capacity (open loop): generated
-            tokens/s, time to first token p50/p99, total time, lost. Last line:
+            tokens/s, time to first token p50/p99, total time, lost. Then a rate sweep of fixed-length
+            generations (4-token prompts, 124 M: 16; 16 tokens out) on a server with the default
+            settings: its capacity (closed loop, 2 x slots in flight), then open-loop arrivals at
+            10/50/80/100/120% of it (short: 10/80/120%), each with a deadline: offered and achieved
+            req/s, TTFT and whole-request latency p50/p99, refused, timed out, lost. Last line:
             RESULT serve batched_speedup=<batched/unbatched req/s at saturation> p99_at_80pct_ms=<x>
                    lost=<requests not answered exactly once, all phases, LM included> overload_refused_ms=<p99 time to a refusal>
                    lm_model=<m> lm_batched_speedup=<tokens/s continuous / one at a time, burst>
                    lm_ttft_p99_ms=<burst, batched> lm_open_ttft_p99_ms=<open loop, batched>
                    lm_lost=<LM requests not finished exactly once> lm_mismatched=<requests whose greedy tokens
-                   differ between the two sides; must be 0>
+                   differ between the two sides; must be 0> lm_capacity_rps=<the sweep's capacity, req/s>
+                   lm_p99_at_80pct_ms=<whole-request latency p99 at 80% of it> lm_ttft_p99_at_80pct_ms=<TTFT p99 there>
 USAGE
 }
 
