@@ -3,8 +3,8 @@ package dev.xlaactors.bench;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
-import java.util.function.IntConsumer;
 import java.util.concurrent.locks.LockSupport;
+import java.util.function.IntConsumer;
 
 /**
  * What the serve benches ({@link ServeBench}, {@link ServeLmBench}) share: the open-loop sender (requests
