@@ -296,6 +296,7 @@ public final class ServeLmBench {
     int outputLength = Math.min(16, decoder.contextLength() - promptLength - 1);
     double seconds = tiny ? (full ? 5 : 2) : (full ? 40 : 20); // the capacity window, and the sending time of each rate
     int[] percents = full ? new int[] {10, 50, 80, 100, 120} : new int[] {10, 80, 120};
+    long sweepStart = System.nanoTime();
     GenerationSettings settings = GenerationSettings.create(system);
     ActorRef<GenerationServer.Command> server =
         system.systemActorOf(GenerationServer.create("lm-sweep", new Shared(decoder), settings, registry), "lm-sweep", Props.empty());
@@ -322,6 +323,7 @@ public final class ServeLmBench {
           p.achievedPerSecond, n, p.ok, p.refused, p.timedOut, p.failed, p.lost, p.ttftP50, p.ttftP99, p.latencyP50, p.latencyP99,
           p.sendLateP99, p.seconds);
     }
+    System.out.printf(Locale.ROOT, "INFO lm sweep took %.1f s%n", (System.nanoTime() - sweepStart) / 1e9);
     return new Sweep(capacity, at80, lost);
   }
 
