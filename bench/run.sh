@@ -112,13 +112,18 @@ modes:
             batching) and with one slot (one generation at a time), N requests (tiny: 256, full 512;
             124 M: 16, full 24) of prompts 1.. tokens and outputs of 4 lengths, greedy: sent at once
             (burst) and at a fixed rate of half the batched burst capacity (open loop): generated
-            tokens/s, time to first token p50/p99, total time, lost. Last line:
+            tokens/s, time to first token p50/p99, total time, lost. Then a rate sweep of fixed-length
+            generations (4-token prompts, 124 M: 16; 16 tokens out) on a server with the default
+            settings: its capacity (closed loop, 2 x slots in flight), then open-loop arrivals at
+            10/50/80/100/120% of it (short: 10/80/120%), each with a deadline: offered and achieved
+            req/s, TTFT and whole-request latency p50/p99, refused, timed out, lost. Last line:
             RESULT serve batched_speedup=<batched/unbatched req/s at saturation> p99_at_80pct_ms=<x>
                    lost=<requests not answered exactly once, all phases, LM included> overload_refused_ms=<p99 time to a refusal>
                    lm_model=<m> lm_batched_speedup=<tokens/s continuous / one at a time, burst>
                    lm_ttft_p99_ms=<burst, batched> lm_open_ttft_p99_ms=<open loop, batched>
                    lm_lost=<LM requests not finished exactly once> lm_mismatched=<requests whose greedy tokens
-                   differ between the two sides; must be 0>
+                   differ between the two sides; must be 0> lm_capacity_rps=<the sweep's capacity, req/s>
+                   lm_p99_at_80pct_ms=<whole-request latency p99 at 80% of it> lm_ttft_p99_at_80pct_ms=<TTFT p99 there>
 USAGE
 }
 
@@ -608,6 +613,22 @@ run_serve() {
       print "|---------|-------|-------:|-----:|-----:|--------:|--------:|-------:|-----:|-------:|---------:|---------:|-----------:|-----------:|-----------:|"
       for (i = 1; i <= n; i++) print rows[i]
     }' "$lm_out"
+  # The rate sweep: open-loop arrivals of fixed-length generations at fractions of the closed-loop capacity.
+  awk '
+    function f(line, key,   n, i, parts, kv) {
+      n = split(line, parts, " ")
+      for (i = 1; i <= n; i++) { split(parts[i], kv, "="); if (kv[1] == key) return kv[2] }
+      return ""
+    }
+    /^LM_CAPACITY / { printf "\nLM capacity (closed loop, %s requests in flight, %s s, continuous batching): %s req/s, %s tokens/s; prompts of %s tokens, %s tokens out; max-waiting %s, deadline %s ms\n", f($0, "outstanding"), f($0, "seconds"), f($0, "req_per_s"), f($0, "tokens_per_s"), f($0, "prompt"), f($0, "output"), f($0, "max_waiting"), f($0, "deadline_ms") }
+    /^LM_SWEEP / { rows[++n] = sprintf("| %4s%% | %13s | %14s | %5s | %5s | %7s | %7s | %4s | %11s | %11s | %11s | %11s | %13s |", f($0, "pct"), f($0, "offered_per_s"), f($0, "achieved_per_s"), f($0, "sent"), f($0, "ok"), f($0, "refused"), f($0, "timeout"), f($0, "lost"), f($0, "ttft_p50_ms"), f($0, "ttft_p99_ms"), f($0, "latency_p50_ms"), f($0, "latency_p99_ms"), f($0, "send_late_p99_ms")) }
+    END {
+      if (n == 0) exit
+      print ""
+      print "| load  | offered req/s | achieved req/s |  sent |    ok | refused | timeout | lost | TTFT p50 ms | TTFT p99 ms | done p50 ms | done p99 ms | send late p99 |"
+      print "|------:|--------------:|---------------:|------:|------:|--------:|--------:|-----:|------------:|------------:|------------:|------------:|--------------:|"
+      for (i = 1; i <= n; i++) print rows[i]
+    }' "$lm_out"
   local lm_result
   lm_result="$(grep '^LM_RESULT' "$lm_out")" || { echo "no LM_RESULT line: see $out_dir/serve-lm-java.log" >&2; exit 1; }
   # One RESULT line: the scoring model's fields as they were, lost counting the LM requests too, then the LM's.
@@ -615,8 +636,9 @@ run_serve() {
     n = split(l, lp, " "); for (i = 2; i <= n; i++) { split(lp[i], kv, "="); lmv[kv[1]] = kv[2] }
     m = split(r, rp, " "); out = rp[1] " " rp[2]
     for (i = 3; i <= m; i++) { split(rp[i], kv, "="); if (kv[1] == "lost") rp[i] = "lost=" (kv[2] + lmv["lm_lost"]); out = out " " rp[i] }
-    printf "%s lm_model=%s lm_batched_speedup=%s lm_ttft_p99_ms=%s lm_open_ttft_p99_ms=%s lm_lost=%s lm_mismatched=%s\n", out, model,
-      lmv["lm_batched_speedup"], lmv["lm_ttft_p99_ms"], lmv["lm_open_ttft_p99_ms"], lmv["lm_lost"], lmv["lm_mismatched"] }'
+    printf "%s lm_model=%s lm_batched_speedup=%s lm_ttft_p99_ms=%s lm_open_ttft_p99_ms=%s lm_lost=%s lm_mismatched=%s lm_capacity_rps=%s lm_p99_at_80pct_ms=%s lm_ttft_p99_at_80pct_ms=%s\n", out, model,
+      lmv["lm_batched_speedup"], lmv["lm_ttft_p99_ms"], lmv["lm_open_ttft_p99_ms"], lmv["lm_lost"], lmv["lm_mismatched"],
+      lmv["lm_capacity_rps"], lmv["lm_p99_at_80pct_ms"], lmv["lm_ttft_p99_at_80pct_ms"] }'
 }
 
 case "${1:-}" in

@@ -20,7 +20,6 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
-import java.util.Arrays;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
@@ -32,7 +31,6 @@ import java.util.concurrent.atomic.AtomicIntegerArray;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.AtomicLongArray;
 import java.util.concurrent.atomic.AtomicReferenceArray;
-import java.util.concurrent.locks.LockSupport;
 import org.apache.pekko.actor.typed.ActorRef;
 import org.apache.pekko.actor.typed.ActorSystem;
 import org.apache.pekko.actor.typed.Behavior;
@@ -163,7 +161,7 @@ public final class ServeBench {
         lost += l.lost;
       }
     }
-    double refusedP99 = percentile(refusals, 0.99);
+    double refusedP99 = OpenLoop.percentile(refusals, 0.99);
     double goal = 2 * batched.maxDelay().toNanos() / 1e6 + withBatches.batchComputeMillis;
     System.out.printf(Locale.ROOT, "INFO goal p99_at_80pct <= 2 x max-delay + one batch's compute = 2 x %.1f + %.2f = %.2f ms%n",
         batched.maxDelay().toNanos() / 1e6, withBatches.batchComputeMillis, goal);
@@ -262,23 +260,14 @@ public final class ServeBench {
     });
     ActorRef<StatusReply<ModelServer.Prediction>> replyTo =
         system.systemActorOf(collector, "serve-bench-collector-" + (++serverNumber), Props.empty());
-    long intervalNanos = (long) (1e9 / rate);
-    List<Double> lateMillis = new ArrayList<>(n); // how far behind its schedule each request went out
     long[] dueAt = new long[n];
     long gcBefore = gcMillis();
-    long start = System.nanoTime();
-    for (int i = 0; i < n; i++) {
-      long due = start + i * intervalNanos;
-      long wait;
-      while ((wait = due - System.nanoTime()) > 0) {
-        LockSupport.parkNanos(wait);
-      }
-      long now = System.nanoTime();
-      lateMillis.add((now - due) / 1e6);
+    // How far behind its schedule each request went out; latency counts from the scheduled send.
+    List<Double> lateMillis = OpenLoop.send(n, rate, (i, due) -> {
       dueAt[i] = due;
-      sent.set(i, now);
+      sent.set(i, System.nanoTime());
       server.tell(new ModelServer.Infer(Integer.toString(i), List.of(inputs.get(i % inputs.size())), REQUEST_TIMEOUT, replyTo));
-    }
+    });
     long drainUntil = System.nanoTime() + REQUEST_TIMEOUT.toNanos() + TimeUnit.SECONDS.toNanos(10);
     while (answeredTotal.get() < n && System.nanoTime() < drainUntil) {
       Thread.sleep(10);
@@ -319,16 +308,16 @@ public final class ServeBench {
         default -> failed++;
       }
     }
-    double p50 = percentile(okMillis, 0.50);
-    double p99 = percentile(okMillis, 0.99);
+    double p50 = OpenLoop.percentile(okMillis, 0.50);
+    double p99 = OpenLoop.percentile(okMillis, 0.99);
     System.out.printf(Locale.ROOT,
         "LOAD side=%s pct=%d rate=%.0f sent=%d ok=%d refused=%d timeout=%d failed=%d lost=%d p50_ms=%.2f p99_ms=%.2f mean_batch=%.2f"
             + " refuse_p99_ms=%s achieved_per_s=%.0f send_late_p99_ms=%.2f p99_from_send_ms=%.2f queued_p99_ms=%.2f compute_p99_ms=%.2f"
             + " gc_ms=%d%n",
         side, pct, rate, n, ok, refused, timedOut, failed, lost, p50, p99, ok == 0 ? 0.0 : (double) rows / ok,
-        refusedMillis.isEmpty() ? "-" : String.format(Locale.ROOT, "%.3f", percentile(refusedMillis, 0.99)), ok / seconds,
-        percentile(lateMillis, 0.99), percentile(fromSendMillis, 0.99), percentile(queuedMillis, 0.99),
-        percentile(computedMillis, 0.99), gcPauseMillis);
+        refusedMillis.isEmpty() ? "-" : String.format(Locale.ROOT, "%.3f", OpenLoop.percentile(refusedMillis, 0.99)), ok / seconds,
+        OpenLoop.percentile(lateMillis, 0.99), OpenLoop.percentile(fromSendMillis, 0.99), OpenLoop.percentile(queuedMillis, 0.99),
+        OpenLoop.percentile(computedMillis, 0.99), gcPauseMillis);
     return new Load(lost, p99, refusedMillis);
   }
 
@@ -349,15 +338,5 @@ public final class ServeBench {
   @SuppressWarnings("unchecked")
   private static ActorRef<StatusReply<ModelServer.Prediction>>[] newRefArray() {
     return (ActorRef<StatusReply<ModelServer.Prediction>>[]) new ActorRef[1];
-  }
-
-  /** Nearest-rank percentile of {@code values} (NaN for none); the serve benches' one definition. */
-  static double percentile(List<Double> values, double q) {
-    if (values.isEmpty()) {
-      return Double.NaN;
-    }
-    double[] v = values.stream().mapToDouble(Double::doubleValue).toArray();
-    Arrays.sort(v);
-    return v[Math.min(v.length - 1, (int) Math.ceil(q * v.length) - 1)];
   }
 }
