@@ -23,9 +23,12 @@ import java.nio.file.Path;
 import java.util.List;
 import java.util.Map;
 import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
+import org.opentest4j.TestAbortedException;
 
 /**
  * Device-resident models on a GPU (the CUDA plugin): jax.export artifacts for the GPU's platform, weights
@@ -38,11 +41,22 @@ import org.junit.jupiter.api.Test;
 class GpuModelTest {
   private static XlaClient gpu;
   private static XlaClient cpu;
+  private static String noGpu; // why the tests are skipped; each test says so, not only the class
 
   @BeforeAll
   static void open() {
-    gpu = GpuPlugin.clientOrSkip();
+    try {
+      gpu = GpuPlugin.clientOrSkip();
+    } catch (TestAbortedException e) {
+      noGpu = e.getMessage();
+      return;
+    }
     cpu = XlaClient.create();
+  }
+
+  @BeforeEach
+  void needsAGpu() {
+    Assumptions.assumeTrue(gpu != null, noGpu);
   }
 
   @AfterAll
