@@ -9,8 +9,9 @@
 #                               without OpenBLAS, the JUnit console launcher, and the matmul bench
 #   tools/gpu-check.sh run      there, from the repository root: the runtime's tests tagged gpu, then
 #                               `MatmulBench gpu` against bench/jax_matmul.py on the same GPU, then the
-#                               runtime's other tests on that machine's CPU (LAPACK and fetch tests left out:
-#                               OpenBLAS does not travel, so 13 LAPACK programs fail; so do 3 tests that need the plugin's .pin)
+#                               runtime's other tests on that machine's CPU (the Lapack* and PluginFetcher
+#                               classes left out; OpenBLAS does not travel, so the 13 linalg programs of
+#                               JaxCompatibilityTest fail there, and so do 3 tests that need the plugin's .pin)
 #
 # Outputs of `run` go to $OUT (default /tmp/gpu-check). SKIP_BENCH=1 skips the bench, CPU_TEST_S bounds the
 # CPU tests (default 300 s).
