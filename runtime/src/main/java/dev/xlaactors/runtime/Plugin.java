@@ -195,7 +195,7 @@ public final class Plugin {
   }
 
   private static boolean isPinnedCpuPlugin(Path path) {
-    Path pin = path.resolveSibling(path.getFileName() + ".pin");
+    Path pin = PluginFile.pinOf(path);
     try {
       String pinned = PluginFetcher.pins().getProperty("xla_cpu_pjrt.so.sha256");
       return Files.isRegularFile(pin) && pinned != null && pinned.equalsIgnoreCase(PluginFile.readPin(pin).get("sha256"));

@@ -55,7 +55,7 @@ final class PluginFile {
   static void check(Path file) {
     try (FileChannel channel = FileChannel.open(file, StandardOpenOption.READ)) {
       long size = channel.size();
-      Path pin = file.resolveSibling(file.getFileName() + ".pin");
+      Path pin = pinOf(file);
       if (Files.isRegularFile(pin)) {
         checkPinned(file, channel, size, pin);
       }
@@ -63,6 +63,11 @@ final class PluginFile {
     } catch (IOException e) {
       throw bad(file + " cannot be read: " + e);
     }
+  }
+
+  /** Where the fetch step writes {@code file}'s pin: {@code <file>.pin} beside it. */
+  static Path pinOf(Path file) {
+    return file.resolveSibling(file.getFileName() + ".pin");
   }
 
   /** The {@code key=value} lines of a pin file. */

@@ -355,10 +355,10 @@ public final class XlaClient extends NativeHandle {
    * GPU plugin's compiler.
    */
   private void refuseHostCallsOffTheCpu(String program, String what) {
-    if ("cpu".equals(platformName) || !program.contains(BRIDGE_TARGET_PREFIX)) {
+    int at = "cpu".equals(platformName) ? -1 : program.indexOf(BRIDGE_TARGET_PREFIX);
+    if (at < 0) {
       return;
     }
-    int at = program.indexOf(BRIDGE_TARGET_PREFIX);
     int end = at;
     while (end < program.length() && (Character.isLetterOrDigit(program.charAt(end)) || program.charAt(end) == '.'
         || program.charAt(end) == '_')) {

@@ -100,9 +100,7 @@ final class XlaFlags {
       } else if (token.value() != null && CRASHES.stream().anyMatch(c -> c.flag().equals(token.name()))) {
         // A plugin that is not the pinned file may still be that build (a copy without its pin crashed a JVM
         // so): follow the crash flags' lists for every plugin; an unparsable list is the plugin's to judge.
-        String[] entry = table().get(token.name());
-        list(token.value(), entry[1].equals("-") ? "" : entry[1], values(entry, 2),
-            lists.computeIfAbsent(token.name(), k -> new TreeSet<>()));
+        applyList(token, table().get(token.name()), lists);
       }
     }
     for (Crash crash : CRASHES) {
@@ -142,8 +140,7 @@ final class XlaFlags {
       case "enum" -> values(entry, 1).contains(value) ? null : "one of " + String.join(", ", values(entry, 1));
       case "enum-any-case" -> values(entry, 1).contains(value.toUpperCase(Locale.ROOT)) ? null
           : "one of " + String.join(", ", values(entry, 1)) + " (any case)";
-      case "list" -> list(value, entry[1].equals("-") ? "" : entry[1], values(entry, 2),
-          lists.computeIfAbsent(token.name(), k -> new TreeSet<>()));
+      case "list" -> applyList(token, entry, lists);
       case "names" -> names(value, values(entry, 1));
       case "fuel" -> fuel(value) ? null : "comma-separated pass=N items, N a decimal integer from "
           + Long.MIN_VALUE + " to " + Long.MAX_VALUE;
@@ -154,6 +151,12 @@ final class XlaFlags {
           + expected + "), and it ends the process on this (\"Flag parsing failed\"). Fix: give --" + token.name()
           + " " + expected);
     }
+  }
+
+  /** Applies a list flag's value (table {@code entry}: kind, prefix or '-', items) to its set in {@code lists}; see {@link #list}. */
+  private static String applyList(Token token, String[] entry, Map<String, Set<String>> lists) {
+    return list(token.value(), entry[1].equals("-") ? "" : entry[1], values(entry, 2),
+        lists.computeIfAbsent(token.name(), k -> new TreeSet<>()));
   }
 
   private static List<String> values(String[] entry, int from) {

@@ -78,14 +78,18 @@ class DonationTest {
     }
   }
 
-  @Test
-  void aDonatedCacheIsUpdatedInPlaceForAHundredSteps() {
-    DeviceBuffer cache = client.upload(HostTensor.zeros(TensorType.of(DType.F32, ROWS, WIDTH)));
-    // The first output may get fresh memory (the upload's memory can be the host tensor's own); from
-    // then on each step's output must be the donated cache's memory itself.
+  /** What {@link #donateSteps} saw: the last cache, the steps whose output took the donated memory, the address at step 1. */
+  record DonatedSteps(DeviceBuffer cache, int sameMemory, long addressAtStep1) {}
+
+  /**
+   * {@code steps} runs of {@code update} ({@link #UPDATE}, compiled for {@code on}) over a zeroed cache on
+   * {@code on}, each donating the cache it got: step s writes s + 1 into row s.
+   */
+  static DonatedSteps donateSteps(XlaClient on, Executable update, int steps) {
+    DeviceBuffer cache = on.upload(HostTensor.zeros(TensorType.of(DType.F32, ROWS, WIDTH)));
     long address = -1;
     int sameMemory = 0;
-    for (int step = 0; step < 100; step++) {
+    for (int step = 0; step < steps; step++) {
       DeviceBuffer previous = cache;
       long before = previous.unsafeDevicePointer();
       cache = update.execute(Argument.donated(previous), Argument.of(row(step + 1)), Argument.of(HostTensor.scalar(step))).get(0);
@@ -97,15 +101,28 @@ class DonationTest {
         address = cache.unsafeDevicePointer();
       }
     }
-    assertTrue(sameMemory >= 99, "the output reused the donated memory in " + sameMemory + " of 100 steps");
-    assertEquals(address, cache.unsafeDevicePointer(), "one cache memory from step 1 on");
+    return new DonatedSteps(cache, sameMemory, address);
+  }
+
+  /** Rows below {@code steps} hold their step's value (row r: r + 1), the others 0, at both ends of each row. */
+  static void assertRowsWritten(DeviceBuffer cache, int steps) {
     float[] values = cache.toHost().toFloatArray();
     for (int r = 0; r < ROWS; r++) {
-      float expected = r < 100 ? r + 1 : 0;
+      float expected = r < steps ? r + 1 : 0;
       assertEquals(expected, values[r * WIDTH], "row " + r);
       assertEquals(expected, values[r * WIDTH + WIDTH - 1], "row " + r);
     }
-    cache.close();
+  }
+
+  @Test
+  void aDonatedCacheIsUpdatedInPlaceForAHundredSteps() {
+    // The first output may get fresh memory (the upload's memory can be the host tensor's own); from
+    // then on each step's output must be the donated cache's memory itself.
+    DonatedSteps done = donateSteps(client, update, 100);
+    assertTrue(done.sameMemory() >= 99, "the output reused the donated memory in " + done.sameMemory() + " of 100 steps");
+    assertEquals(done.addressAtStep1(), done.cache().unsafeDevicePointer(), "one cache memory from step 1 on");
+    assertRowsWritten(done.cache(), 100);
+    done.cache().close();
   }
 
   @Test

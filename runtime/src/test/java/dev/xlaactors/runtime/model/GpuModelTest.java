@@ -12,12 +12,10 @@ import dev.xlaactors.graph.SegmentedProgram;
 import dev.xlaactors.graph.SegmentedProgram.DeviceResult;
 import dev.xlaactors.graph.SegmentedProgram.HostCallInvoker;
 import dev.xlaactors.graph.SegmentedProgram.Placement;
-import dev.xlaactors.runtime.DType;
 import dev.xlaactors.runtime.DeviceBuffer;
 import dev.xlaactors.runtime.Executable;
 import dev.xlaactors.runtime.GpuPlugin;
 import dev.xlaactors.runtime.HostTensor;
-import dev.xlaactors.runtime.TensorType;
 import dev.xlaactors.runtime.XlaClient;
 import java.nio.file.Path;
 import java.util.List;
@@ -136,24 +134,10 @@ class GpuModelTest {
   @Test
   void aDonatedCacheOnTheGpuIsUpdatedInPlace() {
     try (Executable update = gpu.compile(DonationTest.UPDATE)) {
-      DeviceBuffer cache = gpu.upload(HostTensor.zeros(TensorType.of(DType.F32, DonationTest.ROWS, DonationTest.WIDTH)));
-      int sameMemory = 0;
-      for (int step = 0; step < 50; step++) {
-        DeviceBuffer previous = cache;
-        long before = previous.unsafeDevicePointer();
-        cache = update.execute(Argument.donated(previous), Argument.of(DonationTest.row(step + 1)),
-            Argument.of(HostTensor.scalar(step))).get(0);
-        assertTrue(previous.isDonated() && previous.isClosed());
-        if (cache.unsafeDevicePointer() == before) {
-          sameMemory++;
-        }
-      }
-      assertTrue(sameMemory >= 49, "the output reused the donated GPU memory in " + sameMemory + " of 50 steps");
-      float[] values = cache.toHost().toFloatArray();
-      for (int r = 0; r < DonationTest.ROWS; r++) {
-        assertEquals(r < 50 ? r + 1 : 0, values[r * DonationTest.WIDTH], "row " + r);
-      }
-      cache.close();
+      DonationTest.DonatedSteps done = DonationTest.donateSteps(gpu, update, 50);
+      assertTrue(done.sameMemory() >= 49, "the output reused the donated GPU memory in " + done.sameMemory() + " of 50 steps");
+      DonationTest.assertRowsWritten(done.cache(), 50);
+      done.cache().close();
     }
   }
 
