@@ -372,8 +372,7 @@ public final class ServeLmBench {
       if (finals.merge(Integer.parseInt(e.id().substring(e.id().indexOf('-') + 1)), 1, Integer::sum) == 1) {
         if (now < end) {
           int i = sent.getAndIncrement(); // sent before this one counts as answered: the main thread waits for answered == sent
-          server.tell(new GenerationServer.Generate("c-" + i, w.prompts[i % 64], w.maxTokens[i % 64], Set.of(), TokenSampler.greedy(), null,
-              ctx.getSelf()));
+          server.tell(capacityRequest(i, w, ctx.getSelf()));
         }
         answered.incrementAndGet();
       }
@@ -381,7 +380,7 @@ public final class ServeLmBench {
     }), "lm-capacity-" + (++phaseNumber), Props.empty());
     for (int k = 0; k < outstanding; k++) {
       int i = sent.getAndIncrement();
-      server.tell(new GenerationServer.Generate("c-" + i, w.prompts[i % 64], w.maxTokens[i % 64], Set.of(), TokenSampler.greedy(), null, receiver));
+      server.tell(capacityRequest(i, w, receiver));
     }
     Thread.sleep((long) (seconds * 1000));
     long waitUntil = System.nanoTime() + WAIT_NANOS;
@@ -397,6 +396,12 @@ public final class ServeLmBench {
     }
     double tokensPerSecond = tokens.get() < 2 ? Double.NaN : (tokens.get() - 1) / ((lastToken.get() - firstToken.get()) / 1e9);
     return new Capacity(tokensPerSecond / outputLength, tokensPerSecond, sent.get(), lost);
+  }
+
+  /** Closed-loop request {@code i}: the prompts of {@code w} round robin, greedy, the server's default deadline. */
+  private static GenerationServer.Generate capacityRequest(int i, Workload w, ActorRef<Event> replyTo) {
+    return new GenerationServer.Generate("c-" + i, w.prompts[i % w.size()], w.maxTokens[i % w.size()], Set.of(), TokenSampler.greedy(), null,
+        replyTo);
   }
 
   private static Phase print(Phase p) {
