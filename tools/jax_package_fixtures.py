@@ -8,6 +8,9 @@ It rewrites runtime/src/test/resources/fixtures/packages/:
   causal-lm/       kind causal-lm: a toy model whose state at a position is the sum of the embeddings of
                    the tokens up to it, logits = state @ P['head']; score at batch 1 and 2, and the three
                    slot programs at 2 slots, with the signatures of the role table
+  broken/          programs that break the causal-lm's contract, for the refusal tests to swap in: a slot_cache
+                   whose cache differs from the other slot programs', and a prefill_slot that ignores `length`
+                   (so JAX drops that input from the module)
 The weights are small integers and halves so the tests can compute the expected values exactly.
 """
 import json
@@ -150,10 +153,25 @@ def causal_lm_package():
     })
 
 
+def prefill_ignoring_length(p, tokens, length, slot, cache):
+    del length
+    return prefill_slot(p, tokens, T, slot, cache)
+
+
+def broken_programs():
+    directory = fresh("broken")
+    params = {"embed": spec((V, D), jnp.float32), "head": spec((D, V), jnp.float32)}
+    i32 = jnp.int32
+    write_export(directory, "slot_cache_s2_wide.jax", lambda p: jnp.zeros((SLOTS, CONTEXT, D + 1), jnp.float32), params)
+    write_export(directory, "prefill_slot_s2_no_length.jax", prefill_ignoring_length, params, spec((1, T), i32),
+                 spec((), i32), spec((), i32), spec((SLOTS, CONTEXT, D), jnp.float32))
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
     tensor_packages()
     causal_lm_package()
+    broken_programs()
 
 
 if __name__ == "__main__":
