@@ -572,8 +572,8 @@ public final class ModelPackage {
     private void checkRoles() {
       for (ProgramSpec p : programs) {
         if (!kind.roles().contains(p.role())) {
-          throw new InvalidArgumentException(MANIFEST + ": program " + p.describe() + " has a role a "
-              + kind.jsonName() + " package does not have; its roles are "
+          throw new InvalidArgumentException(MANIFEST + ": program " + p.describe() + " has role "
+              + p.role().jsonName() + ", which a package of kind " + kind.jsonName() + " does not have; its roles are "
               + kind.roles().stream().sorted().map(Role::jsonName).toList());
         }
       }
@@ -610,7 +610,7 @@ public final class ModelPackage {
 
     private void needs(Role role) {
       if (programs.stream().noneMatch(p -> p.role() == role)) {
-        throw new InvalidArgumentException(MANIFEST + ": a " + kind.jsonName() + " package needs a " + role.jsonName()
+        throw new InvalidArgumentException(MANIFEST + ": a package of kind " + kind.jsonName() + " needs a " + role.jsonName()
             + " program (at one or more batch sizes); it has none");
       }
     }
