@@ -8,6 +8,8 @@ It rewrites runtime/src/test/resources/fixtures/packages/:
   causal-lm/       kind causal-lm: a toy model whose state at a position is the sum of the embeddings of
                    the tokens up to it, logits = state @ P['head']; score at batch 1 and 2, and the three
                    slot programs at 2 slots, with the signatures of the role table
+  embedding/       kind embedding: `embed` at batch 1 and 2, hidden = (P['embed'][tokens] + P['position']) * mask,
+                   exported for cpu and cuda (so a load binds JAX's platform index too)
   broken/          programs that break the causal-lm's contract, for the refusal tests to swap in: a slot_cache
                    whose cache differs from the other slot programs', and a prefill_slot that ignores `length`
                    (so JAX drops that input from the module)
@@ -35,9 +37,9 @@ def fresh(name):
     return path
 
 
-def write_export(directory, name, fn, *args, donate=()):
+def write_export(directory, name, fn, *args, donate=(), platforms=None):
     with open(os.path.join(directory, name), "wb") as f:
-        f.write(export.export(jax.jit(fn, donate_argnums=donate))(*args).serialize())
+        f.write(export.export(jax.jit(fn, donate_argnums=donate), platforms=platforms)(*args).serialize())
 
 
 def write_manifest(directory, manifest):
@@ -153,6 +155,30 @@ def causal_lm_package():
     })
 
 
+def embed_states(p, tokens, mask):
+    return (p["embed"][tokens] + p["position"][None]) * mask[..., None].astype(jnp.float32)  # [B,T,D]
+
+
+def embedding_package():
+    directory = fresh("embedding")
+    params = {"embed": (np.arange(V * D, dtype=np.float32).reshape(V, D) % 7) - 3.0,
+              "position": np.arange(T * D, dtype=np.float32).reshape(T, D) * 0.25}
+    for b in (1, 2):
+        write_export(directory, f"embed_b{b}.jax", embed_states, specs(params), spec((b, T), jnp.int32),
+                     spec((b, T), jnp.int32), platforms=["cpu", "cuda"])
+    save_file(params, os.path.join(directory, "model.safetensors"))
+    write_manifest(directory, {
+        "format": 1,
+        "name": "toy-embedder",
+        "kind": "embedding",
+        "weights": {"file": "model.safetensors"},
+        "programs": [{"role": "embed", "batch": b, "length": T, "file": f"embed_b{b}.jax"} for b in (1, 2)],
+        "tokenizer": {"tiktoken": "cl100k_base"},
+        "embedding": {"pooling": "mean", "normalize": True},
+        "limits": {"vocabulary": V, "context_length": T},
+    })
+
+
 def prefill_ignoring_length(p, tokens, length, slot, cache):
     del length
     return prefill_slot(p, tokens, T, slot, cache)
@@ -171,6 +197,7 @@ def main():
     os.makedirs(OUT, exist_ok=True)
     tensor_packages()
     causal_lm_package()
+    embedding_package()
     broken_programs()
 
 

@@ -288,6 +288,23 @@ class ModelPackageRefusalTest {
   }
 
   @Test
+  void anEmbedProgramAndTheEmbeddingDefaultsAreChecked() throws IOException {
+    Path pkg = copy("embedding");
+    Path manifest = pkg.resolve(ModelPackage.MANIFEST);
+    String good = Files.readString(manifest);
+    editManifest(pkg, "\"length\": 4", "\"length\": 3");
+    refused(pkg, "program embed (batch 1, length 3, embed_b1.jax)", "input 1 'tokens' is s32[1,4], expected s32[1,3]");
+
+    Files.writeString(manifest, good);
+    editManifest(pkg, "\"pooling\": \"mean\"", "\"pooling\": \"max\"");
+    refused(pkg, "'embedding.pooling' is \"max\", expected \"mean\" or \"cls\"");
+
+    Files.writeString(manifest, good);
+    editManifest(pkg, "\"context_length\": 4", "\"context_length\": 2");
+    refused(pkg, "has length 4, longer than limits.context_length 2");
+  }
+
+  @Test
   void aDirectoryWithoutAManifestOrWithBadJsonIsRefused() throws IOException {
     refused(dir, "has no xla-model.json");
     Files.writeString(dir.resolve(ModelPackage.MANIFEST), "{\"format\": 1,}");

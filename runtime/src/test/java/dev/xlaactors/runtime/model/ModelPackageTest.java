@@ -278,6 +278,43 @@ class ModelPackageTest {
   }
 
   @Test
+  void anEmbeddingPackageExportedForTwoPlatformsBindsThePlatformIndexAndRunsRight() {
+    ModelPackage pkg = ModelPackage.open(fixture("embedding"));
+    assertEquals(Kind.EMBEDDING, pkg.kind());
+    assertEquals(new ModelPackage.EmbeddingDefaults(ModelPackage.Pooling.MEAN, true), pkg.embedding().orElseThrow());
+    assertEquals("cl100k_base", pkg.tokenizer().orElseThrow().tiktokenEncoding());
+    ProgramSpec b2 = pkg.program(Role.EMBED, 2).orElseThrow();
+    assertEquals(List.of("cpu", "cuda"), b2.export().platforms());
+    assertEquals(JaxExport.PLATFORM_INDEX, b2.export().parameterNames().get(0));
+    assertEquals(List.of("embed", "position"), pkg.weightParameters(b2));
+
+    long uploads = client.uploadCount();
+    try (LoadedPackage loaded = pkg.load(device)) {
+      assertEquals(2 + 2, client.uploadCount() - uploads, "2 weights once, and each program's platform index");
+      Model model = loaded.model(Role.EMBED, 2);
+      assertEquals(List.of("[1]", "[2]"), model.inputNames());
+      int[] tokens = {3, 0, 7, 7, 1, 2, 5, 6};
+      int[] mask = {1, 1, 0, 0, 1, 1, 1, 1};
+      List<HostTensor> out = model.run(List.of(Argument.of(HostTensor.ofInts(tokens, 2, 4)),
+          Argument.of(HostTensor.ofInts(mask, 2, 4))), null);
+      float[] expected = new float[2 * 4 * D];
+      for (int b = 0; b < 2; b++) {
+        for (int t = 0; t < 4; t++) {
+          for (int j = 0; j < D; j++) {
+            int token = tokens[b * 4 + t];
+            float state = (((token * D + j) % 7) - 3f) + (t * D + j) * 0.25f;
+            expected[(b * 4 + t) * D + j] = state * mask[b * 4 + t];
+          }
+        }
+      }
+      try (HostTensor hidden = out.get(0)) {
+        assertEquals(TensorType.of(DType.F32, 2, 4, D), hidden.type());
+        assertArrayEquals(expected, hidden.toFloatArray(), 1e-6f);
+      }
+    }
+  }
+
+  @Test
   void loadRefusesWeightsChangedSinceOpenBeforeUploadingAnything() throws IOException {
     Path copy = copy("tensor", dir.resolve("pkg"));
     ModelPackage pkg = ModelPackage.open(copy);
