@@ -184,7 +184,18 @@ public final class ModelPackage {
    */
   public static ModelPackage open(Path dir) {
     Objects.requireNonNull(dir, "dir");
-    return new ModelPackage(new Reader(dir.toAbsolutePath().normalize()).read());
+    Path directory = dir.toAbsolutePath().normalize();
+    try {
+      return new ModelPackage(new Reader(directory).read());
+    } catch (InvalidArgumentException e) {
+      if (e.getMessage().startsWith("model package ")) {
+        throw e;
+      }
+      // Name the package: a server opens many, and "xla-model.json: ..." alone does not say which.
+      InvalidArgumentException named = new InvalidArgumentException("model package " + directory + ": " + e.getMessage());
+      named.initCause(e);
+      throw named;
+    }
   }
 
   /** The package's directory (absolute). */

@@ -43,9 +43,13 @@ class ModelPackageRefusalTest {
     edit(pkg.resolve(ModelPackage.MANIFEST), from, to);
   }
 
-  /** Opening {@code pkg} fails with a message holding every one of {@code parts}; the message, for more checks. */
+  /**
+   * Opening {@code pkg} fails with a message that names the package first and holds every one of {@code
+   * parts}; the message, for more checks.
+   */
   private static String refused(Path pkg, String... parts) {
     InvalidArgumentException e = assertThrows(InvalidArgumentException.class, () -> ModelPackage.open(pkg));
+    assertTrue(e.getMessage().startsWith("model package " + pkg.toAbsolutePath().normalize()), e.getMessage());
     for (String part : parts) {
       assertTrue(e.getMessage().contains(part), "expected '" + part + "' in: " + e.getMessage());
     }
