@@ -224,6 +224,21 @@ public final class Model extends NativeHandle {
     return parameterNames;
   }
 
+  /**
+   * Whether parameter {@code parameter} is bound to {@code buffer}'s memory ({@code buffer} or a share of it):
+   * how a caller sees that two models share one upload of a weight. Refused for a name that is no parameter.
+   */
+  public boolean isBoundTo(String parameter, DeviceBuffer buffer) {
+    int p = parameterNames.indexOf(Objects.requireNonNull(parameter, "parameter"));
+    if (p < 0) {
+      throw new InvalidArgumentException("model '" + name + "' has no parameter '" + parameter + "'; it has "
+          + parameterNames);
+    }
+    try (Lease lease = lease()) {
+      return boundByPosition[p] != null && boundByPosition[p].sameMemoryAs(buffer);
+    }
+  }
+
   /** The names of the per-request inputs a run takes, in order. */
   public List<String> inputNames() {
     return inputNames;

@@ -1,0 +1,176 @@
+package dev.xlaactors.runtime.model;
+
+import dev.xlaactors.error.ErrorCode;
+import dev.xlaactors.error.InvalidArgumentException;
+import dev.xlaactors.error.XlaException;
+import dev.xlaactors.runtime.Device;
+import dev.xlaactors.runtime.DeviceBuffer;
+import dev.xlaactors.runtime.Executable;
+import dev.xlaactors.runtime.HostTensor;
+import dev.xlaactors.runtime.TensorType;
+import dev.xlaactors.runtime.XlaClient;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.EnumMap;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Objects;
+import java.util.SortedMap;
+import java.util.TreeMap;
+import java.util.concurrent.atomic.AtomicBoolean;
+
+/**
+ * A {@link ModelPackage} on one device: every program compiled for the device's client, each weight
+ * uploaded once and bound ({@link Model#bind}, sharing the buffers) to every program that takes it, so a
+ * package of a prefill and a decode program holds one copy of its weights.
+ *
+ * <p>Lifetime: the package owns its {@link Model}s and its weight buffers; {@link #model} and {@link
+ * #weight} lend them (do not close them). {@link #close()} closes the models and the weight buffers; runs in
+ * flight finish (each model keeps its own shares of the buffers, see {@link Model}), and later runs are
+ * refused. Thread-safe; {@link #close()} is idempotent.
+ */
+public final class LoadedPackage implements AutoCloseable {
+  private final ModelPackage modelPackage;
+  private final Device device;
+  private final Map<Role, SortedMap<Integer, Model>> models;
+  private final Map<String, DeviceBuffer> weights;
+  private final AtomicBoolean closed = new AtomicBoolean();
+
+  private LoadedPackage(ModelPackage modelPackage, Device device, Map<Role, SortedMap<Integer, Model>> models,
+      Map<String, DeviceBuffer> weights) {
+    this.modelPackage = modelPackage;
+    this.device = device;
+    this.models = models;
+    this.weights = weights;
+  }
+
+  /** See {@link ModelPackage#load}. */
+  static LoadedPackage load(ModelPackage pkg, Device device) {
+    Objects.requireNonNull(pkg, "pkg");
+    Objects.requireNonNull(device, "device");
+    XlaClient client = device.client();
+    List<Executable> compiled = new ArrayList<>();
+    Map<String, DeviceBuffer> weights = new LinkedHashMap<>();
+    Map<Role, SortedMap<Integer, Model>> models = new EnumMap<>(Role.class);
+    boolean loaded = false;
+    try (WeightFiles files = pkg.openWeights()) {
+      if (!files.types().equals(pkg.weightTypes())) {
+        throw new InvalidArgumentException("model package " + pkg.directory() + ": the weights changed since the "
+            + "package was opened (they hold " + files.types() + ", it checked " + pkg.weightTypes() + "): open it again");
+      }
+      // Compile everything first: a program that does not compile fails before anything is uploaded.
+      for (ProgramSpec p : pkg.programs()) {
+        compiled.add(p.export().compile(client));
+      }
+      for (String name : pkg.weightTypes().keySet()) {
+        try (HostTensor tensor = files.tensor(name)) { // an in-place upload keeps the mapping itself
+          weights.put(name, client.upload(tensor, device));
+        }
+      }
+      for (int i = 0; i < compiled.size(); i++) {
+        ProgramSpec p = pkg.programs().get(i);
+        Model model = bind(pkg, p, compiled.get(i), weights, device);
+        models.computeIfAbsent(p.role(), r -> new TreeMap<>()).put(p.size(), model);
+      }
+      loaded = true;
+    } finally {
+      compiled.forEach(Executable::close); // each model keeps its own view
+      if (!loaded) {
+        models.values().forEach(byRole -> byRole.values().forEach(Model::close));
+        weights.values().forEach(DeviceBuffer::close);
+      }
+    }
+    Map<Role, SortedMap<Integer, Model>> byRole = new EnumMap<>(Role.class);
+    models.forEach((role, bySize) -> byRole.put(role, Collections.unmodifiableSortedMap(bySize)));
+    return new LoadedPackage(pkg, device, Collections.unmodifiableMap(byRole), Collections.unmodifiableMap(weights));
+  }
+
+  private static Model bind(ModelPackage pkg, ProgramSpec p, Executable exe, Map<String, DeviceBuffer> weights,
+      Device device) {
+    Map<String, DeviceBuffer> bound = new LinkedHashMap<>();
+    List<DeviceBuffer> constants = new ArrayList<>();
+    try {
+      for (Map.Entry<String, HostTensor> c : p.export().constants(device.client()).entrySet()) {
+        DeviceBuffer b = device.client().upload(c.getValue(), device);
+        constants.add(b);
+        bound.put(c.getKey(), b);
+      }
+      for (String name : pkg.weightParameters(p)) {
+        bound.put(name, weights.get(name));
+      }
+      return Model.bind(exe, p.export().parameterNames(), bound);
+    } finally {
+      constants.forEach(DeviceBuffer::close); // the model holds its own share
+    }
+  }
+
+  /** The package this is a load of. */
+  public ModelPackage modelPackage() {
+    return modelPackage;
+  }
+
+  /** The device everything lives on. */
+  public Device device() {
+    return device;
+  }
+
+  /**
+   * The model of {@code role} at {@code size} (its batch or slots), lent: the package closes it. Refused
+   * naming the role and the sizes there are.
+   */
+  public Model model(Role role, int size) {
+    Model model = models(role).get(size);
+    if (model == null) {
+      throw new InvalidArgumentException("model package '" + modelPackage.name() + "' has no " + role.jsonName()
+          + " program at " + role.sizeKey() + " " + size + "; it has " + role.jsonName() + " at "
+          + (models(role).isEmpty() ? "no " + role.sizeKey() : role.sizeKey() + " " + models(role).keySet()));
+    }
+    return model;
+  }
+
+  /** The models of {@code role} by size (empty when the package has none), lent: the package closes them. */
+  public SortedMap<Integer, Model> models(Role role) {
+    Objects.requireNonNull(role, "role");
+    checkOpen();
+    return models.getOrDefault(role, Collections.emptySortedMap());
+  }
+
+  /** The weight called {@code name} on the device, lent: the package closes it. Refused for a name it lacks. */
+  public DeviceBuffer weight(String name) {
+    checkOpen();
+    DeviceBuffer b = weights.get(Objects.requireNonNull(name, "name"));
+    if (b == null) {
+      throw new InvalidArgumentException("model package '" + modelPackage.name() + "' has no weight '" + name
+          + "'; it has " + weights.size() + ": " + weights.keySet().stream().limit(20).toList());
+    }
+    return b;
+  }
+
+  /** The weights' types, as {@link ModelPackage#weightTypes()}. */
+  public Map<String, TensorType> weightTypes() {
+    return modelPackage.weightTypes();
+  }
+
+  private void checkOpen() {
+    if (closed.get()) {
+      throw new XlaException(ErrorCode.FAILED_PRECONDITION, "model package '" + modelPackage.name() + "' on " + device
+          + " is closed: load it again");
+    }
+  }
+
+  /** Closes the models and the weight buffers (runs in flight finish); idempotent and thread-safe. */
+  @Override
+  public void close() {
+    if (!closed.compareAndSet(false, true)) {
+      return;
+    }
+    models.values().forEach(bySize -> bySize.values().forEach(Model::close));
+    weights.values().forEach(DeviceBuffer::close);
+  }
+
+  @Override
+  public String toString() {
+    return "LoadedPackage(" + modelPackage.name() + " on " + device + (closed.get() ? ", closed)" : ")");
+  }
+}
