@@ -46,7 +46,10 @@ public interface Tokenizer extends AutoCloseable {
   /** The number of ids this tokenizer knows: one more than the highest id, special tokens included. */
   int vocabularySize();
 
-  /** The id of a special (or any whole) token spelled {@code token}, e.g. {@code "<|endoftext|>"}. */
+  /**
+   * The id of the special token {@code token}, e.g. {@code "<|endoftext|>"}, or of any whole token as the
+   * vocabulary spells it (byte-level vocabularies spell a space {@code Ġ}); empty when there is none.
+   */
   OptionalInt tokenId(String token);
 
   /** Releases what the tokenizer holds; idempotent. */
