@@ -30,6 +30,9 @@ import java.util.concurrent.atomic.AtomicBoolean;
  * tokens' ids (which DJL does not expose) are read from the same file's {@code model.vocab} and
  * {@code added_tokens}.
  *
+ * <p>On first use DJL copies its native library out of the jar into its cache folder
+ * ({@code ~/.djl.ai/tokenizers}, or {@code DJL_CACHE_DIR}); a host without a writable home sets that.
+ *
  * <p>Thread-safe (the Rust tokenizer is immutable once built); {@link #close()} frees the native
  * tokenizer once, and any call after it fails with {@link IllegalStateException}.
  */

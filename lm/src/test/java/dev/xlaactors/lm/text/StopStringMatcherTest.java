@@ -89,4 +89,26 @@ class StopStringMatcherTest {
     assertTrue(e.getMessage().contains("stop string 1 is empty"), e.getMessage());
     assertThrows(InvalidArgumentException.class, () -> new StopStringMatcher(null));
   }
+
+  @Test
+  void cutsADetokenizedStreamAtAStopSplitAcrossTokens() {
+    Tokenizer gpt2 = TiktokenTokenizer.of("r50k_base");
+    int[] ids = gpt2.encode("Q: 你好 👋🏽?\nA: hi<END> and more");
+    IncrementalDetokenizer detokenizer = IncrementalDetokenizer.create(gpt2);
+    StopStringMatcher matcher = new StopStringMatcher(List.of("<END>"));
+    StringBuilder emitted = new StringBuilder();
+    int consumed = 0;
+    for (int id : ids) {
+      consumed++;
+      StopStringMatcher.Output out = matcher.append(detokenizer.next(id));
+      emitted.append(out.text());
+      assertFalse(out.text().contains("<"), "the start of the stop string was held back, not emitted");
+      if (out.stopped()) {
+        break;
+      }
+    }
+    assertTrue(matcher.stopped());
+    assertTrue(consumed < ids.length, "stopped before the end of the tokens");
+    assertEquals("Q: 你好 👋🏽?\nA: hi", emitted.toString());
+  }
 }
