@@ -79,9 +79,15 @@ public final class IncrementalDetokenizer {
     }
     append(tokenId);
     String text = decode(0, size);
-    boolean grew = text.length() > prefixTextLength;
-    boolean incomplete = grew && text.charAt(text.length() - 1) == REPLACEMENT;
-    if (!grew || (incomplete && size - prefixSize < MAX_UNREAD_TOKENS)) {
+    int unread = size - prefixSize;
+    if (text.length() <= prefixTextLength) {
+      // Nothing new (e.g. skipped special tokens): slide anyway once the window is long, to keep it short.
+      if (unread >= MAX_UNREAD_TOKENS) {
+        slide();
+      }
+      return "";
+    }
+    if (text.charAt(text.length() - 1) == REPLACEMENT && unread < MAX_UNREAD_TOKENS) {
       return "";
     }
     String piece = text.substring(prefixTextLength);

@@ -160,4 +160,27 @@ class IncrementalDetokenizerTest {
     @Override
     public void close() {}
   }
+
+  /** A SentencePiece-style vocabulary: words carry their leading space as "▁", which a lone token's decode drops. */
+  static final String METASPACE = """
+      {"version": "1.0", "truncation": null, "padding": null, "added_tokens": [], "normalizer": null,
+       "pre_tokenizer": {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "always", "split": true},
+       "post_processor": null,
+       "decoder": {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "always", "split": true},
+       "model": {"type": "WordLevel", "unk_token": "[UNK]",
+                 "vocab": {"[UNK]": 0, "\u2581hello": 1, "\u2581world": 2, "\u2581again": 3}}}
+      """;
+
+  @Test
+  void keepsTheSpacingThatALoneTokensDecodeDrops() throws java.io.IOException {
+    Path file = java.nio.file.Files.writeString(dir.resolve("metaspace.json"), METASPACE);
+    try (HuggingFaceTokenizer tokenizer = HuggingFaceTokenizer.open(file)) {
+      int[] ids = tokenizer.encode("hello world again");
+      assertArrayEquals(new int[] {1, 2, 3}, ids);
+      assertEquals("world", tokenizer.decode(new int[] {2}), "a lone token loses its space");
+      assertEquals(List.of("hello", " world", " again", ""), stream(tokenizer, new int[0], ids));
+      // After a prompt, the first generated word is spaced by the prompt's context.
+      assertEquals(List.of(" world", " again", ""), stream(tokenizer, new int[] {1}, new int[] {2, 3}));
+    }
+  }
 }
