@@ -14,6 +14,12 @@ import java.util.SplittableRandom;
  * <p>One per sequence; not thread-safe.
  */
 public final class SequenceState {
+  /**
+   * Ids at or above this are refused: no vocabulary comes near 16.7 million tokens, and the set of seen
+   * tokens is a bit set as long as the highest id (a client's stray id must not cost gigabytes).
+   */
+  public static final int MAX_TOKEN_ID = 1 << 24;
+
   private final SplittableRandom random;
   private final BitSet seen = new BitSet();
   private int[] distinct = new int[64];
@@ -43,8 +49,9 @@ public final class SequenceState {
 
   /** Adds a token to the sequence (the sampler does this for the tokens it draws). */
   public void append(int token) {
-    if (token < 0) {
-      throw new InvalidArgumentException("token id " + token + " is negative: token ids are >= 0");
+    if (token < 0 || token >= MAX_TOKEN_ID) {
+      throw new InvalidArgumentException("token id " + token + " is outside [0, " + MAX_TOKEN_ID
+          + "): pass ids from the model's vocabulary");
     }
     length++;
     if (!seen.get(token)) {

@@ -213,6 +213,20 @@ class SamplerTest {
   }
 
   @Test
+  void refusesSequenceTokensNoVocabularyHas() {
+    SamplingParams params = SamplingParams.defaults();
+    InvalidArgumentException huge = assertThrows(InvalidArgumentException.class,
+        () -> SequenceState.create(params, new int[] {5, Integer.MAX_VALUE}));
+    assertTrue(huge.getMessage().contains("token id 2147483647 is outside [0, 16777216)"), huge.getMessage());
+    assertThrows(InvalidArgumentException.class, () -> SequenceState.create(params, new int[] {-1}));
+    // A penalised token beyond the row's vocabulary is refused when sampling.
+    SamplingParams penalised = SamplingParams.greedy().withRepetitionPenalty(1.5);
+    InvalidArgumentException outside = assertThrows(InvalidArgumentException.class,
+        () -> sampler.sample(new float[] {1f, 2f}, penalised, SequenceState.create(penalised, new int[] {7})));
+    assertTrue(outside.getMessage().contains("token 7 of the sequence is outside the logits row of 2"), outside.getMessage());
+  }
+
+  @Test
   void reportsLogprobsOfTheModelsDistribution() {
     float[] logits = logitsOf(0.1, 0.6, 0.3);
     SamplingParams params = SamplingParams.greedy().withLogprobs(2).withRepetitionPenalty(1.5);
