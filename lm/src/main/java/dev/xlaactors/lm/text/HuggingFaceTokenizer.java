@@ -1,0 +1,231 @@
+package dev.xlaactors.lm.text;
+
+import com.google.gson.JsonArray;
+import com.google.gson.JsonElement;
+import com.google.gson.JsonObject;
+import com.google.gson.JsonParseException;
+import com.google.gson.JsonParser;
+import dev.xlaactors.error.ErrorCode;
+import dev.xlaactors.error.InvalidArgumentException;
+import dev.xlaactors.error.XlaException;
+import java.io.ByteArrayInputStream;
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.NoSuchFileException;
+import java.nio.file.Path;
+import java.util.HashMap;
+import java.util.Map;
+import java.util.OptionalInt;
+import java.util.concurrent.atomic.AtomicBoolean;
+
+/**
+ * A Hugging Face {@code tokenizer.json} run by the Rust {@code tokenizers} library through DJL (whose
+ * jar carries the native library: nothing is downloaded).
+ *
+ * <p>DJL's defaults are not ours: it truncates to 512 tokens and pads unless told otherwise, and its
+ * one-argument {@code encode}/{@code decode} add special tokens and then skip them. So truncation and
+ * padding are switched off when the tokenizer is built, and every call passes
+ * {@code addSpecialTokens}/{@code skipSpecialTokens} explicitly. The vocabulary size and the special
+ * tokens' ids (which DJL does not expose) are read from the same file's {@code model.vocab} and
+ * {@code added_tokens}.
+ *
+ * <p>On first use DJL copies its native library out of the jar into its cache folder
+ * ({@code ~/.djl.ai/tokenizers}, or {@code DJL_CACHE_DIR}); a host without a writable home sets that.
+ *
+ * <p>Thread-safe (the Rust tokenizer is immutable once built); {@link #close()} frees the native
+ * tokenizer once, and any call after it fails with {@link IllegalStateException}.
+ */
+public final class HuggingFaceTokenizer implements Tokenizer {
+  private final Path file;
+  private final ai.djl.huggingface.tokenizers.HuggingFaceTokenizer tokenizer;
+  private final Map<String, Integer> wholeTokens;
+  private final int vocabularySize;
+  private final AtomicBoolean closed = new AtomicBoolean();
+
+  private HuggingFaceTokenizer(Path file, ai.djl.huggingface.tokenizers.HuggingFaceTokenizer tokenizer,
+      Map<String, Integer> wholeTokens, int vocabularySize) {
+    this.file = file;
+    this.tokenizer = tokenizer;
+    this.wholeTokens = wholeTokens;
+    this.vocabularySize = vocabularySize;
+  }
+
+  /**
+   * The tokenizer in {@code tokenizerJson} (a {@code tokenizer.json} file, or a folder holding one).
+   *
+   * @throws XlaException {@link ErrorCode#NOT_FOUND} when the file is missing or unreadable
+   * @throws InvalidArgumentException when it is not a tokenizer the library can build
+   */
+  public static HuggingFaceTokenizer open(Path tokenizerJson) {
+    Path file = Files.isDirectory(tokenizerJson) ? tokenizerJson.resolve("tokenizer.json") : tokenizerJson;
+    String json;
+    try {
+      json = Files.readString(file, StandardCharsets.UTF_8);
+    } catch (NoSuchFileException e) {
+      throw new XlaException(ErrorCode.NOT_FOUND, "tokenizer file " + file.toAbsolutePath()
+          + " does not exist: expected a Hugging Face tokenizer.json (the model package's tokenizer entry)", e);
+    } catch (IOException e) {
+      throw new XlaException(ErrorCode.NOT_FOUND, "tokenizer file " + file.toAbsolutePath()
+          + " cannot be read (" + e + "): expected a readable Hugging Face tokenizer.json", e);
+    }
+    JsonObject root = parse(file, json);
+    Map<String, Integer> wholeTokens = new HashMap<>();
+    int maxId = readVocabulary(file, root, wholeTokens);
+    if (maxId < 0) {
+      throw invalid(file, "its model has no vocabulary", null);
+    }
+    ai.djl.huggingface.tokenizers.HuggingFaceTokenizer djl = build(file, json);
+    return new HuggingFaceTokenizer(file, djl, Map.copyOf(wholeTokens), maxId + 1);
+  }
+
+  private static JsonObject parse(Path file, String json) {
+    try {
+      JsonElement root = JsonParser.parseString(json);
+      if (!root.isJsonObject()) {
+        throw invalid(file, "its top level is not a JSON object", null);
+      }
+      return root.getAsJsonObject();
+    } catch (JsonParseException e) {
+      throw invalid(file, "it is not valid JSON (" + e.getMessage() + ")", e);
+    }
+  }
+
+  /**
+   * Fills {@code ids} with the model's vocabulary (an object {@code token -> id} for BPE, WordPiece and
+   * WordLevel; a list of {@code [piece, score]} for Unigram) and then the added tokens, which win; returns
+   * the highest id.
+   */
+  private static int readVocabulary(Path file, JsonObject root, Map<String, Integer> ids) {
+    int maxId = -1;
+    try {
+      JsonElement model = root.get("model");
+      JsonElement vocab = model != null && model.isJsonObject() ? model.getAsJsonObject().get("vocab") : null;
+      if (vocab != null && vocab.isJsonObject()) {
+        for (Map.Entry<String, JsonElement> e : vocab.getAsJsonObject().entrySet()) {
+          int id = e.getValue().getAsInt();
+          ids.put(e.getKey(), id);
+          maxId = Math.max(maxId, id);
+        }
+      } else if (vocab != null && vocab.isJsonArray()) {
+        JsonArray pieces = vocab.getAsJsonArray();
+        for (int id = 0; id < pieces.size(); id++) {
+          ids.put(pieces.get(id).getAsJsonArray().get(0).getAsString(), id);
+        }
+        maxId = pieces.size() - 1;
+      }
+      JsonElement added = root.get("added_tokens");
+      if (added != null && added.isJsonArray()) {
+        for (JsonElement token : added.getAsJsonArray()) {
+          JsonObject t = token.getAsJsonObject();
+          int id = t.get("id").getAsInt();
+          ids.put(t.get("content").getAsString(), id);
+          maxId = Math.max(maxId, id);
+        }
+      }
+    } catch (RuntimeException e) { // gson's IllegalStateException/ClassCastException/NumberFormatException
+      throw invalid(file, "its model.vocab or added_tokens is malformed (" + e.getMessage() + ")", e);
+    }
+    return maxId;
+  }
+
+  private static ai.djl.huggingface.tokenizers.HuggingFaceTokenizer build(Path file, String json) {
+    optOutOfDjlTelemetry();
+    Map<String, String> options = Map.of(
+        "addSpecialTokens", "false",
+        "truncation", "false",
+        "padding", "false");
+    try {
+      return ai.djl.huggingface.tokenizers.HuggingFaceTokenizer.newInstance(
+          new ByteArrayInputStream(json.getBytes(StandardCharsets.UTF_8)), options);
+    } catch (IOException | RuntimeException e) {
+      throw invalid(file, "the tokenizers library refused it (" + e.getMessage() + ")", e);
+    }
+  }
+
+  /**
+   * DJL probes the EC2 metadata service on the first tokenizer it builds (telemetry; up to three
+   * one-second HTTP attempts). This library makes no network calls, so it opts out unless the
+   * application has said otherwise through the same switch.
+   */
+  private static void optOutOfDjlTelemetry() {
+    if (System.getenv("OPT_OUT_TRACKING") == null && System.getProperty("OPT_OUT_TRACKING") == null) {
+      System.setProperty("OPT_OUT_TRACKING", "true");
+    }
+  }
+
+  private static InvalidArgumentException invalid(Path file, String what, Throwable cause) {
+    InvalidArgumentException e = new InvalidArgumentException("tokenizer file " + file.toAbsolutePath()
+        + " is not a usable Hugging Face tokenizer.json: " + what
+        + "; expected the tokenizer.json saved by tokenizers/transformers (save_pretrained)");
+    if (cause != null) {
+      e.initCause(cause);
+    }
+    return e;
+  }
+
+  /** The file this tokenizer was read from. */
+  public Path file() {
+    return file;
+  }
+
+  @Override
+  public int[] encode(String text, boolean addSpecialTokens) {
+    checkOpen();
+    if (text == null) {
+      throw new InvalidArgumentException("text to encode is null: pass \"\" for no text");
+    }
+    long[] ids = tokenizer.encode(text, addSpecialTokens, false).getIds();
+    int[] out = new int[ids.length];
+    for (int i = 0; i < ids.length; i++) {
+      out[i] = (int) ids[i];
+    }
+    return out;
+  }
+
+  @Override
+  public String decode(int[] ids, boolean skipSpecialTokens) {
+    checkOpen();
+    if (ids == null) {
+      throw new InvalidArgumentException("ids to decode are null: pass new int[0] for no tokens");
+    }
+    long[] wide = new long[ids.length];
+    for (int i = 0; i < ids.length; i++) {
+      if (ids[i] < 0 || ids[i] >= vocabularySize) {
+        throw new InvalidArgumentException("token id " + ids[i] + " at index " + i + " is outside the vocabulary [0, "
+            + vocabularySize + ") of " + file + ": decode only ids this tokenizer produced");
+      }
+      wide[i] = ids[i];
+    }
+    return tokenizer.decode(wide, skipSpecialTokens);
+  }
+
+  @Override
+  public int vocabularySize() {
+    return vocabularySize;
+  }
+
+  @Override
+  public OptionalInt tokenId(String token) {
+    Integer id = wholeTokens.get(token);
+    return id == null ? OptionalInt.empty() : OptionalInt.of(id);
+  }
+
+  @Override
+  public void close() {
+    if (closed.compareAndSet(false, true)) {
+      tokenizer.close();
+    }
+  }
+
+  private void checkOpen() {
+    if (closed.get()) {
+      throw new IllegalStateException("the tokenizer of " + file + " is closed");
+    }
+  }
+
+  @Override
+  public String toString() {
+    return "HuggingFaceTokenizer[" + file + ", " + vocabularySize + " ids]";
+  }
+}
