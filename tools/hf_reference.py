@@ -169,9 +169,19 @@ def greedy_prompt(model, dtype_name):
              "and varied tokens: change the model's seed or initializer_range")
 
 
-def causal_reference(model, fast, dtype_name):
+def causal_reference(out, fast, dtype):
+    """What transformers computes from the checkpoint saved in `out`, loaded back as a user would load it
+    (from_pretrained, in the checkpoint's dtype: in bf16, the rotary frequencies stay f32 then, unlike a
+    model converted with .to(bfloat16))."""
+    model = transformers.AutoModelForCausalLM.from_pretrained(out, dtype=dtype).eval()
+    dtype_name = str(dtype).removeprefix("torch.")
     with torch.no_grad():
         logits = model(torch.tensor([SCORE_IDS])).logits[0].float()
+        if dtype != torch.float32:
+            # The same weights computed in float32, what an importer that upcasts inside its programs must
+            # match to f32 precision (the bf16 run's own logits differ by bf16's rounding of activations).
+            upcast = transformers.AutoModelForCausalLM.from_pretrained(out, dtype=torch.float32).eval()
+            upcast = upcast(torch.tensor([SCORE_IDS])).logits[0]
         prompt, by_hand, margins = greedy_prompt(model, dtype_name)
         # generate() with no eos, so the 8 tokens do not stop early; a copy of the generation config, so
         # that what was saved keeps its eos.
@@ -186,6 +196,7 @@ def causal_reference(model, fast, dtype_name):
         "dtype": dtype_name,
         "input_ids": SCORE_IDS,
         "logits": rounded(logits.tolist()),
+        **({"logits_upcast_f32": rounded(upcast.tolist())} if dtype_name != "float32" else {}),
         "greedy_prompt": prompt,
         "greedy_tokens": tokens,
         "greedy_min_margin": rounded(min(margins)),
@@ -194,7 +205,8 @@ def causal_reference(model, fast, dtype_name):
     }
 
 
-def bert_reference(model, fast):
+def bert_reference(out, fast):
+    model = transformers.AutoModel.from_pretrained(out, dtype=torch.float32).eval()
     batch = fast(EMBED_TEXTS, padding=True, return_tensors="pt")
     with torch.no_grad():
         hidden = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).last_hidden_state
@@ -230,8 +242,7 @@ def bert_config():
         max_position_embeddings=CONTEXT, initializer_range=0.5, pad_token_id=0)
 
 
-def save(model, out, ref, **save_kwargs):
-    model.save_pretrained(out, **save_kwargs)
+def write_reference(out, ref):
     (out / "reference.json").write_text(json.dumps(ref, separators=(",", ":")) + "\n")
     size = sum(f.stat().st_size for f in out.iterdir())
     print(f"{out.name}: {sorted(f.name for f in out.iterdir())}, {size:,} bytes", file=sys.stderr)
@@ -254,11 +265,12 @@ def make_all(root):
 
     gpt2_kwargs = dict(bos_token="<|endoftext|>", eos_token="<|endoftext|>", unk_token="<|endoftext|>")
     torch.manual_seed(0)
-    gpt2 = transformers.GPT2LMHeadModel(gpt2_config()).eval()
+    gpt2 = transformers.GPT2LMHeadModel(gpt2_config())
     for name, save_kwargs in [("gpt2", {}), ("gpt2-sharded", {"max_shard_size": "200KB"})]:
         out = fresh(root / name)
         fast = save_tokenizer(gpt2_tok, out, **gpt2_kwargs)
-        save(gpt2, out, causal_reference(gpt2, fast, "float32"), **save_kwargs)
+        gpt2.save_pretrained(out, **save_kwargs)
+        write_reference(out, causal_reference(out, fast, torch.float32))
 
     llama_kwargs = dict(bos_token="<s>", eos_token="</s>", unk_token="<unk>", chat_template=LLAMA_CHAT_TEMPLATE)
     # llama3 scaling with a short original context and a low low_freq_factor, so that with head_dim 16 the
@@ -267,22 +279,27 @@ def make_all(root):
     torch.manual_seed(1)
     llama = transformers.LlamaForCausalLM(llama_config({
         "rope_type": "llama3", "rope_theta": 10000.0, "factor": 8.0, "low_freq_factor": 0.5,
-        "high_freq_factor": 4.0, "original_max_position_embeddings": 32})).eval()
+        "high_freq_factor": 4.0, "original_max_position_embeddings": 32}))
     out = fresh(root / "llama")
-    save(llama, out, causal_reference(llama, save_tokenizer(llama_tok, out, **llama_kwargs), "float32"))
+    fast = save_tokenizer(llama_tok, out, **llama_kwargs)
+    llama.save_pretrained(out)
+    write_reference(out, causal_reference(out, fast, torch.float32))
 
     torch.manual_seed(2)
     llama_bf16 = transformers.LlamaForCausalLM(llama_config(
-        {"rope_type": "linear", "rope_theta": 10000.0, "factor": 2.0})).to(torch.bfloat16).eval()
+        {"rope_type": "linear", "rope_theta": 10000.0, "factor": 2.0})).to(torch.bfloat16)
     out = fresh(root / "llama-bf16")
-    save(llama_bf16, out, causal_reference(llama_bf16, save_tokenizer(llama_tok, out, **llama_kwargs), "bfloat16"))
+    fast = save_tokenizer(llama_tok, out, **llama_kwargs)
+    llama_bf16.save_pretrained(out)
+    write_reference(out, causal_reference(out, fast, torch.bfloat16))
 
     torch.manual_seed(3)
-    bert = transformers.BertModel(bert_config()).eval()
+    bert = transformers.BertModel(bert_config())
     out = fresh(root / "bert")
     fast = save_tokenizer(bert_tok, out, unk_token="[UNK]", sep_token="[SEP]", pad_token="[PAD]",
                           cls_token="[CLS]", mask_token="[MASK]")
-    save(bert, out, bert_reference(bert, fast))
+    bert.save_pretrained(out)
+    write_reference(out, bert_reference(out, fast))
 
 
 def main():
