@@ -70,6 +70,14 @@ LLAMA_CHAT_TEMPLATE = (
     "{% if add_generation_prompt %}{{ '<|assistant|>\\n' }}{% endif %}"
 )
 
+# Qwen2's ChatML template (no BOS: Qwen2's tokenizer adds none).
+QWEN2_CHAT_TEMPLATE = (
+    "{% for message in messages %}"
+    "{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
+)
+
 PROMPT_TEXT = "The quick brown fox jumps over the lazy dog."
 SCORE_IDS = [17, 301, 45, 260, 99, 402, 7, 311, 150, 488]  # the causal fixtures' scored sequence
 GREEDY_PROMPT_TRIES = 64  # candidate greedy prompts per fixture, the first with clear margins is kept
@@ -236,6 +244,14 @@ def llama_config(rope_parameters):
         tie_word_embeddings=False, rope_parameters=rope_parameters, bos_token_id=1, eos_token_id=2)
 
 
+def qwen2_config():
+    return transformers.Qwen2Config(
+        vocab_size=VOCAB, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, max_position_embeddings=CONTEXT, rms_norm_eps=1e-6, initializer_range=0.3,
+        tie_word_embeddings=True, rope_parameters={"rope_type": "default", "rope_theta": 1000000.0},
+        bos_token_id=None, eos_token_id=2)
+
+
 def bert_config():
     return transformers.BertConfig(
         vocab_size=VOCAB, hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128,
@@ -258,8 +274,9 @@ def fresh(out):
 def make_all(root):
     gpt2_tok = byte_level_bpe(["<|endoftext|>"])
     llama_tok = byte_level_bpe(["<unk>", "<s>", "</s>"], bos="<s>")
+    qwen2_tok = byte_level_bpe(["<|endoftext|>", "<|im_start|>", "<|im_end|>"])
     bert_tok = wordpiece()
-    for tok, name in [(gpt2_tok, "gpt2"), (llama_tok, "llama"), (bert_tok, "bert")]:
+    for tok, name in [(gpt2_tok, "gpt2"), (llama_tok, "llama"), (qwen2_tok, "qwen2"), (bert_tok, "bert")]:
         if tok.get_vocab_size() > VOCAB:
             sys.exit(f"the {name} tokenizer has {tok.get_vocab_size()} entries, over the model's {VOCAB}")
 
@@ -292,6 +309,20 @@ def make_all(root):
     fast = save_tokenizer(llama_tok, out, **llama_kwargs)
     llama_bf16.save_pretrained(out)
     write_reference(out, causal_reference(out, fast, torch.bfloat16))
+
+    torch.manual_seed(4)
+    qwen2 = transformers.Qwen2ForCausalLM(qwen2_config())
+    with torch.no_grad():  # transformers initialises biases to 0, which would leave them untested
+        for name, p in qwen2.named_parameters():
+            if name.endswith("_proj.bias"):
+                p.normal_(0.0, 0.3)
+    out = fresh(root / "qwen2")
+    fast = transformers.PreTrainedTokenizerFast(
+        tokenizer_object=qwen2_tok, model_max_length=CONTEXT, eos_token="<|im_end|>", pad_token="<|endoftext|>",
+        chat_template=QWEN2_CHAT_TEMPLATE)
+    fast.save_pretrained(out)  # transformers 5's default layout: the chat template in chat_template.jinja
+    qwen2.save_pretrained(out)
+    write_reference(out, causal_reference(out, fast, torch.float32))
 
     torch.manual_seed(3)
     bert = transformers.BertModel(bert_config())
