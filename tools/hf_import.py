@@ -143,17 +143,18 @@ class Checkpoint:
         return flat.reshape(info["shape"])
 
 
-def write_safetensors(path, names, array_of, dtype_code_of, metadata):
+def write_safetensors(path, names, shape_of, dtype_code_of, array_of, metadata):
     """Writes the named tensors with the header padded (with spaces, which the format allows) so the data
-    starts on a 64-byte boundary: a runtime that maps the file can hand aligned bytes to the device."""
+    starts on a 64-byte boundary: a runtime that maps the file can hand aligned bytes to the device.
+    The tensors are read (and converted) one at a time, as they are written."""
     header, offset = {}, 0
     if metadata:
         header["__metadata__"] = metadata
     for name in names:
-        a = array_of(name)
-        header[name] = {"dtype": dtype_code_of(name), "shape": list(a.shape),
-                        "data_offsets": [offset, offset + a.nbytes]}
-        offset += a.nbytes
+        code, shape = dtype_code_of(name), shape_of(name)
+        size = math.prod(shape) * SAFETENSORS_DTYPES[code].itemsize
+        header[name] = {"dtype": code, "shape": list(shape), "data_offsets": [offset, offset + size]}
+        offset += size
     text = json.dumps(header, separators=(",", ":")).encode()
     text += b" " * ((-(8 + len(text))) % ALIGNMENT)
     with open(path, "wb") as f:
@@ -697,7 +698,8 @@ def write_weights(ckpt, keep, target, out, notes):
             shutil.copyfile(ckpt.dir / file, out / file)
             total += os.path.getsize(out / file) - start
         else:
-            total += write_safetensors(out / file, names, array_of, code_of, header.get("__metadata__"))
+            total += write_safetensors(out / file, names, lambda n: ckpt.tensors[n][1]["shape"], code_of, array_of,
+                                       header.get("__metadata__"))
         weight_map.update({n: file for n in names})
     codes = {code_of(n) for n in keep if code_of(n) in floating}
     dtype = DTYPE_NAMES[codes.pop()] if len(codes) == 1 else "mixed"
