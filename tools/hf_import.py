@@ -1,0 +1,857 @@
+"""Turns a Hugging Face checkpoint directory into a model package (docs/model-package.md).
+
+Run with the venv of tools/jax-env.sh (JAX, numpy, safetensors, flatbuffers; ml_dtypes comes with JAX):
+
+    $(bash tools/jax-env.sh) tools/hf_import.py HF_DIR --out PKG [--name NAME] [--dtype as-is|f32|bf16]
+        [--slots 1,4] [--score-length N] [--prefill-length N] [--embed-batches 1,4] [--embed-length N]
+        [--context-length N] [--platforms cpu,cuda]
+
+HF_DIR is what `save_pretrained` writes: config.json, model.safetensors (or shards and
+model.safetensors.index.json), tokenizer.json, tokenizer_config.json, generation_config.json when present.
+Architectures: GPT2LMHeadModel; LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM (kind causal-lm:
+programs score, and prefill_slot, decode_slots, slot_cache per slot count); BertModel, BertForMaskedLM
+(kind embedding: program embed per batch size). Anything else exits with status 2 naming what is wrong.
+
+The programs are written here in jax.numpy from the architecture's definition and exported with jax.export;
+their first argument is the flat dict of weights keyed by the checkpoint's own tensor names, so the weights
+are copied as they are (or converted by --dtype, or rewritten without the tensors no program takes, which
+the contract refuses: BERT's pooler, say). Programs compute in f32 whatever the weights' dtype.
+
+The KV cache of the slot programs is one f32 array [layers, 2 (key, value), slots, kv_heads, context,
+head_dim], keys stored after the rotary embedding; prefill_slot and decode_slots donate it and update it in
+place with dynamic_update_slice. Attention masks every cache position after a slot's own position, so
+padding and stale entries of an earlier, longer sequence are never attended, and decode writes position p
+before it reads it.
+
+Prints the package's path on its last line.
+"""
+import argparse
+import json
+import math
+import os
+import pathlib
+import re
+import shutil
+import sys
+
+import jax
+import jax.numpy as jnp
+import ml_dtypes
+import numpy as np
+from jax import export, lax
+
+IMPORTER_VERSION = "1"
+ALIGNMENT = 64  # the data section starts on this boundary, like tools/jax_gpt.py's align_data
+F32 = jnp.float32
+NEG = -1e30  # the score of a masked position: exp() of it is 0 in f32, and no inf - inf can make a NaN
+
+SAFETENSORS_DTYPES = {
+    "F64": np.dtype(np.float64), "F32": np.dtype(np.float32), "F16": np.dtype(np.float16),
+    "BF16": np.dtype(ml_dtypes.bfloat16), "I64": np.dtype(np.int64), "I32": np.dtype(np.int32),
+    "I16": np.dtype(np.int16), "I8": np.dtype(np.int8), "U8": np.dtype(np.uint8), "BOOL": np.dtype(np.bool_),
+}
+DTYPE_NAMES = {"F64": "float64", "F32": "float32", "F16": "float16", "BF16": "bfloat16"}
+
+
+class Refusal(Exception):
+    """An input this importer cannot turn into a package; the message names the file or key and the fix."""
+
+
+# ---------------------------------------------------------------- reading the checkpoint
+
+
+def read_json(path, what):
+    if not path.is_file():
+        raise Refusal(f"{path} is missing: {what}")
+    try:
+        return json.loads(path.read_text())
+    except ValueError as e:
+        raise Refusal(f"{path} is not valid JSON ({e})")
+
+
+def safetensors_header(path):
+    """The header of a safetensors file and the offset of its data section."""
+    with open(path, "rb") as f:
+        raw = f.read(8)
+        if len(raw) < 8:
+            raise Refusal(f"{path} is not a safetensors file (shorter than its 8-byte header length)")
+        n = int.from_bytes(raw, "little")
+        if n > os.path.getsize(path) - 8:
+            raise Refusal(f"{path} is not a safetensors file (its header length {n} runs past the end)")
+        try:
+            header = json.loads(f.read(n))
+        except ValueError as e:
+            raise Refusal(f"{path} is not a safetensors file (its header is not JSON: {e})")
+    return header, 8 + n
+
+
+class Checkpoint:
+    """The tensors of a checkpoint, one file or shards with their index, read lazily (memory-mapped)."""
+
+    def __init__(self, hf_dir):
+        index = hf_dir / "model.safetensors.index.json"
+        single = hf_dir / "model.safetensors"
+        if index.is_file():
+            self.index = read_json(index, "the index of a sharded checkpoint")
+            weight_map = self.index.get("weight_map")
+            if not isinstance(weight_map, dict) or not weight_map:
+                raise Refusal(f"{index} has no \"weight_map\" (tensor name -> shard file)")
+            self.files = list(dict.fromkeys(weight_map.values()))  # shards in their first-use order
+        elif single.is_file():
+            self.index = None
+            self.files = ["model.safetensors"]
+        else:
+            bins = sorted(p.name for p in hf_dir.glob("*.bin"))
+            hint = (f" (it has {', '.join(bins)}: PyTorch pickles, which this importer does not read; save the "
+                    "model with save_pretrained(..., safe_serialization=True))") if bins else ""
+            raise Refusal(f"{hf_dir} has neither model.safetensors nor model.safetensors.index.json{hint}")
+        self.dir = hf_dir
+        self.tensors = {}  # name -> (file, info, data start)
+        self.headers = {}  # file -> (header, data start)
+        for file in self.files:
+            path = hf_dir / file
+            if not path.is_file():
+                raise Refusal(f"{path} is missing (model.safetensors.index.json names it)")
+            header, start = safetensors_header(path)
+            self.headers[file] = (header, start)
+            for name, info in header.items():
+                if name == "__metadata__":
+                    continue
+                if info.get("dtype") not in SAFETENSORS_DTYPES:
+                    raise Refusal(f"{path}: tensor {name} has dtype {info.get('dtype')}, not one of "
+                                  f"{sorted(SAFETENSORS_DTYPES)}")
+                self.tensors[name] = (file, info, start)
+        if self.index is not None:
+            missing = sorted(n for n, f in self.index["weight_map"].items()
+                             if n not in self.tensors or self.tensors[n][0] != f)
+            if missing:
+                raise Refusal(f"{index} maps {missing[:5]} to shards that do not hold them")
+
+    def dtype_code(self, name):
+        return self.tensors[name][1]["dtype"]
+
+    def spec(self, name, dtype_code=None):
+        info = self.tensors[name][1]
+        return jax.ShapeDtypeStruct(tuple(info["shape"]), SAFETENSORS_DTYPES[dtype_code or info["dtype"]])
+
+    def array(self, name):
+        file, info, start = self.tensors[name]
+        begin, end = info["data_offsets"]
+        dtype = SAFETENSORS_DTYPES[info["dtype"]]
+        count = (end - begin) // dtype.itemsize
+        flat = np.memmap(self.dir / file, dtype=dtype, mode="r", offset=start + begin, shape=(count,))
+        return flat.reshape(info["shape"])
+
+
+def write_safetensors(path, names, shape_of, dtype_code_of, array_of, metadata):
+    """Writes the named tensors with the header padded (with spaces, which the format allows) so the data
+    starts on a 64-byte boundary: a runtime that maps the file can hand aligned bytes to the device.
+    The tensors are read (and converted) one at a time, as they are written."""
+    header, offset = {}, 0
+    if metadata:
+        header["__metadata__"] = metadata
+    for name in names:
+        code, shape = dtype_code_of(name), shape_of(name)
+        size = math.prod(shape) * SAFETENSORS_DTYPES[code].itemsize
+        header[name] = {"dtype": code, "shape": list(shape), "data_offsets": [offset, offset + size]}
+        offset += size
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * ((-(8 + len(text))) % ALIGNMENT)
+    with open(path, "wb") as f:
+        f.write(len(text).to_bytes(8, "little"))
+        f.write(text)
+        for name in names:
+            f.write(np.ascontiguousarray(array_of(name)).tobytes())
+    return offset
+
+
+# ---------------------------------------------------------------- the models
+
+
+class Config:
+    """config.json, with refusals that name the key."""
+
+    def __init__(self, hf_dir):
+        self.path = hf_dir / "config.json"
+        self.raw = read_json(self.path, "every Hugging Face checkpoint has one (save_pretrained writes it)")
+
+    def get(self, key, default=None):
+        return self.raw.get(key, default)
+
+    def need(self, key, kind=(int, float)):
+        if key not in self.raw:
+            raise Refusal(f"{self.path} has no \"{key}\", which this architecture needs")
+        value = self.raw[key]
+        if not isinstance(value, kind) or isinstance(value, bool):
+            raise Refusal(f"{self.path}: \"{key}\" is {value!r}, expected a number")
+        return value
+
+    def refuse_unless(self, key, allowed, default):
+        value = self.raw.get(key, default)
+        if value not in allowed:
+            raise Refusal(f"{self.path}: \"{key}\" is {value!r}; this importer supports {allowed}")
+        return value
+
+
+def layer_norm(x, w, b, eps):
+    mean = jnp.mean(x, axis=-1, keepdims=True)
+    var = jnp.mean(jnp.square(x - mean), axis=-1, keepdims=True)
+    return (x - mean) * lax.rsqrt(var + eps) * w + b
+
+
+def rms_norm(x, w, eps):
+    return x * lax.rsqrt(jnp.mean(jnp.square(x), axis=-1, keepdims=True) + eps) * w
+
+
+def attention(q, keys, values, visible, scale):
+    """Grouped-query attention. q [B,Tq,H,Dh]; keys, values [B,KVH,Tk,Dh] (the cache's layout); visible
+    bool [B,Tq,Tk]. Query head h reads KV head h // (H/KVH), as Hugging Face's repeat_kv lays them out."""
+    B, Tq, H, Dh = q.shape
+    KVH = keys.shape[1]
+    q = q.reshape(B, Tq, KVH, H // KVH, Dh)
+    s = jnp.einsum("bqkgd,bksd->bkgqs", q, keys) * scale
+    s = jnp.where(visible[:, None, None], s, NEG)
+    o = jnp.einsum("bkgqs,bksd->bqkgd", jax.nn.softmax(s, axis=-1), values)
+    return o.reshape(B, Tq, H * Dh)
+
+
+class Decoder:
+    """A pre-norm decoder-only transformer: x += attn(norm1(x)); x += mlp(norm2(x)). Subclasses give the
+    architecture's pieces; the programs (score and the slot programs) are written once here."""
+
+    kind = "causal-lm"
+    droppable = ()  # patterns of checkpoint tensors no program needs (buffers saved by old versions)
+
+    def __init__(self, names):
+        self.names = names
+
+    def w(self, P, name):
+        """A weight in f32 (bf16 checkpoints are upcast inside the program)."""
+        return P[name].astype(F32)
+
+    def run(self, P, x, positions, attend):
+        """The layers over hidden states x [B,T,D] at positions [B,T]; attend(i, q, k, v) -> o [B,T,H*Dh],
+        where q [B,T,H,Dh] and k, v [B,T,KVH,Dh] are the layer's projections at those positions."""
+        for i in range(self.layers):
+            q, k, v = self.qkv(P, i, self.norm1(P, i, x), positions)
+            x = x + self.attn_out(P, i, attend(i, q, k, v))
+            x = x + self.mlp(P, i, self.norm2(P, i, x))
+        return x
+
+    def logits(self, P, x):
+        return self.final_norm(P, x) @ self.w(P, self.head_name).T
+
+    def score(self, P, tokens):
+        B, T = tokens.shape
+        positions = jnp.broadcast_to(jnp.arange(T), (B, T))
+        causal = jnp.broadcast_to(jnp.tril(jnp.ones((T, T), bool)), (B, T, T))
+
+        def attend(i, q, k, v):
+            return attention(q, k.transpose(0, 2, 1, 3), v.transpose(0, 2, 1, 3), causal, self.scale(i))
+
+        return self.logits(P, self.run(P, self.embed(P, tokens, positions), positions, attend))
+
+    def prefill_slot(self, P, tokens, length, slot, cache):
+        T = tokens.shape[1]
+        positions = jnp.arange(T)[None]
+        causal = jnp.tril(jnp.ones((T, T), bool))[None]
+        written = [cache]
+
+        def attend(i, q, k, v):
+            k, v = k.transpose(0, 2, 1, 3), v.transpose(0, 2, 1, 3)  # [1,KVH,T,Dh]
+            # Positions 0..T-1 of the slot's row; those at or past `length` hold the padding's keys, which
+            # no later step reads before decode_slots overwrites them.
+            kv = jnp.stack([k, v])[None, :, :]  # [1,2,1,KVH,T,Dh]
+            written[0] = lax.dynamic_update_slice(written[0], kv, (i, 0, slot, 0, 0, 0))
+            return attention(q, k, v, causal, self.scale(i))
+
+        x = self.run(P, self.embed(P, tokens, positions), positions, attend)
+        last = lax.dynamic_slice_in_dim(x, length - 1, 1, axis=1)[:, 0]
+        return self.logits(P, last), written[0]
+
+    def decode_slots(self, P, tokens, positions, cache):
+        S, C = tokens.shape[0], cache.shape[4]
+        pos = positions[:, None]  # [S,1]: one step of each slot
+        visible = (jnp.arange(C)[None, None, :] <= positions[:, None, None])  # [S,1,C]
+        written = [cache]
+
+        def attend(i, q, k, v):
+            c = written[0]
+            # One dynamic_update_slice per slot, at its own position: XLA updates the donated cache in place
+            # with these (tools/jax_gpt.py measured a scatter over the slots 2x slower).
+            for s in range(S):
+                kv = jnp.stack([k[s, 0], v[s, 0]])[None, :, None, :, None, :]  # [1,2,1,KVH,1,Dh]
+                c = lax.dynamic_update_slice(c, kv, (i, 0, s, 0, positions[s], 0))
+            written[0] = c
+            return attention(q, c[i, 0], c[i, 1], visible, self.scale(i))
+
+        x = self.run(P, self.embed(P, tokens[:, None], pos), pos, attend)
+        return self.logits(P, x[:, 0]), written[0]
+
+    def slot_cache_shape(self, slots, context):
+        return (self.layers, 2, slots, self.kv_heads, context, self.head_dim)
+
+
+class Gpt2(Decoder):
+    """GPT2LMHeadModel: learned positions, LayerNorm, fused q|k|v Conv1D ([in, out] weights), GELU MLP,
+    the head tied to wte unless the checkpoint has lm_head.weight."""
+
+    # Causal-mask buffers that older transformers versions saved with the weights.
+    droppable = (r"\.attn\.(bias|masked_bias)$",)
+    activations = {"gelu_new": True, "gelu_pytorch_tanh": True, "gelu_fast": True, "gelu": False}
+
+    def __init__(self, cfg, names):
+        super().__init__(names)
+        self.layers = cfg.need("n_layer")
+        self.d = cfg.need("n_embd")
+        self.heads = self.kv_heads = cfg.need("n_head")
+        self.head_dim = self.d // self.heads
+        self.context = cfg.need("n_positions")
+        self.vocab = cfg.need("vocab_size")
+        self.eps = cfg.get("layer_norm_epsilon", 1e-5)
+        act = cfg.refuse_unless("activation_function", sorted(self.activations), "gelu_new")
+        self.tanh_gelu = self.activations[act]
+        cfg.refuse_unless("reorder_and_upcast_attn", [False], False)  # changes only precision; refused
+        self.scale_weights = cfg.get("scale_attn_weights", True)
+        self.by_layer = cfg.get("scale_attn_by_inverse_layer_idx", False)
+        self.p = "transformer." if "transformer.wte.weight" in names else ""
+        self.head_name = "lm_head.weight" if "lm_head.weight" in names else self.p + "wte.weight"
+
+    def scale(self, i):
+        s = 1.0 / math.sqrt(self.head_dim) if self.scale_weights else 1.0
+        return s / (i + 1) if self.by_layer else s
+
+    def ln(self, P, name, x):
+        return layer_norm(x, self.w(P, name + ".weight"), self.w(P, name + ".bias"), self.eps)
+
+    def conv1d(self, P, name, x):
+        return x @ self.w(P, name + ".weight") + self.w(P, name + ".bias")
+
+    def embed(self, P, tokens, positions):
+        return P[self.p + "wte.weight"][tokens].astype(F32) + P[self.p + "wpe.weight"][positions].astype(F32)
+
+    def norm1(self, P, i, x):
+        return self.ln(P, f"{self.p}h.{i}.ln_1", x)
+
+    def norm2(self, P, i, x):
+        return self.ln(P, f"{self.p}h.{i}.ln_2", x)
+
+    def qkv(self, P, i, x, positions):
+        B, T = x.shape[:2]
+        q, k, v = jnp.split(self.conv1d(P, f"{self.p}h.{i}.attn.c_attn", x), 3, axis=-1)
+        return (t.reshape(B, T, self.heads, self.head_dim) for t in (q, k, v))
+
+    def attn_out(self, P, i, o):
+        return self.conv1d(P, f"{self.p}h.{i}.attn.c_proj", o)
+
+    def mlp(self, P, i, x):
+        h = jax.nn.gelu(self.conv1d(P, f"{self.p}h.{i}.mlp.c_fc", x), approximate=self.tanh_gelu)
+        return self.conv1d(P, f"{self.p}h.{i}.mlp.c_proj", h)
+
+    def final_norm(self, P, x):
+        return self.ln(P, self.p + "ln_f", x)
+
+
+class Llama(Decoder):
+    """LlamaForCausalLM and its cousins Mistral and Qwen2: RMSNorm, rotary positions ("rotate half"),
+    grouped-query attention with optional q/k/v/o biases (Qwen2 has q/k/v ones), SwiGLU MLP."""
+
+    # The rotary frequencies, a buffer that older transformers versions saved with the weights.
+    droppable = (r"\.rotary_emb\.inv_freq$",)
+
+    def __init__(self, cfg, names):
+        super().__init__(names)
+        self.layers = cfg.need("num_hidden_layers")
+        self.d = cfg.need("hidden_size")
+        self.heads = cfg.need("num_attention_heads")
+        self.kv_heads = cfg.get("num_key_value_heads") or self.heads
+        if self.heads % self.kv_heads:
+            raise Refusal(f"{cfg.path}: num_attention_heads {self.heads} is not a multiple of "
+                          f"num_key_value_heads {self.kv_heads}")
+        self.head_dim = cfg.get("head_dim") or self.d // self.heads
+        self.context = cfg.need("max_position_embeddings")
+        self.vocab = cfg.need("vocab_size")
+        self.eps = cfg.get("rms_norm_eps", 1e-6)
+        cfg.refuse_unless("hidden_act", ["silu"], "silu")
+        self.sliding_window_cap(cfg)
+        self.inv_freq = self.rope_frequencies(cfg)
+        # A tied head reads the embedding unless the checkpoint saved lm_head.weight anyway (then both hold
+        # the same values); an untied one needs lm_head.weight, which the trace then asks for by name.
+        tied = cfg.get("tie_word_embeddings", False) and "lm_head.weight" not in names
+        self.head_name = "model.embed_tokens.weight" if tied else "lm_head.weight"
+
+    def sliding_window_cap(self, cfg):
+        """Mistral's (and Qwen2's, when use_sliding_window) attention sees only the last sliding_window
+        positions; within that many positions it is plain causal attention, so the context is capped there
+        rather than the window masked."""
+        window = cfg.get("sliding_window")
+        if window and cfg.get("use_sliding_window", True) and window < self.context:
+            print(f"hf_import: context capped at sliding_window {window} (max_position_embeddings "
+                  f"{self.context}): longer sequences would need the window's mask", file=sys.stderr)
+            self.context = window
+
+    def rope_frequencies(self, cfg):
+        """The inverse frequencies of the rotary embedding, as transformers computes them (in f32).
+        Newer configs hold rope_parameters (with rope_theta inside), older ones rope_theta + rope_scaling."""
+        rope = dict(cfg.get("rope_parameters") or cfg.get("rope_scaling") or {})
+        kind = rope.get("rope_type", rope.get("type", "default"))
+        supported = ["default", "linear", "llama3"]
+        if kind not in supported:
+            raise Refusal(f"{cfg.path}: rope type {kind!r} is not supported (supported: {supported})")
+        if rope.get("partial_rotary_factor", cfg.get("partial_rotary_factor", 1.0)) != 1.0:
+            raise Refusal(f"{cfg.path}: partial_rotary_factor is not supported (only full rotary embeddings)")
+        theta = np.float32(rope.get("rope_theta", cfg.get("rope_theta", 10000.0)))
+        dim = self.head_dim
+        inv = (np.float32(1.0) / theta ** (np.arange(0, dim, 2).astype(np.float32) / np.float32(dim))).astype(np.float32)
+        if kind == "linear":
+            inv = inv / np.float32(self.rope_key(cfg, rope, "factor"))
+        elif kind == "llama3":
+            factor = self.rope_key(cfg, rope, "factor")
+            low, high = self.rope_key(cfg, rope, "low_freq_factor"), self.rope_key(cfg, rope, "high_freq_factor")
+            old = rope.get("original_max_position_embeddings", self.context)
+            low_wavelen, high_wavelen = old / low, old / high
+            wavelen = 2 * math.pi / inv
+            scaled = np.where(wavelen > low_wavelen, inv / factor, inv)
+            smooth = (old / wavelen - low) / (high - low)
+            smoothed = (1 - smooth) * scaled / factor + smooth * scaled
+            medium = (wavelen >= high_wavelen) & (wavelen <= low_wavelen)
+            inv = np.where(medium, smoothed, scaled).astype(np.float32)
+        return inv
+
+    @staticmethod
+    def rope_key(cfg, rope, key):
+        if key not in rope:
+            raise Refusal(f"{cfg.path}: rope scaling {rope.get('rope_type', rope.get('type'))!r} needs \"{key}\"")
+        return rope[key]
+
+    def scale(self, i):
+        return 1.0 / math.sqrt(self.head_dim)
+
+    def linear(self, P, name, x):
+        y = x @ self.w(P, name + ".weight").T
+        return y + self.w(P, name + ".bias") if name + ".bias" in self.names else y
+
+    def rope(self, x, positions):
+        """Rotates each head's first and second halves (HF's rotate_half), not interleaved pairs."""
+        freqs = positions[..., None].astype(F32) * jnp.asarray(self.inv_freq)  # [B,T,Dh/2]
+        emb = jnp.concatenate([freqs, freqs], axis=-1)[:, :, None, :]
+        x1, x2 = jnp.split(x, 2, axis=-1)
+        return x * jnp.cos(emb) + jnp.concatenate([-x2, x1], axis=-1) * jnp.sin(emb)
+
+    def embed(self, P, tokens, positions):
+        return P["model.embed_tokens.weight"][tokens].astype(F32)
+
+    def norm1(self, P, i, x):
+        return rms_norm(x, self.w(P, f"model.layers.{i}.input_layernorm.weight"), self.eps)
+
+    def norm2(self, P, i, x):
+        return rms_norm(x, self.w(P, f"model.layers.{i}.post_attention_layernorm.weight"), self.eps)
+
+    def qkv(self, P, i, x, positions):
+        B, T = x.shape[:2]
+        a = f"model.layers.{i}.self_attn."
+        q = self.linear(P, a + "q_proj", x).reshape(B, T, self.heads, self.head_dim)
+        k = self.linear(P, a + "k_proj", x).reshape(B, T, self.kv_heads, self.head_dim)
+        v = self.linear(P, a + "v_proj", x).reshape(B, T, self.kv_heads, self.head_dim)
+        return self.rope(q, positions), self.rope(k, positions), v
+
+    def attn_out(self, P, i, o):
+        return self.linear(P, f"model.layers.{i}.self_attn.o_proj", o)
+
+    def mlp(self, P, i, x):
+        m = f"model.layers.{i}.mlp."
+        return self.linear(P, m + "down_proj", jax.nn.silu(self.linear(P, m + "gate_proj", x)) * self.linear(P, m + "up_proj", x))
+
+    def final_norm(self, P, x):
+        return rms_norm(x, self.w(P, "model.norm.weight"), self.eps)
+
+
+class Bert:
+    """BertModel (or the encoder of BertForMaskedLM, tensors named bert.*): post-norm encoder, learned
+    absolute positions, token type 0 everywhere, exact (erf) GELU. Its pooler and MLM head are not used."""
+
+    kind = "embedding"
+    droppable = (r"^(bert\.)?pooler\.", r"^cls\.", r"position_ids$")
+
+    def __init__(self, cfg, names):
+        self.names = names
+        self.layers = cfg.need("num_hidden_layers")
+        self.d = cfg.need("hidden_size")
+        self.heads = cfg.need("num_attention_heads")
+        self.head_dim = self.d // self.heads
+        self.context = cfg.need("max_position_embeddings")
+        self.vocab = cfg.need("vocab_size")
+        self.eps = cfg.get("layer_norm_eps", 1e-12)
+        cfg.refuse_unless("hidden_act", ["gelu"], "gelu")
+        cfg.refuse_unless("position_embedding_type", ["absolute"], "absolute")
+        self.p = "bert." if "bert.embeddings.word_embeddings.weight" in names else ""
+
+    def w(self, P, name):
+        return P[name].astype(F32)
+
+    def ln(self, P, name, x):
+        # Checkpoints from before transformers renamed them call LayerNorm's parameters gamma and beta.
+        gain, bias = (".weight", ".bias") if name + ".weight" in self.names else (".gamma", ".beta")
+        return layer_norm(x, self.w(P, name + gain), self.w(P, name + bias), self.eps)
+
+    def linear(self, P, name, x):
+        return x @ self.w(P, name + ".weight").T + self.w(P, name + ".bias")
+
+    def embed(self, P, tokens, mask):
+        B, T = tokens.shape
+        e = self.p + "embeddings."
+        x = (P[e + "word_embeddings.weight"][tokens].astype(F32)
+             + self.w(P, e + "position_embeddings.weight")[:T][None]
+             + self.w(P, e + "token_type_embeddings.weight")[0])
+        x = self.ln(P, e + "LayerNorm", x)
+        visible = jnp.broadcast_to((mask != 0)[:, None, :], (B, T, T))  # padding keys are never attended
+        for i in range(self.layers):
+            a = f"{self.p}encoder.layer.{i}."
+            q, k, v = (self.linear(P, a + "attention.self." + n, x).reshape(B, T, self.heads, self.head_dim)
+                       for n in ("query", "key", "value"))
+            o = attention(q, k.transpose(0, 2, 1, 3), v.transpose(0, 2, 1, 3), visible, 1.0 / math.sqrt(self.head_dim))
+            x = self.ln(P, a + "attention.output.LayerNorm", x + self.linear(P, a + "attention.output.dense", o))
+            h = jax.nn.gelu(self.linear(P, a + "intermediate.dense", x), approximate=False)
+            x = self.ln(P, a + "output.LayerNorm", x + self.linear(P, a + "output.dense", h))
+        return x
+
+
+ARCHITECTURES = {
+    "GPT2LMHeadModel": Gpt2,
+    "LlamaForCausalLM": Llama, "MistralForCausalLM": Llama, "Qwen2ForCausalLM": Llama,
+    "BertModel": Bert, "BertForMaskedLM": Bert,
+}
+
+
+# ---------------------------------------------------------------- the programs
+
+
+def used_weights(fn, weights, file, cfg, *args):
+    """The names of the weights a program reads, found by tracing it (nothing is computed)."""
+    seen = set()
+
+    class Recorder(dict):
+        def __getitem__(self, key):
+            if key not in self:
+                raise Refusal(f"the checkpoint has no tensor {key!r}, which {cfg.path} implies (the config "
+                              "and the weights disagree, or the weights are another architecture's)")
+            seen.add(key)
+            return dict.__getitem__(self, key)
+
+    try:
+        jax.eval_shape(lambda P, *a: fn(Recorder(P), *a), weights, *args)
+    except (TypeError, ValueError) as e:  # a shape mismatch: jax names the operation and the shapes
+        raise Refusal(f"{file}: the weights' shapes do not fit {cfg.path}'s sizes: "
+                      f"{str(e).splitlines()[0]}")
+    return seen
+
+
+def program_plan(model, a, context):
+    """(role attributes, file, function, donated argument or None, argument specs after the weights)."""
+    i32 = jax.ShapeDtypeStruct((), jnp.int32)
+    plan = []
+    if model.kind == "embedding":
+        T = min(context, a.embed_length)
+        for B in a.embed_batches:
+            tokens = jax.ShapeDtypeStruct((B, T), jnp.int32)
+            plan.append(({"role": "embed", "batch": B, "length": T}, f"embed_b{B}.jax", model.embed, None,
+                         (tokens, tokens)))
+        return plan
+    T = min(context, a.score_length)
+    plan.append(({"role": "score", "batch": 1, "length": T}, "score_b1.jax", model.score, None,
+                 (jax.ShapeDtypeStruct((1, T), jnp.int32),)))
+    prefill_length = a.prefill_length or min(context, 32)
+    if prefill_length > context:
+        raise Refusal(f"--prefill-length {prefill_length} is longer than the context ({context} positions)")
+    for S in a.slots:
+        cache = jax.ShapeDtypeStruct(model.slot_cache_shape(S, context), F32)
+        plan += [
+            ({"role": "prefill_slot", "slots": S, "length": prefill_length}, f"prefill_slot_s{S}.jax",
+             model.prefill_slot, 4, (jax.ShapeDtypeStruct((1, prefill_length), jnp.int32), i32, i32, cache)),
+            ({"role": "decode_slots", "slots": S}, f"decode_slots_s{S}.jax", model.decode_slots, 3,
+             (jax.ShapeDtypeStruct((S,), jnp.int32), jax.ShapeDtypeStruct((S,), jnp.int32), cache)),
+            ({"role": "slot_cache", "slots": S}, f"slot_cache_s{S}.jax", None, None, ()),
+        ]
+    return plan
+
+
+def export_program(fn, donated, weights, args, platforms, name):
+    jitted = jax.jit(fn, donate_argnums=donated) if donated is not None else jax.jit(fn)
+    exp = export.export(jitted, platforms=platforms)(weights, *args)
+    if donated is not None:
+        text = exp.mlir_module()
+        if "tf.aliasing_output" not in text and "jax.buffer_donor" not in text:
+            raise RuntimeError(f"{name}: the export lost the cache's donation (jax {jax.__version__})")
+    return exp.serialize()
+
+
+def export_slot_cache(shape, platforms):
+    return export.export(jax.jit(lambda: jnp.zeros(shape, F32)), platforms=platforms)().serialize()
+
+
+# ---------------------------------------------------------------- tokenizer and generation defaults
+
+
+def post_processor_adds(processor, token):
+    """Whether tokenizer.json's post-processor puts `token` in front of a single sequence."""
+    if not processor:
+        return False
+    kind = processor.get("type")
+    if kind == "Sequence":
+        return any(post_processor_adds(p, token) for p in processor.get("processors", []))
+    if kind == "TemplateProcessing":
+        first = (processor.get("single") or [{}])[0]
+        return first.get("SpecialToken", {}).get("id") == token
+    if kind in ("BertProcessing", "RobertaProcessing"):
+        return processor.get("cls", [None])[0] == token
+    return False
+
+
+def token_text(value):
+    """tokenizer_config.json writes a special token as a string or as {"content": ...}."""
+    return value.get("content") if isinstance(value, dict) else value
+
+
+def generation_defaults(hf_dir, cfg, tokenizer, tok_config, notes):
+    gen_path = hf_dir / "generation_config.json"
+    gen = read_json(gen_path, "") if gen_path.is_file() else {}
+    eos = gen.get("eos_token_id", cfg.get("eos_token_id"))
+    eos_ids = [] if eos is None else eos if isinstance(eos, list) else [eos]
+    if not eos_ids:
+        notes.append("no eos_token_id in generation_config.json or config.json: generation stops only at max_tokens")
+    out = {"eos_token_ids": eos_ids, "bos_token_id": None}
+
+    # BOS: Hugging Face tokenizers add it in tokenizer.json's post-processor (Llama 3) or, in older slow
+    # tokenizer configs, through add_bos_token. The Java side tokenizes with tokenizer.json and prepends
+    # bos_token_id when set, so it is set only when the tokenizer should add BOS and its file does not.
+    bos_text = token_text(tok_config.get("bos_token"))
+    if bos_text is not None and tokenizer is not None:
+        if post_processor_adds(tokenizer.get("post_processor"), bos_text):
+            notes.append(f"bos_token_id null: tokenizer.json's post-processor already adds {bos_text}")
+        elif tok_config.get("add_bos_token", False):
+            vocab = tokenizer.get("model", {}).get("vocab", {})
+            added = {t["content"]: t["id"] for t in tokenizer.get("added_tokens", [])}
+            bos_id = added.get(bos_text, vocab.get(bos_text) if isinstance(vocab, dict) else None)
+            if bos_id is None:
+                raise Refusal(f"tokenizer_config.json's bos_token {bos_text!r} is not in tokenizer.json")
+            out["bos_token_id"] = bos_id
+            notes.append(f"bos_token_id {bos_id}: tokenizer_config.json has add_bos_token and tokenizer.json "
+                         "does not add it")
+
+    if "max_new_tokens" in gen:
+        out["max_tokens"] = gen["max_new_tokens"]
+    if gen.get("repetition_penalty") not in (None, 1.0):
+        out["repetition_penalty"] = gen["repetition_penalty"]
+    # Sampling settings count only when the checkpoint samples by default (do_sample); otherwise HF decodes
+    # greedily and ignores them.
+    if gen.get("do_sample"):
+        for key in ("temperature", "top_k", "top_p", "min_p"):
+            if gen.get(key) is not None:
+                out[key] = gen[key]
+    return out
+
+
+def chat_template(hf_dir, tok_config):
+    """The chat template: chat_template.jinja (transformers 4.5x and later) or tokenizer_config.json's
+    chat_template, a string or a list of named templates of which "default" is the chat one."""
+    jinja = hf_dir / "chat_template.jinja"
+    if jinja.is_file():
+        return jinja.read_text()
+    template = tok_config.get("chat_template")
+    if isinstance(template, list):
+        named = {t.get("name"): t.get("template") for t in template}
+        template = named.get("default")
+    return template if isinstance(template, str) else None
+
+
+# ---------------------------------------------------------------- the weights
+
+
+DTYPE_CONVERSIONS = {"as-is": None, "f32": "F32", "bf16": "BF16"}
+
+
+def write_weights(ckpt, keep, target, out, notes):
+    """Writes the kept tensors into out as the checkpoint shipped them (one file, or the same shards with
+    a rewritten index): a file is copied when nothing in it changes and its data is already aligned, else
+    rewritten. Returns the manifest's "weights" entry and the package's dtype."""
+    floating = {"F64", "F32", "F16", "BF16"}
+
+    def code_of(name):
+        code = ckpt.dtype_code(name)
+        return target if target and code in floating else code
+
+    def array_of(name):
+        a = ckpt.array(name)
+        code = code_of(name)
+        return a if code == ckpt.dtype_code(name) else a.astype(SAFETENSORS_DTYPES[code])
+
+    weight_map, total = {}, 0
+    for file in ckpt.files:
+        header, start = ckpt.headers[file]
+        names = sorted(n for n in header if n != "__metadata__" and n in keep)
+        if not names:
+            notes.append(f"{file} dropped: none of its tensors is used")
+            continue
+        unchanged = (len(names) == len(header) - ("__metadata__" in header)
+                     and all(code_of(n) == ckpt.dtype_code(n) for n in names) and start % ALIGNMENT == 0)
+        if unchanged:
+            shutil.copyfile(ckpt.dir / file, out / file)
+            total += os.path.getsize(out / file) - start
+        else:
+            total += write_safetensors(out / file, names, lambda n: ckpt.tensors[n][1]["shape"], code_of, array_of,
+                                       header.get("__metadata__"))
+        weight_map.update({n: file for n in names})
+    codes = {code_of(n) for n in keep if code_of(n) in floating}
+    dtype = DTYPE_NAMES[codes.pop()] if len(codes) == 1 else "mixed"
+    if ckpt.index is None:
+        return {"file": "model.safetensors"}, dtype
+    index = {"metadata": {"total_size": total}, "weight_map": dict(sorted(weight_map.items()))}
+    (out / "model.safetensors.index.json").write_text(json.dumps(index, indent=2) + "\n")
+    return {"index": "model.safetensors.index.json"}, dtype
+
+
+# ---------------------------------------------------------------- the import
+
+
+def architecture_of(cfg):
+    archs = cfg.get("architectures")
+    if not isinstance(archs, list) or len(archs) != 1:
+        raise Refusal(f"{cfg.path}: \"architectures\" is {archs!r}, expected one of {sorted(ARCHITECTURES)} "
+                      "in a list of one")
+    if archs[0] not in ARCHITECTURES:
+        raise Refusal(f"{cfg.path}: architecture {archs[0]!r} is not supported; supported: {sorted(ARCHITECTURES)}")
+    return archs[0]
+
+
+def import_checkpoint(a):
+    hf_dir = a.hf_dir
+    if not hf_dir.is_dir():
+        raise Refusal(f"{hf_dir} is not a directory (expected a Hugging Face checkpoint: config.json, model.safetensors, ...)")
+    cfg = Config(hf_dir)
+    arch = architecture_of(cfg)
+    ckpt = Checkpoint(hf_dir)
+    model = ARCHITECTURES[arch](cfg, set(ckpt.tensors))
+    context = model.context if a.context_length is None else min(model.context, a.context_length)
+    notes = []
+    target = DTYPE_CONVERSIONS[a.dtype]
+
+    tokenizer_path = hf_dir / "tokenizer.json"
+    tokenizer = read_json(tokenizer_path, "") if tokenizer_path.is_file() else None
+    if tokenizer is None and model.kind == "causal-lm":
+        raise Refusal(f"{tokenizer_path} is missing: a causal-lm package needs the Hugging Face tokenizer file "
+                      "(a fast tokenizer's save_pretrained writes it)")
+    tok_config_path = hf_dir / "tokenizer_config.json"
+    tok_config = read_json(tok_config_path, "") if tok_config_path.is_file() else {}
+
+    # Which tensors the programs read decides what the package's weights hold.
+    plan = program_plan(model, a, context)
+    weight_specs = {n: ckpt.spec(n, target if target and ckpt.dtype_code(n) in DTYPE_NAMES else None)
+                    for n in ckpt.tensors}
+    used = {}
+    for attrs, file, fn, donated, args in plan:
+        if fn is not None:
+            used[file] = used_weights(fn, weight_specs, file, cfg, *args)
+    keep = set().union(*used.values())
+    unused = sorted(set(ckpt.tensors) - keep)
+    unknown = [n for n in unused if not any(re.search(p, n) for p in model.droppable)]
+    if unknown:
+        raise Refusal(f"the checkpoint has tensors the {arch} programs here do not use: {unknown[:8]}"
+                      f"{' ...' if len(unknown) > 8 else ''}; they suggest a variant this importer does not "
+                      "implement (it refuses rather than drop weights it does not understand)")
+    if unused:
+        notes.append(f"dropped {len(unused)} tensor(s) no program uses: {unused[:6]}{' ...' if len(unused) > 6 else ''}")
+
+    out = a.out
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise Refusal(f"{out} exists and is not an empty directory: remove it or choose another --out")
+    partial = out.with_name(out.name + f".partial-{os.getpid()}")
+    shutil.rmtree(partial, ignore_errors=True)
+    partial.mkdir(parents=True)
+    try:
+        weights_entry, dtype = write_weights(ckpt, keep, target, partial, notes)
+        programs = []
+        for attrs, file, fn, donated, args in plan:
+            if fn is None:
+                blob = export_slot_cache(model.slot_cache_shape(attrs["slots"], context), a.platforms)
+            else:
+                specs = {n: weight_specs[n] for n in sorted(used[file])}
+                blob = export_program(fn, donated, specs, args, a.platforms, file)
+            (partial / file).write_bytes(blob)
+            programs.append({**attrs, "file": file})
+
+        manifest = {
+            "format": 1,
+            "name": a.name or re.sub(r"[^A-Za-z0-9._-]+", "-", hf_dir.resolve().name),
+            "kind": model.kind,
+            "source": {"architecture": arch, "dtype": dtype, "importer": f"tools/hf_import.py {IMPORTER_VERSION}",
+                       "jax": jax.__version__},
+            "weights": weights_entry,
+            "programs": programs,
+        }
+        if tokenizer is not None:
+            shutil.copyfile(tokenizer_path, partial / "tokenizer.json")
+            manifest["tokenizer"] = {"huggingface": "tokenizer.json"}
+        if model.kind == "causal-lm":
+            template = chat_template(hf_dir, tok_config)
+            if template is not None:
+                (partial / "chat_template.jinja").write_text(template)
+                manifest["chat_template"] = "chat_template.jinja"
+            else:
+                notes.append("no chat template (tokenizer_config.json has none): chat requests will be refused")
+            manifest["generation"] = generation_defaults(hf_dir, cfg, tokenizer, tok_config, notes)
+        else:
+            manifest["embedding"] = {"pooling": "mean", "normalize": False}
+        manifest["limits"] = {"vocabulary": model.vocab, "context_length": context}
+        (partial / "xla-model.json").write_text(json.dumps(manifest, indent=2) + "\n")
+        if out.exists():
+            out.rmdir()
+        os.replace(partial, out)
+    except BaseException:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
+    for note in notes:
+        print(f"hf_import: {note}", file=sys.stderr)
+    return out
+
+
+def int_list(text):
+    try:
+        values = [int(v) for v in text.split(",") if v]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of integers")
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected positive integers, e.g. 1,4")
+    return values
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("hf_dir", type=pathlib.Path, metavar="HF_DIR")
+    ap.add_argument("--out", type=pathlib.Path, required=True, metavar="PKG", help="the package directory to make")
+    ap.add_argument("--name", help="the package's name (default: HF_DIR's name)")
+    ap.add_argument("--dtype", choices=sorted(DTYPE_CONVERSIONS), default="as-is",
+                    help="the weights' floating dtype in the package (programs compute in f32 either way)")
+    ap.add_argument("--slots", type=int_list, default=[1, 4], help="slot counts of the slot programs")
+    ap.add_argument("--score-length", type=int, default=32, help="score's length (capped at the context)")
+    ap.add_argument("--prefill-length", type=int, help="prefill_slot's length (default: min(context, 32))")
+    ap.add_argument("--embed-batches", type=int_list, default=[1, 4], help="batch sizes of embed")
+    ap.add_argument("--embed-length", type=int, default=32, help="embed's length (capped at the context)")
+    ap.add_argument("--context-length", type=int,
+                    help="cap the context (limits.context_length and the cache's positions) below the model's")
+    ap.add_argument("--platforms", default="cpu,cuda", help="what the programs are lowered for")
+    a = ap.parse_args()
+    a.platforms = [p for p in a.platforms.split(",") if p]
+    if a.name is not None and not re.fullmatch(r"[A-Za-z0-9._-]+", a.name):
+        ap.error(f"--name {a.name!r}: use letters, digits, '.', '_' and '-'")
+    for flag in ("score_length", "prefill_length", "embed_length", "context_length"):
+        if getattr(a, flag) is not None and getattr(a, flag) < 1:
+            ap.error(f"--{flag.replace('_', '-')} must be at least 1")
+    try:
+        print(import_checkpoint(a))
+    except Refusal as e:
+        print(f"hf_import: {e}", file=sys.stderr)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()
