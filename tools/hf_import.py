@@ -229,14 +229,16 @@ class Decoder:
         """A weight in f32 (bf16 checkpoints are upcast inside the program)."""
         return P[name].astype(F32)
 
-    def run(self, P, x, positions, attend):
-        """The layers over hidden states x [B,T,D] at positions [B,T]; attend(i, q, k, v) -> o [B,T,H*Dh],
-        where q [B,T,H,Dh] and k, v [B,T,KVH,Dh] are the layer's projections at those positions."""
+    def run(self, P, x, positions, attend, cache=None):
+        """The layers over hidden states x [B,T,D] at positions [B,T]. attend(i, q, k, v, cache) -> (o
+        [B,T,H*Dh], cache), where q [B,T,H,Dh] and k, v [B,T,KVH,Dh] are layer i's projections: the slot
+        programs write k and v into the cache there and attend to it. Returns (x, cache)."""
         for i in range(self.layers):
             q, k, v = self.qkv(P, i, self.norm1(P, i, x), positions)
-            x = x + self.attn_out(P, i, attend(i, q, k, v))
+            o, cache = attend(i, q, k, v, cache)
+            x = x + self.attn_out(P, i, o)
             x = x + self.mlp(P, i, self.norm2(P, i, x))
-        return x
+        return x, cache
 
     def logits(self, P, x):
         return self.final_norm(P, x) @ self.w(P, self.head_name).T
@@ -246,47 +248,43 @@ class Decoder:
         positions = jnp.broadcast_to(jnp.arange(T), (B, T))
         causal = jnp.broadcast_to(jnp.tril(jnp.ones((T, T), bool)), (B, T, T))
 
-        def attend(i, q, k, v):
-            return attention(q, k.transpose(0, 2, 1, 3), v.transpose(0, 2, 1, 3), causal, self.scale(i))
+        def attend(i, q, k, v, cache):
+            return attention(q, k.transpose(0, 2, 1, 3), v.transpose(0, 2, 1, 3), causal, self.scale(i)), cache
 
-        return self.logits(P, self.run(P, self.embed(P, tokens, positions), positions, attend))
+        x, _ = self.run(P, self.embed(P, tokens, positions), positions, attend)
+        return self.logits(P, x)
 
     def prefill_slot(self, P, tokens, length, slot, cache):
         T = tokens.shape[1]
         positions = jnp.arange(T)[None]
         causal = jnp.tril(jnp.ones((T, T), bool))[None]
-        written = [cache]
 
-        def attend(i, q, k, v):
+        def attend(i, q, k, v, cache):
             k, v = k.transpose(0, 2, 1, 3), v.transpose(0, 2, 1, 3)  # [1,KVH,T,Dh]
             # Positions 0..T-1 of the slot's row; those at or past `length` hold the padding's keys, which
             # no later step reads before decode_slots overwrites them.
-            kv = jnp.stack([k, v])[None, :, :]  # [1,2,1,KVH,T,Dh]
-            written[0] = lax.dynamic_update_slice(written[0], kv, (i, 0, slot, 0, 0, 0))
-            return attention(q, k, v, causal, self.scale(i))
+            cache = lax.dynamic_update_slice(cache, jnp.stack([k, v])[None], (i, 0, slot, 0, 0, 0))
+            return attention(q, k, v, causal, self.scale(i)), cache
 
-        x = self.run(P, self.embed(P, tokens, positions), positions, attend)
+        x, cache = self.run(P, self.embed(P, tokens, positions), positions, attend, cache)
         last = lax.dynamic_slice_in_dim(x, length - 1, 1, axis=1)[:, 0]
-        return self.logits(P, last), written[0]
+        return self.logits(P, last), cache
 
     def decode_slots(self, P, tokens, positions, cache):
         S, C = tokens.shape[0], cache.shape[4]
         pos = positions[:, None]  # [S,1]: one step of each slot
         visible = (jnp.arange(C)[None, None, :] <= positions[:, None, None])  # [S,1,C]
-        written = [cache]
 
-        def attend(i, q, k, v):
-            c = written[0]
+        def attend(i, q, k, v, cache):
             # One dynamic_update_slice per slot, at its own position: XLA updates the donated cache in place
             # with these (tools/jax_gpt.py measured a scatter over the slots 2x slower).
             for s in range(S):
                 kv = jnp.stack([k[s, 0], v[s, 0]])[None, :, None, :, None, :]  # [1,2,1,KVH,1,Dh]
-                c = lax.dynamic_update_slice(c, kv, (i, 0, s, 0, positions[s], 0))
-            written[0] = c
-            return attention(q, c[i, 0], c[i, 1], visible, self.scale(i))
+                cache = lax.dynamic_update_slice(cache, kv, (i, 0, s, 0, positions[s], 0))
+            return attention(q, cache[i, 0], cache[i, 1], visible, self.scale(i)), cache
 
-        x = self.run(P, self.embed(P, tokens[:, None], pos), pos, attend)
-        return self.logits(P, x[:, 0]), written[0]
+        x, cache = self.run(P, self.embed(P, tokens[:, None], pos), pos, attend, cache)
+        return self.logits(P, x[:, 0]), cache
 
     def slot_cache_shape(self, slots, context):
         return (self.layers, 2, slots, self.kv_heads, context, self.head_dim)
