@@ -4,7 +4,7 @@ Run with the venv of tools/jax-env.sh (JAX, numpy, safetensors, flatbuffers; ml_
 
     $(bash tools/jax-env.sh) tools/hf_import.py HF_DIR --out PKG [--name NAME] [--dtype as-is|f32|bf16]
         [--slots 1,4] [--score-length N] [--prefill-length N] [--embed-batches 1,4] [--embed-length N]
-        [--context-length N] [--platforms cpu,cuda]
+        [--context-length N] [--tiktoken ENCODING] [--platforms cpu,cuda]
 
 HF_DIR is what `save_pretrained` writes: config.json, model.safetensors (or shards and
 model.safetensors.index.json), tokenizer.json, tokenizer_config.json, generation_config.json when present.
@@ -735,9 +735,12 @@ def import_checkpoint(a):
 
     tokenizer_path = hf_dir / "tokenizer.json"
     tokenizer = read_json(tokenizer_path, "") if tokenizer_path.is_file() else None
-    if tokenizer is None and model.kind == "causal-lm":
+    if tokenizer is not None and a.tiktoken:
+        raise Refusal(f"--tiktoken {a.tiktoken} given but {tokenizer_path} exists: the package takes one tokenizer")
+    if tokenizer is None and not a.tiktoken and model.kind == "causal-lm":
         raise Refusal(f"{tokenizer_path} is missing: a causal-lm package needs the Hugging Face tokenizer file "
-                      "(a fast tokenizer's save_pretrained writes it)")
+                      "(a fast tokenizer's save_pretrained writes it), or --tiktoken ENCODING for a "
+                      "vocabulary JTokkit bundles (r50k_base is GPT-2's)")
     tok_config_path = hf_dir / "tokenizer_config.json"
     tok_config = read_json(tok_config_path, "") if tok_config_path.is_file() else {}
 
@@ -789,6 +792,8 @@ def import_checkpoint(a):
         if tokenizer is not None:
             shutil.copyfile(tokenizer_path, partial / "tokenizer.json")
             manifest["tokenizer"] = {"huggingface": "tokenizer.json"}
+        elif a.tiktoken:
+            manifest["tokenizer"] = {"tiktoken": a.tiktoken}
         if model.kind == "causal-lm":
             template = chat_template(hf_dir, tok_config)
             if template is not None:
@@ -836,6 +841,8 @@ def main():
     ap.add_argument("--embed-length", type=int, default=32, help="embed's length (capped at the context)")
     ap.add_argument("--context-length", type=int,
                     help="cap the context (limits.context_length and the cache's positions) below the model's")
+    ap.add_argument("--tiktoken", choices=["r50k_base", "p50k_base", "cl100k_base", "o200k_base"],
+                    help="for a checkpoint without tokenizer.json: an encoding JTokkit bundles (r50k_base is GPT-2's)")
     ap.add_argument("--platforms", default="cpu,cuda", help="what the programs are lowered for")
     a = ap.parse_args()
     a.platforms = [p for p in a.platforms.split(",") if p]
