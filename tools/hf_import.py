@@ -178,11 +178,11 @@ class Config:
     def get(self, key, default=None):
         return self.raw.get(key, default)
 
-    def need(self, key, kind=(int, float)):
+    def need(self, key):
         if key not in self.raw:
             raise Refusal(f"{self.path} has no \"{key}\", which this architecture needs")
         value = self.raw[key]
-        if not isinstance(value, kind) or isinstance(value, bool):
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
             raise Refusal(f"{self.path}: \"{key}\" is {value!r}, expected a number")
         return value
 
@@ -309,11 +309,11 @@ class Gpt2(Decoder):
         self.eps = cfg.get("layer_norm_epsilon", 1e-5)
         act = cfg.refuse_unless("activation_function", sorted(self.activations), "gelu_new")
         self.tanh_gelu = self.activations[act]
-        cfg.refuse_unless("reorder_and_upcast_attn", [False], False)  # changes only precision; refused
         self.scale_weights = cfg.get("scale_attn_weights", True)
         self.by_layer = cfg.get("scale_attn_by_inverse_layer_idx", False)
         self.p = "transformer." if "transformer.wte.weight" in names else ""
-        self.head_name = "lm_head.weight" if "lm_head.weight" in names else self.p + "wte.weight"
+        self.embedding_name = self.p + "wte.weight"
+        self.head_name = "lm_head.weight" if "lm_head.weight" in names else self.embedding_name
 
     def scale(self, i):
         s = 1.0 / math.sqrt(self.head_dim) if self.scale_weights else 1.0
@@ -376,7 +376,8 @@ class Llama(Decoder):
         # A tied head reads the embedding unless the checkpoint saved lm_head.weight anyway (then both hold
         # the same values); an untied one needs lm_head.weight, which the trace then asks for by name.
         tied = cfg.get("tie_word_embeddings", False) and "lm_head.weight" not in names
-        self.head_name = "model.embed_tokens.weight" if tied else "lm_head.weight"
+        self.embedding_name = "model.embed_tokens.weight"
+        self.head_name = self.embedding_name if tied else "lm_head.weight"
 
     def sliding_window_cap(self, cfg):
         """Mistral's (and Qwen2's, when use_sliding_window) attention sees only the last sliding_window
@@ -437,7 +438,7 @@ class Llama(Decoder):
         return x * jnp.cos(emb) + jnp.concatenate([-x2, x1], axis=-1) * jnp.sin(emb)
 
     def embed(self, P, tokens, positions):
-        return P["model.embed_tokens.weight"][tokens].astype(F32)
+        return P[self.embedding_name][tokens].astype(F32)
 
     def norm1(self, P, i, x):
         return rms_norm(x, self.w(P, f"model.layers.{i}.input_layernorm.weight"), self.eps)
@@ -458,7 +459,8 @@ class Llama(Decoder):
 
     def mlp(self, P, i, x):
         m = f"model.layers.{i}.mlp."
-        return self.linear(P, m + "down_proj", jax.nn.silu(self.linear(P, m + "gate_proj", x)) * self.linear(P, m + "up_proj", x))
+        gate, up = self.linear(P, m + "gate_proj", x), self.linear(P, m + "up_proj", x)
+        return self.linear(P, m + "down_proj", jax.nn.silu(gate) * up)
 
     def final_norm(self, P, x):
         return rms_norm(x, self.w(P, "model.norm.weight"), self.eps)
@@ -483,6 +485,7 @@ class Bert:
         cfg.refuse_unless("hidden_act", ["gelu"], "gelu")
         cfg.refuse_unless("position_embedding_type", ["absolute"], "absolute")
         self.p = "bert." if "bert.embeddings.word_embeddings.weight" in names else ""
+        self.embedding_name = self.p + "embeddings.word_embeddings.weight"
 
     def w(self, P, name):
         return P[name].astype(F32)
@@ -498,7 +501,7 @@ class Bert:
     def embed(self, P, tokens, mask):
         B, T = tokens.shape
         e = self.p + "embeddings."
-        x = (P[e + "word_embeddings.weight"][tokens].astype(F32)
+        x = (P[self.embedding_name][tokens].astype(F32)
              + self.w(P, e + "position_embeddings.weight")[:T][None]
              + self.w(P, e + "token_type_embeddings.weight")[0])
         x = self.ln(P, e + "LayerNorm", x)
@@ -753,6 +756,9 @@ def import_checkpoint(a):
         if fn is not None:
             used[file] = used_weights(fn, weight_specs, file, cfg, *args)
     keep = set().union(*used.values())
+    rows = weight_specs[model.embedding_name].shape[0]
+    if rows != model.vocab:
+        raise Refusal(f"{cfg.path}: vocab_size is {model.vocab} but {model.embedding_name} has {rows} rows")
     unused = sorted(set(ckpt.tensors) - keep)
     unknown = [n for n in unused if not any(re.search(p, n) for p in model.droppable)]
     if unknown:
