@@ -6,8 +6,9 @@ cli/src/test/resources/hf/ (whose reference.json tools/hf_reference.py wrote):
     $(bash tools/jax-env.sh) tools/hf_check.py PKG HF_DIR
 
 It runs the package's own artifacts (jax.export.deserialize) on the package's weights and compares:
-causal-lm: score's logits at every position of reference input_ids, and greedy tokens from prefill_slot +
-decode_slots for every slot count, decoded in the last slot while the other slots decode other prompts;
+causal-lm: score's logits at every position of reference input_ids; for every slot count, the same logits
+from prefill_slot + decode_slots (one token per step) and the greedy tokens, decoded in the last slot while
+the other slots decode other prompts;
 embedding: mean-pooled, CLS and normalized embeddings from embed at every batch size. Prints one JSON line
 of the largest errors and exits 1 when one is over its tolerance.
 """
@@ -78,14 +79,24 @@ def check_causal(manifest, weights, progs, ref):
         result["score_logits_vs_bf16_run"] = errors(logits, ref["logits"], 0.0, allowance)
     vocab = manifest["limits"]["vocabulary"]
     for S in sorted({p["slots"] for p, _ in progs.values() if p["role"] == "slot_cache"}):
-        got = slot_greedy(progs, weights, S, ref["greedy_prompt"], len(ref["greedy_tokens"]), vocab)
+        # The reference sequence's first 4 tokens prefilled, the rest fed one decode step each: the logits
+        # of positions 3..T-1, which score computed all at once.
+        stepped, _ = slot_run(progs, weights, S, ids[:4], ids[4:], vocab)
+        if ref["dtype"] == "float32":
+            result[f"slot_logits_s{S}"] = errors(stepped, ref["logits"][3:], *F32_TOLERANCE)
+        else:
+            result[f"slot_logits_s{S}_vs_upcast_f32"] = errors(stepped, ref["logits_upcast_f32"][3:], *F32_TOLERANCE)
+        steps = len(ref["greedy_tokens"])
+        _, got = slot_run(progs, weights, S, ref["greedy_prompt"], [None] * (steps - 1), vocab)
         result[f"greedy_s{S}"] = {"tokens": got, "ok": got == ref["greedy_tokens"]}
     return result
 
 
-def slot_greedy(progs, weights, S, prompt, steps, vocab):
-    """Greedy tokens of `prompt` in the last of S slots while every other slot decodes another prompt
-    (as tools/jax_gpt.py's slot_greedy): sequences sharing a batch must not disturb each other."""
+def slot_run(progs, weights, S, prompt, feed, vocab):
+    """Runs `prompt` in the last of S slots while every other slot decodes another prompt (as
+    tools/jax_gpt.py's slot_greedy does): sequences sharing a batch must not disturb each other. After the
+    prefill, one decode step per entry of `feed`, whose token is that entry, or the greedy choice where it
+    is None. Returns the last slot's logits (the prefill's, then each step's) and its greedy tokens."""
     pspec, prefill = program(progs, "prefill_slot", slots=S)
     _, decode = program(progs, "decode_slots", slots=S)
     _, empty = program(progs, "slot_cache", slots=S)
@@ -95,21 +106,27 @@ def slot_greedy(progs, weights, S, prompt, steps, vocab):
     pw, dw = weights_for(prefill, weights), weights_for(decode, weights)
     cache = empty.call()
     tok, pos = np.zeros(S, np.int32), np.zeros(S, np.int32)
+    logits_seen = []
     for s in range(S):
-        # Other slots' prompts are longer and shorter than the checked one, so stale keys of a longer
-        # sequence sit past its end in the cache rows.
+        # The other slots' prompts are longer and shorter than the checked one, so the slots decode at
+        # different positions in one batch.
         p = prompt if s == S - 1 else [(t * (s + 3) + 1) % vocab for t in (prompt * 3)[: len(prompt) + 5 - 3 * s]]
         padded = np.zeros((1, T), np.int32)
         padded[0, : len(p)] = p
         logits, cache = pre(pw, padded, np.int32(len(p)), np.int32(s), cache)
         tok[s], pos[s] = int(np.argmax(np.asarray(logits)[0])), len(p)
-    out = [int(tok[S - 1])]
-    while len(out) < steps:
+    logits_seen.append(np.asarray(logits)[0])
+    greedy = [int(tok[S - 1])]
+    for fed in feed:
+        if fed is not None:
+            tok[S - 1] = fed
         logits, cache = step(dw, tok, pos, cache)
-        tok = np.argmax(np.asarray(logits), axis=-1).astype(np.int32)
+        logits = np.asarray(logits)
+        logits_seen.append(logits[S - 1])
+        tok = np.argmax(logits, axis=-1).astype(np.int32)
         pos = pos + 1
-        out.append(int(tok[S - 1]))
-    return out
+        greedy.append(int(tok[S - 1]))
+    return np.stack(logits_seen), greedy
 
 
 def check_embedding(weights, progs, ref):

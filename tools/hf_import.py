@@ -4,7 +4,7 @@ Run with the venv of tools/jax-env.sh (JAX, numpy, safetensors, flatbuffers; ml_
 
     $(bash tools/jax-env.sh) tools/hf_import.py HF_DIR --out PKG [--name NAME] [--dtype as-is|f32|bf16]
         [--slots 1,4] [--score-length N] [--prefill-length N] [--embed-batches 1,4] [--embed-length N]
-        [--context-length N] [--platforms cpu,cuda]
+        [--context-length N] [--tiktoken ENCODING] [--platforms cpu,cuda]
 
 HF_DIR is what `save_pretrained` writes: config.json, model.safetensors (or shards and
 model.safetensors.index.json), tokenizer.json, tokenizer_config.json, generation_config.json when present.
@@ -178,11 +178,11 @@ class Config:
     def get(self, key, default=None):
         return self.raw.get(key, default)
 
-    def need(self, key, kind=(int, float)):
+    def need(self, key):
         if key not in self.raw:
             raise Refusal(f"{self.path} has no \"{key}\", which this architecture needs")
         value = self.raw[key]
-        if not isinstance(value, kind) or isinstance(value, bool):
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
             raise Refusal(f"{self.path}: \"{key}\" is {value!r}, expected a number")
         return value
 
@@ -229,14 +229,16 @@ class Decoder:
         """A weight in f32 (bf16 checkpoints are upcast inside the program)."""
         return P[name].astype(F32)
 
-    def run(self, P, x, positions, attend):
-        """The layers over hidden states x [B,T,D] at positions [B,T]; attend(i, q, k, v) -> o [B,T,H*Dh],
-        where q [B,T,H,Dh] and k, v [B,T,KVH,Dh] are the layer's projections at those positions."""
+    def run(self, P, x, positions, attend, cache=None):
+        """The layers over hidden states x [B,T,D] at positions [B,T]. attend(i, q, k, v, cache) -> (o
+        [B,T,H*Dh], cache), where q [B,T,H,Dh] and k, v [B,T,KVH,Dh] are layer i's projections: the slot
+        programs write k and v into the cache there and attend to it. Returns (x, cache)."""
         for i in range(self.layers):
             q, k, v = self.qkv(P, i, self.norm1(P, i, x), positions)
-            x = x + self.attn_out(P, i, attend(i, q, k, v))
+            o, cache = attend(i, q, k, v, cache)
+            x = x + self.attn_out(P, i, o)
             x = x + self.mlp(P, i, self.norm2(P, i, x))
-        return x
+        return x, cache
 
     def logits(self, P, x):
         return self.final_norm(P, x) @ self.w(P, self.head_name).T
@@ -246,47 +248,43 @@ class Decoder:
         positions = jnp.broadcast_to(jnp.arange(T), (B, T))
         causal = jnp.broadcast_to(jnp.tril(jnp.ones((T, T), bool)), (B, T, T))
 
-        def attend(i, q, k, v):
-            return attention(q, k.transpose(0, 2, 1, 3), v.transpose(0, 2, 1, 3), causal, self.scale(i))
+        def attend(i, q, k, v, cache):
+            return attention(q, k.transpose(0, 2, 1, 3), v.transpose(0, 2, 1, 3), causal, self.scale(i)), cache
 
-        return self.logits(P, self.run(P, self.embed(P, tokens, positions), positions, attend))
+        x, _ = self.run(P, self.embed(P, tokens, positions), positions, attend)
+        return self.logits(P, x)
 
     def prefill_slot(self, P, tokens, length, slot, cache):
         T = tokens.shape[1]
         positions = jnp.arange(T)[None]
         causal = jnp.tril(jnp.ones((T, T), bool))[None]
-        written = [cache]
 
-        def attend(i, q, k, v):
+        def attend(i, q, k, v, cache):
             k, v = k.transpose(0, 2, 1, 3), v.transpose(0, 2, 1, 3)  # [1,KVH,T,Dh]
             # Positions 0..T-1 of the slot's row; those at or past `length` hold the padding's keys, which
             # no later step reads before decode_slots overwrites them.
-            kv = jnp.stack([k, v])[None, :, :]  # [1,2,1,KVH,T,Dh]
-            written[0] = lax.dynamic_update_slice(written[0], kv, (i, 0, slot, 0, 0, 0))
-            return attention(q, k, v, causal, self.scale(i))
+            cache = lax.dynamic_update_slice(cache, jnp.stack([k, v])[None], (i, 0, slot, 0, 0, 0))
+            return attention(q, k, v, causal, self.scale(i)), cache
 
-        x = self.run(P, self.embed(P, tokens, positions), positions, attend)
+        x, cache = self.run(P, self.embed(P, tokens, positions), positions, attend, cache)
         last = lax.dynamic_slice_in_dim(x, length - 1, 1, axis=1)[:, 0]
-        return self.logits(P, last), written[0]
+        return self.logits(P, last), cache
 
     def decode_slots(self, P, tokens, positions, cache):
         S, C = tokens.shape[0], cache.shape[4]
         pos = positions[:, None]  # [S,1]: one step of each slot
         visible = (jnp.arange(C)[None, None, :] <= positions[:, None, None])  # [S,1,C]
-        written = [cache]
 
-        def attend(i, q, k, v):
-            c = written[0]
+        def attend(i, q, k, v, cache):
             # One dynamic_update_slice per slot, at its own position: XLA updates the donated cache in place
             # with these (tools/jax_gpt.py measured a scatter over the slots 2x slower).
             for s in range(S):
                 kv = jnp.stack([k[s, 0], v[s, 0]])[None, :, None, :, None, :]  # [1,2,1,KVH,1,Dh]
-                c = lax.dynamic_update_slice(c, kv, (i, 0, s, 0, positions[s], 0))
-            written[0] = c
-            return attention(q, c[i, 0], c[i, 1], visible, self.scale(i))
+                cache = lax.dynamic_update_slice(cache, kv, (i, 0, s, 0, positions[s], 0))
+            return attention(q, cache[i, 0], cache[i, 1], visible, self.scale(i)), cache
 
-        x = self.run(P, self.embed(P, tokens[:, None], pos), pos, attend)
-        return self.logits(P, x[:, 0]), written[0]
+        x, cache = self.run(P, self.embed(P, tokens[:, None], pos), pos, attend, cache)
+        return self.logits(P, x[:, 0]), cache
 
     def slot_cache_shape(self, slots, context):
         return (self.layers, 2, slots, self.kv_heads, context, self.head_dim)
@@ -311,11 +309,11 @@ class Gpt2(Decoder):
         self.eps = cfg.get("layer_norm_epsilon", 1e-5)
         act = cfg.refuse_unless("activation_function", sorted(self.activations), "gelu_new")
         self.tanh_gelu = self.activations[act]
-        cfg.refuse_unless("reorder_and_upcast_attn", [False], False)  # changes only precision; refused
         self.scale_weights = cfg.get("scale_attn_weights", True)
         self.by_layer = cfg.get("scale_attn_by_inverse_layer_idx", False)
         self.p = "transformer." if "transformer.wte.weight" in names else ""
-        self.head_name = "lm_head.weight" if "lm_head.weight" in names else self.p + "wte.weight"
+        self.embedding_name = self.p + "wte.weight"
+        self.head_name = "lm_head.weight" if "lm_head.weight" in names else self.embedding_name
 
     def scale(self, i):
         s = 1.0 / math.sqrt(self.head_dim) if self.scale_weights else 1.0
@@ -378,7 +376,8 @@ class Llama(Decoder):
         # A tied head reads the embedding unless the checkpoint saved lm_head.weight anyway (then both hold
         # the same values); an untied one needs lm_head.weight, which the trace then asks for by name.
         tied = cfg.get("tie_word_embeddings", False) and "lm_head.weight" not in names
-        self.head_name = "model.embed_tokens.weight" if tied else "lm_head.weight"
+        self.embedding_name = "model.embed_tokens.weight"
+        self.head_name = self.embedding_name if tied else "lm_head.weight"
 
     def sliding_window_cap(self, cfg):
         """Mistral's (and Qwen2's, when use_sliding_window) attention sees only the last sliding_window
@@ -439,7 +438,7 @@ class Llama(Decoder):
         return x * jnp.cos(emb) + jnp.concatenate([-x2, x1], axis=-1) * jnp.sin(emb)
 
     def embed(self, P, tokens, positions):
-        return P["model.embed_tokens.weight"][tokens].astype(F32)
+        return P[self.embedding_name][tokens].astype(F32)
 
     def norm1(self, P, i, x):
         return rms_norm(x, self.w(P, f"model.layers.{i}.input_layernorm.weight"), self.eps)
@@ -460,7 +459,8 @@ class Llama(Decoder):
 
     def mlp(self, P, i, x):
         m = f"model.layers.{i}.mlp."
-        return self.linear(P, m + "down_proj", jax.nn.silu(self.linear(P, m + "gate_proj", x)) * self.linear(P, m + "up_proj", x))
+        gate, up = self.linear(P, m + "gate_proj", x), self.linear(P, m + "up_proj", x)
+        return self.linear(P, m + "down_proj", jax.nn.silu(gate) * up)
 
     def final_norm(self, P, x):
         return rms_norm(x, self.w(P, "model.norm.weight"), self.eps)
@@ -485,6 +485,7 @@ class Bert:
         cfg.refuse_unless("hidden_act", ["gelu"], "gelu")
         cfg.refuse_unless("position_embedding_type", ["absolute"], "absolute")
         self.p = "bert." if "bert.embeddings.word_embeddings.weight" in names else ""
+        self.embedding_name = self.p + "embeddings.word_embeddings.weight"
 
     def w(self, P, name):
         return P[name].astype(F32)
@@ -500,7 +501,7 @@ class Bert:
     def embed(self, P, tokens, mask):
         B, T = tokens.shape
         e = self.p + "embeddings."
-        x = (P[e + "word_embeddings.weight"][tokens].astype(F32)
+        x = (P[self.embedding_name][tokens].astype(F32)
              + self.w(P, e + "position_embeddings.weight")[:T][None]
              + self.w(P, e + "token_type_embeddings.weight")[0])
         x = self.ln(P, e + "LayerNorm", x)
@@ -737,9 +738,12 @@ def import_checkpoint(a):
 
     tokenizer_path = hf_dir / "tokenizer.json"
     tokenizer = read_json(tokenizer_path, "") if tokenizer_path.is_file() else None
-    if tokenizer is None and model.kind == "causal-lm":
+    if tokenizer is not None and a.tiktoken:
+        raise Refusal(f"--tiktoken {a.tiktoken} given but {tokenizer_path} exists: the package takes one tokenizer")
+    if tokenizer is None and not a.tiktoken and model.kind == "causal-lm":
         raise Refusal(f"{tokenizer_path} is missing: a causal-lm package needs the Hugging Face tokenizer file "
-                      "(a fast tokenizer's save_pretrained writes it)")
+                      "(a fast tokenizer's save_pretrained writes it), or --tiktoken ENCODING for a "
+                      "vocabulary JTokkit bundles (r50k_base is GPT-2's)")
     tok_config_path = hf_dir / "tokenizer_config.json"
     tok_config = read_json(tok_config_path, "") if tok_config_path.is_file() else {}
 
@@ -752,6 +756,9 @@ def import_checkpoint(a):
         if fn is not None:
             used[file] = used_weights(fn, weight_specs, file, cfg, *args)
     keep = set().union(*used.values())
+    rows = weight_specs[model.embedding_name].shape[0]
+    if rows != model.vocab:
+        raise Refusal(f"{cfg.path}: vocab_size is {model.vocab} but {model.embedding_name} has {rows} rows")
     unused = sorted(set(ckpt.tensors) - keep)
     unknown = [n for n in unused if not any(re.search(p, n) for p in model.droppable)]
     if unknown:
@@ -791,6 +798,8 @@ def import_checkpoint(a):
         if tokenizer is not None:
             shutil.copyfile(tokenizer_path, partial / "tokenizer.json")
             manifest["tokenizer"] = {"huggingface": "tokenizer.json"}
+        elif a.tiktoken:
+            manifest["tokenizer"] = {"tiktoken": a.tiktoken}
         if model.kind == "causal-lm":
             template = chat_template(hf_dir, tok_config)
             if template is not None:
@@ -838,6 +847,8 @@ def main():
     ap.add_argument("--embed-length", type=int, default=32, help="embed's length (capped at the context)")
     ap.add_argument("--context-length", type=int,
                     help="cap the context (limits.context_length and the cache's positions) below the model's")
+    ap.add_argument("--tiktoken", choices=["r50k_base", "p50k_base", "cl100k_base", "o200k_base"],
+                    help="for a checkpoint without tokenizer.json: an encoding JTokkit bundles (r50k_base is GPT-2's)")
     ap.add_argument("--platforms", default="cpu,cuda", help="what the programs are lowered for")
     a = ap.parse_args()
     a.platforms = [p for p in a.platforms.split(",") if p]

@@ -6,6 +6,7 @@ Run with the venv of tools/jax-env.sh:
     $(bash tools/jax-env.sh) tools/jax_gpt.py make --config tiny           # 2 layers, d_model 32
     $(bash tools/jax-env.sh) tools/jax_gpt.py greedy --dir DIR --tokens 464,2068 --steps 20
     $(bash tools/jax-env.sh) tools/jax_gpt.py bench --dir DIR               # JAX's side of bench/run.sh models
+    $(bash tools/jax-env.sh) tools/jax_gpt.py export-hf --dir DIR --out HF_DIR  # as a GPT2LMHeadModel checkpoint
 
 `make` writes into DIR (default ~/.cache/xla-actors/models/<config>-<hash>/, the hash covering the config
 and this script's format version) and prints DIR on its last line:
@@ -426,6 +427,42 @@ def make(name, out):
     print(out)
 
 
+# ---------------------------------------------------------------- as a Hugging Face checkpoint
+
+
+def hf_name(key):
+    """GPT2LMHeadModel's name of a parameter: "h.0.ln_1.g" -> "transformer.h.0.ln_1.weight". The layouts
+    agree: both store Conv1D weights [in, out] and c_attn as q, k, v concatenated on the last axis."""
+    if key in ("wte", "wpe"):
+        return f"transformer.{key}.weight"
+    base, leaf = key.rsplit(".", 1)
+    return f"transformer.{base}." + {"g": "weight", "w": "weight", "b": "bias"}[leaf]
+
+
+def export_hf(dir_, out):
+    """Writes a made model as what GPT2LMHeadModel.save_pretrained writes (config.json, model.safetensors;
+    the head tied to wte, so no lm_head.weight), for tools/hf_import.py. No tokenizer.json: the model's
+    token ids are r50k_base's (import it with --tiktoken r50k_base)."""
+    from safetensors.numpy import save_file
+
+    manifest, params, _ = load(dir_)
+    cfg = manifest["config"]
+    out.mkdir(parents=True, exist_ok=True)
+    # metadata format "pt": transformers refuses to load a safetensors file without it.
+    save_file({hf_name(k): v for k, v in params.items()}, str(out / "model.safetensors"), metadata={"format": "pt"})
+    align_data(out / "model.safetensors")
+    endoftext = 50256  # r50k_base's <|endoftext|>, GPT-2's bos and eos; the tiny config's vocabulary lacks it
+    special = endoftext if endoftext < cfg["vocab"] else None
+    config = {
+        "architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "dtype": "float32",
+        "vocab_size": cfg["vocab"], "n_positions": cfg["ctx"], "n_embd": cfg["d_model"], "n_layer": cfg["layers"],
+        "n_head": cfg["heads"], "n_inner": None, "activation_function": "gelu_new", "layer_norm_epsilon": 1e-5,
+        "tie_word_embeddings": True, "scale_attn_weights": True, "bos_token_id": special, "eos_token_id": special,
+    }
+    (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
+    print(out)
+
+
 # ---------------------------------------------------------------- JAX's side of bench/run.sh models
 
 
@@ -511,6 +548,9 @@ def main():
     b.add_argument("--dir", type=pathlib.Path, required=True)
     b.add_argument("--reps", type=int, default=5)
     b.add_argument("--steps", type=int, default=32)
+    e = sub.add_parser("export-hf", help="write a made model as a GPT2LMHeadModel checkpoint (config.json, model.safetensors)")
+    e.add_argument("--dir", type=pathlib.Path, required=True)
+    e.add_argument("--out", type=pathlib.Path, required=True)
     a = ap.parse_args()
     if a.cmd == "make":
         make(a.config, a.out or default_dir(a.config, CONFIGS[a.config]))
@@ -520,6 +560,8 @@ def main():
         manifest, params, progs = load(a.dir)
         toks = [int(t) for t in a.tokens.split(",") if t]
         print("\n".join(str(t) for t in greedy(manifest, params, progs, toks, a.steps)[2]))
+    elif a.cmd == "export-hf":
+        export_hf(a.dir, a.out)
     else:
         bench(a.dir, a.reps, a.steps)
 
