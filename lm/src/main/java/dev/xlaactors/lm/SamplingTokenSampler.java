@@ -1,0 +1,39 @@
+package dev.xlaactors.lm;
+
+import dev.xlaactors.actors.serve.TokenSampler;
+import dev.xlaactors.lm.sampling.Sample;
+import dev.xlaactors.lm.sampling.Sampler;
+import dev.xlaactors.lm.sampling.SamplingParams;
+import dev.xlaactors.lm.sampling.SequenceState;
+import java.nio.FloatBuffer;
+import java.util.concurrent.ConcurrentLinkedQueue;
+
+/**
+ * One request's {@link Sampler} as the generation server calls it ({@link TokenSampler}): its parameters,
+ * its sequence state (random generator, tokens so far for the repetition penalty), and the samples it drew
+ * in order, with their log-probabilities, for whoever streams the request's tokens ({@link #nextSample()}).
+ * The server calls {@link #sample} from its background thread; the samples are read from another thread.
+ */
+final class SamplingTokenSampler implements TokenSampler {
+  private static final Sampler SAMPLER = new Sampler();
+  private final SamplingParams params;
+  private final SequenceState state;
+  private final ConcurrentLinkedQueue<Sample> drawn = new ConcurrentLinkedQueue<>();
+
+  SamplingTokenSampler(SamplingParams params, int[] prompt) {
+    this.params = params;
+    this.state = SequenceState.create(params, prompt);
+  }
+
+  @Override
+  public int sample(float[] logits, int offset, int vocabulary) {
+    Sample s = SAMPLER.sample(FloatBuffer.wrap(logits), offset, vocabulary, params, state);
+    drawn.add(s);
+    return s.token();
+  }
+
+  /** The oldest sample not yet taken: the one of the next token event, in order. Null when none is left. */
+  Sample nextSample() {
+    return drawn.poll();
+  }
+}
