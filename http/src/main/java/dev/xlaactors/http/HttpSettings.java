@@ -66,6 +66,11 @@ public record HttpSettings(String host, int port, long maxBodyBytes, Duration re
     return new HttpSettings(host, port, maxBodyBytes, readyTimeout);
   }
 
+  /** These settings with {@code host} as the interface to bind. */
+  public HttpSettings withHost(String host) {
+    return new HttpSettings(host, port, maxBodyBytes, readyTimeout);
+  }
+
   /** These settings with {@code bytes} as the largest request body. */
   public HttpSettings withMaxBodyBytes(long bytes) {
     return new HttpSettings(host, port, bytes, readyTimeout);
