@@ -1,0 +1,116 @@
+package dev.xlaactors.cli;
+
+import dev.xlaactors.actors.CallbackRuntime;
+import dev.xlaactors.actors.RuntimeMeters;
+import dev.xlaactors.actors.serve.BatchedModel;
+import dev.xlaactors.actors.serve.GenerationServer;
+import dev.xlaactors.actors.serve.ModelServer;
+import dev.xlaactors.http.GenerationEndpoint;
+import dev.xlaactors.http.HttpServer;
+import dev.xlaactors.http.HttpSettings;
+import dev.xlaactors.http.InferenceEndpoint;
+import dev.xlaactors.http.ServingRoutes;
+import dev.xlaactors.lm.LanguageModel;
+import dev.xlaactors.lm.PackageSlotDecoder;
+import dev.xlaactors.runtime.model.LoadedPackage;
+import dev.xlaactors.runtime.model.ModelPackage;
+import dev.xlaactors.runtime.model.Role;
+import io.micrometer.prometheusmetrics.PrometheusConfig;
+import io.micrometer.prometheusmetrics.PrometheusMeterRegistry;
+import java.io.PrintStream;
+import java.util.ArrayList;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Set;
+import java.util.concurrent.CountDownLatch;
+import org.apache.pekko.actor.typed.ActorRef;
+import org.apache.pekko.actor.typed.Props;
+
+/**
+ * {@code serve PKG [PKG...] [--host H] [--port P]}: serves model packages over HTTP until the process is
+ * stopped (Ctrl-C): a {@code causal-lm} package behind a generation server (continuous batching over its
+ * largest slot count), an {@code embedding} or {@code tensor} package behind a model server (dynamic
+ * batching over its exported batch sizes). Prints the address and example requests.
+ */
+final class ServeCommand {
+  static final String USAGE = "usage: bin/xla-actors serve PKG [PKG...] [--host H (default 127.0.0.1)] [--port P (default 8080; 0 = any free port)]";
+
+  private ServeCommand() {}
+
+  static int run(List<String> args, PrintStream out, PrintStream err) throws UsageException, InterruptedException {
+    CommandLine line = CommandLine.parse("serve", args, Set.of("--host", "--port"), Set.of());
+    line.expectPositional(1, Integer.MAX_VALUE, "one or more model package directories");
+    Integer port = line.integer("--port", null, 0, 65535);
+    String host = line.value("--host").orElse(null);
+    List<ModelPackage> packages = new ArrayList<>();
+    Set<String> names = new HashSet<>();
+    for (String dir : line.positional()) {
+      ModelPackage pkg = Packages.open("serve", dir);
+      if (!names.add(pkg.name())) {
+        throw new UsageException("serve: two packages are named '" + pkg.name() + "': a model is found by its name, so each needs its own");
+      }
+      if (!pkg.hostCallbacks().isEmpty()) {
+        throw new UsageException("serve: model '" + pkg.name() + "' calls the host callbacks " + pkg.hostCallbacks() + ", which the "
+            + "command line cannot provide: serve it from Java, registering them on the CallbackRuntime first");
+      }
+      packages.add(pkg);
+    }
+    HttpServer http = null;
+    try (RuntimeSession session = RuntimeSession.start("serve")) {
+      try {
+        CallbackRuntime runtime = session.runtime();
+        PrometheusMeterRegistry registry = new PrometheusMeterRegistry(PrometheusConfig.DEFAULT);
+        new RuntimeMeters(runtime.metrics()).bindTo(registry);
+        List<InferenceEndpoint> inference = new ArrayList<>();
+        List<GenerationEndpoint> generation = new ArrayList<>();
+        for (ModelPackage pkg : packages) {
+          if (pkg.kind() == ModelPackage.Kind.CAUSAL_LM) {
+            LanguageModel lm = session.own(LanguageModel.load(pkg, session.device(), runtime));
+            List<Integer> slots = lm.slotCounts();
+            PackageSlotDecoder decoder = lm.decoder(slots.get(slots.size() - 1)); // the server owns and closes it
+            ActorRef<GenerationServer.Command> server = session.system().systemActorOf(
+                GenerationServer.create(pkg.name(), decoder, registry), "generate-" + pkg.name(), Props.empty());
+            generation.add(GenerationEndpoint.of(pkg.name(), server, decoder, new TokenizerTextCodec(lm)));
+          } else {
+            LoadedPackage loaded = session.own(pkg.load(session.device()));
+            BatchedModel batched = BatchedModel.of(pkg.name(), loaded.models(pkg.kind() == ModelPackage.Kind.EMBEDDING ? Role.EMBED : Role.MAIN));
+            ActorRef<ModelServer.Command> server = session.system().systemActorOf(ModelServer.create(batched, runtime, registry),
+                "serve-" + pkg.name(), Props.empty());
+            inference.add(InferenceEndpoint.of(batched, server));
+          }
+        }
+        HttpSettings settings = HttpSettings.create(session.system());
+        if (port != null) {
+          settings = settings.withPort(port);
+        }
+        if (host != null) {
+          settings = settings.withHost(host);
+        }
+        ServingRoutes routes = new ServingRoutes(session.system(), settings, registry, inference, generation);
+        http = HttpServer.start(session.system(), settings, routes.route());
+        out.println("serving " + String.join(", ", names) + " at " + http.url() + " (Ctrl-C stops the server)");
+        for (GenerationEndpoint e : generation) {
+          out.println("  curl -sN " + http.url() + "/v1/models/" + e.name() + "/generate -H 'Content-Type: application/json' "
+              + "-d '{\"prompt\":\"Hello\",\"max_tokens\":16}'");
+        }
+        out.println("  curl -s " + http.url() + "/v1/models");
+        out.flush();
+        CountDownLatch stop = new CountDownLatch(1);
+        Runtime.getRuntime().addShutdownHook(new Thread(() -> {
+          stop.countDown();
+          try {
+            Thread.sleep(2000); // let the main thread close the server and the models
+          } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+          }
+        }));
+        stop.await();
+      } finally {
+        if (http != null) {
+          http.close();
+        }
+      }
+    }
+    return 0;
+  }
+}
