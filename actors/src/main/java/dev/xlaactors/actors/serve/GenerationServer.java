@@ -184,7 +184,7 @@ public final class GenerationServer extends AbstractBehavior<GenerationServer.Co
   private static final class Sequence {
     final Generate request;
     final long arrived; // System.nanoTime()
-    final long deadline;
+    final long deadline; // System.nanoTime(), Long.MAX_VALUE for none (Deadlines)
     int slot = -1;
     int position; // the position the next decode step writes
     int lastToken;
@@ -281,7 +281,7 @@ public final class GenerationServer extends AbstractBehavior<GenerationServer.Co
     }
     Duration timeout = g.timeout() != null ? g.timeout() : settings.defaultTimeout();
     long now = System.nanoTime();
-    Sequence s = new Sequence(g, now, now + Math.min(timeout.toNanos(), Long.MAX_VALUE / 4));
+    Sequence s = new Sequence(g, now, Deadlines.after(now, timeout));
     waiting.add(s);
     byId.put(g.id(), s);
     updateOccupancy();
@@ -443,7 +443,7 @@ public final class GenerationServer extends AbstractBehavior<GenerationServer.Co
     long now = System.nanoTime();
     List<Sequence> late = new ArrayList<>();
     for (Sequence s : byId.values()) {
-      if (now - s.deadline >= 0) {
+      if (s.deadline <= now) { // never wraps (Deadlines): no difference
         late.add(s);
       }
     }

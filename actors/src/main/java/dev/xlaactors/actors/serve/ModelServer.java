@@ -314,8 +314,7 @@ public final class ModelServer extends AbstractBehavior<ModelServer.Command> {
       return this;
     }
     Duration timeout = r.timeout() != null ? r.timeout() : settings.defaultTimeout();
-    // A timeout too long for a long of nanoseconds (292 years) is no deadline at all.
-    long deadline = timeout.compareTo(Duration.ofDays(365L * 200)) > 0 ? Long.MAX_VALUE : saturatedAdd(now, timeout.toNanos());
+    long deadline = Deadlines.after(now, timeout);
     Pending p = new Pending(id, ++arrivals, List.copyOf(r.inputs()), r.replyTo(), now, deadline);
     held.put(id, p);
     queue.addLast(p);
@@ -401,7 +400,7 @@ public final class ModelServer extends AbstractBehavior<ModelServer.Command> {
    */
   private void schedule(long now) {
     while (!queue.isEmpty() && running.size() < settings.maxBatchesInFlight()) {
-      long due = saturatedAdd(queue.peekFirst().arrivedNanos, settings.maxDelay().toNanos());
+      long due = Deadlines.saturatedAdd(queue.peekFirst().arrivedNanos, settings.maxDelay().toNanos());
       if (queue.size() < maxBatch && now < due) {
         armBatchTimer(due, now);
         return;
@@ -704,11 +703,6 @@ public final class ModelServer extends AbstractBehavior<ModelServer.Command> {
     }
     metrics.close();
     return this;
-  }
-
-  private static long saturatedAdd(long a, long b) {
-    long r = a + b;
-    return ((a ^ r) & (b ^ r)) < 0 ? Long.MAX_VALUE : r;
   }
 
   // ------------------------------------------------------------------------------------------ clients

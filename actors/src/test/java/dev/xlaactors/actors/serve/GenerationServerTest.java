@@ -1,0 +1,60 @@
+package dev.xlaactors.actors.serve;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertInstanceOf;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import dev.xlaactors.actors.serve.GenerationServer.Event;
+import dev.xlaactors.actors.serve.GenerationServer.Finished;
+import dev.xlaactors.actors.serve.GenerationServer.Generate;
+import dev.xlaactors.actors.serve.GenerationServer.Token;
+import dev.xlaactors.error.ErrorCode;
+import dev.xlaactors.error.ServingException;
+import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
+import java.time.Duration;
+import java.util.Set;
+import org.apache.pekko.actor.testkit.typed.javadsl.ActorTestKit;
+import org.apache.pekko.actor.testkit.typed.javadsl.TestProbe;
+import org.apache.pekko.actor.typed.ActorRef;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.Test;
+
+/**
+ * GenerationServer's scheduling over a plain-Java {@link StepDecoder} (no model: token t is followed by
+ * t + 1): deadlines, the events' stream, a stopped server and the status counts. No assertion depends on
+ * timing; waits are generous bounds for an answer that must come.
+ */
+class GenerationServerTest {
+  private static final ActorTestKit kit = ActorTestKit.create();
+  private static final Duration WAIT = Duration.ofSeconds(30);
+  private static final GenerationSettings SETTINGS = new GenerationSettings(8, Duration.ofMinutes(5), "xla-actors.actors.run-dispatcher");
+
+  @AfterAll
+  static void shutdown() {
+    kit.shutdownTestKit();
+  }
+
+  private static ActorRef<GenerationServer.Command> server(StepDecoder decoder) {
+    return kit.spawn(GenerationServer.create("steps", decoder, SETTINGS, new SimpleMeterRegistry()));
+  }
+
+  private static GenerationServer.Status status(ActorRef<GenerationServer.Command> server) {
+    TestProbe<GenerationServer.Status> probe = kit.createTestProbe();
+    server.tell(new GenerationServer.GetStatus(probe.getRef()));
+    return probe.receiveMessage(WAIT);
+  }
+
+  @Test
+  void aHugeTimeoutIsNoDeadlineAndTheServerLivesOn() {
+    ActorRef<GenerationServer.Command> server = server(new StepDecoder(2, 10, 4, 32));
+    TestProbe<Event> probe = kit.createTestProbe();
+    server.tell(new Generate("forever", new int[] {1}, 2, Set.of(), TokenSampler.greedy(), Duration.ofSeconds(Long.MAX_VALUE),
+        probe.getRef()));
+    assertEquals(new Token("forever", 0, 2), probe.receiveMessage(WAIT));
+    assertEquals(new Token("forever", 1, 3), probe.receiveMessage(WAIT));
+    assertEquals(new Finished("forever", GenerationServer.Reason.MAX_TOKENS, 2), probe.receiveMessage(WAIT));
+    server.tell(new Generate("next", new int[] {5}, 1, Set.of(), TokenSampler.greedy(), null, probe.getRef()));
+    assertEquals(new Token("next", 0, 6), probe.receiveMessage(WAIT));
+    kit.stop(server);
+  }
+}
