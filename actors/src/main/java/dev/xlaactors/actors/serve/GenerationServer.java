@@ -33,6 +33,7 @@ import org.apache.pekko.actor.typed.javadsl.ActorContext;
 import org.apache.pekko.actor.typed.javadsl.Behaviors;
 import org.apache.pekko.actor.typed.javadsl.Receive;
 import org.apache.pekko.actor.typed.javadsl.TimerScheduler;
+import org.apache.pekko.stream.ActorAttributes;
 import org.apache.pekko.stream.OverflowStrategy;
 import org.apache.pekko.stream.javadsl.Source;
 import org.apache.pekko.stream.typed.javadsl.ActorSource;
@@ -127,6 +128,12 @@ public final class GenerationServer extends AbstractBehavior<GenerationServer.Co
     INSTANCE
   }
 
+  /** The most events one {@link #events} stream holds for a consumer that does not read them: far more than a context. */
+  private static final int MAX_EVENTS_BUFFERED = 1 << 20;
+
+  /** Up to this many buffered events Pekko allocates the buffer whole; beyond, it grows as events arrive. */
+  private static final int FIXED_EVENTS_BUFFER = 256;
+
   /** How often deadlines are checked while requests are in the server (between boundaries too). */
   private static final Duration TICK = Duration.ofMillis(20);
 
@@ -154,8 +161,12 @@ public final class GenerationServer extends AbstractBehavior<GenerationServer.Co
    */
   public static Source<Event, NotUsed> events(ActorRef<Command> server, int[] prompt, int maxTokens, Set<Integer> stopTokens,
       TokenSampler sampler, Duration timeout) {
-    int buffer = Math.max(16, maxTokens + 2); // the server streams at most maxTokens tokens and one final event
+    // The server streams at most maxTokens tokens (fewer than the context holds) and one final event; counted
+    // in a long, so a limit near Integer.MAX_VALUE does not wrap. Past MAX_EVENTS_BUFFERED unread events the
+    // stream fails. The buffer grows with the events (a fixed one would be allocated whole, up front).
+    int buffer = (int) Math.min(MAX_EVENTS_BUFFERED, Math.max(16L, maxTokens + 2L));
     return ActorSource.<Event>actorRef(e -> false, e -> Optional.empty(), buffer, OverflowStrategy.fail())
+        .withAttributes(ActorAttributes.maxFixedBufferSize(FIXED_EVENTS_BUFFER))
         .mapMaterializedValue(replyTo -> {
           server.tell(new Generate(UUID.randomUUID().toString(), prompt, maxTokens, stopTokens, sampler, timeout, replyTo));
           return NotUsed.getInstance();

@@ -12,10 +12,15 @@ import dev.xlaactors.error.ErrorCode;
 import dev.xlaactors.error.ServingException;
 import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
 import java.time.Duration;
+import java.util.List;
 import java.util.Set;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
 import org.apache.pekko.actor.testkit.typed.javadsl.ActorTestKit;
 import org.apache.pekko.actor.testkit.typed.javadsl.TestProbe;
 import org.apache.pekko.actor.typed.ActorRef;
+import org.apache.pekko.stream.javadsl.Sink;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.Test;
 
@@ -55,6 +60,33 @@ class GenerationServerTest {
     assertEquals(new Finished("forever", GenerationServer.Reason.MAX_TOKENS, 2), probe.receiveMessage(WAIT));
     server.tell(new Generate("next", new int[] {5}, 1, Set.of(), TokenSampler.greedy(), null, probe.getRef()));
     assertEquals(new Token("next", 0, 6), probe.receiveMessage(WAIT));
+    kit.stop(server);
+  }
+
+  @Test
+  void aStreamWithAHugeTokenLimitKeepsItsEventsWhileItsConsumerWaits() throws Exception {
+    StepDecoder decoder = new StepDecoder(1, 10, 4, 64);
+    ActorRef<GenerationServer.Command> server = server(decoder);
+    CompletableFuture<Void> consumer = new CompletableFuture<>();
+    CompletableFuture<List<Event>> events = GenerationServer.events(server, new int[] {0}, Integer.MAX_VALUE - 1, Set.of(),
+            TokenSampler.greedy(), null)
+        .mapAsync(1, e -> consumer.thenApply(v -> e))
+        .runWith(Sink.seq(), kit.system())
+        .toCompletableFuture();
+    // The whole generation is produced while the consumer takes nothing: every event waits in the buffer.
+    long until = System.nanoTime() + WAIT.toNanos();
+    while (status(server).finished() == 0 && System.nanoTime() < until) {
+      Thread.sleep(10);
+    }
+    consumer.complete(null);
+    List<Event> got = events.get(WAIT.toSeconds(), TimeUnit.SECONDS);
+    Finished last = assertInstanceOf(Finished.class, got.get(got.size() - 1), got.toString());
+    assertEquals(GenerationServer.Reason.CONTEXT_FULL, last.reason());
+    assertEquals(64, last.tokens(), "the prompt and 63 decode steps fill the context of 64; the last token is not written");
+    assertEquals(65, got.size());
+    for (int i = 0; i < 64; i++) {
+      assertEquals(new Token(last.id(), i, (i + 1) % 10), got.get(i));
+    }
     kit.stop(server);
   }
 }
