@@ -246,6 +246,11 @@ public final class ServingRoutes extends AllDirectives {
     }
     GenerationServer.Event head = first.first().get(0);
     if (head instanceof GenerationServer.Failed f) {
+      if (f.error() instanceof ServingException s && s.code() == ErrorCode.UNAVAILABLE && s.model() == null) {
+        // GenerationServer.events found the server stopped: say which model, so the client knows what is down.
+        return error(new ServingException(ErrorCode.UNAVAILABLE, ep.name(), s.requestId(), "model '" + ep.name()
+            + "': its generation server has stopped; the request was not computed (restart the server, or use another model)", s));
+      }
       return error(f.error());
     }
     Source<ByteString, NotUsed> sse = Source.single(head).concat(first.second()).map(e -> ByteString.fromString(sse(ep, e)));

@@ -30,11 +30,13 @@ import org.apache.pekko.actor.typed.PostStop;
 import org.apache.pekko.actor.typed.Terminated;
 import org.apache.pekko.actor.typed.javadsl.AbstractBehavior;
 import org.apache.pekko.actor.typed.javadsl.ActorContext;
+import org.apache.pekko.actor.typed.javadsl.Adapter;
 import org.apache.pekko.actor.typed.javadsl.Behaviors;
 import org.apache.pekko.actor.typed.javadsl.Receive;
 import org.apache.pekko.actor.typed.javadsl.TimerScheduler;
 import org.apache.pekko.stream.ActorAttributes;
 import org.apache.pekko.stream.OverflowStrategy;
+import org.apache.pekko.stream.WatchedActorTerminatedException;
 import org.apache.pekko.stream.javadsl.Source;
 import org.apache.pekko.stream.typed.javadsl.ActorSource;
 
@@ -157,7 +159,9 @@ public final class GenerationServer extends AbstractBehavior<GenerationServer.Co
    * The events of one generation as a stream: its tokens, then its one final event ({@link Finished} or
    * {@link Failed}), then completion. Each materialization sends one {@link Generate} (a fresh id) to
    * {@code server}; cancelling the stream stops its receiving actor, which cancels the generation and
-   * frees its slot. The request is checked by the server: a bad one gives a single {@link Failed}.
+   * frees its slot. The request is checked by the server: a bad one gives a single {@link Failed}. A server
+   * that has stopped (or stops before the final event) gives a {@link Failed} with a {@link ServingException}
+   * of code UNAVAILABLE at once.
    */
   public static Source<Event, NotUsed> events(ActorRef<Command> server, int[] prompt, int maxTokens, Set<Integer> stopTokens,
       TokenSampler sampler, Duration timeout) {
@@ -165,13 +169,20 @@ public final class GenerationServer extends AbstractBehavior<GenerationServer.Co
     // in a long, so a limit near Integer.MAX_VALUE does not wrap. Past MAX_EVENTS_BUFFERED unread events the
     // stream fails. The buffer grows with the events (a fixed one would be allocated whole, up front).
     int buffer = (int) Math.min(MAX_EVENTS_BUFFERED, Math.max(16L, maxTokens + 2L));
-    return ActorSource.<Event>actorRef(e -> false, e -> Optional.empty(), buffer, OverflowStrategy.fail())
-        .withAttributes(ActorAttributes.maxFixedBufferSize(FIXED_EVENTS_BUFFER))
-        .mapMaterializedValue(replyTo -> {
-          server.tell(new Generate(UUID.randomUUID().toString(), prompt, maxTokens, stopTokens, sampler, timeout, replyTo));
-          return NotUsed.getInstance();
-        })
-        .takeWhile(e -> e instanceof Token, true);
+    return Source.fromMaterializer((materializer, attributes) -> {
+      String id = UUID.randomUUID().toString();
+      return ActorSource.<Event>actorRef(e -> false, e -> Optional.empty(), buffer, OverflowStrategy.fail())
+          .withAttributes(ActorAttributes.maxFixedBufferSize(FIXED_EVENTS_BUFFER))
+          .mapMaterializedValue(replyTo -> {
+            server.tell(new Generate(id, prompt, maxTokens, stopTokens, sampler, timeout, replyTo));
+            return NotUsed.getInstance();
+          })
+          // A stopped server would never answer (its Generate goes to dead letters): its end is the answer.
+          .watch(Adapter.toClassic(server))
+          .recover(WatchedActorTerminatedException.class, () -> new Failed(id, new ServingException(ErrorCode.UNAVAILABLE, null, id,
+              "the generation server " + server.path() + " has stopped: request '" + id + "' was not finished")))
+          .takeWhile(e -> e instanceof Token, true);
+    }).mapMaterializedValue(started -> NotUsed.getInstance());
   }
 
   /**

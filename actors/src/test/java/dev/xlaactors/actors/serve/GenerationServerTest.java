@@ -15,7 +15,6 @@ import java.time.Duration;
 import java.util.List;
 import java.util.Set;
 import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import org.apache.pekko.actor.testkit.typed.javadsl.ActorTestKit;
 import org.apache.pekko.actor.testkit.typed.javadsl.TestProbe;
@@ -88,5 +87,19 @@ class GenerationServerTest {
       assertEquals(new Token(last.id(), i, (i + 1) % 10), got.get(i));
     }
     kit.stop(server);
+  }
+
+  @Test
+  void aStreamToAStoppedServerEndsAtOnceWithUnavailable() throws Exception {
+    ActorRef<GenerationServer.Command> server = server(new StepDecoder(1, 10, 4, 16));
+    kit.stop(server, WAIT);
+    List<Event> got = GenerationServer.events(server, new int[] {1}, 4, Set.of(), TokenSampler.greedy(), null)
+        .runWith(Sink.seq(), kit.system())
+        .toCompletableFuture().get(WAIT.toSeconds(), TimeUnit.SECONDS);
+    assertEquals(1, got.size(), got.toString());
+    GenerationServer.Failed failed = assertInstanceOf(GenerationServer.Failed.class, got.get(0));
+    assertEquals(ErrorCode.UNAVAILABLE, failed.error().code());
+    assertInstanceOf(ServingException.class, failed.error());
+    assertTrue(failed.error().getMessage().contains("has stopped"), failed.error().getMessage());
   }
 }

@@ -1,0 +1,73 @@
+package dev.xlaactors.http;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import dev.xlaactors.actors.serve.GenerationServer;
+import dev.xlaactors.actors.serve.GenerationSettings;
+import io.micrometer.prometheusmetrics.PrometheusConfig;
+import io.micrometer.prometheusmetrics.PrometheusMeterRegistry;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.time.Duration;
+import java.util.List;
+import org.apache.pekko.actor.testkit.typed.javadsl.ActorTestKit;
+import org.apache.pekko.actor.typed.ActorRef;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+
+/**
+ * The generate route over {@link GenerationServer}s of a plain-Java {@link StepDecoder} (token t is
+ * followed by t + 1), through java.net.http over 127.0.0.1: what a client sees of a stopped server.
+ */
+class GenerationRoutesTest {
+  private static final HttpClient HTTP = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(10)).build();
+  private static ActorTestKit kit;
+  private static PrometheusMeterRegistry registry;
+  private static HttpServer http;
+
+  @BeforeAll
+  static void start() {
+    kit = ActorTestKit.create("generation-routes-test");
+    registry = new PrometheusMeterRegistry(PrometheusConfig.DEFAULT);
+    GenerationSettings settings = GenerationSettings.create(kit.system());
+    StepDecoder goneDecoder = new StepDecoder(1, 10, 4, 16);
+    ActorRef<GenerationServer.Command> gone = kit.spawn(GenerationServer.create("gone", goneDecoder, settings, registry));
+    kit.stop(gone, Duration.ofSeconds(30));
+    HttpSettings httpSettings = HttpSettings.create(kit.system()).withPort(0);
+    ServingRoutes routes = new ServingRoutes(kit.system(), httpSettings, registry, List.of(),
+        List.of(GenerationEndpoint.of("gone", gone, goneDecoder, null)));
+    http = HttpServer.start(kit.system(), httpSettings, routes.route());
+  }
+
+  @AfterAll
+  static void stop() {
+    http.close();
+    kit.shutdownTestKit();
+  }
+
+  private static HttpResponse<String> post(String path, String body) throws Exception {
+    return HTTP.send(HttpRequest.newBuilder(URI.create(http.url() + path)).timeout(Duration.ofSeconds(120))
+        .header("Content-Type", "application/json").POST(HttpRequest.BodyPublishers.ofString(body)).build(),
+        HttpResponse.BodyHandlers.ofString());
+  }
+
+  private static JsonNode json(HttpResponse<String> r) throws Exception {
+    assertEquals("application/json", r.headers().firstValue("Content-Type").orElse(""), r.body());
+    return TensorJson.MAPPER.readTree(r.body());
+  }
+
+  @Test
+  void aRequestToAStoppedServerIsAnsweredAtOnceNamingTheModel() throws Exception {
+    HttpResponse<String> r = post("/v1/models/gone/generate", "{\"tokens\": [1], \"max_tokens\": 2}");
+    assertEquals(503, r.statusCode(), r.body());
+    JsonNode body = json(r);
+    assertEquals("UNAVAILABLE", body.get("code").asText());
+    String error = body.get("error").asText();
+    assertTrue(error.contains("'gone'") && error.contains("stopped"), error);
+  }
+}
