@@ -59,7 +59,8 @@ import org.apache.pekko.util.ByteString;
  *   <li>{@code POST /v1/models/<name>/generate}: JSON {@code {"tokens": [...] | "prompt": "text",
  *       "max_tokens", "stop_tokens", "temperature", "top_k", "seed", "timeout_ms"}} to the model's
  *       {@link GenerationServer}; the answer is a stream of server-sent events: {@code token} events
- *       ({@code {"index", "token", "text"}}), then one {@code done} ({@code {"reason", "tokens"}}) or
+ *       ({@code {"index", "token", "text"}}; a character split across byte-level tokens is in the text of the
+ *       token that completes it), then one {@code done} ({@code {"reason", "tokens"}}) or
  *       {@code error} ({@code {"status", "code", "error"}});
  *   <li>{@code GET /v1/models}: the models and their inputs; {@code GET /health}: the process answers;
  *       {@code GET /ready}: every server answers its status within {@code xla-actors.http.ready-timeout}
@@ -253,12 +254,60 @@ public final class ServingRoutes extends AllDirectives {
       }
       return error(f.error());
     }
-    Source<ByteString, NotUsed> sse = Source.single(head).concat(first.second()).map(e -> ByteString.fromString(sse(ep, e)));
+    TokenText text = ep.text() == null ? null : new TokenText(ep.text()); // this response's: its stream is materialized once
+    Source<ByteString, NotUsed> sse = Source.single(head).concat(first.second()).map(e -> ByteString.fromString(sse(text, e)));
     return HttpResponse.create().withEntity(HttpEntities.create(EVENT_STREAM, sse));
   }
 
-  /** One server-sent event (UTF-8 text, ends with a blank line). */
-  private static String sse(GenerationEndpoint ep, GenerationServer.Event e) {
+  /**
+   * The text of one generation's tokens, token by token: the bytes of a character split across tokens (a
+   * byte-level tokenizer) are held back until the token that completes it, so no event carries half a
+   * character (which JSON would turn into U+FFFD). Used by one stream at a time.
+   */
+  static final class TokenText {
+    private final TextCodec codec;
+    private byte[] pending = new byte[0];
+
+    TokenText(TextCodec codec) {
+      this.codec = codec;
+    }
+
+    /** The text {@code token} completes (empty while a character is incomplete). */
+    String next(int token) {
+      byte[] bytes = codec.decodeBytes(token);
+      byte[] all = java.util.Arrays.copyOf(pending, pending.length + bytes.length);
+      System.arraycopy(bytes, 0, all, pending.length, bytes.length);
+      int whole = completePrefix(all);
+      pending = java.util.Arrays.copyOfRange(all, whole, all.length);
+      return new String(all, 0, whole, StandardCharsets.UTF_8);
+    }
+
+    /** What is still held back at the end (an incomplete character: U+FFFD), or empty. */
+    String rest() {
+      String rest = new String(pending, StandardCharsets.UTF_8);
+      pending = new byte[0];
+      return rest;
+    }
+
+    /** How many bytes of {@code b} are whole characters: all but an incomplete last one. */
+    private static int completePrefix(byte[] b) {
+      int i = b.length - 1;
+      int back = 0;
+      while (i >= 0 && back < 3 && (b[i] & 0xC0) == 0x80) { // continuation bytes back to the lead byte
+        i--;
+        back++;
+      }
+      if (i < 0) {
+        return b.length; // only continuation bytes: not UTF-8 we could complete, send them (as U+FFFD)
+      }
+      int lead = b[i] & 0xFF;
+      int need = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1;
+      return b.length - i >= need ? b.length : i;
+    }
+  }
+
+  /** One server-sent event (UTF-8 text, ends with a blank line); {@code text} renders token text (null: none). */
+  private static String sse(TokenText text, GenerationServer.Event e) {
     String name;
     byte[] data;
     if (e instanceof GenerationServer.Token t) {
@@ -266,8 +315,8 @@ public final class ServingRoutes extends AllDirectives {
       data = TensorJson.object(g -> {
         g.writeNumberField("index", t.index());
         g.writeNumberField("token", t.token());
-        if (ep.text() != null) {
-          g.writeStringField("text", ep.text().decode(t.token()));
+        if (text != null) {
+          g.writeStringField("text", text.next(t.token()));
         }
       });
     } else if (e instanceof GenerationServer.Finished f) {
@@ -275,6 +324,10 @@ public final class ServingRoutes extends AllDirectives {
       data = TensorJson.object(g -> {
         g.writeStringField("reason", f.reason().name().toLowerCase(java.util.Locale.ROOT));
         g.writeNumberField("tokens", f.tokens());
+        String rest = text == null ? "" : text.rest();
+        if (!rest.isEmpty()) {
+          g.writeStringField("text", rest); // the bytes of a character the generation never completed
+        }
       });
     } else {
       XlaException x = ((GenerationServer.Failed) e).error();
