@@ -91,8 +91,9 @@ public final class GenerationServer extends AbstractBehavior<GenerationServer.Co
 
   /**
    * How busy server {@code model} is: {@code active} slots of {@code slots} hold a request, {@code waiting}
-   * wait for one; {@code finished} and {@code refused} count requests since the start; {@code tokens}
-   * tokens streamed.
+   * wait for one; since the start, {@code finished} requests ended with {@link Finished} (not the failed,
+   * cancelled or expired ones: {@code xla.generate.requests} counts every outcome), {@code refused} were
+   * refused as overloaded, and {@code tokens} tokens were streamed.
    */
   public record Status(String model, int slots, int active, int waiting, long finished, long refused, long tokens) {}
 
@@ -485,7 +486,9 @@ public final class GenerationServer extends AbstractBehavior<GenerationServer.Co
     } else {
       waiting.remove(s);
     }
-    finished++;
+    if (event instanceof Finished) {
+      finished++;
+    }
     metrics.outcome(outcome);
     updateOccupancy();
     unwatch(s.request.replyTo());

@@ -15,6 +15,7 @@ import java.time.Duration;
 import java.util.List;
 import java.util.Set;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import org.apache.pekko.actor.testkit.typed.javadsl.ActorTestKit;
 import org.apache.pekko.actor.testkit.typed.javadsl.TestProbe;
@@ -101,5 +102,26 @@ class GenerationServerTest {
     assertEquals(ErrorCode.UNAVAILABLE, failed.error().code());
     assertInstanceOf(ServingException.class, failed.error());
     assertTrue(failed.error().getMessage().contains("has stopped"), failed.error().getMessage());
+  }
+
+  @Test
+  void theStatusCountsFinishedRequestsApartFromCancelledAndRefusedOnes() throws Exception {
+    StepDecoder decoder = new StepDecoder(1, 10, 4, 32);
+    decoder.gate = new CountDownLatch(1);
+    ActorRef<GenerationServer.Command> server = server(decoder);
+    TestProbe<Event> probe = kit.createTestProbe();
+    server.tell(new Generate("held", new int[] {1}, 5, Set.of(), TokenSampler.greedy(), null, probe.getRef()));
+    assertTrue(decoder.entered.await(WAIT.toSeconds(), TimeUnit.SECONDS), "the prefill never started");
+    server.tell(new GenerationServer.Cancel("held", "the test cancels it"));
+    GenerationServer.Failed cancelled = probe.expectMessageClass(GenerationServer.Failed.class, WAIT);
+    assertEquals(ErrorCode.CANCELLED, cancelled.error().code());
+    decoder.gate.countDown();
+    server.tell(new Generate("done", new int[] {1}, 1, Set.of(), TokenSampler.greedy(), null, probe.getRef()));
+    assertEquals(new Token("done", 0, 2), probe.receiveMessage(WAIT));
+    assertEquals(new Finished("done", GenerationServer.Reason.MAX_TOKENS, 1), probe.receiveMessage(WAIT));
+    GenerationServer.Status s = status(server);
+    assertEquals(1, s.finished(), "one request finished; the cancelled one did not: " + s);
+    assertEquals(0, s.refused(), s.toString());
+    kit.stop(server);
   }
 }
