@@ -74,7 +74,9 @@ import org.apache.pekko.util.ByteString;
  * events' stream is shut down, which stops the receiving actor the server watches). Bound otherwise, a
  * generation is still cancelled when Pekko HTTP fails to write its next event to the closed connection.
  *
- * <p>Nothing reaches a server unchecked: a body over {@code xla-actors.http.max-body-bytes} is 413,
+ * <p>Nothing reaches a server unchecked: a body over {@code xla-actors.http.max-body-bytes} (infer) or
+ * {@code max-generate-body-bytes} (generate) is 413, and so is one holding more JSON values than the
+ * model's request can (counted while parsing, so no tree of them is built),
  * malformed JSON, unknown fields, wrong dtypes, shapes, counts, ranges, tokens outside the vocabulary and
  * unknown models are 400 or 404 with a message naming the field ({@link BadRequestException}). Errors of
  * the servers map to statuses: invalid 400, overloaded 503 with {@code Retry-After}, timed out 504, a
@@ -87,6 +89,8 @@ public final class ServingRoutes extends AllDirectives {
   private static final long STRICT_TIMEOUT_MS = 30_000;
   private static final long MAX_TIMEOUT_MS = 86_400_000L;
   private static final int DEFAULT_MAX_TOKENS = 16;
+  /** JSON values of a request beyond its data: the objects, lists and single fields around it (generous). */
+  private static final long STRUCTURE_VALUES = 32;
 
   private final ActorSystem<?> system;
   private final HttpSettings settings;
@@ -128,19 +132,23 @@ public final class ServingRoutes extends AllDirectives {
         pathPrefix("v1", () -> pathPrefix("models", () -> concat(
             pathEnd(() -> get(() -> complete(models()))),
             pathPrefix(PathMatchers.segment(), model -> concat(
-                path("infer", () -> post(() -> withBody((body, connection) -> infer(model, body, connection)))),
-                path("generate", () -> post(() -> withBody((body, connection) -> generate(model, body, connection))))))))));
+                path("infer", () -> post(() -> withBody(settings.maxBodyBytes(), "max-body-bytes",
+                    (body, connection) -> infer(model, body, connection)))),
+                path("generate", () -> post(() -> withBody(settings.maxGenerateBodyBytes(), "max-generate-body-bytes",
+                    (body, connection) -> generate(model, body, connection))))))))));
   }
 
   /**
-   * Reads the whole body (at most max-body-bytes) and answers with what {@code handler} makes of it and of
+   * Reads the whole body (at most {@code limit} bytes, the setting {@code key}: a larger one is 413 naming
+   * it, at once when its Content-Length says so) and answers with what {@code handler} makes of it and of
    * the request's {@link ClientConnection} (null when not bound by {@link HttpServer}); every error mapped.
    */
-  private Route withBody(java.util.function.BiFunction<byte[], ClientConnection, CompletionStage<HttpResponse>> handler) {
+  private Route withBody(long limit, String key,
+      java.util.function.BiFunction<byte[], ClientConnection, CompletionStage<HttpResponse>> handler) {
     return optionalAttribute(ClientConnection.KEY, connection -> extractRequestEntity(entity -> extractMaterializer(
-        materializer -> completeWithFuture(entity.withSizeLimit(settings.maxBodyBytes()).toStrict(STRICT_TIMEOUT_MS, materializer)
+        materializer -> completeWithFuture(entity.withSizeLimit(limit).toStrict(STRICT_TIMEOUT_MS, materializer)
             .thenCompose(strict -> handler.apply(strict.getData().toArray(), connection.orElse(null)))
-            .exceptionally(this::error)))));
+            .exceptionally(thrown -> error(thrown, limit, key))))));
   }
 
   // ------------------------------------------------------------------------------------------ infer
@@ -154,7 +162,11 @@ public final class ServingRoutes extends AllDirectives {
     if (ep == null) {
       return CompletableFuture.completedFuture(unknownModel(model, "infer"));
     }
-    JsonNode root = TensorJson.parseObject(body);
+    long values = STRUCTURE_VALUES;
+    for (var type : ep.inputTypes()) {
+      values += type.shape().elementCount() + type.shape().rank() + STRUCTURE_VALUES;
+    }
+    JsonNode root = TensorJson.parseObject(body, values, "a request to model '" + model + "' holds");
     TensorJson.onlyFields(root, "", Set.of("inputs", "timeout_ms"));
     Duration timeout = timeout(root);
     List<HostTensor> inputs = TensorJson.inputs(root.get("inputs"), model, ep.inputNames(), ep.inputTypes());
@@ -198,7 +210,9 @@ public final class ServingRoutes extends AllDirectives {
     if (ep == null) {
       return CompletableFuture.completedFuture(unknownModel(model, "generate"));
     }
-    JsonNode root = TensorJson.parseObject(body);
+    // tokens and stop_tokens hold at most a context each; the other fields are single values.
+    JsonNode root = TensorJson.parseObject(body, 2L * ep.contextLength() + STRUCTURE_VALUES,
+        "a generate request to model '" + model + "' holds");
     TensorJson.onlyFields(root, "", Set.of("tokens", "prompt", "max_tokens", "stop_tokens", "temperature", "top_k", "seed", "timeout_ms"));
     int[] prompt = prompt(root, ep);
     int maxTokens = (int) whole(root, "max_tokens", DEFAULT_MAX_TOKENS, 1, ep.contextLength());
@@ -496,16 +510,31 @@ public final class ServingRoutes extends AllDirectives {
         + "; models to " + kind + ": " + (known.isEmpty() ? "none" : String.join(", ", known)));
   }
 
-  /** The response for a failed request: the status its error maps to and {@code {"error", "code", "field"?}}. */
-  private HttpResponse error(Throwable thrown) {
+  /** As {@link #error(Throwable)}, for a body read under {@code limit} bytes (setting {@code key}): 413 naming both. */
+  private HttpResponse error(Throwable thrown, long limit, String key) {
+    Throwable e = unwrapped(thrown);
+    if (e instanceof EntityStreamSizeException size) {
+      return error(StatusCodes.PAYLOAD_TOO_LARGE, "body", ErrorCode.INVALID_ARGUMENT, "body: larger than " + limit + " bytes, the limit"
+          + " of this route (" + HttpSettings.ROOT + "." + key + "; raise it there to accept larger requests)"
+          + (size.actualSize().isDefined() ? ": got " + size.actualSize().get() + " bytes" : ""));
+    }
+    return error(e);
+  }
+
+  private static Throwable unwrapped(Throwable thrown) {
     Throwable e = thrown;
     while ((e instanceof CompletionException || e instanceof ExecutionException) && e.getCause() != null) {
       e = e.getCause();
     }
-    if (e instanceof EntityStreamSizeException size) {
-      return error(StatusCodes.PAYLOAD_TOO_LARGE, "body", ErrorCode.INVALID_ARGUMENT, "body: larger than "
-          + settings.maxBodyBytes() + " bytes (" + HttpSettings.ROOT + ".max-body-bytes)"
-          + (size.actualSize().isDefined() ? ": got " + size.actualSize().get() + " bytes" : ""));
+    return e;
+  }
+
+  /** The response for a failed request: the status its error maps to and {@code {"error", "code", "field"?}}. */
+  private HttpResponse error(Throwable thrown) {
+    Throwable e = unwrapped(thrown);
+    if (e instanceof TensorJson.TooManyValues) {
+      BadRequestException b = (BadRequestException) e;
+      return error(StatusCodes.PAYLOAD_TOO_LARGE, b.field(), b.code(), b.getMessage());
     }
     if (e instanceof XlaException x) {
       HttpResponse r = error(status(x), e instanceof BadRequestException b ? b.field() : null, x.code(), x.getMessage());

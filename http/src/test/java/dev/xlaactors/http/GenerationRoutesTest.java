@@ -123,4 +123,16 @@ class GenerationRoutesTest {
         "token: {\"index\":2,\"token\":4,\"text\":\"e\"}",
         "done: {\"reason\":\"max_tokens\",\"tokens\":3}"), events(r.body()));
   }
+
+  @Test
+  void aGenerateBodyOverItsOwnLimitIsRefusedWith413NamingTheKey() throws Exception {
+    // 1.5 MiB of token ids: under the infer limit (8 MiB), over generate's (1 MiB); refused before it is parsed.
+    String body = "{\"tokens\": [" + "0,".repeat(768 * 1024) + "0]}";
+    HttpResponse<String> r = post("/v1/models/steps/generate", body);
+    assertEquals(413, r.statusCode(), r.body().length() > 300 ? r.body().substring(0, 300) : r.body());
+    JsonNode json = json(r);
+    assertEquals("body", json.get("field").asText());
+    String error = json.get("error").asText();
+    assertTrue(error.contains("1048576 bytes") && error.contains("xla-actors.http.max-generate-body-bytes"), error);
+  }
 }
