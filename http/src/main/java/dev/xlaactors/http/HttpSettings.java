@@ -18,8 +18,10 @@ import org.apache.pekko.actor.typed.ActorSystem;
  * @param maxBodyBytes the largest infer request body accepted (413 beyond)
  * @param readyTimeout how long {@code GET /ready} waits for each server's status
  * @param maxGenerateBodyBytes the largest generate request body accepted (413 beyond)
+ * @param requestTimeoutMargin how much longer than a request's deadline the HTTP layer waits for its answer
  */
-public record HttpSettings(String host, int port, long maxBodyBytes, Duration readyTimeout, long maxGenerateBodyBytes) {
+public record HttpSettings(String host, int port, long maxBodyBytes, Duration readyTimeout, long maxGenerateBodyBytes,
+    Duration requestTimeoutMargin) {
   static final String ROOT = "xla-actors.http";
   private static final long MIN_BODY = 1024;
   private static final long MAX_BODY = 1L << 30;
@@ -35,6 +37,10 @@ public record HttpSettings(String host, int port, long maxBodyBytes, Duration re
         "bytes of one generate request body, 1 KiB to 1 GiB");
     if (readyTimeout == null || readyTimeout.isNegative() || readyTimeout.isZero() || readyTimeout.compareTo(Duration.ofMinutes(1)) > 0) {
       throw new XlaException(ErrorCode.INVALID_ARGUMENT, ROOT + ".ready-timeout must be a duration > 0 and <= 1m, got " + readyTimeout);
+    }
+    if (requestTimeoutMargin == null || requestTimeoutMargin.isNegative() || requestTimeoutMargin.compareTo(Duration.ofHours(1)) > 0) {
+      throw new XlaException(ErrorCode.INVALID_ARGUMENT, ROOT + ".request-timeout-margin must be a duration >= 0 and <= 1h, got "
+          + requestTimeoutMargin);
     }
   }
 
@@ -52,7 +58,8 @@ public record HttpSettings(String host, int port, long maxBodyBytes, Duration re
           SettingRanges.count(c, "port", ROOT + ".port", 0, 65535, "TCP port, 0 = a free one"),
           bytes(c, "max-body-bytes"),
           SettingRanges.duration(c, "ready-timeout", ROOT + ".ready-timeout", false, Duration.ofMinutes(1), "1m"),
-          bytes(c, "max-generate-body-bytes"));
+          bytes(c, "max-generate-body-bytes"),
+          SettingRanges.duration(c, "request-timeout-margin", ROOT + ".request-timeout-margin", true, Duration.ofHours(1), "1h"));
     } catch (ConfigException e) {
       throw new XlaException(ErrorCode.INVALID_ARGUMENT, "bad configuration under " + ROOT + ": " + e.getMessage(), e);
     }
@@ -69,16 +76,16 @@ public record HttpSettings(String host, int port, long maxBodyBytes, Duration re
 
   /** These settings on {@code port} (0: a free one). */
   public HttpSettings withPort(int port) {
-    return new HttpSettings(host, port, maxBodyBytes, readyTimeout, maxGenerateBodyBytes);
+    return new HttpSettings(host, port, maxBodyBytes, readyTimeout, maxGenerateBodyBytes, requestTimeoutMargin);
   }
 
   /** These settings with {@code bytes} as the largest infer request body. */
   public HttpSettings withMaxBodyBytes(long bytes) {
-    return new HttpSettings(host, port, bytes, readyTimeout, maxGenerateBodyBytes);
+    return new HttpSettings(host, port, bytes, readyTimeout, maxGenerateBodyBytes, requestTimeoutMargin);
   }
 
   /** These settings with {@code bytes} as the largest generate request body. */
   public HttpSettings withMaxGenerateBodyBytes(long bytes) {
-    return new HttpSettings(host, port, maxBodyBytes, readyTimeout, bytes);
+    return new HttpSettings(host, port, maxBodyBytes, readyTimeout, bytes, requestTimeoutMargin);
   }
 }

@@ -2,7 +2,9 @@ package dev.xlaactors.http;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import dev.xlaactors.actors.serve.GenerationServer;
+import dev.xlaactors.actors.serve.GenerationSettings;
 import dev.xlaactors.actors.serve.ModelServer;
+import dev.xlaactors.actors.serve.ServeSettings;
 import dev.xlaactors.actors.serve.TokenSampler;
 import dev.xlaactors.error.BatchFailedException;
 import dev.xlaactors.error.ErrorCode;
@@ -38,6 +40,7 @@ import org.apache.pekko.http.javadsl.model.MediaTypes;
 import org.apache.pekko.http.javadsl.model.StatusCode;
 import org.apache.pekko.http.javadsl.model.StatusCodes;
 import org.apache.pekko.http.javadsl.model.headers.RetryAfter;
+import org.apache.pekko.http.javadsl.model.headers.TimeoutAccess;
 import org.apache.pekko.http.javadsl.server.AllDirectives;
 import org.apache.pekko.http.javadsl.server.PathMatchers;
 import org.apache.pekko.http.javadsl.server.Route;
@@ -97,6 +100,8 @@ public final class ServingRoutes extends AllDirectives {
   private final PrometheusMeterRegistry registry;
   private final Map<String, InferenceEndpoint> inference = new LinkedHashMap<>();
   private final Map<String, GenerationEndpoint> generation = new LinkedHashMap<>();
+  private final ServeSettings serveSettings; // the infer servers' default timeouts, read once
+  private final Duration generationTimeout; // the generation servers' default timeout
 
   /**
    * Routes over {@code inference} and {@code generation} endpoints (names unique across both), with
@@ -107,6 +112,8 @@ public final class ServingRoutes extends AllDirectives {
     this.system = system;
     this.settings = settings;
     this.registry = registry;
+    this.serveSettings = ServeSettings.create(system);
+    this.generationTimeout = GenerationSettings.create(system).defaultTimeout();
     Set<String> names = new HashSet<>();
     for (InferenceEndpoint e : inference) {
       if (!names.add(e.name())) {
@@ -133,9 +140,9 @@ public final class ServingRoutes extends AllDirectives {
             pathEnd(() -> get(() -> complete(models()))),
             pathPrefix(PathMatchers.segment(), model -> concat(
                 path("infer", () -> post(() -> withBody(settings.maxBodyBytes(), "max-body-bytes",
-                    (body, connection) -> infer(model, body, connection)))),
+                    (body, connection, timeout) -> infer(model, body, connection, timeout)))),
                 path("generate", () -> post(() -> withBody(settings.maxGenerateBodyBytes(), "max-generate-body-bytes",
-                    (body, connection) -> generate(model, body, connection))))))))));
+                    (body, connection, timeout) -> generate(model, body, connection, timeout))))))))));
   }
 
   /**
@@ -143,12 +150,63 @@ public final class ServingRoutes extends AllDirectives {
    * it, at once when its Content-Length says so) and answers with what {@code handler} makes of it and of
    * the request's {@link ClientConnection} (null when not bound by {@link HttpServer}); every error mapped.
    */
-  private Route withBody(long limit, String key,
-      java.util.function.BiFunction<byte[], ClientConnection, CompletionStage<HttpResponse>> handler) {
-    return optionalAttribute(ClientConnection.KEY, connection -> extractRequestEntity(entity -> extractMaterializer(
-        materializer -> completeWithFuture(entity.withSizeLimit(limit).toStrict(STRICT_TIMEOUT_MS, materializer)
-            .thenCompose(strict -> handler.apply(strict.getData().toArray(), connection.orElse(null)))
-            .exceptionally(thrown -> error(thrown, limit, key))))));
+  private Route withBody(long limit, String key, BodyHandler handler) {
+    return optionalAttribute(ClientConnection.KEY, connection -> optionalHeaderValueByType(TimeoutAccess.class, access ->
+        extractRequestEntity(entity -> extractMaterializer(materializer -> {
+          RequestTimeout timeout = new RequestTimeout(access.map(TimeoutAccess::timeoutAccess).orElse(null));
+          return completeWithFuture(entity.withSizeLimit(limit).toStrict(STRICT_TIMEOUT_MS, materializer)
+              .thenCompose(strict -> handler.apply(strict.getData().toArray(), connection.orElse(null), timeout))
+              .exceptionally(thrown -> error(thrown, limit, key)));
+        }))));
+  }
+
+  /** What a route makes of a request's body, its client's connection (null: not known) and its HTTP timeout. */
+  @FunctionalInterface
+  private interface BodyHandler {
+    CompletionStage<HttpResponse> apply(byte[] body, ClientConnection connection, RequestTimeout timeout);
+  }
+
+  /**
+   * The HTTP timeout of one request (Pekko's {@code request-timeout}, 20 s by default), moved to follow the
+   * request's own deadline: a server answers every request at its deadline (up to 24 h), so the HTTP layer
+   * waits that long plus {@code request-timeout-margin}. If it fires even so (the server did not answer), it
+   * cancels the request's work in its server and answers 504 with a JSON error. Does nothing when the
+   * server-level timeout is off (infinite: no TimeoutAccess).
+   */
+  private final class RequestTimeout {
+    /** The longest delay Pekko's scheduler can time (2^31 - 1 ticks of 10 ms). */
+    private static final Duration LONGEST = Duration.ofSeconds(21_474_836);
+    private final org.apache.pekko.http.javadsl.TimeoutAccess access; // null: no request-timeout
+    private volatile HttpResponse answered; // the 504, once the timeout fired
+
+    RequestTimeout(org.apache.pekko.http.javadsl.TimeoutAccess access) {
+      this.access = access;
+    }
+
+    /** Waits {@code deadline} (the request's) plus the margin for the answer; past it runs {@code cancel} and answers 504. */
+    void follow(String model, String requestId, Duration deadline, Runnable cancel) {
+      if (access == null) {
+        return;
+      }
+      Duration wait = deadline.plus(settings.requestTimeoutMargin());
+      if (wait.compareTo(LONGEST) > 0) {
+        wait = LONGEST;
+      }
+      Duration waited = wait;
+      access.update(wait, request -> {
+        // Set before the cancel, whose own answer (an ended stream, say) may race this one to the client.
+        answered = error(StatusCodes.GATEWAY_TIMEOUT, null, ErrorCode.DEADLINE_EXCEEDED, "model '" + model + "' did not answer request '"
+            + requestId + "' within " + waited.toMillis() + " ms (its deadline of " + deadline.toMillis() + " ms plus "
+            + HttpSettings.ROOT + ".request-timeout-margin): the request was cancelled in its server");
+        cancel.run();
+        return answered;
+      });
+    }
+
+    /** The 504 the timeout answered with, or null while it has not fired. */
+    HttpResponse answered() {
+      return answered;
+    }
   }
 
   // ------------------------------------------------------------------------------------------ infer
@@ -157,7 +215,7 @@ public final class ServingRoutes extends AllDirectives {
    * Sends the request to the model's server; when its client's {@code connection} (null: not known) ends
    * before the answer, the request is cancelled: not computed if its batch has not started.
    */
-  private CompletionStage<HttpResponse> infer(String model, byte[] body, ClientConnection connection) {
+  private CompletionStage<HttpResponse> infer(String model, byte[] body, ClientConnection connection, RequestTimeout httpTimeout) {
     InferenceEndpoint ep = inference.get(model);
     if (ep == null) {
       return CompletableFuture.completedFuture(unknownModel(model, "infer"));
@@ -175,6 +233,14 @@ public final class ServingRoutes extends AllDirectives {
     if (connection != null) { // after the ask, which has sent the Infer, so that the Cancel comes after it
       connection.cancelOnClose(answer, () -> ep.server().tell(new ModelServer.Cancel(id, "its HTTP client closed the connection")));
     }
+    httpTimeout.follow(model, id, timeout != null ? timeout : serveSettings.forModel(model).defaultTimeout(),
+        () -> ep.server().tell(new ModelServer.Cancel(id, "its HTTP request timed out")));
+    // The ask gives up after at most 10 minutes (a server that is gone): the server must not compute it later for nobody.
+    answer.whenComplete((p, failure) -> {
+      if (failure != null) {
+        ep.server().tell(new ModelServer.Cancel(id, "its answer was given up: " + failure.getMessage())); // ignored once answered
+      }
+    });
     return answer.thenApply(p -> prediction(model, p));
   }
 
@@ -205,7 +271,7 @@ public final class ServingRoutes extends AllDirectives {
    * event, the events' stream is shut down, which stops its receiving actor: the server drops the request,
    * waiting or decoding.
    */
-  private CompletionStage<HttpResponse> generate(String model, byte[] body, ClientConnection connection) {
+  private CompletionStage<HttpResponse> generate(String model, byte[] body, ClientConnection connection, RequestTimeout httpTimeout) {
     GenerationEndpoint ep = generation.get(model);
     if (ep == null) {
       return CompletableFuture.completedFuture(unknownModel(model, "generate"));
@@ -245,16 +311,23 @@ public final class ServingRoutes extends AllDirectives {
         .prefixAndTail(1)
         .toMat(Sink.head(), Keep.both())
         .run(system);
+    UniqueKillSwitch kill = run.first().second();
     if (connection != null) {
       // Completes the events (nobody reads them any more) and cancels their source; an abort would fail the
       // response stream, which Pekko HTTP logs as an error.
-      UniqueKillSwitch kill = run.first().second();
       connection.cancelOnClose(run.first().first(), kill::shutdown);
     }
-    return run.second().thenApply(first -> stream(ep, first));
+    // Until its first event the request waits (for a slot, say) at most its deadline; an HTTP timeout past
+    // that drops it from the server the same way (its place is freed, it never decodes for nobody).
+    httpTimeout.follow(model, "(generation)", timeout != null ? timeout : generationTimeout, kill::shutdown);
+    return run.second().thenApply(first -> stream(ep, first, httpTimeout));
   }
 
-  private HttpResponse stream(GenerationEndpoint ep, Pair<List<GenerationServer.Event>, Source<GenerationServer.Event, NotUsed>> first) {
+  private HttpResponse stream(GenerationEndpoint ep, Pair<List<GenerationServer.Event>, Source<GenerationServer.Event, NotUsed>> first,
+      RequestTimeout httpTimeout) {
+    if (first.first().isEmpty() && httpTimeout.answered() != null) {
+      return httpTimeout.answered(); // the HTTP timeout ended the events: the same answer, whichever reaches the client
+    }
     if (first.first().isEmpty()) {
       return error(new ServingException(ErrorCode.UNAVAILABLE, ep.name(), null, "generation server '" + ep.name() + "' ended the "
           + "request without an answer: is it running?"));
