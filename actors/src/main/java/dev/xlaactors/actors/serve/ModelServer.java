@@ -73,7 +73,9 @@ import org.apache.pekko.stream.javadsl.Flow;
  *   <li>{@link ServingException} with {@code UNAVAILABLE}: the server stopped before answering it.
  * </ul>
  *
- * <p>Batches of one model run {@code max-batches-in-flight} at a time; while they run, arrivals queue and
+ * <p>Batches of one model run {@code max-batches-in-flight} at a time (a batch counts until its run has
+ * really ended, {@link RunHandle#ended}, even when its requests were all answered earlier because they were
+ * cancelled or timed out: XLA may still compute it); while they run, arrivals queue and
  * form the next batch, so under load batches fill up. The requests' inputs are copied into the batch on
  * the actor's thread (one copy of the batch's bytes, into memory of the {@link
  * dev.xlaactors.runtime.HostMemoryPool} given back when the batch is done) and each answer's rows are
@@ -156,6 +158,9 @@ public final class ModelServer extends AbstractBehavior<ModelServer.Command> {
 
   private record BatchDone(Batch batch, List<HostTensor> outputs, Throwable failure) implements Command {}
 
+  /** The batch's run has really ended (RunHandle.ended): only now is its place in flight free. */
+  private record BatchRunEnded(Batch batch) implements Command {}
+
   /** One request held by the server, until it is answered. */
   private static final class Pending {
     final String id;
@@ -193,6 +198,8 @@ public final class ModelServer extends AbstractBehavior<ModelServer.Command> {
     final long startedNanos;
     final List<HostTensor> inputs = new ArrayList<>(1); // the batch's input tensors, closed when it is done
     RunHandle run;
+    boolean resultIn; // its BatchDone was handled
+    boolean runEnded; // its run has ended (or it never started one)
 
     Batch(long number, List<Pending> rows, int size, long startedNanos) {
       this.number = number;
@@ -292,6 +299,7 @@ public final class ModelServer extends AbstractBehavior<ModelServer.Command> {
         .onMessage(BatchDue.class, this::onBatchDue)
         .onMessage(DeadlineDue.class, this::onDeadlineDue)
         .onMessage(BatchDone.class, this::onBatchDone)
+        .onMessage(BatchRunEnded.class, this::onBatchRunEnded)
         .onSignal(PostStop.class, this::onPostStop)
         .build();
   }
@@ -453,6 +461,9 @@ public final class ModelServer extends AbstractBehavior<ModelServer.Command> {
       return;
     }
     getContext().pipeToSelf(batch.run.result(), (outputs, failure) -> new BatchDone(batch, outputs, failure));
+    // A cancelled run's result comes at once while XLA may still compute: the batch keeps its place in
+    // flight (max-batches-in-flight) until the run has really ended.
+    getContext().pipeToSelf(batch.run.ended(), (v, failure) -> new BatchRunEnded(batch));
   }
 
   /**
@@ -506,7 +517,10 @@ public final class ModelServer extends AbstractBehavior<ModelServer.Command> {
 
   private Behavior<Command> onBatchDone(BatchDone done) {
     Batch batch = done.batch();
-    running.remove(batch);
+    batch.resultIn = true;
+    if (batch.run == null || batch.runEnded) {
+      running.remove(batch); // else when its run has ended (onBatchRunEnded)
+    }
     batch.closeInputs();
     long now = System.nanoTime();
     Duration computed = Duration.ofNanos(now - batch.startedNanos);
@@ -544,6 +558,15 @@ public final class ModelServer extends AbstractBehavior<ModelServer.Command> {
       }
     }
     schedule(now);
+    return this;
+  }
+
+  private Behavior<Command> onBatchRunEnded(BatchRunEnded ended) {
+    Batch batch = ended.batch();
+    batch.runEnded = true;
+    if (batch.resultIn && running.remove(batch)) {
+      schedule(System.nanoTime());
+    }
     return this;
   }
 
