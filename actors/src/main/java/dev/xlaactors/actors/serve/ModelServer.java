@@ -524,7 +524,9 @@ public final class ModelServer extends AbstractBehavior<ModelServer.Command> {
     batch.closeInputs();
     long now = System.nanoTime();
     Duration computed = Duration.ofNanos(now - batch.startedNanos);
-    metrics.computeTime(now - batch.startedNanos);
+    if (batch.run != null) { // a batch whose inputs could not be assembled, or whose run was refused, never ran
+      metrics.computeTime(now - batch.startedNanos);
+    }
     if (done.failure() == null) {
       List<HostTensor> outputs = done.outputs();
       List<List<HostTensor>> rows = rows(outputs, batch);

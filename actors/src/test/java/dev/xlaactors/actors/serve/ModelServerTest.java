@@ -383,6 +383,47 @@ class ModelServerTest {
   }
 
   @Test
+  void aBatchWhoseRunWasRefusedFailsAndIsNotTimedAsComputed() throws Exception {
+    // One run thread and room for one run waiting for it: a third batch's run is refused by the runtime.
+    ActorTestKit kit = oneRunThread("xla-actors.actors.runs.queue-capacity = 1");
+    CallbackRuntime runtime = CallbackRuntime.create(kit.system(), client);
+    try {
+      ScoringModel s = ScoringModel.register(runtime);
+      AtomicInteger calls = new AtomicInteger();
+      s.hook = (h, b) -> {
+        if (calls.getAndIncrement() == 0) {
+          entered.countDown();
+          assertTrue(release.await(WAIT_S, TimeUnit.SECONDS), "the test never released the batch");
+        }
+      };
+      ActorRef<Command> server = kit.spawn(ModelServer.create(model, runtime, new ServeSettings.Model(1, Duration.ZERO, 64,
+          Duration.ofSeconds(30), 3), registry));
+      Random random = new Random(22);
+      float[] xa = ScoringModel.randomInput(random);
+      float[] xb = ScoringModel.randomInput(random);
+      CompletableFuture<Prediction> a = ModelServer.ask(server, "a", List.of(ScoringModel.tensor(xa)), null, kit.system().scheduler())
+          .toCompletableFuture();
+      awaitEntered(); // batch 1 holds the one run thread
+      CompletableFuture<Prediction> b = ModelServer.ask(server, "b", List.of(ScoringModel.tensor(xb)), null, kit.system().scheduler())
+          .toCompletableFuture(); // batch 2 waits for it: the run queue is full
+      CompletableFuture<Prediction> c = ModelServer.ask(server, "c", List.of(ScoringModel.tensor(ScoringModel.randomInput(random))), null,
+          kit.system().scheduler()).toCompletableFuture();
+      BatchFailedException refused = assertInstanceOf(BatchFailedException.class, failure(c));
+      assertEquals(ErrorCode.RESOURCE_EXHAUSTED, refused.code(), refused.getMessage());
+      assertEquals(0, computeTimes(registry), "batch 3 never ran: no compute time (batches 1 and 2 are still in flight)");
+      release.countDown();
+      assertScores(xa, a.get(WAIT_S, TimeUnit.SECONDS));
+      assertScores(xb, b.get(WAIT_S, TimeUnit.SECONDS));
+      assertEquals(2, computeTimes(registry), "the two batches that ran");
+      kit.stop(server);
+    } finally {
+      release.countDown();
+      runtime.close();
+      kit.shutdownTestKit();
+    }
+  }
+
+  @Test
   void aCallbackFailingInsideABatchFailsThatBatchOnly() throws Exception {
     scoring.hook = (h, b) -> {
       for (int r = 0; r < b; r++) {
