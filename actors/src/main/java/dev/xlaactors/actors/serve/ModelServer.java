@@ -527,9 +527,19 @@ public final class ModelServer extends AbstractBehavior<ModelServer.Command> {
     if (batch.run != null) { // a batch whose inputs could not be assembled, or whose run was refused, never ran
       metrics.computeTime(now - batch.startedNanos);
     }
-    if (done.failure() == null) {
+    Throwable failure = done.failure();
+    List<List<HostTensor>> rows = null;
+    if (failure == null) {
+      try {
+        rows = rows(done.outputs(), batch);
+      } catch (RuntimeException | OutOfMemoryError e) { // the answers' rows need direct memory: without it this batch fails, not the server
+        done.outputs().forEach(HostTensor::close);
+        failure = new XlaException(ErrorCode.RESOURCE_EXHAUSTED, "no memory for the answers of batch " + batch.number + " of model '"
+            + model.name() + "' (" + e + "): raise -XX:MaxDirectMemorySize, or lower max-batch-size", e);
+      }
+    }
+    if (failure == null) {
       List<HostTensor> outputs = done.outputs();
-      List<List<HostTensor>> rows = rows(outputs, batch);
       for (int r = 0; r < batch.rows.size(); r++) {
         Pending p = batch.rows.get(r);
         if (p.answered) {
@@ -545,7 +555,7 @@ public final class ModelServer extends AbstractBehavior<ModelServer.Command> {
       }
       outputs.forEach(HostTensor::close);
     } else {
-      Throwable cause = unwrap(done.failure());
+      Throwable cause = unwrap(failure);
       ErrorCode code = cause instanceof XlaException x ? x.code() : ErrorCode.INTERNAL;
       int live = 0;
       for (Pending p : batch.rows) {
@@ -575,7 +585,8 @@ public final class ModelServer extends AbstractBehavior<ModelServer.Command> {
   /**
    * For each output, the rows of the batch's requests still waiting (null for the others), each a tensor
    * of its own over one copy of those rows: one direct allocation per output and batch instead of one per
-   * row (the rows share it, read-only; it is freed once every row is unreachable).
+   * row (the rows share it, read-only; it is freed once every row is unreachable). Throws when that memory
+   * cannot be had (an OutOfMemoryError, or an ArithmeticException for more than 2 GiB): the caller fails the batch.
    */
   private static List<List<HostTensor>> rows(List<HostTensor> outputs, Batch batch) {
     int live = 0;
@@ -588,7 +599,7 @@ public final class ModelServer extends AbstractBehavior<ModelServer.Command> {
       TensorType type = TensorType.of(batched.dtype(), java.util.Arrays.copyOfRange(dims, 1, dims.length));
       int rowBytes = Math.toIntExact(type.byteSize());
       ByteBuffer from = batched.data();
-      ByteBuffer copy = ByteBuffer.allocateDirect(Math.max(1, live * rowBytes)).order(ByteOrder.LITTLE_ENDIAN);
+      ByteBuffer copy = ByteBuffer.allocateDirect(Math.max(1, Math.multiplyExact(live, rowBytes))).order(ByteOrder.LITTLE_ENDIAN);
       List<HostTensor> rows = new ArrayList<>(batch.rows.size());
       int at = 0;
       for (int r = 0; r < batch.rows.size(); r++) {
