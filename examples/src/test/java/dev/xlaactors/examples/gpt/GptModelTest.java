@@ -67,6 +67,17 @@ class GptModelTest {
   }
 
   @Test
+  void aSamplerFailingOnThePrefillsLogitsFreesTheCache() {
+    GptModel.Prefilled prefilled = model.prefill(new int[][] {prompt()});
+    float[] poisoned = prefilled.logits().clone();
+    poisoned[3] = Float.NaN; // the sampler refuses NaN logits
+    InvalidArgumentException e = assertThrows(InvalidArgumentException.class, () -> new GptGeneration(model,
+        new GptModel.Prefilled(poisoned, prefilled.cache()), prompt().length, new Sampler(SamplingSettings.greedy()), 4, null));
+    assertTrue(e.getMessage().contains("NaN"), e.getMessage());
+    assertTrue(prefilled.cache().isClosed(), "the generation that was never made must not keep the KV cache");
+  }
+
+  @Test
   void logitsEqualJaxsWithinF32Tolerance() {
     GptModel.Prefilled p = model.prefill(new int[][] {prompt()});
     assertClose(artifacts.floats("prefill_last_logits"), p.logits(), "prefill logits");
