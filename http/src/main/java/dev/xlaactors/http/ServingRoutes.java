@@ -183,7 +183,10 @@ public final class ServingRoutes extends AllDirectives {
       this.access = access;
     }
 
-    /** Waits {@code deadline} (the request's) plus the margin for the answer; past it runs {@code cancel} and answers 504. */
+    /**
+     * Waits {@code deadline} (the request's) plus the margin for the answer; past it runs {@code cancel} and
+     * answers 504 naming {@code model} and {@code requestId} (null: the request has no id of its own yet).
+     */
     void follow(String model, String requestId, Duration deadline, Runnable cancel) {
       if (access == null) {
         return;
@@ -195,9 +198,9 @@ public final class ServingRoutes extends AllDirectives {
       Duration waited = wait;
       access.update(wait, request -> {
         // Set before the cancel, whose own answer (an ended stream, say) may race this one to the client.
-        answered = error(StatusCodes.GATEWAY_TIMEOUT, null, ErrorCode.DEADLINE_EXCEEDED, "model '" + model + "' did not answer request '"
-            + requestId + "' within " + waited.toMillis() + " ms (its deadline of " + deadline.toMillis() + " ms plus "
-            + HttpSettings.ROOT + ".request-timeout-margin): the request was cancelled in its server");
+        answered = error(StatusCodes.GATEWAY_TIMEOUT, null, ErrorCode.DEADLINE_EXCEEDED, "model '" + model + "' did not answer "
+            + (requestId == null ? "the request" : "request '" + requestId + "'") + " within " + waited.toMillis()
+            + " ms (its deadline of " + deadline.toMillis() + " ms plus " + HttpSettings.ROOT + ".request-timeout-margin): the request was cancelled in its server");
         cancel.run();
         return answered;
       });
@@ -319,7 +322,7 @@ public final class ServingRoutes extends AllDirectives {
     }
     // Until its first event the request waits (for a slot, say) at most its deadline; an HTTP timeout past
     // that drops it from the server the same way (its place is freed, it never decodes for nobody).
-    httpTimeout.follow(model, "(generation)", timeout != null ? timeout : generationTimeout, kill::shutdown);
+    httpTimeout.follow(model, null, timeout != null ? timeout : generationTimeout, kill::shutdown);
     return run.second().thenApply(first -> stream(ep, first, httpTimeout));
   }
 
