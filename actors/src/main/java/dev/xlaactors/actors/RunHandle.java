@@ -30,6 +30,16 @@ public final class RunHandle {
     return state.result();
   }
 
+  /**
+   * Completes when the run has really ended: its execution returned (XLA gave its thread back), or it will
+   * never execute (cancelled while it waited for a run thread, or refused). A cancelled or timed-out run's
+   * {@link #result()} fails at once, while XLA may still compute; a caller that bounds how many runs are in
+   * progress (a model server's batches in flight) counts one until this completes. Never fails.
+   */
+  public CompletionStage<Void> ended() {
+    return state.whenEnded().minimalCompletionStage();
+  }
+
   /** What a {@link #cancel} did, once the run has ended. */
   public enum CancelOutcome {
     /** The run ended cancelled: its result failed with {@code CANCELLED}. */

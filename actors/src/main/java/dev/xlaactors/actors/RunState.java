@@ -29,6 +29,7 @@ import org.apache.pekko.actor.typed.ActorRef;
  */
 final class RunState<T> {
   private final CompletableFuture<T> result = new CompletableFuture<>();
+  private final CompletableFuture<Void> endedStage = new CompletableFuture<>(); // completed by ended()
   private final java.util.function.Consumer<? super T> discard;
   private final AtomicBoolean decided = new AtomicBoolean();
   private final AtomicReference<CallbackException> abortCause = new AtomicReference<>();
@@ -119,6 +120,15 @@ final class RunState<T> {
     if (s != null) {
       s.tell(new RunSupervisor.RunEnded());
     }
+    endedStage.complete(null);
+  }
+
+  /**
+   * Completes once the run has ended ({@link #ended()}): its execution returned or it will never execute.
+   * An aborted run's {@link #result()} completes earlier, while XLA may still compute.
+   */
+  CompletableFuture<Void> whenEnded() {
+    return endedStage;
   }
 
   /** The run's outcome: its outputs, or the exception it ended with (the abort cause when aborted). */

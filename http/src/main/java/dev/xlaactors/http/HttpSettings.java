@@ -15,10 +15,13 @@ import org.apache.pekko.actor.typed.ActorSystem;
  *
  * @param host the address to bind
  * @param port the TCP port, 0 for a free one
- * @param maxBodyBytes the largest request body accepted (413 beyond)
+ * @param maxBodyBytes the largest infer request body accepted (413 beyond)
  * @param readyTimeout how long {@code GET /ready} waits for each server's status
+ * @param maxGenerateBodyBytes the largest generate request body accepted (413 beyond)
+ * @param requestTimeoutMargin how much longer than a request's deadline the HTTP layer waits for its answer
  */
-public record HttpSettings(String host, int port, long maxBodyBytes, Duration readyTimeout) {
+public record HttpSettings(String host, int port, long maxBodyBytes, Duration readyTimeout, long maxGenerateBodyBytes,
+    Duration requestTimeoutMargin) {
   static final String ROOT = "xla-actors.http";
   private static final long MIN_BODY = 1024;
   private static final long MAX_BODY = 1L << 30;
@@ -30,8 +33,14 @@ public record HttpSettings(String host, int port, long maxBodyBytes, Duration re
     SettingRanges.check(port, ROOT + ".port", String.valueOf(port), 0, 65535, "TCP port, 0 = a free one");
     SettingRanges.check(maxBodyBytes, ROOT + ".max-body-bytes", String.valueOf(maxBodyBytes), MIN_BODY, MAX_BODY,
         "bytes of one request body, 1 KiB to 1 GiB");
+    SettingRanges.check(maxGenerateBodyBytes, ROOT + ".max-generate-body-bytes", String.valueOf(maxGenerateBodyBytes), MIN_BODY, MAX_BODY,
+        "bytes of one generate request body, 1 KiB to 1 GiB");
     if (readyTimeout == null || readyTimeout.isNegative() || readyTimeout.isZero() || readyTimeout.compareTo(Duration.ofMinutes(1)) > 0) {
       throw new XlaException(ErrorCode.INVALID_ARGUMENT, ROOT + ".ready-timeout must be a duration > 0 and <= 1m, got " + readyTimeout);
+    }
+    if (requestTimeoutMargin == null || requestTimeoutMargin.isNegative() || requestTimeoutMargin.compareTo(Duration.ofHours(1)) > 0) {
+      throw new XlaException(ErrorCode.INVALID_ARGUMENT, ROOT + ".request-timeout-margin must be a duration >= 0 and <= 1h, got "
+          + requestTimeoutMargin);
     }
   }
 
@@ -45,34 +54,43 @@ public record HttpSettings(String host, int port, long maxBodyBytes, Duration re
     KnownConfigKeys.check(config);
     try {
       Config c = config.getConfig(ROOT);
-      long body;
-      try {
-        body = c.getBytes("max-body-bytes");
-      } catch (ConfigException.BadValue e) {
-        throw new XlaException(ErrorCode.INVALID_ARGUMENT, ROOT + ".max-body-bytes must be a size such as 8 MiB, got "
-            + SettingRanges.asWritten(c, "max-body-bytes"), e);
-      }
       return new HttpSettings(c.getString("host"),
           SettingRanges.count(c, "port", ROOT + ".port", 0, 65535, "TCP port, 0 = a free one"),
-          body,
-          SettingRanges.duration(c, "ready-timeout", ROOT + ".ready-timeout", false, Duration.ofMinutes(1), "1m"));
+          bytes(c, "max-body-bytes"),
+          SettingRanges.duration(c, "ready-timeout", ROOT + ".ready-timeout", false, Duration.ofMinutes(1), "1m"),
+          bytes(c, "max-generate-body-bytes"),
+          SettingRanges.duration(c, "request-timeout-margin", ROOT + ".request-timeout-margin", true, Duration.ofHours(1), "1h"));
     } catch (ConfigException e) {
       throw new XlaException(ErrorCode.INVALID_ARGUMENT, "bad configuration under " + ROOT + ": " + e.getMessage(), e);
     }
   }
 
+  private static long bytes(Config c, String key) {
+    try {
+      return c.getBytes(key);
+    } catch (ConfigException.BadValue e) {
+      throw new XlaException(ErrorCode.INVALID_ARGUMENT, ROOT + "." + key + " must be a size such as 8 MiB, got "
+          + SettingRanges.asWritten(c, key), e);
+    }
+  }
+
   /** These settings on {@code port} (0: a free one). */
   public HttpSettings withPort(int port) {
-    return new HttpSettings(host, port, maxBodyBytes, readyTimeout);
+    return new HttpSettings(host, port, maxBodyBytes, readyTimeout, maxGenerateBodyBytes, requestTimeoutMargin);
   }
 
   /** These settings with {@code host} as the interface to bind. */
   public HttpSettings withHost(String host) {
-    return new HttpSettings(host, port, maxBodyBytes, readyTimeout);
+    return new HttpSettings(host, port, maxBodyBytes, readyTimeout, maxGenerateBodyBytes, requestTimeoutMargin);
   }
 
-  /** These settings with {@code bytes} as the largest request body. */
+  /** These settings with {@code bytes} as the largest infer request body. */
   public HttpSettings withMaxBodyBytes(long bytes) {
-    return new HttpSettings(host, port, bytes, readyTimeout);
+    return new HttpSettings(host, port, bytes, readyTimeout, maxGenerateBodyBytes, requestTimeoutMargin);
+  }
+
+  /** These settings with {@code bytes} as the largest generate request body. */
+  public HttpSettings withMaxGenerateBodyBytes(long bytes) {
+    return new HttpSettings(host, port, maxBodyBytes, readyTimeout, bytes, requestTimeoutMargin);
   }
 }

@@ -2,7 +2,9 @@ package dev.xlaactors.http;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import dev.xlaactors.actors.serve.GenerationServer;
+import dev.xlaactors.actors.serve.GenerationSettings;
 import dev.xlaactors.actors.serve.ModelServer;
+import dev.xlaactors.actors.serve.ServeSettings;
 import dev.xlaactors.actors.serve.TokenSampler;
 import dev.xlaactors.error.BatchFailedException;
 import dev.xlaactors.error.ErrorCode;
@@ -38,6 +40,7 @@ import org.apache.pekko.http.javadsl.model.MediaTypes;
 import org.apache.pekko.http.javadsl.model.StatusCode;
 import org.apache.pekko.http.javadsl.model.StatusCodes;
 import org.apache.pekko.http.javadsl.model.headers.RetryAfter;
+import org.apache.pekko.http.javadsl.model.headers.TimeoutAccess;
 import org.apache.pekko.http.javadsl.server.AllDirectives;
 import org.apache.pekko.http.javadsl.server.PathMatchers;
 import org.apache.pekko.http.javadsl.server.Route;
@@ -59,7 +62,8 @@ import org.apache.pekko.util.ByteString;
  *   <li>{@code POST /v1/models/<name>/generate}: JSON {@code {"tokens": [...] | "prompt": "text",
  *       "max_tokens", "stop_tokens", "temperature", "top_k", "seed", "timeout_ms"}} to the model's
  *       {@link GenerationServer}; the answer is a stream of server-sent events: {@code token} events
- *       ({@code {"index", "token", "text"}}), then one {@code done} ({@code {"reason", "tokens"}}) or
+ *       ({@code {"index", "token", "text"}}; a character split across byte-level tokens is in the text of the
+ *       token that completes it), then one {@code done} ({@code {"reason", "tokens"}}) or
  *       {@code error} ({@code {"status", "code", "error"}});
  *   <li>{@code GET /v1/models}: the models and their inputs; {@code GET /health}: the process answers;
  *       {@code GET /ready}: every server answers its status within {@code xla-actors.http.ready-timeout}
@@ -73,7 +77,9 @@ import org.apache.pekko.util.ByteString;
  * events' stream is shut down, which stops the receiving actor the server watches). Bound otherwise, a
  * generation is still cancelled when Pekko HTTP fails to write its next event to the closed connection.
  *
- * <p>Nothing reaches a server unchecked: a body over {@code xla-actors.http.max-body-bytes} is 413,
+ * <p>Nothing reaches a server unchecked: a body over {@code xla-actors.http.max-body-bytes} (infer) or
+ * {@code max-generate-body-bytes} (generate) is 413, and so is one holding more JSON values than the
+ * model's request can (counted while parsing, so no tree of them is built),
  * malformed JSON, unknown fields, wrong dtypes, shapes, counts, ranges, tokens outside the vocabulary and
  * unknown models are 400 or 404 with a message naming the field ({@link BadRequestException}). Errors of
  * the servers map to statuses: invalid 400, overloaded 503 with {@code Retry-After}, timed out 504, a
@@ -86,12 +92,16 @@ public final class ServingRoutes extends AllDirectives {
   private static final long STRICT_TIMEOUT_MS = 30_000;
   private static final long MAX_TIMEOUT_MS = 86_400_000L;
   private static final int DEFAULT_MAX_TOKENS = 16;
+  /** JSON values of a request beyond its data: the objects, lists and single fields around it (generous). */
+  private static final long STRUCTURE_VALUES = 32;
 
   private final ActorSystem<?> system;
   private final HttpSettings settings;
   private final PrometheusMeterRegistry registry;
   private final Map<String, InferenceEndpoint> inference = new LinkedHashMap<>();
   private final Map<String, GenerationEndpoint> generation = new LinkedHashMap<>();
+  private final ServeSettings serveSettings; // the infer servers' default timeouts, read once
+  private final Duration generationTimeout; // the generation servers' default timeout
 
   /**
    * Routes over {@code inference} and {@code generation} endpoints (names unique across both), with
@@ -102,6 +112,8 @@ public final class ServingRoutes extends AllDirectives {
     this.system = system;
     this.settings = settings;
     this.registry = registry;
+    this.serveSettings = ServeSettings.create(system);
+    this.generationTimeout = GenerationSettings.create(system).defaultTimeout();
     Set<String> names = new HashSet<>();
     for (InferenceEndpoint e : inference) {
       if (!names.add(e.name())) {
@@ -127,19 +139,77 @@ public final class ServingRoutes extends AllDirectives {
         pathPrefix("v1", () -> pathPrefix("models", () -> concat(
             pathEnd(() -> get(() -> complete(models()))),
             pathPrefix(PathMatchers.segment(), model -> concat(
-                path("infer", () -> post(() -> withBody((body, connection) -> infer(model, body, connection)))),
-                path("generate", () -> post(() -> withBody((body, connection) -> generate(model, body, connection))))))))));
+                path("infer", () -> post(() -> withBody(settings.maxBodyBytes(), "max-body-bytes",
+                    (body, connection, timeout) -> infer(model, body, connection, timeout)))),
+                path("generate", () -> post(() -> withBody(settings.maxGenerateBodyBytes(), "max-generate-body-bytes",
+                    (body, connection, timeout) -> generate(model, body, connection, timeout))))))))));
   }
 
   /**
-   * Reads the whole body (at most max-body-bytes) and answers with what {@code handler} makes of it and of
+   * Reads the whole body (at most {@code limit} bytes, the setting {@code key}: a larger one is 413 naming
+   * it, at once when its Content-Length says so) and answers with what {@code handler} makes of it and of
    * the request's {@link ClientConnection} (null when not bound by {@link HttpServer}); every error mapped.
    */
-  private Route withBody(java.util.function.BiFunction<byte[], ClientConnection, CompletionStage<HttpResponse>> handler) {
-    return optionalAttribute(ClientConnection.KEY, connection -> extractRequestEntity(entity -> extractMaterializer(
-        materializer -> completeWithFuture(entity.withSizeLimit(settings.maxBodyBytes()).toStrict(STRICT_TIMEOUT_MS, materializer)
-            .thenCompose(strict -> handler.apply(strict.getData().toArray(), connection.orElse(null)))
-            .exceptionally(this::error)))));
+  private Route withBody(long limit, String key, BodyHandler handler) {
+    return optionalAttribute(ClientConnection.KEY, connection -> optionalHeaderValueByType(TimeoutAccess.class, access ->
+        extractRequestEntity(entity -> extractMaterializer(materializer -> {
+          RequestTimeout timeout = new RequestTimeout(access.map(TimeoutAccess::timeoutAccess).orElse(null));
+          return completeWithFuture(entity.withSizeLimit(limit).toStrict(STRICT_TIMEOUT_MS, materializer)
+              .thenCompose(strict -> handler.apply(strict.getData().toArray(), connection.orElse(null), timeout))
+              .exceptionally(thrown -> error(thrown, limit, key)));
+        }))));
+  }
+
+  /** What a route makes of a request's body, its client's connection (null: not known) and its HTTP timeout. */
+  @FunctionalInterface
+  private interface BodyHandler {
+    CompletionStage<HttpResponse> apply(byte[] body, ClientConnection connection, RequestTimeout timeout);
+  }
+
+  /**
+   * The HTTP timeout of one request (Pekko's {@code request-timeout}, 20 s by default), moved to follow the
+   * request's own deadline: a server answers every request at its deadline (up to 24 h), so the HTTP layer
+   * waits that long plus {@code request-timeout-margin}. If it fires even so (the server did not answer), it
+   * cancels the request's work in its server and answers 504 with a JSON error. Does nothing when the
+   * server-level timeout is off (infinite: no TimeoutAccess).
+   */
+  private final class RequestTimeout {
+    /** The longest delay Pekko's scheduler can time (2^31 - 1 ticks of 10 ms). */
+    private static final Duration LONGEST = Duration.ofSeconds(21_474_836);
+    private final org.apache.pekko.http.javadsl.TimeoutAccess access; // null: no request-timeout
+    private volatile HttpResponse answered; // the 504, once the timeout fired
+
+    RequestTimeout(org.apache.pekko.http.javadsl.TimeoutAccess access) {
+      this.access = access;
+    }
+
+    /**
+     * Waits {@code deadline} (the request's) plus the margin for the answer; past it runs {@code cancel} and
+     * answers 504 naming {@code model} and {@code requestId} (null: the request has no id of its own yet).
+     */
+    void follow(String model, String requestId, Duration deadline, Runnable cancel) {
+      if (access == null) {
+        return;
+      }
+      Duration wait = deadline.plus(settings.requestTimeoutMargin());
+      if (wait.compareTo(LONGEST) > 0) {
+        wait = LONGEST;
+      }
+      Duration waited = wait;
+      access.update(wait, request -> {
+        // Set before the cancel, whose own answer (an ended stream, say) may race this one to the client.
+        answered = error(StatusCodes.GATEWAY_TIMEOUT, null, ErrorCode.DEADLINE_EXCEEDED, "model '" + model + "' did not answer "
+            + (requestId == null ? "the request" : "request '" + requestId + "'") + " within " + waited.toMillis()
+            + " ms (its deadline of " + deadline.toMillis() + " ms plus " + HttpSettings.ROOT + ".request-timeout-margin): the request was cancelled in its server");
+        cancel.run();
+        return answered;
+      });
+    }
+
+    /** The 504 the timeout answered with, or null while it has not fired. */
+    HttpResponse answered() {
+      return answered;
+    }
   }
 
   // ------------------------------------------------------------------------------------------ infer
@@ -148,12 +218,16 @@ public final class ServingRoutes extends AllDirectives {
    * Sends the request to the model's server; when its client's {@code connection} (null: not known) ends
    * before the answer, the request is cancelled: not computed if its batch has not started.
    */
-  private CompletionStage<HttpResponse> infer(String model, byte[] body, ClientConnection connection) {
+  private CompletionStage<HttpResponse> infer(String model, byte[] body, ClientConnection connection, RequestTimeout httpTimeout) {
     InferenceEndpoint ep = inference.get(model);
     if (ep == null) {
       return CompletableFuture.completedFuture(unknownModel(model, "infer"));
     }
-    JsonNode root = TensorJson.parseObject(body);
+    long values = STRUCTURE_VALUES;
+    for (var type : ep.inputTypes()) {
+      values += type.shape().elementCount() + type.shape().rank() + STRUCTURE_VALUES;
+    }
+    JsonNode root = TensorJson.parseObject(body, values, "a request to model '" + model + "' holds");
     TensorJson.onlyFields(root, "", Set.of("inputs", "timeout_ms"));
     Duration timeout = timeout(root);
     List<HostTensor> inputs = TensorJson.inputs(root.get("inputs"), model, ep.inputNames(), ep.inputTypes());
@@ -162,6 +236,14 @@ public final class ServingRoutes extends AllDirectives {
     if (connection != null) { // after the ask, which has sent the Infer, so that the Cancel comes after it
       connection.cancelOnClose(answer, () -> ep.server().tell(new ModelServer.Cancel(id, "its HTTP client closed the connection")));
     }
+    httpTimeout.follow(model, id, timeout != null ? timeout : serveSettings.forModel(model).defaultTimeout(),
+        () -> ep.server().tell(new ModelServer.Cancel(id, "its HTTP request timed out")));
+    // The ask gives up after at most 10 minutes (a server that is gone): the server must not compute it later for nobody.
+    answer.whenComplete((p, failure) -> {
+      if (failure != null) {
+        ep.server().tell(new ModelServer.Cancel(id, "its answer was given up: " + failure.getMessage())); // ignored once answered
+      }
+    });
     return answer.thenApply(p -> prediction(model, p));
   }
 
@@ -192,12 +274,14 @@ public final class ServingRoutes extends AllDirectives {
    * event, the events' stream is shut down, which stops its receiving actor: the server drops the request,
    * waiting or decoding.
    */
-  private CompletionStage<HttpResponse> generate(String model, byte[] body, ClientConnection connection) {
+  private CompletionStage<HttpResponse> generate(String model, byte[] body, ClientConnection connection, RequestTimeout httpTimeout) {
     GenerationEndpoint ep = generation.get(model);
     if (ep == null) {
       return CompletableFuture.completedFuture(unknownModel(model, "generate"));
     }
-    JsonNode root = TensorJson.parseObject(body);
+    // tokens and stop_tokens hold at most a context each; the other fields are single values.
+    JsonNode root = TensorJson.parseObject(body, 2L * ep.contextLength() + STRUCTURE_VALUES,
+        "a generate request to model '" + model + "' holds");
     TensorJson.onlyFields(root, "", Set.of("tokens", "prompt", "max_tokens", "stop_tokens", "temperature", "top_k", "seed", "timeout_ms"));
     int[] prompt = prompt(root, ep);
     int maxTokens = (int) whole(root, "max_tokens", DEFAULT_MAX_TOKENS, 1, ep.contextLength());
@@ -230,30 +314,90 @@ public final class ServingRoutes extends AllDirectives {
         .prefixAndTail(1)
         .toMat(Sink.head(), Keep.both())
         .run(system);
+    UniqueKillSwitch kill = run.first().second();
     if (connection != null) {
       // Completes the events (nobody reads them any more) and cancels their source; an abort would fail the
       // response stream, which Pekko HTTP logs as an error.
-      UniqueKillSwitch kill = run.first().second();
       connection.cancelOnClose(run.first().first(), kill::shutdown);
     }
-    return run.second().thenApply(first -> stream(ep, first));
+    // Until its first event the request waits (for a slot, say) at most its deadline; an HTTP timeout past
+    // that drops it from the server the same way (its place is freed, it never decodes for nobody).
+    httpTimeout.follow(model, null, timeout != null ? timeout : generationTimeout, kill::shutdown);
+    return run.second().thenApply(first -> stream(ep, first, httpTimeout));
   }
 
-  private HttpResponse stream(GenerationEndpoint ep, Pair<List<GenerationServer.Event>, Source<GenerationServer.Event, NotUsed>> first) {
+  private HttpResponse stream(GenerationEndpoint ep, Pair<List<GenerationServer.Event>, Source<GenerationServer.Event, NotUsed>> first,
+      RequestTimeout httpTimeout) {
+    if (first.first().isEmpty() && httpTimeout.answered() != null) {
+      return httpTimeout.answered(); // the HTTP timeout ended the events: the same answer, whichever reaches the client
+    }
     if (first.first().isEmpty()) {
       return error(new ServingException(ErrorCode.UNAVAILABLE, ep.name(), null, "generation server '" + ep.name() + "' ended the "
           + "request without an answer: is it running?"));
     }
     GenerationServer.Event head = first.first().get(0);
     if (head instanceof GenerationServer.Failed f) {
+      if (f.error() instanceof ServingException s && s.code() == ErrorCode.UNAVAILABLE && s.model() == null) {
+        // GenerationServer.events found the server stopped: say which model, so the client knows what is down.
+        return error(new ServingException(ErrorCode.UNAVAILABLE, ep.name(), s.requestId(), "model '" + ep.name()
+            + "': its generation server has stopped; the request was not computed (restart the server, or use another model)", s));
+      }
       return error(f.error());
     }
-    Source<ByteString, NotUsed> sse = Source.single(head).concat(first.second()).map(e -> ByteString.fromString(sse(ep, e)));
+    TokenText text = ep.text() == null ? null : new TokenText(ep.text()); // this response's: its stream is materialized once
+    Source<ByteString, NotUsed> sse = Source.single(head).concat(first.second()).map(e -> ByteString.fromString(sse(text, e)));
     return HttpResponse.create().withEntity(HttpEntities.create(EVENT_STREAM, sse));
   }
 
-  /** One server-sent event (UTF-8 text, ends with a blank line). */
-  private static String sse(GenerationEndpoint ep, GenerationServer.Event e) {
+  /**
+   * The text of one generation's tokens, token by token: the bytes of a character split across tokens (a
+   * byte-level tokenizer) are held back until the token that completes it, so no event carries half a
+   * character (which JSON would turn into U+FFFD). Used by one stream at a time.
+   */
+  static final class TokenText {
+    private final TextCodec codec;
+    private byte[] pending = new byte[0];
+
+    TokenText(TextCodec codec) {
+      this.codec = codec;
+    }
+
+    /** The text {@code token} completes (empty while a character is incomplete). */
+    String next(int token) {
+      byte[] bytes = codec.decodeBytes(token);
+      byte[] all = java.util.Arrays.copyOf(pending, pending.length + bytes.length);
+      System.arraycopy(bytes, 0, all, pending.length, bytes.length);
+      int whole = completePrefix(all);
+      pending = java.util.Arrays.copyOfRange(all, whole, all.length);
+      return new String(all, 0, whole, StandardCharsets.UTF_8);
+    }
+
+    /** What is still held back at the end (an incomplete character: U+FFFD), or empty. */
+    String rest() {
+      String rest = new String(pending, StandardCharsets.UTF_8);
+      pending = new byte[0];
+      return rest;
+    }
+
+    /** How many bytes of {@code b} are whole characters: all but an incomplete last one. */
+    private static int completePrefix(byte[] b) {
+      int i = b.length - 1;
+      int back = 0;
+      while (i >= 0 && back < 3 && (b[i] & 0xC0) == 0x80) { // continuation bytes back to the lead byte
+        i--;
+        back++;
+      }
+      if (i < 0) {
+        return b.length; // only continuation bytes: not UTF-8 we could complete, send them (as U+FFFD)
+      }
+      int lead = b[i] & 0xFF;
+      int need = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1;
+      return b.length - i >= need ? b.length : i;
+    }
+  }
+
+  /** One server-sent event (UTF-8 text, ends with a blank line); {@code text} renders token text (null: none). */
+  private static String sse(TokenText text, GenerationServer.Event e) {
     String name;
     byte[] data;
     if (e instanceof GenerationServer.Token t) {
@@ -261,8 +405,8 @@ public final class ServingRoutes extends AllDirectives {
       data = TensorJson.object(g -> {
         g.writeNumberField("index", t.index());
         g.writeNumberField("token", t.token());
-        if (ep.text() != null) {
-          g.writeStringField("text", ep.text().decode(t.token()));
+        if (text != null) {
+          g.writeStringField("text", text.next(t.token()));
         }
       });
     } else if (e instanceof GenerationServer.Finished f) {
@@ -270,6 +414,10 @@ public final class ServingRoutes extends AllDirectives {
       data = TensorJson.object(g -> {
         g.writeStringField("reason", f.reason().name().toLowerCase(java.util.Locale.ROOT));
         g.writeNumberField("tokens", f.tokens());
+        String rest = text == null ? "" : text.rest();
+        if (!rest.isEmpty()) {
+          g.writeStringField("text", rest); // the bytes of a character the generation never completed
+        }
       });
     } else {
       XlaException x = ((GenerationServer.Failed) e).error();
@@ -438,16 +586,31 @@ public final class ServingRoutes extends AllDirectives {
         + "; models to " + kind + ": " + (known.isEmpty() ? "none" : String.join(", ", known)));
   }
 
-  /** The response for a failed request: the status its error maps to and {@code {"error", "code", "field"?}}. */
-  private HttpResponse error(Throwable thrown) {
+  /** As {@link #error(Throwable)}, for a body read under {@code limit} bytes (setting {@code key}): 413 naming both. */
+  private HttpResponse error(Throwable thrown, long limit, String key) {
+    Throwable e = unwrapped(thrown);
+    if (e instanceof EntityStreamSizeException size) {
+      return error(StatusCodes.PAYLOAD_TOO_LARGE, "body", ErrorCode.INVALID_ARGUMENT, "body: larger than " + limit + " bytes, the limit"
+          + " of this route (" + HttpSettings.ROOT + "." + key + "; raise it there to accept larger requests)"
+          + (size.actualSize().isDefined() ? ": got " + size.actualSize().get() + " bytes" : ""));
+    }
+    return error(e);
+  }
+
+  private static Throwable unwrapped(Throwable thrown) {
     Throwable e = thrown;
     while ((e instanceof CompletionException || e instanceof ExecutionException) && e.getCause() != null) {
       e = e.getCause();
     }
-    if (e instanceof EntityStreamSizeException size) {
-      return error(StatusCodes.PAYLOAD_TOO_LARGE, "body", ErrorCode.INVALID_ARGUMENT, "body: larger than "
-          + settings.maxBodyBytes() + " bytes (" + HttpSettings.ROOT + ".max-body-bytes)"
-          + (size.actualSize().isDefined() ? ": got " + size.actualSize().get() + " bytes" : ""));
+    return e;
+  }
+
+  /** The response for a failed request: the status its error maps to and {@code {"error", "code", "field"?}}. */
+  private HttpResponse error(Throwable thrown) {
+    Throwable e = unwrapped(thrown);
+    if (e instanceof TensorJson.TooManyValues) {
+      BadRequestException b = (BadRequestException) e;
+      return error(StatusCodes.PAYLOAD_TOO_LARGE, b.field(), b.code(), b.getMessage());
     }
     if (e instanceof XlaException x) {
       HttpResponse r = error(status(x), e instanceof BadRequestException b ? b.field() : null, x.code(), x.getMessage());

@@ -1,6 +1,9 @@
 package dev.xlaactors.http;
 
 import com.fasterxml.jackson.core.JsonGenerator;
+import com.fasterxml.jackson.core.JsonParser;
+import com.fasterxml.jackson.core.JsonToken;
+import com.fasterxml.jackson.core.util.JsonParserDelegate;
 import com.fasterxml.jackson.core.JsonProcessingException;
 import com.fasterxml.jackson.core.StreamReadConstraints;
 import com.fasterxml.jackson.core.StreamReadFeature;
@@ -81,9 +84,37 @@ public final class TensorJson {
 
   /** Parses {@code body} as one JSON object; malformed JSON is a {@link BadRequestException} on {@code body} saying where. */
   public static JsonNode parseObject(byte[] body) {
+    return parseObject(body, Long.MAX_VALUE, "");
+  }
+
+  /** A body with more JSON values than its request can hold: refused while parsing (413). */
+  static final class TooManyValues extends BadRequestException {
+    TooManyValues(String message) {
+      super("body", message);
+    }
+  }
+
+  /**
+   * As {@link #parseObject(byte[])}, refusing a body of more than {@code maxValues} JSON values (scalars,
+   * lists and objects; the values of arrays count one each) with {@link TooManyValues} as soon as the parser
+   * reaches one more, so no tree larger than the request can hold is built; {@code holds} says whose limit
+   * it is ("a request to model 'm' holds").
+   */
+  static JsonNode parseObject(byte[] body, long maxValues, String holds) {
     JsonNode root;
-    try {
-      root = MAPPER.readTree(body);
+    try (JsonParser counted = new JsonParserDelegate(MAPPER.getFactory().createParser(body)) {
+      private long values;
+
+      @Override
+      public JsonToken nextToken() throws IOException {
+        JsonToken t = super.nextToken();
+        if (t != null && t != JsonToken.END_ARRAY && t != JsonToken.END_OBJECT && t != JsonToken.FIELD_NAME && ++values > maxValues) {
+          throw new TooManyValues("more JSON values than " + holds + " (at most " + maxValues + "); it was not read further");
+        }
+        return t;
+      }
+    }) {
+      root = MAPPER.readTree(counted);
     } catch (JsonProcessingException e) {
       String where = e.getLocation() == null ? "" : " at line " + e.getLocation().getLineNr() + " column " + e.getLocation().getColumnNr();
       throw new BadRequestException("body", "malformed JSON" + where + ": " + e.getOriginalMessage());

@@ -11,4 +11,13 @@ public interface TextCodec {
 
   /** The text of one token (may be part of a character for byte-level tokenizers). */
   String decode(int token);
+
+  /**
+   * The UTF-8 bytes of one token. A byte-level tokenizer overrides it, since its token may hold part of a
+   * character, which {@link #decode} cannot return intact: the streamed text joins the bytes and sends a
+   * character once it is whole. The default is {@link #decode}'s text in UTF-8.
+   */
+  default byte[] decodeBytes(int token) {
+    return decode(token).getBytes(java.nio.charset.StandardCharsets.UTF_8);
+  }
 }

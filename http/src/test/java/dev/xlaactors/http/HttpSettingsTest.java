@@ -19,7 +19,7 @@ class HttpSettingsTest {
   @Test
   void defaults() {
     HttpSettings s = HttpSettings.fromConfig(with(""));
-    assertEquals(new HttpSettings("127.0.0.1", 8080, 8L << 20, Duration.ofSeconds(2)), s);
+    assertEquals(new HttpSettings("127.0.0.1", 8080, 8L << 20, Duration.ofSeconds(2), 1L << 20, Duration.ofSeconds(5)), s);
   }
 
   @Test
@@ -28,8 +28,10 @@ class HttpSettingsTest {
         {"xla-actors.http.port = 70000", "xla-actors.http.port = 70000 is out of range"},
         {"xla-actors.http.max-body-bytes = 10", "xla-actors.http.max-body-bytes = 10 is out of range"},
         {"xla-actors.http.max-body-bytes = huge", "xla-actors.http.max-body-bytes must be a size"},
+        {"xla-actors.http.max-generate-body-bytes = 10", "xla-actors.http.max-generate-body-bytes = 10 is out of range"},
         {"xla-actors.http.ready-timeout = 2m", "xla-actors.http.ready-timeout = 2m is longer than the largest accepted, 1m"},
         {"xla-actors.http.host = \"\"", "xla-actors.http.host must be an address"},
+        {"xla-actors.http.request-timeout-margin = 2h", "xla-actors.http.request-timeout-margin = 2h is longer than the largest accepted, 1h"},
         {"xla-actors.http.prot = 1", "xla-actors.http.prot"},
     };
     for (String[] c : cases) {

@@ -193,6 +193,14 @@ class ServingRoutesTest {
     assertEquals(413, big.statusCode(), big.body());
     assertTrue(json(big).get("error").asText().contains("xla-actors.http.max-body-bytes"), big.body());
 
+    // Within the body limit, but more values than the model's inputs hold (4 + 1): refused while parsing,
+    // before a tree of them is built.
+    HttpResponse<String> many = post("/v1/models/affine/infer", "{\"inputs\": [" + x.replace("1, 2, 3, 4", "0,".repeat(1000) + "0")
+        + ", " + k + "]}");
+    assertEquals(413, many.statusCode(), many.body());
+    assertEquals("body", json(many).get("field").asText(), many.body());
+    assertTrue(json(many).get("error").asText().contains("more JSON values than a request to model 'affine' holds"), many.body());
+
     assertEquals(405, get("/v1/models/affine/infer").statusCode());
     // None of them reached the server: it answered only valid requests (ok) and nothing else.
     HttpResponse<String> metrics = get("/metrics");

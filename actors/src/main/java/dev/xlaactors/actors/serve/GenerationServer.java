@@ -30,10 +30,13 @@ import org.apache.pekko.actor.typed.PostStop;
 import org.apache.pekko.actor.typed.Terminated;
 import org.apache.pekko.actor.typed.javadsl.AbstractBehavior;
 import org.apache.pekko.actor.typed.javadsl.ActorContext;
+import org.apache.pekko.actor.typed.javadsl.Adapter;
 import org.apache.pekko.actor.typed.javadsl.Behaviors;
 import org.apache.pekko.actor.typed.javadsl.Receive;
 import org.apache.pekko.actor.typed.javadsl.TimerScheduler;
+import org.apache.pekko.stream.ActorAttributes;
 import org.apache.pekko.stream.OverflowStrategy;
+import org.apache.pekko.stream.WatchedActorTerminatedException;
 import org.apache.pekko.stream.javadsl.Source;
 import org.apache.pekko.stream.typed.javadsl.ActorSource;
 
@@ -88,8 +91,9 @@ public final class GenerationServer extends AbstractBehavior<GenerationServer.Co
 
   /**
    * How busy server {@code model} is: {@code active} slots of {@code slots} hold a request, {@code waiting}
-   * wait for one; {@code finished} and {@code refused} count requests since the start; {@code tokens}
-   * tokens streamed.
+   * wait for one; since the start, {@code finished} requests ended with {@link Finished} (not the failed,
+   * cancelled or expired ones: {@code xla.generate.requests} counts every outcome), {@code refused} were
+   * refused as overloaded, and {@code tokens} tokens were streamed.
    */
   public record Status(String model, int slots, int active, int waiting, long finished, long refused, long tokens) {}
 
@@ -127,6 +131,12 @@ public final class GenerationServer extends AbstractBehavior<GenerationServer.Co
     INSTANCE
   }
 
+  /** The most events one {@link #events} stream holds for a consumer that does not read them: far more than a context. */
+  private static final int MAX_EVENTS_BUFFERED = 1 << 20;
+
+  /** Up to this many buffered events Pekko allocates the buffer whole; beyond, it grows as events arrive. */
+  private static final int FIXED_EVENTS_BUFFER = 256;
+
   /** How often deadlines are checked while requests are in the server (between boundaries too). */
   private static final Duration TICK = Duration.ofMillis(20);
 
@@ -150,17 +160,30 @@ public final class GenerationServer extends AbstractBehavior<GenerationServer.Co
    * The events of one generation as a stream: its tokens, then its one final event ({@link Finished} or
    * {@link Failed}), then completion. Each materialization sends one {@link Generate} (a fresh id) to
    * {@code server}; cancelling the stream stops its receiving actor, which cancels the generation and
-   * frees its slot. The request is checked by the server: a bad one gives a single {@link Failed}.
+   * frees its slot. The request is checked by the server: a bad one gives a single {@link Failed}. A server
+   * that has stopped (or stops before the final event) gives a {@link Failed} with a {@link ServingException}
+   * of code UNAVAILABLE at once.
    */
   public static Source<Event, NotUsed> events(ActorRef<Command> server, int[] prompt, int maxTokens, Set<Integer> stopTokens,
       TokenSampler sampler, Duration timeout) {
-    int buffer = Math.max(16, maxTokens + 2); // the server streams at most maxTokens tokens and one final event
-    return ActorSource.<Event>actorRef(e -> false, e -> Optional.empty(), buffer, OverflowStrategy.fail())
-        .mapMaterializedValue(replyTo -> {
-          server.tell(new Generate(UUID.randomUUID().toString(), prompt, maxTokens, stopTokens, sampler, timeout, replyTo));
-          return NotUsed.getInstance();
-        })
-        .takeWhile(e -> e instanceof Token, true);
+    // The server streams at most maxTokens tokens (fewer than the context holds) and one final event; counted
+    // in a long, so a limit near Integer.MAX_VALUE does not wrap. Past MAX_EVENTS_BUFFERED unread events the
+    // stream fails. The buffer grows with the events (a fixed one would be allocated whole, up front).
+    int buffer = (int) Math.min(MAX_EVENTS_BUFFERED, Math.max(16L, maxTokens + 2L));
+    return Source.fromMaterializer((materializer, attributes) -> {
+      String id = UUID.randomUUID().toString();
+      return ActorSource.<Event>actorRef(e -> false, e -> Optional.empty(), buffer, OverflowStrategy.fail())
+          .withAttributes(ActorAttributes.maxFixedBufferSize(FIXED_EVENTS_BUFFER))
+          .mapMaterializedValue(replyTo -> {
+            server.tell(new Generate(id, prompt, maxTokens, stopTokens, sampler, timeout, replyTo));
+            return NotUsed.getInstance();
+          })
+          // A stopped server would never answer (its Generate goes to dead letters): its end is the answer.
+          .watch(Adapter.toClassic(server))
+          .recover(WatchedActorTerminatedException.class, () -> new Failed(id, new ServingException(ErrorCode.UNAVAILABLE, null, id,
+              "the generation server " + server.path() + " has stopped: request '" + id + "' was not finished")))
+          .takeWhile(e -> e instanceof Token, true);
+    }).mapMaterializedValue(started -> NotUsed.getInstance());
   }
 
   /**
@@ -184,7 +207,7 @@ public final class GenerationServer extends AbstractBehavior<GenerationServer.Co
   private static final class Sequence {
     final Generate request;
     final long arrived; // System.nanoTime()
-    final long deadline;
+    final long deadline; // System.nanoTime(), Long.MAX_VALUE for none (Deadlines)
     int slot = -1;
     int position; // the position the next decode step writes
     int lastToken;
@@ -281,7 +304,7 @@ public final class GenerationServer extends AbstractBehavior<GenerationServer.Co
     }
     Duration timeout = g.timeout() != null ? g.timeout() : settings.defaultTimeout();
     long now = System.nanoTime();
-    Sequence s = new Sequence(g, now, now + Math.min(timeout.toNanos(), Long.MAX_VALUE / 4));
+    Sequence s = new Sequence(g, now, Deadlines.after(now, timeout));
     waiting.add(s);
     byId.put(g.id(), s);
     updateOccupancy();
@@ -443,7 +466,7 @@ public final class GenerationServer extends AbstractBehavior<GenerationServer.Co
     long now = System.nanoTime();
     List<Sequence> late = new ArrayList<>();
     for (Sequence s : byId.values()) {
-      if (now - s.deadline >= 0) {
+      if (s.deadline <= now) { // never wraps (Deadlines): no difference
         late.add(s);
       }
     }
@@ -463,7 +486,9 @@ public final class GenerationServer extends AbstractBehavior<GenerationServer.Co
     } else {
       waiting.remove(s);
     }
-    finished++;
+    if (event instanceof Finished) {
+      finished++;
+    }
     metrics.outcome(outcome);
     updateOccupancy();
     unwatch(s.request.replyTo());

@@ -73,7 +73,9 @@ import org.apache.pekko.stream.javadsl.Flow;
  *   <li>{@link ServingException} with {@code UNAVAILABLE}: the server stopped before answering it.
  * </ul>
  *
- * <p>Batches of one model run {@code max-batches-in-flight} at a time; while they run, arrivals queue and
+ * <p>Batches of one model run {@code max-batches-in-flight} at a time (a batch counts until its run has
+ * really ended, {@link RunHandle#ended}, even when its requests were all answered earlier because they were
+ * cancelled or timed out: XLA may still compute it); while they run, arrivals queue and
  * form the next batch, so under load batches fill up. The requests' inputs are copied into the batch on
  * the actor's thread (one copy of the batch's bytes, into memory of the {@link
  * dev.xlaactors.runtime.HostMemoryPool} given back when the batch is done) and each answer's rows are
@@ -156,6 +158,9 @@ public final class ModelServer extends AbstractBehavior<ModelServer.Command> {
 
   private record BatchDone(Batch batch, List<HostTensor> outputs, Throwable failure) implements Command {}
 
+  /** The batch's run has really ended (RunHandle.ended): only now is its place in flight free. */
+  private record BatchRunEnded(Batch batch) implements Command {}
+
   /** One request held by the server, until it is answered. */
   private static final class Pending {
     final String id;
@@ -193,6 +198,8 @@ public final class ModelServer extends AbstractBehavior<ModelServer.Command> {
     final long startedNanos;
     final List<HostTensor> inputs = new ArrayList<>(1); // the batch's input tensors, closed when it is done
     RunHandle run;
+    boolean resultIn; // its BatchDone was handled
+    boolean runEnded; // its run has ended (or it never started one)
 
     Batch(long number, List<Pending> rows, int size, long startedNanos) {
       this.number = number;
@@ -292,6 +299,7 @@ public final class ModelServer extends AbstractBehavior<ModelServer.Command> {
         .onMessage(BatchDue.class, this::onBatchDue)
         .onMessage(DeadlineDue.class, this::onDeadlineDue)
         .onMessage(BatchDone.class, this::onBatchDone)
+        .onMessage(BatchRunEnded.class, this::onBatchRunEnded)
         .onSignal(PostStop.class, this::onPostStop)
         .build();
   }
@@ -314,8 +322,7 @@ public final class ModelServer extends AbstractBehavior<ModelServer.Command> {
       return this;
     }
     Duration timeout = r.timeout() != null ? r.timeout() : settings.defaultTimeout();
-    // A timeout too long for a long of nanoseconds (292 years) is no deadline at all.
-    long deadline = timeout.compareTo(Duration.ofDays(365L * 200)) > 0 ? Long.MAX_VALUE : saturatedAdd(now, timeout.toNanos());
+    long deadline = Deadlines.after(now, timeout);
     Pending p = new Pending(id, ++arrivals, List.copyOf(r.inputs()), r.replyTo(), now, deadline);
     held.put(id, p);
     queue.addLast(p);
@@ -401,7 +408,7 @@ public final class ModelServer extends AbstractBehavior<ModelServer.Command> {
    */
   private void schedule(long now) {
     while (!queue.isEmpty() && running.size() < settings.maxBatchesInFlight()) {
-      long due = saturatedAdd(queue.peekFirst().arrivedNanos, settings.maxDelay().toNanos());
+      long due = Deadlines.saturatedAdd(queue.peekFirst().arrivedNanos, settings.maxDelay().toNanos());
       if (queue.size() < maxBatch && now < due) {
         armBatchTimer(due, now);
         return;
@@ -454,6 +461,9 @@ public final class ModelServer extends AbstractBehavior<ModelServer.Command> {
       return;
     }
     getContext().pipeToSelf(batch.run.result(), (outputs, failure) -> new BatchDone(batch, outputs, failure));
+    // A cancelled run's result comes at once while XLA may still compute: the batch keeps its place in
+    // flight (max-batches-in-flight) until the run has really ended.
+    getContext().pipeToSelf(batch.run.ended(), (v, failure) -> new BatchRunEnded(batch));
   }
 
   /**
@@ -507,14 +517,29 @@ public final class ModelServer extends AbstractBehavior<ModelServer.Command> {
 
   private Behavior<Command> onBatchDone(BatchDone done) {
     Batch batch = done.batch();
-    running.remove(batch);
+    batch.resultIn = true;
+    if (batch.run == null || batch.runEnded) {
+      running.remove(batch); // else when its run has ended (onBatchRunEnded)
+    }
     batch.closeInputs();
     long now = System.nanoTime();
     Duration computed = Duration.ofNanos(now - batch.startedNanos);
-    metrics.computeTime(now - batch.startedNanos);
-    if (done.failure() == null) {
+    if (batch.run != null) { // a batch whose inputs could not be assembled, or whose run was refused, never ran
+      metrics.computeTime(now - batch.startedNanos);
+    }
+    Throwable failure = done.failure();
+    List<List<HostTensor>> rows = null;
+    if (failure == null) {
+      try {
+        rows = rows(done.outputs(), batch);
+      } catch (RuntimeException | OutOfMemoryError e) { // the answers' rows need direct memory: without it this batch fails, not the server
+        done.outputs().forEach(HostTensor::close);
+        failure = new XlaException(ErrorCode.RESOURCE_EXHAUSTED, "no memory for the answers of batch " + batch.number + " of model '"
+            + model.name() + "' (" + e + "): raise -XX:MaxDirectMemorySize, or lower max-batch-size", e);
+      }
+    }
+    if (failure == null) {
       List<HostTensor> outputs = done.outputs();
-      List<List<HostTensor>> rows = rows(outputs, batch);
       for (int r = 0; r < batch.rows.size(); r++) {
         Pending p = batch.rows.get(r);
         if (p.answered) {
@@ -530,7 +555,7 @@ public final class ModelServer extends AbstractBehavior<ModelServer.Command> {
       }
       outputs.forEach(HostTensor::close);
     } else {
-      Throwable cause = unwrap(done.failure());
+      Throwable cause = unwrap(failure);
       ErrorCode code = cause instanceof XlaException x ? x.code() : ErrorCode.INTERNAL;
       int live = 0;
       for (Pending p : batch.rows) {
@@ -548,10 +573,20 @@ public final class ModelServer extends AbstractBehavior<ModelServer.Command> {
     return this;
   }
 
+  private Behavior<Command> onBatchRunEnded(BatchRunEnded ended) {
+    Batch batch = ended.batch();
+    batch.runEnded = true;
+    if (batch.resultIn && running.remove(batch)) {
+      schedule(System.nanoTime());
+    }
+    return this;
+  }
+
   /**
    * For each output, the rows of the batch's requests still waiting (null for the others), each a tensor
    * of its own over one copy of those rows: one direct allocation per output and batch instead of one per
-   * row (the rows share it, read-only; it is freed once every row is unreachable).
+   * row (the rows share it, read-only; it is freed once every row is unreachable). Throws when that memory
+   * cannot be had (an OutOfMemoryError, or an ArithmeticException for more than 2 GiB): the caller fails the batch.
    */
   private static List<List<HostTensor>> rows(List<HostTensor> outputs, Batch batch) {
     int live = 0;
@@ -564,7 +599,7 @@ public final class ModelServer extends AbstractBehavior<ModelServer.Command> {
       TensorType type = TensorType.of(batched.dtype(), java.util.Arrays.copyOfRange(dims, 1, dims.length));
       int rowBytes = Math.toIntExact(type.byteSize());
       ByteBuffer from = batched.data();
-      ByteBuffer copy = ByteBuffer.allocateDirect(Math.max(1, live * rowBytes)).order(ByteOrder.LITTLE_ENDIAN);
+      ByteBuffer copy = ByteBuffer.allocateDirect(Math.max(1, Math.multiplyExact(live, rowBytes))).order(ByteOrder.LITTLE_ENDIAN);
       List<HostTensor> rows = new ArrayList<>(batch.rows.size());
       int at = 0;
       for (int r = 0; r < batch.rows.size(); r++) {
@@ -704,11 +739,6 @@ public final class ModelServer extends AbstractBehavior<ModelServer.Command> {
     }
     metrics.close();
     return this;
-  }
-
-  private static long saturatedAdd(long a, long b) {
-    long r = a + b;
-    return ((a ^ r) & (b ^ r)) < 0 ? Long.MAX_VALUE : r;
   }
 
   // ------------------------------------------------------------------------------------------ clients

@@ -22,7 +22,8 @@ import java.util.concurrent.atomic.AtomicInteger;
  *   <li>{@code xla.serve.latency} (timer, p50/p90/p99 and histogram): arrival to answer of requests answered
  *       with a prediction;
  *   <li>{@code xla.serve.queue.time} (timer): arrival to the start of the request's batch;
- *   <li>{@code xla.serve.compute.time} (timer): run time of each batch;
+ *   <li>{@code xla.serve.compute.time} (timer): run time of each batch that started a run (not of one
+ *       refused by the runtime or whose inputs could not be assembled);
  *   <li>{@code xla.serve.requests} (counter, tag {@code outcome} = ok, overloaded, timeout, cancelled,
  *       failed, invalid, stopped): requests answered, by outcome (refusals are {@code overloaded}).
  * </ul>

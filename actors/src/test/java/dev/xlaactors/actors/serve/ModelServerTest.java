@@ -322,6 +322,107 @@ class ModelServerTest {
     assertEquals(0, callbacks.metrics().runs().timeouts(), "runs " + callbacks.metrics().runs());
   }
 
+  /** An actor system (over the tests' config plus {@code config}) whose run dispatcher has one thread: a second run waits for it. */
+  private static ActorTestKit oneRunThread(String config) {
+    return ActorTestKit.create("one-run-thread", ConfigFactory.parseString(
+            "xla-actors.actors.run-dispatcher.thread-pool-executor.fixed-pool-size = 1\n" + config)
+        .withFallback(testKit.system().settings().config()));
+  }
+
+  private static long computeTimes(SimpleMeterRegistry registry) {
+    return registry.get("xla.serve.compute.time").timer().count();
+  }
+
+  @Test
+  void aBatchWhoseRequestsAllLeftHoldsItsPlaceInFlightUntilItsRunHasEnded() throws Exception {
+    ActorTestKit kit = oneRunThread("");
+    CallbackRuntime runtime = CallbackRuntime.create(kit.system(), client);
+    try {
+      ScoringModel s = ScoringModel.register(runtime);
+      AtomicInteger calls = new AtomicInteger();
+      s.hook = (h, b) -> {
+        if (calls.getAndIncrement() == 0) {
+          entered.countDown();
+          assertTrue(release.await(WAIT_S, TimeUnit.SECONDS), "the test never released the batch");
+        }
+      };
+      ActorRef<Command> server = kit.spawn(ModelServer.create(model, runtime, new ServeSettings.Model(1, Duration.ZERO, 64,
+          Duration.ofSeconds(30), 2), registry));
+      Random random = new Random(21);
+      float[] xa = ScoringModel.randomInput(random);
+      float[] xc = ScoringModel.randomInput(random);
+      CompletableFuture<Prediction> a = ModelServer.ask(server, "a", List.of(ScoringModel.tensor(xa)), null, kit.system().scheduler())
+          .toCompletableFuture();
+      awaitEntered(); // batch 1 holds the one run thread
+      CompletableFuture<Prediction> b = ModelServer.ask(server, "b", List.of(ScoringModel.tensor(ScoringModel.randomInput(random))), null,
+          kit.system().scheduler()).toCompletableFuture(); // batch 2: its run waits for the thread
+      CompletableFuture<Prediction> c = ModelServer.ask(server, "c", List.of(ScoringModel.tensor(xc)), null, kit.system().scheduler())
+          .toCompletableFuture(); // two batches in flight: c waits in the server's queue
+      server.tell(new Cancel("b", "the client went away"));
+      assertInstanceOf(RequestCancelledException.class, failure(b));
+      // Batch 2's result (cancelled) has reached the server once its compute time is counted; its run has not
+      // ended (it still waits for the run thread), so c must not take its place yet.
+      long until = System.nanoTime() + TimeUnit.SECONDS.toNanos(WAIT_S);
+      while (computeTimes(registry) < 1 && System.nanoTime() < until) {
+        Thread.sleep(10);
+      }
+      assertEquals(1, computeTimes(registry), "batch 2's result never reached the server");
+      TestProbe<ModelServer.Status> status = kit.createTestProbe();
+      server.tell(new ModelServer.GetStatus(status.getRef()));
+      assertEquals(new ModelServer.Status("scoring", 1, 64, 2, 1, true), status.receiveMessage(Duration.ofSeconds(WAIT_S)),
+          "c must wait while batch 2's run has not ended");
+      release.countDown();
+      assertScores(xa, a.get(WAIT_S, TimeUnit.SECONDS));
+      assertScores(xc, c.get(WAIT_S, TimeUnit.SECONDS));
+      kit.stop(server);
+    } finally {
+      release.countDown();
+      runtime.close();
+      kit.shutdownTestKit();
+    }
+  }
+
+  @Test
+  void aBatchWhoseRunWasRefusedFailsAndIsNotTimedAsComputed() throws Exception {
+    // One run thread and room for one run waiting for it: a third batch's run is refused by the runtime.
+    ActorTestKit kit = oneRunThread("xla-actors.actors.runs.queue-capacity = 1");
+    CallbackRuntime runtime = CallbackRuntime.create(kit.system(), client);
+    try {
+      ScoringModel s = ScoringModel.register(runtime);
+      AtomicInteger calls = new AtomicInteger();
+      s.hook = (h, b) -> {
+        if (calls.getAndIncrement() == 0) {
+          entered.countDown();
+          assertTrue(release.await(WAIT_S, TimeUnit.SECONDS), "the test never released the batch");
+        }
+      };
+      ActorRef<Command> server = kit.spawn(ModelServer.create(model, runtime, new ServeSettings.Model(1, Duration.ZERO, 64,
+          Duration.ofSeconds(30), 3), registry));
+      Random random = new Random(22);
+      float[] xa = ScoringModel.randomInput(random);
+      float[] xb = ScoringModel.randomInput(random);
+      CompletableFuture<Prediction> a = ModelServer.ask(server, "a", List.of(ScoringModel.tensor(xa)), null, kit.system().scheduler())
+          .toCompletableFuture();
+      awaitEntered(); // batch 1 holds the one run thread
+      CompletableFuture<Prediction> b = ModelServer.ask(server, "b", List.of(ScoringModel.tensor(xb)), null, kit.system().scheduler())
+          .toCompletableFuture(); // batch 2 waits for it: the run queue is full
+      CompletableFuture<Prediction> c = ModelServer.ask(server, "c", List.of(ScoringModel.tensor(ScoringModel.randomInput(random))), null,
+          kit.system().scheduler()).toCompletableFuture();
+      BatchFailedException refused = assertInstanceOf(BatchFailedException.class, failure(c));
+      assertEquals(ErrorCode.RESOURCE_EXHAUSTED, refused.code(), refused.getMessage());
+      assertEquals(0, computeTimes(registry), "batch 3 never ran: no compute time (batches 1 and 2 are still in flight)");
+      release.countDown();
+      assertScores(xa, a.get(WAIT_S, TimeUnit.SECONDS));
+      assertScores(xb, b.get(WAIT_S, TimeUnit.SECONDS));
+      assertEquals(2, computeTimes(registry), "the two batches that ran");
+      kit.stop(server);
+    } finally {
+      release.countDown();
+      runtime.close();
+      kit.shutdownTestKit();
+    }
+  }
+
   @Test
   void aCallbackFailingInsideABatchFailsThatBatchOnly() throws Exception {
     scoring.hook = (h, b) -> {

@@ -50,7 +50,12 @@ public final class GptGeneration implements AutoCloseable {
     this.cache = prefilled.cache();
     this.pos = promptLength;
     this.lastTokens = null;
-    this.sampled = sampler.sample(prefilled.logits(), model.batch(), model.vocab());
+    try {
+      this.sampled = sampler.sample(prefilled.logits(), model.batch(), model.vocab());
+    } catch (RuntimeException e) {
+      prefilled.cache().close(); // no generation is made to close it: the caller never gets one
+      throw e;
+    }
   }
 
   /**

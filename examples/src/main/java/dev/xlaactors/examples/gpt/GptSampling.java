@@ -109,7 +109,8 @@ public final class GptSampling implements AutoCloseable {
     return Behaviors.same();
   }
 
-  private static void answer(CallbackServer.Request request, GptGeneration generation) {
+  /** Answers {@code request} with {@code generation}'s sampled tokens, then closes the call's inputs. */
+  static void answer(CallbackServer.Request request, GptGeneration generation) {
     HostCall call = request.call();
     try {
       if (!call.callbackName().equals(CALLBACK)) {
@@ -120,6 +121,10 @@ public final class GptSampling implements AutoCloseable {
       request.replyTo().tell(CallbackServer.Response.ok(call.tag(), List.of(HostTensor.ofInts(tokens, tokens.length))));
     } catch (RuntimeException e) {
       request.replyTo().tell(CallbackServer.Response.failed(call.tag(), e));
+    } finally {
+      // The call's inputs are Java's copies (pooled memory when large, a batch of logits): given back now,
+      // not when the GC finds them. The answer holds none of them.
+      call.inputs().forEach(HostTensor::close);
     }
   }
 

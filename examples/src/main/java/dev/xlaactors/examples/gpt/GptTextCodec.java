@@ -15,4 +15,10 @@ public final class GptTextCodec implements TextCodec {
   public String decode(int token) {
     return tokenizer.decode(new int[] {token});
   }
+
+  /** The token's bytes: GPT-2's tokens are byte-level, so one may hold part of a character. */
+  @Override
+  public byte[] decodeBytes(int token) {
+    return tokenizer.bytes(new int[] {token});
+  }
 }

@@ -31,7 +31,8 @@ public final class GptTokenizer {
     return new String(bytes(tokens), StandardCharsets.UTF_8);
   }
 
-  private byte[] bytes(int[] tokens) {
+  /** The UTF-8 bytes of {@code tokens} (a token may hold part of a character). */
+  byte[] bytes(int[] tokens) {
     IntArrayList list = new IntArrayList(tokens.length);
     for (int t : tokens) {
       list.add(t);

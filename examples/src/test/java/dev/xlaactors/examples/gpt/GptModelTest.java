@@ -10,7 +10,13 @@ import dev.xlaactors.actors.ActorsSettings;
 import dev.xlaactors.actors.CallbackRuntime;
 import dev.xlaactors.error.InvalidArgumentException;
 import dev.xlaactors.error.XlaException;
+import dev.xlaactors.actors.CallbackServer;
+import dev.xlaactors.error.ErrorCode;
+import dev.xlaactors.runtime.DType;
 import dev.xlaactors.runtime.DeviceBuffer;
+import dev.xlaactors.runtime.HostCall;
+import dev.xlaactors.runtime.HostTensor;
+import dev.xlaactors.runtime.TensorType;
 import dev.xlaactors.runtime.XlaClient;
 import java.net.URISyntaxException;
 import java.nio.file.Path;
@@ -19,6 +25,7 @@ import java.util.Arrays;
 import java.util.List;
 import java.util.Set;
 import java.util.concurrent.TimeUnit;
+import org.apache.pekko.actor.testkit.typed.javadsl.TestProbe;
 import org.apache.pekko.actor.typed.ActorSystem;
 import org.apache.pekko.actor.typed.javadsl.Behaviors;
 import org.apache.pekko.stream.javadsl.Sink;
@@ -64,6 +71,44 @@ class GptModelTest {
       worst = Math.max(worst, Math.abs(expected[i] - actual[i]) / (1 + Math.abs(expected[i])));
     }
     assertTrue(worst < 1e-4f, what + ": largest relative difference from JAX " + worst);
+  }
+
+  @Test
+  void theSampleCallbackClosesItsInputsOnceItHasSampled() {
+    try (GptGeneration g = model.start(new int[][] {prompt()}, SamplingSettings.greedy(), 4)) {
+      float[] values = new float[model.vocab()];
+      values[7] = 1; // greedy: token 7
+      HostTensor logits = HostTensor.ofFloats(values, model.batch(), model.vocab());
+      HostCall call = HostCall.madeByJava(1, -1, "sample", List.of(logits), List.of(TensorType.of(DType.S32, model.batch())),
+          new HostCall.JavaAnswer() {
+            @Override
+            public boolean complete(List<HostTensor> outputs) {
+              return true;
+            }
+
+            @Override
+            public boolean fail(ErrorCode code, String message) {
+              return true;
+            }
+          });
+      TestProbe<CallbackServer.Response> replyTo = TestProbe.create(system);
+      GptSampling.answer(new CallbackServer.Request(call, replyTo.getRef()), g);
+      CallbackServer.Response response = replyTo.receiveMessage(java.time.Duration.ofSeconds(30));
+      assertEquals(null, response.error(), String.valueOf(response.error()));
+      assertArrayEquals(new int[] {7}, response.outputs().get(0).toIntArray());
+      assertTrue(logits.isClosed(), "the callback's copy of the logits (pooled memory when large) must be given back");
+    }
+  }
+
+  @Test
+  void aSamplerFailingOnThePrefillsLogitsFreesTheCache() {
+    GptModel.Prefilled prefilled = model.prefill(new int[][] {prompt()});
+    float[] poisoned = prefilled.logits().clone();
+    poisoned[3] = Float.NaN; // the sampler refuses NaN logits
+    InvalidArgumentException e = assertThrows(InvalidArgumentException.class, () -> new GptGeneration(model,
+        new GptModel.Prefilled(poisoned, prefilled.cache()), prompt().length, new Sampler(SamplingSettings.greedy()), 4, null));
+    assertTrue(e.getMessage().contains("NaN"), e.getMessage());
+    assertTrue(prefilled.cache().isClosed(), "the generation that was never made must not keep the KV cache");
   }
 
   @Test

@@ -1,0 +1,93 @@
+package dev.xlaactors.http;
+
+import dev.xlaactors.actors.serve.SlotDecoder;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+
+/**
+ * A {@link SlotDecoder} in plain Java (as in the actors module's tests), so the routes run without a model: the logits
+ * of a position make token {@code (last token + 1) % vocabulary} the greedy choice. A test can hold every
+ * call at {@link #gate} (it signals {@link #entered} first) and reads how many calls were made.
+ */
+final class StepDecoder implements SlotDecoder {
+  private final int slots;
+  private final int vocabulary;
+  private final int maxPrompt;
+  private final int context;
+  final AtomicInteger prefills = new AtomicInteger();
+  final AtomicInteger decodes = new AtomicInteger();
+  final CountDownLatch closed = new CountDownLatch(1);
+  volatile CountDownLatch gate; // null: calls do not wait
+  volatile CountDownLatch entered = new CountDownLatch(1);
+
+  StepDecoder(int slots, int vocabulary, int maxPrompt, int context) {
+    this.slots = slots;
+    this.vocabulary = vocabulary;
+    this.maxPrompt = maxPrompt;
+    this.context = context;
+  }
+
+  @Override
+  public int slots() {
+    return slots;
+  }
+
+  @Override
+  public int vocabulary() {
+    return vocabulary;
+  }
+
+  @Override
+  public int maxPromptLength() {
+    return maxPrompt;
+  }
+
+  @Override
+  public int contextLength() {
+    return context;
+  }
+
+  @Override
+  public float[] prefill(int slot, int[] prompt) {
+    hold();
+    prefills.incrementAndGet();
+    float[] logits = new float[vocabulary];
+    logits[(prompt[prompt.length - 1] + 1) % vocabulary] = 1;
+    return logits;
+  }
+
+  @Override
+  public float[] decode(int[] tokens, int[] positions, boolean[] active) {
+    hold();
+    decodes.incrementAndGet();
+    float[] logits = new float[slots * vocabulary];
+    for (int s = 0; s < slots; s++) {
+      logits[s * vocabulary + (tokens[s] + 1) % vocabulary] = 1;
+    }
+    return logits;
+  }
+
+  private void hold() {
+    entered.countDown();
+    CountDownLatch g = gate;
+    if (g != null) {
+      try {
+        if (!g.await(60, TimeUnit.SECONDS)) {
+          throw new IllegalStateException("the test never opened the decoder's gate");
+        }
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+        throw new IllegalStateException(e);
+      }
+    }
+  }
+
+  @Override
+  public void reset() {}
+
+  @Override
+  public void close() {
+    closed.countDown();
+  }
+}
