@@ -176,6 +176,7 @@ public final class PackageSlotDecoder implements SlotDecoder {
    * Cancels the step in flight, if any: it fails with CANCELLED naming {@code reason}, and the caller must
    * {@link #reset()} before the next step. Safe from any thread.
    */
+  @Override
   public void cancel(String reason) {
     DeviceRunHandle run = inFlight;
     if (run != null) {

@@ -168,6 +168,34 @@ class LanguageModelTest {
   }
 
   @Test
+  void stoppingTheServerCancelsTheStepInFlight() throws Exception {
+    CountDownLatch entered = new CountDownLatch(1);
+    CountDownLatch interrupted = new CountDownLatch(1);
+    try (LanguageModel lm = load()) {
+      ActorRef<GenerationServer.Command> server = testKit.spawn(GenerationServer.create(lm.name(), lm.decoder(2),
+          new SimpleMeterRegistry()));
+      beforeAnswer.set(() -> {
+        entered.countDown();
+        try {
+          Thread.sleep(Duration.ofSeconds(30).toMillis());
+        } catch (InterruptedException e) {
+          interrupted.countDown(); // the cancel reached the callback
+        }
+      });
+      CompletableFuture<TextGenerator.Result> request = new TextGenerator(lm, server, testKit.system())
+          .generate(new int[] {1, 2}, SamplingParams.greedy().withMaxTokens(3), Duration.ofMinutes(1), piece -> {})
+          .toCompletableFuture();
+      assertTrue(entered.await(30, TimeUnit.SECONDS), "the decode step reached its callback");
+      testKit.stop(server);
+      assertTrue(interrupted.await(10, TimeUnit.SECONDS), "the step in flight was cancelled when the server stopped");
+      XlaException error = (XlaException) assertThrows(CompletionException.class, request::join).getCause();
+      assertEquals(ErrorCode.UNAVAILABLE, error.code(), error.getMessage());
+    } finally {
+      beforeAnswer.set(() -> {});
+    }
+  }
+
+  @Test
   void samplingDefaultsComeFromThePackage() {
     SamplingParams defaults = LanguageModel.samplingDefaults(ModelPackage.open(PACKAGE));
     assertEquals(Set.of(0), defaults.stopTokenIds());

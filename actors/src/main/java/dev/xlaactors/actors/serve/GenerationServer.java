@@ -620,6 +620,7 @@ public final class GenerationServer extends AbstractBehavior<GenerationServer.Co
     }
     metrics.close();
     if (inFlight != null) {
+      decoder.cancel("the generation server '" + model + "' stopped"); // nobody waits for the step any more
       inFlight.whenComplete((r, e) -> decoder.close());
     } else {
       decoder.close();

@@ -45,6 +45,13 @@ public interface SlotDecoder extends AutoCloseable {
    */
   void reset();
 
+  /**
+   * Aborts the call in flight, if the decoder can: the server calls it, from its actor's thread, when it
+   * stops while a step runs, so nobody waits for a step whose results would go nowhere. The aborted call
+   * fails; the server closes the decoder once it has returned. Does nothing by default.
+   */
+  default void cancel(String reason) {}
+
   /** Frees the cache and whatever else the decoder holds on the device. */
   @Override
   void close();
