@@ -171,6 +171,22 @@ class PackageComputationTest {
           null, (in, s) -> List.of(HostTensor.ofFloats(new float[64], 1, 64))).toCompletableFuture().join();
       e = assertThrows(XlaException.class, () -> ComputationActor.create(scoring, callbacks, settings));
       assertTrue(e.getMessage().contains("[relu_b16, relu_b2, relu_b32, relu_b4, relu_b8]"), e.getMessage());
+
+      // Once every callback is there, the package runs (here relu_b2 returns 7s, so the callback's output is seen).
+      for (int b : new int[] {2, 4, 8, 16, 32}) {
+        int rows = b;
+        float[] sevens = new float[rows * 64];
+        java.util.Arrays.fill(sevens, 7f);
+        callbacks.register("relu_b" + b, List.of(dev.xlaactors.runtime.TensorType.of(dev.xlaactors.runtime.DType.F32, b, 64)),
+            null, (in, s) -> List.of(HostTensor.ofFloats(sevens, rows, 64))).toCompletableFuture().join();
+      }
+      ActorRef<ComputationActor.Command> computation =
+          testKit.spawn(ComputationActor.create(scoring, Role.MAIN, 2, callbacks, settings));
+      float[] y = run(computation, HostTensor.ofFloats(new float[2 * 64], 2, 64));
+      float[] want = new float[2 * 64];
+      java.util.Arrays.fill(want, 7f);
+      assertArrayEquals(want, y);
+      testKit.stop(computation);
     }
   }
 
