@@ -71,19 +71,23 @@ public final class ModelCatalog implements ShardedComputations.ComputationCatalo
    * to a package directory (as this node sees it; the id need not be the package's name). On a node that
    * serves an id, its first entity opens the package, refuses it while any of its {@code host_callbacks} is
    * not registered on {@code callbacks} ({@link CallbackRuntime#checkCallbacks}; a package that calls none
-   * may have null {@code callbacks}), loads it on {@code client}'s first device, and runs its {@code main}
+   * may have null {@code callbacks}), loads it on {@code client}'s first device (null on a node that only
+   * sends runs: it never loads), and runs its {@code main}
    * program at the smallest batch (a package without one is refused naming its programs). {@link #close}
    * closes the loaded packages. An id given twice is refused.
    */
   public static ModelCatalog ofPackages(Map<String, Program> programs, Map<String, Path> packages, XlaClient client,
       CallbackRuntime callbacks) {
-    Objects.requireNonNull(client, "client");
     Map<String, Supplier<LoadedPackage>> suppliers = new TreeMap<>();
     packages.forEach((id, dir) -> suppliers.put(id, () -> loadPackage(id, dir, client, callbacks)));
     return of(programs, Map.of(), Map.of(), suppliers);
   }
 
   private static LoadedPackage loadPackage(String id, Path dir, XlaClient client, CallbackRuntime callbacks) {
+    if (client == null) {
+      throw new XlaException(ErrorCode.FAILED_PRECONDITION, "model '" + id + "': this node's catalog was given no "
+          + "XlaClient (ModelCatalog.ofPackages), so it cannot load package " + dir + ": give one on the nodes that serve it");
+    }
     ModelPackage pkg = ModelPackage.open(dir);
     if (pkg.programs(Role.MAIN).isEmpty()) {
       throw new InvalidArgumentException("model '" + id + "': package " + dir + " (kind " + pkg.kind().jsonName()

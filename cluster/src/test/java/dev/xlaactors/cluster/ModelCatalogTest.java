@@ -170,6 +170,17 @@ class ModelCatalogTest {
   }
 
   @Test
+  void aSenderNodesCatalogNeedsNoClientAndNeverLoads() {
+    ModelCatalog sender = ModelCatalog.ofPackages(Map.of(), Map.of("affine", Path.of("/nowhere/on/this/node")), null, null);
+    assertEquals(java.util.Set.of("affine"), sender.ids());
+    XlaException e = assertThrows(XlaException.class, () -> sender.model("affine"));
+    assertEquals(ErrorCode.FAILED_PRECONDITION, e.code());
+    assertTrue(e.getMessage().contains("was given no XlaClient"), e.getMessage());
+    assertFalse(sender.isLoaded("affine"));
+    sender.close();
+  }
+
+  @Test
   void anIdGivenTwiceIsRefused() {
     InvalidArgumentException e = assertThrows(InvalidArgumentException.class, () -> ModelCatalog.ofPackages(
         Map.of("affine", TestNodes.twicePlusOne()), Map.of("affine", resource("packages/tensor")), client, null));
