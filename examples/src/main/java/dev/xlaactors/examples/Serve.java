@@ -16,11 +16,12 @@ import dev.xlaactors.http.HttpSettings;
 import dev.xlaactors.http.InferenceEndpoint;
 import dev.xlaactors.http.ServingRoutes;
 import dev.xlaactors.http.TextCodec;
+import dev.xlaactors.runtime.HostTensor;
 import dev.xlaactors.runtime.XlaClient;
 import dev.xlaactors.runtime.model.LoadedPackage;
 import dev.xlaactors.runtime.model.ModelPackage;
 import dev.xlaactors.runtime.model.Role;
-import dev.xlaactors.runtime.model.SafeTensors;
+import dev.xlaactors.runtime.model.WeightFiles;
 import io.micrometer.prometheusmetrics.PrometheusConfig;
 import io.micrometer.prometheusmetrics.PrometheusMeterRegistry;
 import java.net.URI;
@@ -220,8 +221,8 @@ public final class Serve {
     switch (path) {
       case "/v1/models/scoring/infer" -> {
         float[] w;
-        try (SafeTensors weights = SafeTensors.open(scoringDir.resolve("model.safetensors"))) {
-          w = weights.tensor("w").toFloatArray();
+        try (WeightFiles weights = ModelPackage.open(scoringDir).openWeights(); HostTensor t = weights.tensor("w")) {
+          w = t.toFloatArray();
         }
         String data = body.substring(body.indexOf("\"data\":[") + 8, body.indexOf(']', body.indexOf("\"data\":[")));
         String[] got = data.split(",");
