@@ -556,8 +556,8 @@ run_serve() {
   mkdir -p "$out_dir"
   python="$(jax_python)"
   local dir="${XLA_ACTORS_CACHE:-$HOME/.cache/xla-actors}/scoring-model-2048"
-  if [ ! -f "$dir/model.properties" ]; then
-    echo "making the scoring model with JAX (first use, a few seconds)..." >&2
+  if [ ! -f "$dir/xla-model.json" ]; then
+    echo "making the scoring package with JAX (first use, a few seconds)..." >&2
     "$python" tools/jax_scoring_model.py --dim 2048 --out "$dir.tmp" > /dev/null
     rm -rf "$dir" && mv "$dir.tmp" "$dir"
   fi

@@ -1,23 +1,27 @@
-"""The scoring model served by ModelServer's tests and `bench/run.sh serve`: y = relu(x . W), with relu a
-Java host callback, exported with jax.export at several batch sizes, the weights as safetensors.
+"""The scoring model served by ModelServer's tests, the serve example and `bench/run.sh serve`: y = relu(x . W),
+with relu a Java host callback, as a `tensor` model package (docs/model-package.md).
 
     $(bash tools/jax-env.sh) tools/jax_scoring_model.py --dim 2048 --out DIR   # the bench's: W is 16 MiB
     $(bash tools/jax-env.sh) tools/jax_scoring_model.py --dim 64 --out actors/src/test/resources/scoring
 
-writes into DIR:
-  score_b<B>.jax      Exported.serialize() of score(params, inputs) at batch B (1, 2, 4, 8, 16, 32 by default):
-                      params = {"w": f32[D, D]} (bound once, from the weights), inputs = {"x": f32[B, D]}
-                      (the per-request input, one row per request); the output is y: f32[B, D]
-  weights.safetensors {"w": f32[D, D]}, drawn from a fixed seed (re-running reproduces the files)
-  model.properties    dim, batch sizes, callback names, and the sha256 of the weights
+writes the package into DIR (emptied first):
+  main_b<B>.jax       Exported.serialize() of score(weights, x) at batch B (1, 2, 4, 8, 16, 32 by default):
+                      weights = {"w": f32[D, D]} (bound once, from the weights), x: f32[B, D] (one row per
+                      request); the output is y: f32[B, D]
+  model.safetensors   {"w": f32[D, D]}, drawn from a fixed seed (re-running reproduces the files)
+  xla-model.json      kind tensor, name "scoring", `main` at each batch size, host_callbacks relu_b<B>;
+                      source holds the dimension and the sha256 of the weights. Written last: a directory
+                      without it is not a finished package.
 
 The host callback inside each program is named relu_b<B>: a callback's output template is fixed, and the
 callback of the batch-B program returns f32[B, D] (it sees the whole padded batch), so each batch size
-has its own name. The Java side registers one function under each name.
+has its own name. The Java side registers one function under each name before it serves the package.
 """
 import argparse
 import hashlib
+import json
 import pathlib
+import shutil
 
 import jax
 import jax.numpy as jnp
@@ -27,8 +31,8 @@ from safetensors.numpy import save_file
 
 
 def make_score(batch):
-    def score(params, inputs):
-        h = inputs["x"] @ params["w"]
+    def score(weights, x):
+        h = x @ weights["w"]
         # The bridge's FFI handler; `callback` names the Java function (registered by the server's user).
         return jax.ffi.ffi_call(
             "xla_actors.host_callback",
@@ -52,21 +56,32 @@ def main():
     ap.add_argument("--batches", default="1,2,4,8,16,32")
     a = ap.parse_args()
     out = pathlib.Path(a.out)
-    out.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(out, ignore_errors=True)  # no file of an older layout is left beside the package
+    out.mkdir(parents=True)
     dim, batches = a.dim, [int(b) for b in a.batches.split(",")]
     params = weights(dim)
     unsafe = [export.DisabledSafetyCheck.custom_call("xla_actors.host_callback")]
-    pspec = {"w": jax.ShapeDtypeStruct((dim, dim), jnp.float32)}
+    wspec = {"w": jax.ShapeDtypeStruct((dim, dim), jnp.float32)}
     for b in batches:
-        exp = export.export(jax.jit(make_score(b)), disabled_checks=unsafe)(
-            pspec, {"x": jax.ShapeDtypeStruct((b, dim), jnp.float32)})
-        (out / f"score_b{b}.jax").write_bytes(exp.serialize())
-    save_file(params, out / "weights.safetensors")
-    sha = hashlib.sha256((out / "weights.safetensors").read_bytes()).hexdigest()
-    (out / "model.properties").write_text(
-        f"# made by tools/jax_scoring_model.py with jax {jax.__version__}: y = relu(x . W), relu the host callback relu_b<B>\n"
-        f"dim={dim}\nbatches={','.join(map(str, batches))}\ncallbacks={','.join(f'relu_b{b}' for b in batches)}\n"
-        f"weights_sha256={sha}\n")
+        exp = export.export(jax.jit(make_score(b)), platforms=["cpu"], disabled_checks=unsafe)(
+            wspec, jax.ShapeDtypeStruct((b, dim), jnp.float32))
+        (out / f"main_b{b}.jax").write_bytes(exp.serialize())
+    save_file(params, out / "model.safetensors")
+    sha = hashlib.sha256((out / "model.safetensors").read_bytes()).hexdigest()
+    manifest = {
+        "format": 1,
+        "name": "scoring",
+        "kind": "tensor",
+        "source": {"generator": "tools/jax_scoring_model.py", "jax": jax.__version__, "function": "y = relu(x . W)",
+                   "dim": str(dim), "weights_sha256": sha},
+        "weights": {"file": "model.safetensors"},
+        "programs": [{"role": "main", "batch": b, "file": f"main_b{b}.jax"} for b in batches],
+        "host_callbacks": [f"relu_b{b}" for b in batches],
+        "limits": {},
+    }
+    with open(out / "xla-model.json", "w") as f:
+        json.dump(manifest, f, indent=2)
+        f.write("\n")
     print(out)
 
 

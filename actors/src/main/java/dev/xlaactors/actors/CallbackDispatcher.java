@@ -133,6 +133,7 @@ public final class CallbackDispatcher extends AbstractBehavior<CallbackDispatche
 
   private final CallbackThreads callbackThreads;
   private final AtomicReference<Map<String, FunctionEntry>> published;
+  private final AtomicReference<Set<String>> publishedNames;
   private final Map<String, Entry> byName = new HashMap<>();
   private final Map<Identity, Entry> byIdentity = new HashMap<>();
   private long nextId = 1;
@@ -155,8 +156,18 @@ public final class CallbackDispatcher extends AbstractBehavior<CallbackDispatche
    */
   static Behavior<Command> create(
       CallbackThreads callbackThreads, AtomicReference<Map<String, FunctionEntry>> published, Set<String> timeoutNames) {
+    return create(callbackThreads, published, new AtomicReference<>(Set.of()), timeoutNames);
+  }
+
+  /**
+   * As {@link #create(CallbackThreads, AtomicReference, Set)}, publishing also every registered name (functions
+   * and servers) into {@code publishedNames}, so that a runtime can tell at once whether a model's callbacks
+   * are all there ({@link CallbackRuntime#checkCallbacks}).
+   */
+  static Behavior<Command> create(CallbackThreads callbackThreads, AtomicReference<Map<String, FunctionEntry>> published,
+      AtomicReference<Set<String>> publishedNames, Set<String> timeoutNames) {
     return Behaviors.<Command>supervise(
-            Behaviors.setup(context -> new CallbackDispatcher(context, callbackThreads, published, timeoutNames)))
+            Behaviors.setup(context -> new CallbackDispatcher(context, callbackThreads, published, publishedNames, timeoutNames)))
         .onFailure(SupervisorStrategy.resume());
   }
 
@@ -164,10 +175,12 @@ public final class CallbackDispatcher extends AbstractBehavior<CallbackDispatche
       ActorContext<Command> context,
       CallbackThreads callbackThreads,
       AtomicReference<Map<String, FunctionEntry>> published,
+      AtomicReference<Set<String>> publishedNames,
       Set<String> timeoutNames) {
     super(context);
     this.callbackThreads = callbackThreads;
     this.published = published;
+    this.publishedNames = publishedNames;
     this.timeoutNames = Set.copyOf(timeoutNames);
   }
 
@@ -179,6 +192,7 @@ public final class CallbackDispatcher extends AbstractBehavior<CallbackDispatche
       }
     });
     published.set(Map.copyOf(functions));
+    publishedNames.set(Set.copyOf(byName.keySet()));
   }
 
   @Override

@@ -18,12 +18,17 @@ import dev.xlaactors.runtime.XlaClient;
 import dev.xlaactors.runtime.DeviceBuffer;
 import dev.xlaactors.runtime.model.Argument;
 import dev.xlaactors.runtime.model.Model;
+import dev.xlaactors.runtime.model.ModelPackage;
 import dev.xlaactors.runtime.model.SegmentedModel;
 import java.util.function.Consumer;
 import java.util.function.Function;
 import java.time.Duration;
+import java.util.Collection;
 import java.util.List;
 import java.util.Map;
+import java.util.Objects;
+import java.util.Set;
+import java.util.TreeSet;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionStage;
 import java.util.concurrent.Executor;
@@ -74,6 +79,7 @@ public final class CallbackRuntime implements AutoCloseable {
   private final CallbackThreads callbackThreads;
   private final DirectCallWatchdog watchdog;
   private final AtomicReference<Map<String, CallbackDispatcher.FunctionEntry>> functions = new AtomicReference<>(Map.of());
+  private final AtomicReference<Set<String>> registeredNames = new AtomicReference<>(Set.of());
   private final AtomicInteger queuedRuns = new AtomicInteger();
   private final Cancellable metricsLogging;
   private final java.util.Map<Graph, SegmentedProgram> segmentedPrograms = new java.util.concurrent.ConcurrentHashMap<>();
@@ -91,7 +97,7 @@ public final class CallbackRuntime implements AutoCloseable {
     HostCall.setAnswerSpin(settings.callbackSpin());
     this.dispatcher =
         system.systemActorOf(
-            CallbackDispatcher.create(callbackThreads, functions, settings.callbackTimeouts().keySet()), "xla-callback-dispatcher-" + runtimeId, Props.empty());
+            CallbackDispatcher.create(callbackThreads, functions, registeredNames, settings.callbackTimeouts().keySet()), "xla-callback-dispatcher-" + runtimeId, Props.empty());
     this.runExecutor = system.dispatchers().lookup(DispatcherSelector.fromConfig(settings.runDispatcher()));
     this.metricsLogging =
         settings.logMetrics()
@@ -234,6 +240,40 @@ public final class CallbackRuntime implements AutoCloseable {
             new CallbackDispatcher.RegisterServer(name, outputTemplate, server, replyTo),
         settings.registrationTimeout(),
         system.scheduler());
+  }
+
+  /**
+   * Refuses, before anything runs, to serve {@code pkg} on this runtime while any of its {@link
+   * ModelPackage#hostCallbacks()} is not registered here: a run would otherwise start and fail at its first
+   * call. Whoever serves a package calls it where the package meets the runtime (a {@code ModelServer} of
+   * a package's batched model, a {@code ComputationActor} or job of a package's program). Registration is
+   * asynchronous: call it after the registrations' stages have completed.
+   *
+   * @throws XlaException FAILED_PRECONDITION naming the missing callbacks and how to register them
+   */
+  public void checkCallbacks(ModelPackage pkg) {
+    Objects.requireNonNull(pkg, "pkg");
+    checkCallbacks("model package '" + pkg.name() + "' (" + pkg.directory() + ")", pkg.hostCallbacks());
+  }
+
+  /**
+   * As {@link #checkCallbacks(ModelPackage)}, for {@code what} (named in the refusal) calling the host
+   * callbacks {@code names}.
+   */
+  public void checkCallbacks(String what, Collection<String> names) {
+    List<String> missing = missingCallbacks(names);
+    if (!missing.isEmpty()) {
+      throw new XlaException(ErrorCode.FAILED_PRECONDITION, what + " calls host callbacks " + missing + " that are not "
+          + "registered on this CallbackRuntime (registered: " + new TreeSet<>(registeredNames.get()) + "): register "
+          + (missing.size() == 1 ? "it" : "each") + " first (callbacks.register(name, outputTemplate, staticArgument, "
+          + "function), registerInline or registerServer) and wait for the registration to complete");
+    }
+  }
+
+  /** The names of {@code names} not registered on this runtime now, sorted; empty when all are. */
+  public List<String> missingCallbacks(Collection<String> names) {
+    Set<String> registered = registeredNames.get();
+    return new TreeSet<>(names).stream().filter(n -> !registered.contains(n)).toList();
   }
 
   /**

@@ -11,21 +11,18 @@ import dev.xlaactors.runtime.HostCallback;
 import dev.xlaactors.runtime.HostTensor;
 import dev.xlaactors.runtime.TensorType;
 import dev.xlaactors.runtime.XlaClient;
-import dev.xlaactors.runtime.model.JaxExport;
-import dev.xlaactors.runtime.model.SafeTensors;
+import dev.xlaactors.runtime.model.LoadedPackage;
+import dev.xlaactors.runtime.model.ModelPackage;
+import dev.xlaactors.runtime.model.Role;
 import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
 import java.nio.ByteOrder;
 import java.nio.FloatBuffer;
-import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
-import java.util.Map;
-import java.util.Properties;
 import java.util.Random;
-import java.util.TreeMap;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicIntegerArray;
 import java.util.concurrent.atomic.AtomicLong;
@@ -55,7 +52,7 @@ import org.apache.pekko.pattern.StatusReply;
  *       the server reports them, GC pause time during the phase.
  * </ol>
  * Prints {@code CAPACITY}, {@code LOAD} and {@code RESULT serve ...} lines; bench/run.sh makes the table.
- * Arguments: the model directory, then {@code full} or {@code short}.
+ * Arguments: the scoring package's directory, then {@code full} or {@code short}.
  */
 public final class ServeBench {
   private static final int OUTSTANDING = 256;
@@ -86,23 +83,13 @@ public final class ServeBench {
   public static void main(String[] args) throws Exception {
     Path dir = Path.of(args[0]);
     boolean full = args.length < 2 || !args[1].equals("short");
-    Properties props = new Properties();
-    try (var in = Files.newBufferedReader(dir.resolve("model.properties"))) {
-      props.load(in);
-    }
-    int d = Integer.parseInt(props.getProperty("dim"));
     ActorSystem<Void> system = ActorSystem.create(Behaviors.empty(), "serve-bench");
     try (XlaClient client = XlaClient.create();
         CallbackRuntime callbacks = CallbackRuntime.create(system, client)) {
-      Map<Integer, JaxExport> exports = new TreeMap<>();
-      for (String b : props.getProperty("batches").split(",")) {
-        exports.put(Integer.parseInt(b), JaxExport.read(dir.resolve("score_b" + b + ".jax")));
-      }
       long loadStart = System.nanoTime();
-      BatchedModel model;
-      try (SafeTensors weights = SafeTensors.open(dir.resolve("weights.safetensors"))) {
-        model = BatchedModel.load("scoring", exports, weights, client.devices().get(0));
-      }
+      LoadedPackage loaded = ModelPackage.open(dir).load(client.devices().get(0));
+      BatchedModel model = BatchedModel.of(loaded, Role.MAIN); // lends the package's Models
+      int d = (int) model.requestInputTypes().get(0).shape().dim(0);
       for (int b : model.batchSizes()) {
         int size = b;
         callbacks.registerInline(new HostCallback("relu_b" + b, List.of(TensorType.of(DType.F32, b, d)), null, (in, s) -> {
@@ -122,7 +109,7 @@ public final class ServeBench {
       try {
         new ServeBench(model, callbacks, system, d).run(full);
       } finally {
-        model.close();
+        loaded.close();
       }
     } finally {
       system.terminate();

@@ -16,8 +16,12 @@ import dev.xlaactors.http.HttpSettings;
 import dev.xlaactors.http.InferenceEndpoint;
 import dev.xlaactors.http.ServingRoutes;
 import dev.xlaactors.http.TextCodec;
+import dev.xlaactors.runtime.HostTensor;
 import dev.xlaactors.runtime.XlaClient;
-import dev.xlaactors.runtime.model.SafeTensors;
+import dev.xlaactors.runtime.model.LoadedPackage;
+import dev.xlaactors.runtime.model.ModelPackage;
+import dev.xlaactors.runtime.model.Role;
+import dev.xlaactors.runtime.model.WeightFiles;
 import io.micrometer.prometheusmetrics.PrometheusConfig;
 import io.micrometer.prometheusmetrics.PrometheusMeterRegistry;
 import java.net.URI;
@@ -115,15 +119,16 @@ public final class Serve {
     ActorSystem<Void> system = ActorSystem.create(Behaviors.empty(), "serve");
     XlaClient client = XlaClient.create();
     CallbackRuntime callbacks = CallbackRuntime.create(system, client);
-    BatchedModel scoring = null;
+    LoadedPackage scoringPackage = null;
     HttpServer http = null;
     int status = 0;
     try {
       long t0 = System.nanoTime();
       PrometheusMeterRegistry registry = new PrometheusMeterRegistry(PrometheusConfig.DEFAULT);
       new RuntimeMeters(callbacks.metrics()).bindTo(registry); // xla_runtime_* on /metrics: runs and host callbacks
-      scoring = ScoringModel.load(client, scoringDir);
-      ScoringModel.registerCallbacks(callbacks, scoringDir);
+      scoringPackage = ModelPackage.open(scoringDir).load(client.devices().get(0));
+      ScoringModel.registerCallbacks(callbacks, scoringPackage);
+      BatchedModel scoring = BatchedModel.of(scoringPackage, Role.MAIN); // lends the package's Models
       ActorRef<ModelServer.Command> scoringServer = system.systemActorOf(ModelServer.create(scoring, callbacks, registry), "scoring",
           Props.empty());
       GptSlotDecoder decoder = GptSlotDecoder.load(client, gpt);
@@ -167,8 +172,8 @@ public final class Serve {
       system.terminate();
       system.getWhenTerminated().toCompletableFuture().get(30, TimeUnit.SECONDS); // the generation server closes its decoder
       callbacks.close();
-      if (scoring != null) {
-        scoring.close();
+      if (scoringPackage != null) {
+        scoringPackage.close();
       }
       client.close();
     }
@@ -216,8 +221,8 @@ public final class Serve {
     switch (path) {
       case "/v1/models/scoring/infer" -> {
         float[] w;
-        try (SafeTensors weights = SafeTensors.open(scoringDir.resolve("weights.safetensors"))) {
-          w = weights.tensor("w").toFloatArray();
+        try (WeightFiles weights = ModelPackage.open(scoringDir).openWeights(); HostTensor t = weights.tensor("w")) {
+          w = t.toFloatArray();
         }
         String data = body.substring(body.indexOf("\"data\":[") + 8, body.indexOf(']', body.indexOf("\"data\":[")));
         String[] got = data.split(",");

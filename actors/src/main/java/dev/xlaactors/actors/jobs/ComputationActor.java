@@ -13,7 +13,10 @@ import dev.xlaactors.runtime.HostTensor;
 import dev.xlaactors.runtime.XlaClient;
 import dev.xlaactors.runtime.DeviceBuffer;
 import dev.xlaactors.runtime.model.Argument;
+import dev.xlaactors.runtime.model.LoadedPackage;
 import dev.xlaactors.runtime.model.Model;
+import dev.xlaactors.runtime.model.ModelPackage;
+import dev.xlaactors.runtime.model.Role;
 import dev.xlaactors.runtime.model.SegmentedModel;
 import dev.xlaactors.graph.SegmentedProgram;
 import java.util.ArrayList;
@@ -49,7 +52,8 @@ import org.apache.pekko.pattern.StatusReply;
  *
  * <p>A computation may also serve a {@link Model} (see {@link #create(Model, CallbackRuntime,
  * JobSettings)}): nothing to compile, the bound parameters stay on the device, and each request passes
- * only its per-request inputs. Either kind takes {@link RunArguments} (host tensors, device buffers or
+ * only its per-request inputs; a program of a {@link LoadedPackage} is served the same way (see {@link
+ * #create(LoadedPackage, Role, int, CallbackRuntime, JobSettings)}). Either kind takes {@link RunArguments} (host tensors, device buffers or
  * donated buffers) and {@link RunOnDevice} (outputs left on the device, owned by the requester).
  *
  * <p>When it stops, a run in progress is cancelled (its pending callbacks fail at once) and the
@@ -124,6 +128,51 @@ public final class ComputationActor extends AbstractBehavior<ComputationActor.Co
   public static Behavior<Command> create(Model model, CallbackRuntime callbacks, JobSettings settings) {
     java.util.Objects.requireNonNull(model, "model");
     return resumingWithQueue(settings, (context, queue) -> new ComputationActor(context, queue, model, callbacks));
+  }
+
+  /**
+   * A computation serving the {@code main} program of {@code loaded} at its smallest batch size: {@link
+   * #create(LoadedPackage, Role, int, CallbackRuntime, JobSettings)} with {@link Role#MAIN}.
+   */
+  public static Behavior<Command> create(LoadedPackage loaded, CallbackRuntime callbacks, JobSettings settings) {
+    java.util.Objects.requireNonNull(loaded, "loaded");
+    java.util.SortedMap<Integer, Model> main = loaded.models(Role.MAIN);
+    if (main.isEmpty()) {
+      throw new InvalidArgumentException("model package '" + loaded.modelPackage().name() + "' (kind "
+          + loaded.modelPackage().kind().jsonName() + ") has no main program to default to: name the role and size, "
+          + "one of " + loaded.modelPackage().programs().stream().map(p -> p.describe()).toList());
+    }
+    return create(loaded, Role.MAIN, main.firstKey(), callbacks, settings);
+  }
+
+  /**
+   * A computation serving the program of {@code role} at {@code size} of a loaded package, as {@link
+   * #create(Model, CallbackRuntime, JobSettings)}: requests pass the program's inputs after the weights.
+   * The package lends the Model ({@code loaded} closes it: close the package after the computation has
+   * stopped). Refused at once when the package calls host callbacks and {@code callbacks} is null, or
+   * when any of them is not registered on {@code callbacks} ({@link CallbackRuntime#checkCallbacks}).
+   */
+  public static Behavior<Command> create(LoadedPackage loaded, Role role, int size, CallbackRuntime callbacks,
+      JobSettings settings) {
+    return create(programOf(loaded, role, size, callbacks), callbacks, settings);
+  }
+
+  /**
+   * The Model of {@code role} at {@code size} of {@code loaded}, once the package's host callbacks are known
+   * to be served by {@code callbacks}: where a package meets the runtime.
+   */
+  static Model programOf(LoadedPackage loaded, Role role, int size, CallbackRuntime callbacks) {
+    java.util.Objects.requireNonNull(loaded, "loaded");
+    ModelPackage pkg = loaded.modelPackage();
+    if (callbacks == null) {
+      if (!pkg.hostCallbacks().isEmpty()) {
+        throw new InvalidArgumentException("model package '" + pkg.name() + "' calls host callbacks "
+            + pkg.hostCallbacks() + ": give the computation a CallbackRuntime on which they are registered");
+      }
+    } else {
+      callbacks.checkCallbacks(pkg);
+    }
+    return loaded.model(role, size);
   }
 
   /**

@@ -8,7 +8,9 @@ import dev.xlaactors.runtime.HostTensor;
 import dev.xlaactors.runtime.XlaClient;
 import dev.xlaactors.runtime.DeviceBuffer;
 import dev.xlaactors.runtime.model.Argument;
+import dev.xlaactors.runtime.model.LoadedPackage;
 import dev.xlaactors.runtime.model.Model;
+import dev.xlaactors.runtime.model.Role;
 import dev.xlaactors.runtime.model.SegmentedModel;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -152,6 +154,30 @@ public final class InferenceJob extends AbstractBehavior<InferenceJob.Command> {
   public static Behavior<Command> create(
       String name, Model step, CallbackRuntime callbacks, JobWork work, JobSettings settings) {
     Behavior<ComputationActor.Command> computation = ComputationActor.create(step, callbacks, settings);
+    return job(name, computation, callbacks, work, settings);
+  }
+
+  /**
+   * A job named {@code name} running the {@code main} program of {@code loaded} at its smallest batch size
+   * over {@code work}: {@link #create(String, LoadedPackage, Role, int, CallbackRuntime, JobWork, JobSettings)}
+   * with {@link Role#MAIN}.
+   */
+  public static Behavior<Command> create(
+      String name, LoadedPackage loaded, CallbackRuntime callbacks, JobWork work, JobSettings settings) {
+    Behavior<ComputationActor.Command> computation = ComputationActor.create(loaded, callbacks, settings);
+    return job(name, computation, callbacks, work, settings);
+  }
+
+  /**
+   * A job named {@code name} running the program of {@code role} at {@code size} of a loaded package over
+   * {@code work}, as {@link #create(String, Model, CallbackRuntime, JobWork, JobSettings)} (see {@link
+   * ComputationActor#create(LoadedPackage, Role, int, CallbackRuntime, JobSettings)}): refused at once while
+   * the package's host callbacks are not all registered on {@code callbacks}. The package lends the Model:
+   * close {@code loaded} after the job ended.
+   */
+  public static Behavior<Command> create(String name, LoadedPackage loaded, Role role, int size,
+      CallbackRuntime callbacks, JobWork work, JobSettings settings) {
+    Behavior<ComputationActor.Command> computation = ComputationActor.create(loaded, role, size, callbacks, settings);
     return job(name, computation, callbacks, work, settings);
   }
 

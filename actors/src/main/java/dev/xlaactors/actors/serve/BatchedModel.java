@@ -1,16 +1,13 @@
 package dev.xlaactors.actors.serve;
 
 import dev.xlaactors.error.InvalidArgumentException;
-import dev.xlaactors.runtime.Device;
-import dev.xlaactors.runtime.DeviceBuffer;
-import dev.xlaactors.runtime.Executable;
-import dev.xlaactors.runtime.HostTensor;
 import dev.xlaactors.runtime.Shape;
 import dev.xlaactors.runtime.TensorType;
-import dev.xlaactors.runtime.model.JaxExport;
+import dev.xlaactors.runtime.model.LoadedPackage;
 import dev.xlaactors.runtime.model.Model;
-import dev.xlaactors.runtime.model.SafeTensors;
-import java.util.LinkedHashMap;
+import dev.xlaactors.runtime.model.ModelPackage;
+import dev.xlaactors.runtime.model.ProgramSpec;
+import dev.xlaactors.runtime.model.Role;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Collections;
@@ -29,9 +26,11 @@ import java.util.TreeSet;
  * holds it ({@link #sizeFor}); a request's inputs and outputs are the model's minus that leading dimension
  * ({@link #requestInputTypes()}, {@link #requestOutputTypes()}).
  *
- * <p>Each size is compiled once, by whoever made its Model, and kept here for the server's life. The
- * batched model owns its Models: {@link #close()} closes every one (runs in progress finish first, see
- * {@link Model#close()}). Immutable and thread-safe.
+ * <p>Each size is compiled once, by whoever made its Model, and kept here for the server's life. A model
+ * package's batched model ({@link #of(LoadedPackage, Role)}, the usual way) borrows the package's Models:
+ * the {@link LoadedPackage} closes them, and {@link #close()} leaves them open. One made of Models given
+ * by hand ({@link #of(String, Map)}) owns them: {@link #close()} closes every one (runs in progress finish
+ * first, see {@link Model#close()}). Immutable and thread-safe.
  */
 public final class BatchedModel implements AutoCloseable {
   private final String name;
@@ -39,10 +38,14 @@ public final class BatchedModel implements AutoCloseable {
   private final List<String> inputNames;
   private final List<TensorType> requestInputs;
   private final List<TensorType> requestOutputs;
+  private final boolean ownsModels;
+  private final List<String> hostCallbacks;
 
   private BatchedModel(String name, SortedMap<Integer, Model> bySize, List<TensorType> requestInputs,
-      List<TensorType> requestOutputs) {
+      List<TensorType> requestOutputs, boolean ownsModels, List<String> hostCallbacks) {
     this.name = name;
+    this.ownsModels = ownsModels;
+    this.hostCallbacks = List.copyOf(hostCallbacks);
     this.bySize = Collections.unmodifiableSortedMap(bySize);
     this.inputNames = bySize.get(bySize.firstKey()).inputNames();
     this.requestInputs = List.copyOf(requestInputs);
@@ -57,6 +60,10 @@ public final class BatchedModel implements AutoCloseable {
    * output, expected vs got. Takes ownership of the Models.
    */
   public static BatchedModel of(String name, Map<Integer, Model> bySize) {
+    return checked(name, bySize, true, List.of());
+  }
+
+  private static BatchedModel checked(String name, Map<Integer, Model> bySize, boolean ownsModels, List<String> hostCallbacks) {
     Objects.requireNonNull(name, "name");
     Objects.requireNonNull(bySize, "bySize");
     if (name.isBlank()) {
@@ -105,50 +112,31 @@ public final class BatchedModel implements AutoCloseable {
       }
       sorted.put(size, m);
     }
-    return new BatchedModel(name, sorted, inputs, outputs);
+    return new BatchedModel(name, sorted, inputs, outputs, ownsModels, hostCallbacks);
   }
 
   /**
-   * The model {@code name} as shipped: one {@code jax.export} artifact per batch size (the same function
-   * exported at each), each compiled once for {@code device}'s client, and the tensors of {@code weights}
-   * uploaded to {@code device} once and bound, shared, to the parameter of their name in every size (as
-   * {@link Model#load(JaxExport, SafeTensors, Device)} binds one). The weights file may be closed once this
-   * returns. A weight without a parameter of its name, or of another type, fails naming it.
+   * The programs of {@code role} of a loaded package, by batch size, named as the package ({@link
+   * ModelPackage#name()}: its settings are under {@code xla-actors.actors.serve.models.<name>}), checked as
+   * {@link #of(String, Map)}. The package's {@link ModelPackage#hostCallbacks()} become {@link
+   * #hostCallbacks()}, which a {@link ModelServer} checks against its runtime before it serves.
+   *
+   * <p>The package keeps its Models: this batched model borrows them, and its {@link #close()} leaves them
+   * open. Close {@code loaded} once the servers of this model have stopped.
    */
-  public static BatchedModel load(String name, Map<Integer, JaxExport> bySize, SafeTensors weights, Device device) {
-    Objects.requireNonNull(bySize, "bySize");
-    Objects.requireNonNull(weights, "weights");
-    Objects.requireNonNull(device, "device");
-    Map<String, DeviceBuffer> uploaded = new LinkedHashMap<>();
-    Map<Integer, Model> models = new TreeMap<>();
-    try {
-      for (String tensor : weights.types().keySet()) {
-        uploaded.put(tensor, device.client().upload(weights.tensor(tensor), device));
-      }
-      for (Map.Entry<Integer, JaxExport> e : new TreeMap<>(bySize).entrySet()) {
-        JaxExport export = Objects.requireNonNull(e.getValue(), () -> "export of batch size " + e.getKey());
-        Map<String, DeviceBuffer> bound = new LinkedHashMap<>(uploaded);
-        List<DeviceBuffer> constants = new ArrayList<>();
-        try {
-          for (Map.Entry<String, HostTensor> c : export.constants(device.client()).entrySet()) {
-            DeviceBuffer b = device.client().upload(c.getValue(), device);
-            constants.add(b);
-            bound.put(c.getKey(), b);
-          }
-          try (Executable exe = export.compile(device.client())) {
-            models.put(e.getKey(), Model.bind(exe, export.parameterNames(), bound));
-          }
-        } finally {
-          constants.forEach(DeviceBuffer::close); // the Model shares what it keeps
-        }
-      }
-      return of(name, models);
-    } catch (RuntimeException e) {
-      models.values().forEach(Model::close);
-      throw e;
-    } finally {
-      uploaded.values().forEach(DeviceBuffer::close);
+  public static BatchedModel of(LoadedPackage loaded, Role role) {
+    Objects.requireNonNull(loaded, "loaded");
+    Objects.requireNonNull(role, "role");
+    ModelPackage pkg = loaded.modelPackage();
+    if (loaded.models(role).isEmpty()) {
+      throw new InvalidArgumentException("model package '" + pkg.name() + "' has no " + role.jsonName() + " program to "
+          + "serve; its programs are " + pkg.programs().stream().map(ProgramSpec::describe).toList());
     }
+    if (!role.sizeKey().equals("batch")) {
+      throw new InvalidArgumentException("model package '" + pkg.name() + "': " + role.jsonName() + " programs are sized by "
+          + role.sizeKey() + ", not batch: a batched model serves programs exported at several batch sizes (main, score, embed)");
+    }
+    return checked(pkg.name(), loaded.models(role), false, pkg.hostCallbacks());
   }
 
   /** The types minus their leading (batch) dimension, which must be {@code size}. */
@@ -223,10 +211,24 @@ public final class BatchedModel implements AutoCloseable {
     return m;
   }
 
-  /** Closes every Model (runs in progress finish first). */
+  /**
+   * The host callbacks its programs call, each of which must be registered on the runtime that serves it
+   * ({@link dev.xlaactors.actors.CallbackRuntime#checkCallbacks(String, java.util.Collection)}); empty for a
+   * model made by {@link #of(String, Map)}, which the caller vouches for.
+   */
+  public List<String> hostCallbacks() {
+    return hostCallbacks;
+  }
+
+  /**
+   * Closes every Model it owns (runs in progress finish first): those given to {@link #of(String, Map)}.
+   * The Models of a package ({@link #of(LoadedPackage, Role)}) are the package's: this leaves them open.
+   */
   @Override
   public void close() {
-    bySize.values().forEach(Model::close);
+    if (ownsModels) {
+      bySize.values().forEach(Model::close);
+    }
   }
 
   @Override

@@ -262,7 +262,9 @@ public final class ModelServer extends AbstractBehavior<ModelServer.Command> {
 
   /**
    * A server of {@code model} running its batches through {@code callbacks}, as {@code settings} say,
-   * with its metrics in {@code registry} (tagged {@code model=<name>}). Spawn it once per model.
+   * with its metrics in {@code registry} (tagged {@code model=<name>}). Spawn it once per model. Refused
+   * (FAILED_PRECONDITION) while a host callback of the model ({@link BatchedModel#hostCallbacks()}) is not
+   * registered on {@code callbacks}.
    */
   public static Behavior<Command> create(BatchedModel model, CallbackRuntime callbacks, ServeSettings.Model settings,
       MeterRegistry registry) {
@@ -270,12 +272,14 @@ public final class ModelServer extends AbstractBehavior<ModelServer.Command> {
     Objects.requireNonNull(callbacks, "callbacks");
     Objects.requireNonNull(settings, "settings");
     Objects.requireNonNull(registry, "registry");
+    callbacks.checkCallbacks("model '" + model.name() + "'", model.hostCallbacks()); // refused now, not at the first batch
     return Behaviors.setup(context -> new ModelServer(context, model, callbacks, settings, registry));
   }
 
   /** As {@link #create(BatchedModel, CallbackRuntime, ServeSettings.Model, MeterRegistry)}, with the system's settings for the model's name. */
   public static Behavior<Command> create(BatchedModel model, CallbackRuntime callbacks, MeterRegistry registry) {
     Objects.requireNonNull(model, "model");
+    Objects.requireNonNull(callbacks, "callbacks").checkCallbacks("model '" + model.name() + "'", model.hostCallbacks());
     return Behaviors.setup(context -> new ModelServer(context, model, callbacks,
         ServeSettings.create(context.getSystem()).forModel(model.name()), registry));
   }

@@ -20,9 +20,13 @@ import dev.xlaactors.error.OverloadedException;
 import dev.xlaactors.error.RequestCancelledException;
 import dev.xlaactors.error.RequestTimeoutException;
 import dev.xlaactors.error.ServingException;
+import dev.xlaactors.error.XlaException;
 import dev.xlaactors.runtime.HostTensor;
 import dev.xlaactors.runtime.XlaClient;
 import dev.xlaactors.runtime.model.Argument;
+import dev.xlaactors.runtime.model.LoadedPackage;
+import dev.xlaactors.runtime.model.ModelPackage;
+import dev.xlaactors.runtime.model.Role;
 import io.micrometer.core.instrument.DistributionSummary;
 import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
 import java.time.Duration;
@@ -55,7 +59,7 @@ import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 
 /**
- * ModelServer on the real plugin with the scoring model of tools/jax_scoring_model.py (y = relu(x . W), D =
+ * ModelServer on the real plugin with the scoring package of tools/jax_scoring_model.py (y = relu(x . W), D =
  * 64, relu a Java host callback that sees the whole padded batch): values per request equal the unbatched
  * model's, and each failure (overload, expired deadlines, cancellation mid-batch, a callback failing inside
  * a batch, a stopped server, invalid inputs) gets its typed answer, exactly one per request, also under
@@ -65,10 +69,11 @@ class ModelServerTest {
   private static final ActorTestKit testKit = ActorTestKit.create();
   private static final long WAIT_S = 60;
   private static XlaClient client;
+  private static LoadedPackage scoringPackage;
   private static BatchedModel model;
 
   private CallbackRuntime callbacks;
-  private ScoringModel scoring;
+  private ScoringCallbacks scoring;
   private SimpleMeterRegistry registry;
   private final CountDownLatch entered = new CountDownLatch(1);
   private final CountDownLatch release = new CountDownLatch(1);
@@ -77,20 +82,21 @@ class ModelServerTest {
   @BeforeAll
   static void load() {
     client = XlaClient.create();
-    model = ScoringModel.load(client);
+    scoringPackage = ModelPackage.open(ScoringCallbacks.dir()).load(client.devices().get(0));
+    model = BatchedModel.of(scoringPackage, Role.MAIN);
   }
 
   @AfterAll
   static void close() {
     testKit.shutdownTestKit();
-    model.close();
+    scoringPackage.close(); // it owns the batched model's Models
     client.close();
   }
 
   @BeforeEach
   void start() {
     callbacks = CallbackRuntime.create(testKit.system(), client);
-    scoring = ScoringModel.register(callbacks);
+    scoring = ScoringCallbacks.register(callbacks);
     registry = new SimpleMeterRegistry();
   }
 
@@ -127,7 +133,7 @@ class ModelServerTest {
   }
 
   private CompletableFuture<Prediction> ask(ActorRef<Command> server, String id, float[] x, Duration timeout) {
-    return ModelServer.ask(server, id, List.of(ScoringModel.tensor(x)), timeout, testKit.system().scheduler()).toCompletableFuture();
+    return ModelServer.ask(server, id, List.of(ScoringCallbacks.tensor(x)), timeout, testKit.system().scheduler()).toCompletableFuture();
   }
 
   private static Throwable failure(CompletableFuture<?> f) throws InterruptedException {
@@ -144,7 +150,7 @@ class ModelServerTest {
   private void assertScores(float[] x, Prediction p) {
     double[] want = scoring.expected(x);
     float[] got = p.outputs().get(0).toFloatArray();
-    assertEquals(ScoringModel.D, got.length);
+    assertEquals(ScoringCallbacks.D, got.length);
     for (int j = 0; j < got.length; j++) {
       assertEquals(want[j], got[j], 1e-4, "request " + p.requestId() + " element " + j);
     }
@@ -158,7 +164,7 @@ class ModelServerTest {
     List<float[]> inputs = new ArrayList<>();
     List<CompletableFuture<Prediction>> answers = new ArrayList<>();
     for (int i = 0; i < n; i++) {
-      inputs.add(ScoringModel.randomInput(random));
+      inputs.add(ScoringCallbacks.randomInput(random));
       answers.add(ask(server, "r" + i, inputs.get(i), null));
     }
     int batched = 0;
@@ -168,7 +174,7 @@ class ModelServerTest {
       assertEquals("r" + i, p.requestId());
       assertScores(inputs.get(i), p);
       // The unbatched model (batch size 1) on the same input gives the same row.
-      float[] alone = callbacks.run(model.model(1), List.of(Argument.of(HostTensor.ofFloats(inputs.get(i), 1, ScoringModel.D))))
+      float[] alone = callbacks.run(model.model(1), List.of(Argument.of(HostTensor.ofFloats(inputs.get(i), 1, ScoringCallbacks.D))))
           .get(0).toFloatArray();
       float[] got = p.outputs().get(0).toFloatArray();
       for (int j = 0; j < got.length; j++) {
@@ -196,13 +202,13 @@ class ModelServerTest {
     blockFirstBatch();
     ActorRef<Command> server = server(settings(4, Duration.ZERO, 8));
     Random random = new Random(2);
-    float[] first = ScoringModel.randomInput(random);
+    float[] first = ScoringCallbacks.randomInput(random);
     CompletableFuture<Prediction> running = ask(server, "first", first, null);
     awaitEntered();
     List<float[]> inputs = new ArrayList<>();
     List<CompletableFuture<Prediction>> answers = new ArrayList<>();
     for (int i = 0; i < 30; i++) {
-      inputs.add(ScoringModel.randomInput(random));
+      inputs.add(ScoringCallbacks.randomInput(random));
       answers.add(ask(server, "q" + i, inputs.get(i), null));
     }
     // While the first batch is held, the 8 that fit wait and the other 22 are refused, without waiting.
@@ -230,12 +236,12 @@ class ModelServerTest {
     blockFirstBatch();
     ActorRef<Command> server = server(settings(4, Duration.ZERO, 64));
     Random random = new Random(3);
-    float[] first = ScoringModel.randomInput(random);
+    float[] first = ScoringCallbacks.randomInput(random);
     CompletableFuture<Prediction> running = ask(server, "first", first, Duration.ofSeconds(30));
     awaitEntered();
     List<CompletableFuture<Prediction>> queued = new ArrayList<>();
     for (int i = 0; i < 6; i++) {
-      queued.add(ask(server, "late" + i, ScoringModel.randomInput(random), Duration.ofMillis(200)));
+      queued.add(ask(server, "late" + i, ScoringCallbacks.randomInput(random), Duration.ofMillis(200)));
     }
     for (int i = 0; i < 6; i++) {
       RequestTimeoutException t = assertInstanceOf(RequestTimeoutException.class, failure(queued.get(i)));
@@ -246,7 +252,7 @@ class ModelServerTest {
     release.countDown();
     assertScores(first, running.get(WAIT_S, TimeUnit.SECONDS));
     // The server goes on, and the expired requests never reached the program: one row of size 1 so far.
-    float[] after = ScoringModel.randomInput(random);
+    float[] after = ScoringCallbacks.randomInput(random);
     assertScores(after, ask(server, "after", after, null).get(WAIT_S, TimeUnit.SECONDS));
     assertEquals(2, scoring.callbackRows.get(), "rows the callback saw: the first request's and the last one's");
     assertEquals(2, registry.get("xla.serve.batch.size").summary().totalAmount());
@@ -258,12 +264,12 @@ class ModelServerTest {
     blockFirstBatch();
     ActorRef<Command> server = server(settings(4, Duration.ZERO, 64));
     Random random = new Random(4);
-    CompletableFuture<Prediction> running = ask(server, "short", ScoringModel.randomInput(random), Duration.ofMillis(300));
+    CompletableFuture<Prediction> running = ask(server, "short", ScoringCallbacks.randomInput(random), Duration.ofMillis(300));
     awaitEntered();
     RequestTimeoutException t = assertInstanceOf(RequestTimeoutException.class, failure(running));
     assertTrue(t.getMessage().contains("while its batch 1 ran"), t.getMessage());
     release.countDown();
-    float[] next = ScoringModel.randomInput(random);
+    float[] next = ScoringCallbacks.randomInput(random);
     assertScores(next, ask(server, "next", next, null).get(WAIT_S, TimeUnit.SECONDS));
   }
 
@@ -275,11 +281,11 @@ class ModelServerTest {
     List<float[]> inputs = new ArrayList<>();
     List<CompletableFuture<Prediction>> answers = new ArrayList<>();
     for (int i = 0; i < 4; i++) { // a full batch runs at once, without waiting for max-delay
-      inputs.add(ScoringModel.randomInput(random));
+      inputs.add(ScoringCallbacks.randomInput(random));
       answers.add(ask(server, "b" + i, inputs.get(i), null));
     }
     awaitEntered();
-    CompletableFuture<Prediction> queued = ask(server, "queued", ScoringModel.randomInput(random), null);
+    CompletableFuture<Prediction> queued = ask(server, "queued", ScoringCallbacks.randomInput(random), null);
     server.tell(new Cancel("b2", "the client went away"));
     server.tell(new Cancel("queued", "no longer needed"));
     RequestCancelledException c = assertInstanceOf(RequestCancelledException.class, failure(answers.get(2)));
@@ -307,12 +313,12 @@ class ModelServerTest {
     blockFirstBatch();
     ActorRef<Command> server = server(settings(4, Duration.ZERO, 64));
     Random random = new Random(13);
-    CompletableFuture<Prediction> gone = ask(server, "gone", ScoringModel.randomInput(random), null);
+    CompletableFuture<Prediction> gone = ask(server, "gone", ScoringCallbacks.randomInput(random), null);
     awaitEntered();
     server.tell(new Cancel("gone", "the client went away"));
     assertInstanceOf(RequestCancelledException.class, failure(gone));
     // Its run is cancelled at the callback it waits in, so the next request does not wait for the release.
-    float[] x = ScoringModel.randomInput(random);
+    float[] x = ScoringCallbacks.randomInput(random);
     Prediction next = ask(server, "next", x, null).get(WAIT_S, TimeUnit.SECONDS);
     assertScores(x, next);
     assertEquals(1, release.getCount(), "answered while the first batch's callback was still held");
@@ -427,7 +433,7 @@ class ModelServerTest {
   void aCallbackFailingInsideABatchFailsThatBatchOnly() throws Exception {
     scoring.hook = (h, b) -> {
       for (int r = 0; r < b; r++) {
-        if (Float.isNaN(h[r * ScoringModel.D])) {
+        if (Float.isNaN(h[r * ScoringCallbacks.D])) {
           throw new IllegalStateException("row " + r + " is poisoned");
         }
       }
@@ -438,7 +444,7 @@ class ModelServerTest {
     List<float[]> inputs = new ArrayList<>();
     List<CompletableFuture<Prediction>> answers = new ArrayList<>();
     for (int i = 0; i < n; i++) {
-      float[] x = ScoringModel.randomInput(random);
+      float[] x = ScoringCallbacks.randomInput(random);
       if (i % 50 == 7) {
         java.util.Arrays.fill(x, Float.NaN);
       }
@@ -497,11 +503,11 @@ class ModelServerTest {
         Random random = new Random(100 + thread);
         for (int i = 0; i < perThread; i++) {
           String id = "t" + thread + "-" + i;
-          float[] x = ScoringModel.randomInput(random);
+          float[] x = ScoringCallbacks.randomInput(random);
           inputs.put(id, x);
           // A mix: most with the default deadline, some very short, some cancelled right away.
           Duration timeout = i % 7 == 0 ? Duration.ofMillis(1 + random.nextInt(5)) : null;
-          server.tell(new Infer(id, List.of(ScoringModel.tensor(x)), timeout, replyTo));
+          server.tell(new Infer(id, List.of(ScoringCallbacks.tensor(x)), timeout, replyTo));
           if (i % 11 == 0) {
             server.tell(new Cancel(id, "changed my mind"));
           }
@@ -560,10 +566,10 @@ class ModelServerTest {
     List<List<HostTensor>> requests = new ArrayList<>();
     List<float[]> inputs = new ArrayList<>();
     for (int i = 0; i < 150; i++) {
-      float[] x = ScoringModel.randomInput(random);
+      float[] x = ScoringCallbacks.randomInput(random);
       inputs.add(x);
       // One request of the wrong shape: a Failed element, the stream goes on.
-      requests.add(i == 40 ? List.of(HostTensor.ofFloats(new float[3], 3)) : List.of(ScoringModel.tensor(x)));
+      requests.add(i == 40 ? List.of(HostTensor.ofFloats(new float[3], 3)) : List.of(ScoringCallbacks.tensor(x)));
     }
     List<ModelServer.Outcome> outcomes = Source.from(requests)
         .via(ModelServer.flow(server, 32, Duration.ofSeconds(30), testKit.system().scheduler()))
@@ -585,26 +591,26 @@ class ModelServerTest {
   void invalidRequestsAreRefusedNamingTheInputBeforeAnythingRuns() throws Exception {
     ActorRef<Command> server = server(settings(32, Duration.ofMillis(1), 1024));
     Map<List<HostTensor>, String> bad = new java.util.LinkedHashMap<>();
-    bad.put(List.of(HostTensor.ofInts(new int[ScoringModel.D], ScoringModel.D)), "expected f32[64]");
-    bad.put(List.of(HostTensor.ofFloats(new float[ScoringModel.D], 1, ScoringModel.D)), "got f32[1,64]");
-    bad.put(List.of(), "takes 1 input(s) [x: f32[64]], got 0");
-    bad.put(List.of(ScoringModel.tensor(new float[ScoringModel.D]), ScoringModel.tensor(new float[ScoringModel.D])), "got 2");
+    bad.put(List.of(HostTensor.ofInts(new int[ScoringCallbacks.D], ScoringCallbacks.D)), "expected f32[64]");
+    bad.put(List.of(HostTensor.ofFloats(new float[ScoringCallbacks.D], 1, ScoringCallbacks.D)), "got f32[1,64]");
+    bad.put(List.of(), "takes 1 input(s) [[1]: f32[64]], got 0");
+    bad.put(List.of(ScoringCallbacks.tensor(new float[ScoringCallbacks.D]), ScoringCallbacks.tensor(new float[ScoringCallbacks.D])), "got 2");
     for (Map.Entry<List<HostTensor>, String> e : bad.entrySet()) {
       Throwable t = failure(ModelServer.ask(server, e.getKey(), null, testKit.system().scheduler()).toCompletableFuture());
       InvalidArgumentException i = assertInstanceOf(InvalidArgumentException.class, t);
       assertTrue(i.getMessage().contains(e.getValue()) && i.getMessage().contains("model 'scoring'"), i.getMessage());
     }
-    HostTensor closed = ScoringModel.tensor(new float[ScoringModel.D]);
+    HostTensor closed = ScoringCallbacks.tensor(new float[ScoringCallbacks.D]);
     closed.close();
     Throwable t = failure(ModelServer.ask(server, List.of(closed), null, testKit.system().scheduler()).toCompletableFuture());
-    assertTrue(t.getMessage().contains("input 0 'x' is closed"), t.getMessage());
-    t = failure(ModelServer.ask(server, List.of(ScoringModel.tensor(new float[ScoringModel.D])), Duration.ZERO,
+    assertTrue(t.getMessage().contains("input 0 '[1]' is closed"), t.getMessage());
+    t = failure(ModelServer.ask(server, List.of(ScoringCallbacks.tensor(new float[ScoringCallbacks.D])), Duration.ZERO,
         testKit.system().scheduler()).toCompletableFuture());
     assertTrue(t.getMessage().contains("timeout must be positive"), t.getMessage());
     assertEquals(0, scoring.callbackRows.get(), "nothing reached the program");
     assertEquals(6, registry.get("xla.serve.requests").tag("outcome", "invalid").counter().count());
     // A timeout longer than a long of nanoseconds holds is no deadline, not a failure of the server.
-    float[] x = ScoringModel.randomInput(new Random(12));
+    float[] x = ScoringCallbacks.randomInput(new Random(12));
     assertScores(x, ask(server, "forever", x, Duration.ofDays(1_000_000_000L)).get(WAIT_S, TimeUnit.SECONDS));
   }
 
@@ -612,7 +618,7 @@ class ModelServerTest {
   void aDuplicateIdIsRefusedWhileTheFirstIsHeld() throws Exception {
     blockFirstBatch();
     ActorRef<Command> server = server(settings(4, Duration.ZERO, 64));
-    float[] x = ScoringModel.randomInput(new Random(8));
+    float[] x = ScoringCallbacks.randomInput(new Random(8));
     CompletableFuture<Prediction> first = ask(server, "same", x, null);
     awaitEntered();
     Throwable t = failure(ask(server, "same", x, null));
@@ -627,10 +633,10 @@ class ModelServerTest {
     ActorRef<Command> server = server(settings(2, Duration.ZERO, 64));
     Random random = new Random(9);
     List<CompletableFuture<Prediction>> answers = new ArrayList<>();
-    answers.add(ask(server, "s0", ScoringModel.randomInput(random), null));
+    answers.add(ask(server, "s0", ScoringCallbacks.randomInput(random), null));
     awaitEntered();
     for (int i = 1; i < 6; i++) {
-      answers.add(ask(server, "s" + i, ScoringModel.randomInput(random), null));
+      answers.add(ask(server, "s" + i, ScoringCallbacks.randomInput(random), null));
     }
     Thread.sleep(200); // let them reach the server's queue
     testKit.stop(server);
@@ -646,10 +652,10 @@ class ModelServerTest {
     blockFirstBatch(); // the first batch waits in its callback; with two in flight the next one starts meanwhile
     ActorRef<Command> server = server(new ServeSettings.Model(2, Duration.ZERO, 64, Duration.ofSeconds(30), 2));
     Random random = new Random(10);
-    float[] first = ScoringModel.randomInput(random);
+    float[] first = ScoringCallbacks.randomInput(random);
     CompletableFuture<Prediction> held = ask(server, "held", first, null);
     awaitEntered();
-    float[] x = ScoringModel.randomInput(random);
+    float[] x = ScoringCallbacks.randomInput(random);
     CompletableFuture<Prediction> second = ask(server, "second", x, null);
     TestProbe<ModelServer.Status> status = testKit.createTestProbe();
     ModelServer.Status s = null;
@@ -677,7 +683,7 @@ class ModelServerTest {
         "xla-actors.actors.serve.models.scoring { queue-capacity = 3, max-batch-size = 1, max-delay = 0 }")
         .withFallback(ConfigFactory.load()));
     try (CallbackRuntime own = CallbackRuntime.create(configured.system(), client)) {
-      ScoringModel hooks = ScoringModel.register(own);
+      ScoringCallbacks hooks = ScoringCallbacks.register(own);
       CountDownLatch in = new CountDownLatch(1);
       CountDownLatch out = new CountDownLatch(1);
       hooks.hook = (h, b) -> {
@@ -687,11 +693,11 @@ class ModelServerTest {
       ActorRef<Command> server = configured.spawn(ModelServer.create(model, own, registry));
       Random random = new Random(11);
       List<CompletableFuture<Prediction>> answers = new ArrayList<>();
-      answers.add(ModelServer.ask(server, List.of(ScoringModel.tensor(ScoringModel.randomInput(random))), null,
+      answers.add(ModelServer.ask(server, List.of(ScoringCallbacks.tensor(ScoringCallbacks.randomInput(random))), null,
           configured.system().scheduler()).toCompletableFuture());
       assertTrue(in.await(WAIT_S, TimeUnit.SECONDS));
       for (int i = 0; i < 4; i++) {
-        answers.add(ModelServer.ask(server, List.of(ScoringModel.tensor(ScoringModel.randomInput(random))), null,
+        answers.add(ModelServer.ask(server, List.of(ScoringCallbacks.tensor(ScoringCallbacks.randomInput(random))), null,
             configured.system().scheduler()).toCompletableFuture());
       }
       Throwable refused = failure(answers.get(4));
@@ -717,5 +723,39 @@ class ModelServerTest {
     assertEquals(4, model.sizeFor(3));
     assertEquals(32, model.sizeFor(17));
     assertNotNull(model.toString());
+  }
+
+  @Test
+  void aPackagesBatchedModelIsNamedAsThePackageAndLeavesItsModelsToThePackage() throws Exception {
+    assertEquals("scoring", model.name());
+    assertEquals(ScoringCallbacks.SIZES, new ArrayList<>(model.batchSizes()));
+    assertEquals(ScoringCallbacks.SIZES.stream().map(b -> "relu_b" + b).toList(), model.hostCallbacks());
+    BatchedModel borrowed = BatchedModel.of(scoringPackage, Role.MAIN);
+    borrowed.close(); // the package's Models stay open: the shared server below still answers
+    float[] x = ScoringCallbacks.randomInput(new Random(3));
+    assertScores(x, ask(server(settings(4, Duration.ZERO, 16)), "after-close", x, null).get(WAIT_S, TimeUnit.SECONDS));
+    InvalidArgumentException e = org.junit.jupiter.api.Assertions.assertThrows(InvalidArgumentException.class,
+        () -> BatchedModel.of(scoringPackage, Role.SCORE));
+    assertTrue(e.getMessage().contains("has no score program"), e.getMessage());
+  }
+
+  @Test
+  void aServerOfAPackageIsRefusedUntilItsCallbacksAreRegistered() {
+    try (CallbackRuntime bare = CallbackRuntime.create(testKit.system(), client)) {
+      XlaException e = org.junit.jupiter.api.Assertions.assertThrows(XlaException.class,
+          () -> ModelServer.create(model, bare, registry));
+      assertEquals(ErrorCode.FAILED_PRECONDITION, e.code());
+      assertTrue(e.getMessage().contains("model 'scoring' calls host callbacks [relu_b1, relu_b16, relu_b2, relu_b32, "
+          + "relu_b4, relu_b8] that are not registered"), e.getMessage());
+      assertTrue(e.getMessage().contains("callbacks.register(name"), e.getMessage());
+      ScoringCallbacks.register(bare);
+      assertEquals(List.of(), bare.missingCallbacks(model.hostCallbacks()));
+      assertNotNull(ModelServer.create(model, bare, settings(4, Duration.ZERO, 16), registry));
+      bare.unregister("relu_b8").toCompletableFuture().join();
+      e = org.junit.jupiter.api.Assertions.assertThrows(XlaException.class,
+          () -> bare.checkCallbacks(scoringPackage.modelPackage()));
+      assertTrue(e.getMessage().contains("model package 'scoring' (") && e.getMessage().contains("calls host callbacks "
+          + "[relu_b8] that are not registered"), e.getMessage());
+    }
   }
 }

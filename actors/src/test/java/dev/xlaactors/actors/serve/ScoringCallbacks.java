@@ -4,25 +4,20 @@ import dev.xlaactors.actors.CallbackRuntime;
 import dev.xlaactors.runtime.DType;
 import dev.xlaactors.runtime.HostTensor;
 import dev.xlaactors.runtime.TensorType;
-import dev.xlaactors.runtime.XlaClient;
-import dev.xlaactors.runtime.model.JaxExport;
 import dev.xlaactors.runtime.model.SafeTensors;
-import java.io.IOException;
-import java.io.UncheckedIOException;
 import java.net.URISyntaxException;
 import java.nio.file.Path;
 import java.util.List;
-import java.util.Map;
 import java.util.Random;
-import java.util.TreeMap;
 import java.util.concurrent.atomic.AtomicLong;
 
 /**
- * The scoring model of tools/jax_scoring_model.py at D = 64 (actors/src/test/resources/scoring): y =
- * relu(x . W), W f32[64, 64] bound once, relu the Java host callback relu_b<B> of each batch size B. The
- * callback runs {@link #hook} on the whole padded batch first (tests block or fail it there).
+ * The host side of the scoring package of tools/jax_scoring_model.py at D = 64
+ * (actors/src/test/resources/scoring, loaded by the tests with {@code ModelPackage.open(dir).load(device)}):
+ * y = relu(x . W), W f32[64, 64] bound once, relu the Java host callback relu_b<B> of each batch size B.
+ * The callback runs {@link #hook} on the whole padded batch first (tests block or fail it there).
  */
-final class ScoringModel {
+final class ScoringCallbacks {
   static final int D = 64;
   static final List<Integer> SIZES = List.of(1, 2, 4, 8, 16, 32);
 
@@ -35,40 +30,26 @@ final class ScoringModel {
   final AtomicLong callbackRows = new AtomicLong(); // rows (padding included) the callback has seen
   final float[] w;
 
-  private ScoringModel(float[] w) {
+  private ScoringCallbacks(float[] w) {
     this.w = w;
   }
 
+  /** The scoring package's directory. */
   static Path dir() {
     try {
-      return Path.of(ScoringModel.class.getResource("/scoring").toURI());
+      return Path.of(ScoringCallbacks.class.getResource("/scoring/xla-model.json").toURI()).getParent();
     } catch (URISyntaxException e) {
       throw new IllegalStateException(e);
     }
   }
 
-  /** Loads the model at every size on {@code client}'s first device. */
-  static BatchedModel load(XlaClient client) {
-    Map<Integer, JaxExport> exports = new TreeMap<>();
-    try {
-      for (int b : SIZES) {
-        exports.put(b, JaxExport.read(dir().resolve("score_b" + b + ".jax")));
-      }
-    } catch (IOException e) {
-      throw new UncheckedIOException(e);
-    }
-    try (SafeTensors weights = SafeTensors.open(dir().resolve("weights.safetensors"))) {
-      return BatchedModel.load("scoring", exports, weights, client.devices().get(0));
-    }
-  }
-
   /** Registers relu_b<B> for every size with {@code callbacks}; the returned object controls them. */
-  static ScoringModel register(CallbackRuntime callbacks) {
+  static ScoringCallbacks register(CallbackRuntime callbacks) {
     float[] w;
-    try (SafeTensors weights = SafeTensors.open(dir().resolve("weights.safetensors"))) {
+    try (SafeTensors weights = SafeTensors.open(dir().resolve("model.safetensors"))) {
       w = weights.tensor("w").toFloatArray();
     }
-    ScoringModel m = new ScoringModel(w);
+    ScoringCallbacks m = new ScoringCallbacks(w);
     for (int b : SIZES) {
       int size = b;
       callbacks.register("relu_b" + b, List.of(TensorType.of(DType.F32, b, D)), null, (in, s) -> {
