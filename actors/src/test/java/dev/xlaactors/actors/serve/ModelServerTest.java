@@ -344,7 +344,7 @@ class ModelServerTest {
     ActorTestKit kit = oneRunThread("");
     CallbackRuntime runtime = CallbackRuntime.create(kit.system(), client);
     try {
-      ScoringModel s = ScoringModel.register(runtime);
+      ScoringCallbacks s = ScoringCallbacks.register(runtime);
       AtomicInteger calls = new AtomicInteger();
       s.hook = (h, b) -> {
         if (calls.getAndIncrement() == 0) {
@@ -355,14 +355,14 @@ class ModelServerTest {
       ActorRef<Command> server = kit.spawn(ModelServer.create(model, runtime, new ServeSettings.Model(1, Duration.ZERO, 64,
           Duration.ofSeconds(30), 2), registry));
       Random random = new Random(21);
-      float[] xa = ScoringModel.randomInput(random);
-      float[] xc = ScoringModel.randomInput(random);
-      CompletableFuture<Prediction> a = ModelServer.ask(server, "a", List.of(ScoringModel.tensor(xa)), null, kit.system().scheduler())
+      float[] xa = ScoringCallbacks.randomInput(random);
+      float[] xc = ScoringCallbacks.randomInput(random);
+      CompletableFuture<Prediction> a = ModelServer.ask(server, "a", List.of(ScoringCallbacks.tensor(xa)), null, kit.system().scheduler())
           .toCompletableFuture();
       awaitEntered(); // batch 1 holds the one run thread
-      CompletableFuture<Prediction> b = ModelServer.ask(server, "b", List.of(ScoringModel.tensor(ScoringModel.randomInput(random))), null,
+      CompletableFuture<Prediction> b = ModelServer.ask(server, "b", List.of(ScoringCallbacks.tensor(ScoringCallbacks.randomInput(random))), null,
           kit.system().scheduler()).toCompletableFuture(); // batch 2: its run waits for the thread
-      CompletableFuture<Prediction> c = ModelServer.ask(server, "c", List.of(ScoringModel.tensor(xc)), null, kit.system().scheduler())
+      CompletableFuture<Prediction> c = ModelServer.ask(server, "c", List.of(ScoringCallbacks.tensor(xc)), null, kit.system().scheduler())
           .toCompletableFuture(); // two batches in flight: c waits in the server's queue
       server.tell(new Cancel("b", "the client went away"));
       assertInstanceOf(RequestCancelledException.class, failure(b));
@@ -394,7 +394,7 @@ class ModelServerTest {
     ActorTestKit kit = oneRunThread("xla-actors.actors.runs.queue-capacity = 1");
     CallbackRuntime runtime = CallbackRuntime.create(kit.system(), client);
     try {
-      ScoringModel s = ScoringModel.register(runtime);
+      ScoringCallbacks s = ScoringCallbacks.register(runtime);
       AtomicInteger calls = new AtomicInteger();
       s.hook = (h, b) -> {
         if (calls.getAndIncrement() == 0) {
@@ -405,14 +405,14 @@ class ModelServerTest {
       ActorRef<Command> server = kit.spawn(ModelServer.create(model, runtime, new ServeSettings.Model(1, Duration.ZERO, 64,
           Duration.ofSeconds(30), 3), registry));
       Random random = new Random(22);
-      float[] xa = ScoringModel.randomInput(random);
-      float[] xb = ScoringModel.randomInput(random);
-      CompletableFuture<Prediction> a = ModelServer.ask(server, "a", List.of(ScoringModel.tensor(xa)), null, kit.system().scheduler())
+      float[] xa = ScoringCallbacks.randomInput(random);
+      float[] xb = ScoringCallbacks.randomInput(random);
+      CompletableFuture<Prediction> a = ModelServer.ask(server, "a", List.of(ScoringCallbacks.tensor(xa)), null, kit.system().scheduler())
           .toCompletableFuture();
       awaitEntered(); // batch 1 holds the one run thread
-      CompletableFuture<Prediction> b = ModelServer.ask(server, "b", List.of(ScoringModel.tensor(xb)), null, kit.system().scheduler())
+      CompletableFuture<Prediction> b = ModelServer.ask(server, "b", List.of(ScoringCallbacks.tensor(xb)), null, kit.system().scheduler())
           .toCompletableFuture(); // batch 2 waits for it: the run queue is full
-      CompletableFuture<Prediction> c = ModelServer.ask(server, "c", List.of(ScoringModel.tensor(ScoringModel.randomInput(random))), null,
+      CompletableFuture<Prediction> c = ModelServer.ask(server, "c", List.of(ScoringCallbacks.tensor(ScoringCallbacks.randomInput(random))), null,
           kit.system().scheduler()).toCompletableFuture();
       BatchFailedException refused = assertInstanceOf(BatchFailedException.class, failure(c));
       assertEquals(ErrorCode.RESOURCE_EXHAUSTED, refused.code(), refused.getMessage());
