@@ -73,7 +73,7 @@ final class ServeCommand {
             generation.add(GenerationEndpoint.of(pkg.name(), server, decoder, new TokenizerTextCodec(lm)));
           } else {
             LoadedPackage loaded = session.own(pkg.load(session.device()));
-            BatchedModel batched = BatchedModel.of(pkg.name(), loaded.models(pkg.kind() == ModelPackage.Kind.EMBEDDING ? Role.EMBED : Role.MAIN));
+            BatchedModel batched = BatchedModel.of(loaded, pkg.kind() == ModelPackage.Kind.EMBEDDING ? Role.EMBED : Role.MAIN);
             ActorRef<ModelServer.Command> server = session.system().systemActorOf(ModelServer.create(batched, runtime, registry),
                 "serve-" + pkg.name(), Props.empty());
             inference.add(InferenceEndpoint.of(batched, server));

@@ -47,6 +47,7 @@ public final class EmbeddingModel implements AutoCloseable {
       throw new InvalidArgumentException("model '" + pkg.name() + "' in " + pkg.directory() + " is a " + pkg.kind()
           + " package; embeddings need an embedding one (import an encoder checkpoint such as BERT)");
     }
+    runtime.checkCallbacks(pkg);
     Optional<Tokenizer> tokenizer = PackageTokenizers.open(pkg);
     try {
       return new EmbeddingModel(pkg.load(device), runtime, tokenizer);

@@ -61,6 +61,7 @@ public final class LanguageModel implements AutoCloseable {
       throw new InvalidArgumentException("model '" + pkg.name() + "' in " + pkg.directory() + " is a " + pkg.kind()
           + " package; a language model needs a causal-lm one (import a checkpoint whose architecture generates text)");
     }
+    runtime.checkCallbacks(pkg);
     Tokenizer tokenizer = PackageTokenizers.open(pkg).orElseThrow(() -> new InvalidArgumentException("model '" + pkg.name()
         + "' has no tokenizer in its xla-model.json: add \"tokenizer\": {\"huggingface\": \"tokenizer.json\"}"));
     Optional<String> template;

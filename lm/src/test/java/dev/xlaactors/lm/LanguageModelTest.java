@@ -196,6 +196,15 @@ class LanguageModelTest {
   }
 
   @Test
+  void aPackageWhoseCallbacksAreNotRegisteredIsRefusedNamingThem() {
+    try (CallbackRuntime bare = CallbackRuntime.create(testKit.system(), client)) {
+      XlaException e = assertThrows(XlaException.class,
+          () -> LanguageModel.load(ModelPackage.open(PACKAGE), client.devices().get(0), bare));
+      assertTrue(e.getMessage().contains("observe"), e.getMessage());
+    }
+  }
+
+  @Test
   void samplingDefaultsComeFromThePackage() {
     SamplingParams defaults = LanguageModel.samplingDefaults(ModelPackage.open(PACKAGE));
     assertEquals(Set.of(0), defaults.stopTokenIds());
