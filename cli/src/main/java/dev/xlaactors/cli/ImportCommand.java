@@ -70,7 +70,7 @@ final class ImportCommand {
       return status == 2 ? 2 : 1;
     }
     ModelPackage pkg = ModelPackage.open(outDir);
-    out.println("imported " + hfDir + " as model '" + pkg.name() + "' (" + pkg.kind() + ", " + pkg.weightTypes().size()
+    out.println("imported " + hfDir + " as model '" + pkg.name() + "' (" + pkg.kind().jsonName() + ", " + pkg.weightTypes().size()
         + " tensors, " + pkg.programs().size() + " programs) into " + outDir);
     return 0;
   }
