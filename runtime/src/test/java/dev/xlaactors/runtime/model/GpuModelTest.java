@@ -1,6 +1,5 @@
 package dev.xlaactors.runtime.model;
 
-import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -174,41 +173,5 @@ class GpuModelTest {
         && refused.getMessage().contains("SegmentedProgram"), refused.getMessage());
     CompileException fromGraph = assertThrows(CompileException.class, () -> SegmentedModelTest.twoLayers().compile(gpu));
     assertTrue(fromGraph.getMessage().contains("xla_actors.host_callback"), fromGraph.getMessage());
-  }
-
-  /**
-   * A model package whose programs were exported for cpu and cuda loads on the GPU as on the CPU: its
-   * weights are uploaded once to the GPU and bound there, and its embed program gives the CPU's answer.
-   */
-  @Test
-  void aPackageExportedForCpuAndCudaLoadsOnTheGpuAndMatchesTheCpu() {
-    ModelPackage pkg = ModelPackage.open(ModelPackageTest.fixture("embedding"));
-    int[] tokens = {3, 0, 7, 7, 1, 2, 5, 6};
-    int[] mask = {1, 1, 0, 0, 1, 1, 1, 1};
-    float[][] hidden = new float[2][];
-    XlaClient[] clients = {cpu, gpu};
-    for (int c = 0; c < 2; c++) {
-      long uploads = clients[c].uploadCount();
-      try (LoadedPackage loaded = pkg.load(clients[c].devices().get(0))) {
-        assertEquals(2 + 2, clients[c].uploadCount() - uploads, "2 weights once, and each program's platform index");
-        Model model = loaded.model(Role.EMBED, 2);
-        assertEquals(clients[c].devices().get(0), model.device());
-        List<HostTensor> out = model.run(List.of(Argument.of(HostTensor.ofInts(tokens, 2, 4)),
-            Argument.of(HostTensor.ofInts(mask, 2, 4))), null);
-        hidden[c] = out.get(0).toFloatArray();
-        out.forEach(HostTensor::close);
-      }
-    }
-    assertArrayEquals(hidden[0], hidden[1], 1e-5f, "embed on the GPU against the CPU");
-  }
-
-  /** A package exported for the CPU only is refused on the GPU naming both platforms, before anything is uploaded. */
-  @Test
-  void aCpuOnlyPackageIsRefusedOnTheGpuNamingThePlatforms() {
-    ModelPackage pkg = ModelPackage.open(ModelPackageTest.fixture("causal-lm"));
-    long uploads = gpu.uploadCount();
-    RuntimeException refused = assertThrows(RuntimeException.class, () -> pkg.load(gpu.devices().get(0)));
-    assertTrue(refused.getMessage().contains("cpu") && refused.getMessage().contains("cuda"), refused.getMessage());
-    assertEquals(uploads, gpu.uploadCount(), "nothing uploaded");
   }
 }

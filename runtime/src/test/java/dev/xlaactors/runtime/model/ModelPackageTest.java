@@ -192,6 +192,22 @@ class ModelPackageTest {
   private static final int V = 8;
   private static final int D = 4;
 
+  /**
+   * The embedding fixture's hidden states of a batch of {@code length}-token rows: (embed[token] +
+   * position[t]) * mask, with its weights' closed forms (tools/jax_package_fixtures.py).
+   */
+  static float[] embeddingFixtureStates(int[] tokens, int[] mask, int length) {
+    float[] expected = new float[tokens.length * D];
+    for (int i = 0; i < tokens.length; i++) {
+      int t = i % length;
+      for (int j = 0; j < D; j++) {
+        float state = (((tokens[i] * D + j) % 7) - 3f) + (t * D + j) * 0.25f;
+        expected[i * D + j] = state * mask[i];
+      }
+    }
+    return expected;
+  }
+
   private static float embed(int token, int j) {
     return ((token * D + j) % 5) - 2f;
   }
@@ -297,19 +313,9 @@ class ModelPackageTest {
       int[] mask = {1, 1, 0, 0, 1, 1, 1, 1};
       List<HostTensor> out = model.run(List.of(Argument.of(HostTensor.ofInts(tokens, 2, 4)),
           Argument.of(HostTensor.ofInts(mask, 2, 4))), null);
-      float[] expected = new float[2 * 4 * D];
-      for (int b = 0; b < 2; b++) {
-        for (int t = 0; t < 4; t++) {
-          for (int j = 0; j < D; j++) {
-            int token = tokens[b * 4 + t];
-            float state = (((token * D + j) % 7) - 3f) + (t * D + j) * 0.25f;
-            expected[(b * 4 + t) * D + j] = state * mask[b * 4 + t];
-          }
-        }
-      }
       try (HostTensor hidden = out.get(0)) {
         assertEquals(TensorType.of(DType.F32, 2, 4, D), hidden.type());
-        assertArrayEquals(expected, hidden.toFloatArray(), 1e-6f);
+        assertArrayEquals(embeddingFixtureStates(tokens, mask, 4), hidden.toFloatArray(), 1e-6f);
       }
     }
   }
