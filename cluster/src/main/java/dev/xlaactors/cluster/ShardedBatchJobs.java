@@ -14,6 +14,7 @@ import dev.xlaactors.runtime.XlaClient;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.StandardCopyOption;
+import java.sql.SQLException;
 import java.time.Duration;
 import java.util.Collections;
 import java.util.List;
@@ -24,6 +25,7 @@ import java.util.Optional;
 import java.util.OptionalLong;
 import java.util.TreeMap;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionException;
 import java.util.concurrent.ConcurrentSkipListSet;
 import java.util.concurrent.TimeUnit;
 import org.apache.pekko.Done;
@@ -329,8 +331,8 @@ public final class ShardedBatchJobs {
       CompletableFuture.supplyAsync(() -> {
         try {
           return JobJournalRetention.deleteBefore(journal, persistenceId, sequenceNr);
-        } catch (java.sql.SQLException e) {
-          throw new java.util.concurrent.CompletionException(e);
+        } catch (SQLException e) {
+          throw new CompletionException(e);
         }
       }, context.getSystem().dispatchers().lookup(DispatcherSelector.blocking())).whenComplete((deleted, failure) -> {
         // Not the actor's logger: this runs after the entity may have stopped.
