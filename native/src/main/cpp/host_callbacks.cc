@@ -269,6 +269,7 @@ XLA_FFI_Error* HostCallbackHandlerImpl(XLA_FFI_CallFrame* frame) {
   }
   if (call->state == PendingCall::State::kWaiting) {
     call->state = PendingCall::State::kAbandoned;  // a late reply finds this and writes nothing
+    call->settled.store(true, std::memory_order_release);  // no longer waiting: not counted as pending
     call->answered.notify_all();  // an answer waiting for readers to finish gives up
     if (wait_millis > 0) {
       call->error_code = XLA_FFI_Error_Code_DEADLINE_EXCEEDED;
@@ -409,8 +410,16 @@ void XlaActors_ReturnHostCallInputs(int64_t tag) {
 void XlaActors_SetHostCallSpinNanos(int64_t nanos) { g_spin_nanos.store(nanos < 0 ? 0 : nanos); }
 
 int64_t XlaActors_PendingHostCallCount(void) {
+  // Only calls still waiting for their answer: a call answered, failed or given up leaves g_calls only
+  // when its XLA thread wakes and returns, which can be after Java has failed the call and the run's
+  // caller has learned of it. Counting those too made a failed run look as if it still held a call.
+  // The flag, not the state, so a count never waits on a call's lock (held while an answer is copied).
   std::lock_guard<std::mutex> lock(g_calls_mutex);
-  return static_cast<int64_t>(g_calls.size());
+  int64_t waiting = 0;
+  for (const auto& entry : g_calls) {
+    if (!entry.second->settled.load(std::memory_order_acquire)) ++waiting;
+  }
+  return waiting;
 }
 
 }  // extern "C"

@@ -106,7 +106,8 @@ int XlaActors_BorrowHostCallInputs(int64_t tag);
 // Ends one XlaActors_BorrowHostCallInputs that returned 1.
 void XlaActors_ReturnHostCallInputs(int64_t tag);
 
-// Host calls currently waiting for an answer, across all runs.
+// Host calls currently waiting for an answer, across all runs: not yet answered, failed or given up
+// (a settled call is not counted, even while its XLA thread has yet to return from the handler).
 int64_t XlaActors_PendingHostCallCount(void);
 
 // How long an XLA thread that made a host call spins, checking for the answer, before it sleeps on a

@@ -5,9 +5,9 @@ import com.typesafe.config.ConfigFactory;
 import dev.xlaactors.actors.CallbackRuntime;
 import dev.xlaactors.actors.RunHandle;
 import dev.xlaactors.actors.jobs.Program;
+import dev.xlaactors.actors.jobs.ResultJournal;
 import dev.xlaactors.cluster.JobJournalSettings;
 import dev.xlaactors.cluster.ShardedBatchJobs;
-import dev.xlaactors.cluster.ShardedJobSerializer;
 import dev.xlaactors.cluster.XlaCluster;
 import dev.xlaactors.error.ErrorCode;
 import dev.xlaactors.error.XlaException;
@@ -30,8 +30,8 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.sql.Connection;
 import java.sql.DriverManager;
-import java.sql.PreparedStatement;
 import java.sql.ResultSet;
+import java.sql.Statement;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
@@ -60,12 +60,13 @@ import org.apache.pekko.cluster.sharding.typed.ShardingEnvelope;
  * failed, timed out, cancelled, anything else, or no outcome within the timeout plus a margin: hung) is
  * what the job records in its journal; the job's sink prints {@code ACK} for each recorded item. This
  * (driver) JVM kills the worker at random points, restarts it (the jobs resume from the journal), and at
- * the end reads the journal itself:
+ * the end reads the jobs' output files (once a job ended, its journal keeps only its end: the items'
+ * events are deleted) and counts what is left in the journal:
  *
  * <ul>
- *   <li>lost: a run with no outcome in the journal (an acknowledged item missing from it among them);
- *   <li>duplicated: an item recorded twice in the journal, or acknowledged twice (computed again after a
- *       restart that did not find it);
+ *   <li>lost: a run with no outcome in its job's output (an acknowledged item missing from it among them);
+ *   <li>duplicated: an item twice in an output file, or acknowledged twice (computed again after a
+ *       restart that did not find it in the journal);
  *   <li>hung: a run with no outcome within its timeout plus {@value #HUNG_MARGIN_MS} ms (and every run left
  *       when the worker made no progress for {@value #STALL_SECONDS} s);
  *   <li>crashed: a worker JVM that ended other than by this JVM's kill or stop;
@@ -154,6 +155,8 @@ public final class SoakBench {
     int generation = 0;
     long rssAt90 = -1;
     long rssAtEnd = -1;
+    long fileAt90 = -1; // the journal file while the worker has it open (it shrinks when the last JVM closes it)
+    long fileAtEnd = -1;
     int rssGeneration = -1;
     long stalledRuns = 0;
     long t0 = System.nanoTime();
@@ -185,9 +188,11 @@ public final class SoakBench {
         if (rssAt90 < 0 && done >= runs * 9 / 10) {
           rssAt90 = rssKb(worker.process.pid());
           rssGeneration = generation;
+          fileAt90 = sizeOrMinusOne(dir.resolve("journal.mv.db"));
         }
         if (allOutputs(dir)) {
           rssAtEnd = rssKb(worker.process.pid());
+          fileAtEnd = sizeOrMinusOne(dir.resolve("journal.mv.db"));
           if (rssGeneration != generation) {
             rssAtEnd = -1; // the JVM measured at 90% is gone: no growth to tell
           }
@@ -220,11 +225,12 @@ public final class SoakBench {
     }
     double elapsed = seconds(t0);
 
-    // What the journal holds, read by this JVM.
-    Tally tally = readJournalOrNothing(url, seed, perJob, runs);
+    // What the jobs wrote, read by this JVM; and what is left in the journal.
+    Tally tally = readOutputs(dir, seed, perJob);
+    String journalRows = journalRows(url);
     long ackedTwice = acks.values().stream().filter(n -> n > 1).count();
     long ackedMissing = acks.keySet().stream().filter(k -> !tally.recorded.containsKey(k)).count();
-    long lost = tally.missing; // an acknowledged item missing from the journal is among these
+    long lost = tally.missing; // an acknowledged item missing from the output is among these
     long duplicated = tally.twice + ackedTwice;
     long hung = tally.byOutcome.getOrDefault(Outcome.HUNG, 0L) + stalledRuns;
     String growth = rssAt90 < 0 || rssAtEnd < 0 ? "nan" : String.format(Locale.ROOT, "%.1f", (rssAtEnd - rssAt90) / 1024.0);
@@ -238,8 +244,9 @@ public final class SoakBench {
       System.out.printf(Locale.ROOT, "| %-8s | %6d | %-16s | %6d | %13d |%n", kind, k[0] + k[1], expected(kind), k[0], k[1]);
     }
     System.out.printf(Locale.ROOT, "outcomes recorded: %s; runs without one: %d (%d of them acknowledged before);"
-        + " acknowledged twice: %d; journal file %.1f MB%n", tally.byOutcome, tally.missing, ackedMissing, ackedTwice,
-        Files.size(dir.resolve("journal.mv.db")) / 1e6);
+        + " acknowledged twice: %d; journal: %s; journal file %s MB at 90%% of the runs, %s MB at the end, %.3f MB once"
+        + " closed%n", tally.byOutcome, tally.missing, ackedMissing, ackedTwice, journalRows, megabytes(fileAt90),
+        megabytes(fileAtEnd), Files.size(dir.resolve("journal.mv.db")) / 1e6);
     System.out.printf(Locale.ROOT, "worker RSS: %s MB at 90%% of the runs, %s MB at the end%n",
         rssAt90 < 0 ? "?" : String.format(Locale.ROOT, "%.1f", rssAt90 / 1024.0),
         rssAtEnd < 0 ? "?" : String.format(Locale.ROOT, "%.1f", rssAtEnd / 1024.0));
@@ -252,6 +259,18 @@ public final class SoakBench {
       System.err.println("soak: kept " + dir + " (journal and worker logs) for a look");
     }
     return clean ? 0 : 1;
+  }
+
+  private static long sizeOrMinusOne(Path file) {
+    try {
+      return Files.size(file);
+    } catch (IOException e) {
+      return -1;
+    }
+  }
+
+  private static String megabytes(long bytes) {
+    return bytes < 0 ? "?" : String.format(Locale.ROOT, "%.1f", bytes / 1e6);
   }
 
   private static double seconds(long t0) {
@@ -285,7 +304,7 @@ public final class SoakBench {
     return -1;
   }
 
-  /** What the journal holds of the soak's jobs. */
+  /** What the jobs' output files hold. */
   private static final class Tally {
     final Map<String, Integer> recorded = new HashMap<>();
     final Map<Kind, long[]> byKind = new HashMap<>();
@@ -295,54 +314,61 @@ public final class SoakBench {
     long wrong;
   }
 
-  /** The journal's tally; an unreadable journal loses every run (H2's default WRITE_DELAY once left "File corrupted"). */
-  private static Tally readJournalOrNothing(String url, long seed, long perJob, long runs) throws Exception {
-    try {
-      return readJournal(url, seed, perJob);
-    } catch (java.sql.SQLException e) {
-      System.err.println("soak: the journal cannot be read: " + e.getMessage());
-      Tally nothing = new Tally();
-      nothing.missing = runs;
-      return nothing;
-    }
-  }
-
-  private static Tally readJournal(String url, long seed, long perJob) throws Exception {
+  /**
+   * The tally of the jobs' output files (an ended job's items are there: the journal keeps only its
+   * JobEnded and the snapshot at it); a job without a readable output file loses every run of it (H2's
+   * default WRITE_DELAY once left "File corrupted" and no job could finish).
+   */
+  private static Tally readOutputs(Path dir, long seed, long perJob) {
     Tally tally = new Tally();
-    ShardedJobSerializer serializer = new ShardedJobSerializer(null);
-    try (Connection connection = DriverManager.getConnection(url, "sa", "");
-        PreparedStatement query = connection.prepareStatement("SELECT \"event_ser_manifest\", \"event_payload\""
-            + " FROM \"event_journal\" WHERE \"persistence_id\" = ? ORDER BY \"sequence_number\"")) {
-      for (int j = 0; j < JOBS; j++) {
-        query.setString(1, ShardedBatchJobs.persistenceIdOf(jobId(j)).id());
-        try (ResultSet rows = query.executeQuery()) {
-          while (rows.next()) {
-            Object event = serializer.fromBinary(rows.getBytes(2), rows.getString(1));
-            if (event instanceof ShardedBatchJobs.ItemScored item) {
-              String key = jobId(j) + " " + item.item();
-              if (tally.recorded.merge(key, 1, Integer::sum) > 1) {
-                tally.twice++;
-                continue;
-              }
-              Kind kind = Kind.of(seed, j, item.item());
-              Outcome outcome = decode(item.line(), item.item(), kind);
-              tally.byOutcome.merge(outcome, 1L, Long::sum);
-              boolean right = outcome == expected(kind);
-              tally.byKind.computeIfAbsent(kind, k -> new long[2])[right ? 0 : 1]++;
-              if (!right && outcome != Outcome.HUNG) {
-                tally.wrong++;
-              }
-            }
-          }
+    for (int j = 0; j < JOBS; j++) {
+      Path output = dir.resolve(jobId(j) + ".tsv");
+      Map<Long, String> lines;
+      try {
+        lines = ResultJournal.read(output);
+        // The file holds an item once (written from the job's state, keyed by item): a line more is a duplicate.
+        tally.twice += Math.max(0, Files.readAllLines(output).size() - lines.size());
+      } catch (IOException | XlaException e) {
+        System.err.println("soak: the output of " + jobId(j) + " cannot be read: " + e.getMessage());
+        lines = Map.of();
+      }
+      for (Map.Entry<Long, String> line : lines.entrySet()) {
+        long item = line.getKey();
+        tally.recorded.put(jobId(j) + " " + item, 1);
+        Kind kind = Kind.of(seed, j, item);
+        Outcome outcome = decode(line.getValue(), item, kind);
+        tally.byOutcome.merge(outcome, 1L, Long::sum);
+        boolean right = outcome == expected(kind);
+        tally.byKind.computeIfAbsent(kind, k -> new long[2])[right ? 0 : 1]++;
+        if (!right && outcome != Outcome.HUNG) {
+          tally.wrong++;
         }
-        for (long i = 0; i < perJob; i++) {
-          if (!tally.recorded.containsKey(jobId(j) + " " + i)) {
-            tally.missing++;
-          }
+      }
+      for (long i = 0; i < perJob; i++) {
+        if (!tally.recorded.containsKey(jobId(j) + " " + i)) {
+          tally.missing++;
         }
       }
     }
     return tally;
+  }
+
+  /** The journal's event and snapshot rows (every persistence id), or "?" when it cannot be read. */
+  private static String journalRows(String url) {
+    try (Connection connection = DriverManager.getConnection(url, "sa", "");
+        Statement statement = connection.createStatement()) {
+      long[] counts = new long[2];
+      String[] tables = {"\"event_journal\"", "\"snapshot\""};
+      for (int t = 0; t < 2; t++) {
+        try (ResultSet rows = statement.executeQuery("SELECT COUNT(*) FROM " + tables[t])) {
+          rows.next();
+          counts[t] = rows.getLong(1);
+        }
+      }
+      return (counts[0] + counts[1]) + " rows (" + counts[0] + " events, " + counts[1] + " snapshots)";
+    } catch (java.sql.SQLException e) {
+      return "? rows (" + e.getMessage() + ")";
+    }
   }
 
   /**

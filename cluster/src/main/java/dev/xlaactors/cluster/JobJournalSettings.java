@@ -35,19 +35,32 @@ import java.util.regex.Pattern;
  * @param user database user
  * @param password database password
  * @param maxConnections connections each node keeps open to the database
- * @param snapshotEvery a job's state is saved whole every this many finished items
+ * @param snapshotEvery a job's state is saved whole every this many finished items; saving it deletes the
+ *     job's events before the oldest of its kept snapshots
+ * @param keepSnapshots how many of a running job's newest snapshots are kept (with the events after the
+ *     oldest of them); older ones are deleted
  * @param recordTimeout how long recording one finished item in the journal may take before the item's
  *     attempt fails (and is retried like a failed step)
  */
 public record JobJournalSettings(
-    String url, String user, String password, int maxConnections, int snapshotEvery, Duration recordTimeout) {
+    String url, String user, String password, int maxConnections, int snapshotEvery, int keepSnapshots,
+    Duration recordTimeout) {
   private static final String ROOT = "xla-actors.cluster.jobs";
+
+  /** The most snapshots of one running job that may be kept. */
+  static final int MAX_KEEP_SNAPSHOTS = 100;
 
   /** Every H2 journal URL has this setting: each commit is written to the file before it returns. */
   static final String H2_DURABLE = "WRITE_DELAY=0";
 
   public JobJournalSettings {
     url = durable(url);
+  }
+
+  /** Settings keeping the default two snapshots of a running job. */
+  public JobJournalSettings(
+      String url, String user, String password, int maxConnections, int snapshotEvery, Duration recordTimeout) {
+    this(url, user, password, maxConnections, snapshotEvery, 2, recordTimeout);
   }
 
   /**
@@ -96,6 +109,11 @@ public record JobJournalSettings(
       if (snapshotEvery < 1) {
         throw invalid("snapshot-every", "must be at least 1 (items between snapshots)", Integer.toString(snapshotEvery));
       }
+      int keepSnapshots = c.getInt("keep-snapshots");
+      if (keepSnapshots < 1) {
+        throw invalid("keep-snapshots", "must be at least 1 (the newest snapshot of a running job is always kept)",
+            Integer.toString(keepSnapshots));
+      }
       Duration recordTimeout = c.getDuration("record-timeout");
       if (recordTimeout.isNegative() || recordTimeout.isZero()) {
         throw invalid("record-timeout", "must be a positive duration", c.getValue("record-timeout").render());
@@ -105,8 +123,10 @@ public record JobJournalSettings(
           "database connections");
       SettingRanges.check(snapshotEvery, ROOT + ".snapshot-every", Integer.toString(snapshotEvery), 1, SettingRanges.MAX_QUEUE,
           "items between snapshots");
+      SettingRanges.check(keepSnapshots, ROOT + ".keep-snapshots", Integer.toString(keepSnapshots), 1, MAX_KEEP_SNAPSHOTS,
+          "snapshots kept per running job");
       return new JobJournalSettings(url, c.getString("journal.user"), c.getString("journal.password"), maxConnections,
-          snapshotEvery, recordTimeout);
+          snapshotEvery, keepSnapshots, recordTimeout);
     } catch (ConfigException e) {
       throw new XlaException(ErrorCode.INVALID_ARGUMENT, "bad job journal configuration: " + e.getMessage(), e);
     }

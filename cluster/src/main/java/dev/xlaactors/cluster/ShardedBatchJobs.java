@@ -14,6 +14,7 @@ import dev.xlaactors.runtime.XlaClient;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.StandardCopyOption;
+import java.sql.SQLException;
 import java.time.Duration;
 import java.util.Collections;
 import java.util.List;
@@ -24,6 +25,7 @@ import java.util.Optional;
 import java.util.OptionalLong;
 import java.util.TreeMap;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionException;
 import java.util.concurrent.ConcurrentSkipListSet;
 import java.util.concurrent.TimeUnit;
 import org.apache.pekko.Done;
@@ -45,12 +47,15 @@ import org.apache.pekko.persistence.typed.PersistenceId;
 import org.apache.pekko.persistence.typed.RecoveryCompleted;
 import org.apache.pekko.persistence.typed.RecoveryFailed;
 import org.apache.pekko.persistence.typed.SnapshotAdapter;
+import org.apache.pekko.persistence.typed.SnapshotCompleted;
 import org.apache.pekko.persistence.typed.javadsl.CommandHandler;
 import org.apache.pekko.persistence.typed.javadsl.Effect;
 import org.apache.pekko.persistence.typed.javadsl.EventHandler;
 import org.apache.pekko.persistence.typed.javadsl.EventSourcedBehavior;
 import org.apache.pekko.persistence.typed.javadsl.RetentionCriteria;
 import org.apache.pekko.persistence.typed.javadsl.SignalHandler;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 /**
  * Batch jobs ({@link BatchScoring}-like: a compiled step over items 0 to count-1, run by an {@link
@@ -61,7 +66,9 @@ import org.apache.pekko.persistence.typed.javadsl.SignalHandler;
  * <ul>
  *   <li>Each finished item is one event ({@link ItemScored}: its index and its outputs as a line of
  *       {@link BatchScoring#formatValues}); the job's state is saved whole every {@code
- *       xla-actors.cluster.jobs.snapshot-every} items. An item's outputs count once the journal
+ *       xla-actors.cluster.jobs.snapshot-every} items, and saving it deletes the events and snapshots
+ *       before the oldest of the {@code keep-snapshots} newest, so a running job's rows do not grow with
+ *       its item count. An item's outputs count once the journal
  *       acknowledged them, and acknowledged means written (a killed JVM keeps them: {@link
  *       JobJournalSettings}); an item already there is never recorded again, so every item is done
  *       exactly once. The definition's sink hears of each item after the acknowledgement.
@@ -72,7 +79,9 @@ import org.apache.pekko.persistence.typed.javadsl.SignalHandler;
  *   <li>When every item is done, the job writes its output file (the definition's {@code output}, as a
  *       {@link ResultJournal}, lines in item order) atomically, records {@link JobEnded} and passivates,
  *       which also forgets it as a remembered entity. A job that fails for good ends the same way,
- *       without an output file.
+ *       without an output file. An ended job's state drops the items' outputs; it is saved once more and
+ *       every row before that snapshot is deleted ({@link JobJournalRetention}): what stays of an ended
+ *       job is two small rows, its {@link JobEnded} and that snapshot.
  * </ul>
  *
  * <p>Every node knows the jobs through a {@link JobCatalog} (the entity id names the job); the only
@@ -178,6 +187,8 @@ public final class ShardedBatchJobs {
     return PersistenceId.of(TYPE_KEY.name(), id);
   }
 
+  private static final Logger RETENTION_LOG = LoggerFactory.getLogger(JobJournalRetention.class);
+
   /** A job's state while it lives: mutated by its events on the entity's thread only. */
   static final class JobState {
     final TreeMap<Long, String> lines = new TreeMap<>();
@@ -227,9 +238,20 @@ public final class ShardedBatchJobs {
       return "jdbc-snapshot-store";
     }
 
+    /**
+     * A snapshot every {@code snapshot-every} items deletes the events and snapshots before the oldest of
+     * the {@code keep-snapshots} newest (Pekko's retention: it deletes, then the jdbc plugin removes the
+     * rows but the last one it marked), so a running job holds a bounded number of rows.
+     */
     @Override
     public RetentionCriteria retentionCriteria() {
-      return RetentionCriteria.snapshotEvery(journal.snapshotEvery(), 2);
+      return RetentionCriteria.snapshotEvery(journal.snapshotEvery(), journal.keepSnapshots()).withDeleteEventsOnSnapshot();
+    }
+
+    /** An ended job saves its (small) state at once: {@link #onSnapshotSaved} then deletes the rows before it. */
+    @Override
+    public boolean shouldSnapshot(JobState state, Event event, long sequenceNr) {
+      return event instanceof JobEnded;
     }
 
     @Override
@@ -278,6 +300,8 @@ public final class ShardedBatchJobs {
           })
           .onEvent(JobEnded.class, (state, e) -> {
             state.ended = e;
+            // An ended job needs only how it ended: its outputs are in its output file (or, failed, nowhere).
+            state.lines.clear();
             return state;
           })
           .build();
@@ -289,7 +313,36 @@ public final class ShardedBatchJobs {
           .onSignal(RecoveryCompleted.instance(), this::onRecovered)
           .onSignal(RecoveryFailed.class, (state, failed) ->
               context.getLog().error("batch job '{}' could not be recovered from the journal", entity.getEntityId(), failed.getFailure()))
+          .onSignal(SnapshotCompleted.class, this::onSnapshotSaved)
           .build();
+    }
+
+    /**
+     * The snapshot of an ended job is saved: delete every row before it, off the actor's thread (the
+     * entity passivates meanwhile). If this JVM dies first, the rows stay; the job is ended all the same.
+     */
+    private void onSnapshotSaved(JobState state, SnapshotCompleted saved) {
+      if (state.ended == null) {
+        return;
+      }
+      String id = entity.getEntityId();
+      String persistenceId = persistenceIdOf(id).id();
+      long sequenceNr = saved.metadata().sequenceNr();
+      CompletableFuture.supplyAsync(() -> {
+        try {
+          return JobJournalRetention.deleteBefore(journal, persistenceId, sequenceNr);
+        } catch (SQLException e) {
+          throw new CompletionException(e);
+        }
+      }, context.getSystem().dispatchers().lookup(DispatcherSelector.blocking())).whenComplete((deleted, failure) -> {
+        // Not the actor's logger: this runs after the entity may have stopped.
+        if (failure != null) {
+          RETENTION_LOG.warn("batch job '{}' ended, but its journal rows before sequence number {} could not be"
+              + " deleted (they stay; the job is ended all the same): {}", id, sequenceNr, failure.toString());
+        } else {
+          RETENTION_LOG.debug("batch job '{}' ended: deleted its {} journal rows before sequence number {}", id, deleted, sequenceNr);
+        }
+      });
     }
 
     /** Starts the remaining items, or (for a job that already ended) passivates at once. */

@@ -34,5 +34,9 @@ class ClusterSettingBoundsTest {
     XlaException every = assertThrows(XlaException.class,
         () -> JobJournalSettings.fromConfig(with("xla-actors.cluster.jobs.snapshot-every = 2000000000")));
     assertTrue(every.getMessage().contains("xla-actors.cluster.jobs.snapshot-every = 2000000000 is out of range"), every.getMessage());
+    XlaException keep = assertThrows(XlaException.class,
+        () -> JobJournalSettings.fromConfig(with("xla-actors.cluster.jobs.keep-snapshots = 101")));
+    assertTrue(keep.getMessage().contains("xla-actors.cluster.jobs.keep-snapshots = 101 is out of range: it must be from 1 to 100"),
+        keep.getMessage());
   }
 }

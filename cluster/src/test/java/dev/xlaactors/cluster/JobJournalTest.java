@@ -57,6 +57,9 @@ class JobJournalTest {
     XlaException every = assertThrows(XlaException.class,
         () -> JobJournalSettings.fromConfig(with("xla-actors.cluster.jobs.snapshot-every = 0")));
     assertTrue(every.getMessage().contains("xla-actors.cluster.jobs.snapshot-every must be at least 1"), every.getMessage());
+    XlaException keep = assertThrows(XlaException.class,
+        () -> JobJournalSettings.fromConfig(with("xla-actors.cluster.jobs.keep-snapshots = 0")));
+    assertTrue(keep.getMessage().contains("xla-actors.cluster.jobs.keep-snapshots must be at least 1"), keep.getMessage());
     XlaException timeout = assertThrows(XlaException.class,
         () -> JobJournalSettings.fromConfig(with("xla-actors.cluster.jobs.record-timeout = 0s")));
     assertTrue(timeout.getMessage().contains("record-timeout"), timeout.getMessage());

@@ -238,7 +238,12 @@ public final class HostCall {
     XlaActors_SetHostCallSpinNanos(Math.max(0, spin.toNanos()));
   }
 
-  /** Host calls waiting for an answer right now, across all runs of the process. */
+  /**
+   * Host calls waiting for an answer right now, across all runs of the process. A call stops counting the
+   * moment it is answered, failed ({@link #fail}) or given up by the native backstop, not when its XLA
+   * thread gets round to returning: so a run that a supervisor failed holds no pending call by the time
+   * its caller learns of the failure.
+   */
   public static int pendingCount() {
     return Math.toIntExact(XlaActors_PendingHostCallCount());
   }
