@@ -1,5 +1,7 @@
 package dev.xlaactors.actors.serve;
 
+import dev.xlaactors.actors.serve.SlotScheduler.Plan;
+import dev.xlaactors.actors.serve.SlotScheduler.Sequence;
 import dev.xlaactors.error.ErrorCode;
 import dev.xlaactors.error.ExecutionFailedException;
 import dev.xlaactors.error.InvalidArgumentException;
@@ -10,18 +12,13 @@ import dev.xlaactors.error.ServingException;
 import dev.xlaactors.error.XlaException;
 import io.micrometer.core.instrument.MeterRegistry;
 import java.time.Duration;
-import java.util.ArrayDeque;
-import java.util.ArrayList;
-import java.util.Arrays;
 import java.util.HashMap;
-import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
 import java.util.Set;
 import java.util.UUID;
 import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.Executor;
 import org.apache.pekko.NotUsed;
 import org.apache.pekko.actor.typed.ActorRef;
 import org.apache.pekko.actor.typed.Behavior;
@@ -62,6 +59,12 @@ import org.apache.pekko.stream.typed.javadsl.ActorSource;
  * threw: a sampler fails its own request only; a decoder failure fails the requests of that iteration and
  * the decoder is {@link SlotDecoder#reset reset}). A request whose {@code replyTo} stops (a stream whose
  * consumer went away: {@link #events}) is cancelled without an answer, and its slot freed.
+ *
+ * <p>The actor wires messages, timers and events and speaks the client API ({@link #events}, {@link
+ * #tokens}); what it decides and what it runs live apart, as in vLLM's scheduler and worker: {@link
+ * SlotScheduler} holds the waiting queue and the slots and plans each iteration (who is admitted and
+ * prefilled, who decodes, who finished), and {@link DecodeRunner} runs a plan on the decoder off the
+ * actor's thread.
  *
  * <p>The server owns the decoder: it closes it when it stops (after an iteration in flight, if any). Its
  * meters ({@link GenerationMetrics}) are registered on the registry given to {@link #create} and removed
@@ -122,9 +125,10 @@ public final class GenerationServer extends AbstractBehavior<GenerationServer.Co
     CONTEXT_FULL
   }
 
-  private record IterationDone(Plan plan, int[] admitted, int[] decoded, XlaException[] admittedErrors, XlaException[] decodedErrors)
-      implements Command {}
+  /** An iteration ran: its plan and the tokens (or sampler errors) it gave. */
+  private record IterationDone(Plan plan, DecodeRunner.Done result) implements Command {}
 
+  /** An iteration's decoder failed; {@code resetFailed}: it could not be reset, the server stops. */
   private record IterationFailed(Plan plan, XlaException error, boolean resetFailed) implements Command {}
 
   private enum Tick implements Command {
@@ -203,51 +207,15 @@ public final class GenerationServer extends AbstractBehavior<GenerationServer.Co
         .map(Token::token);
   }
 
-  /** One request in the server. Mutated by the actor only. */
-  private static final class Sequence {
-    final Generate request;
-    final long arrived; // System.nanoTime()
-    final long deadline; // System.nanoTime(), Long.MAX_VALUE for none (Deadlines)
-    int slot = -1;
-    int position; // the position the next decode step writes
-    int lastToken;
-    int produced;
-
-    Sequence(Generate request, long arrived, long deadline) {
-      this.request = request;
-      this.arrived = arrived;
-      this.deadline = deadline;
-    }
-
-    String id() {
-      return request.id();
-    }
-  }
-
-  /** One iteration's work, fixed when it starts: what the background thread reads. */
-  private record Plan(long started, List<Sequence> admitted, int[] tokens, int[] positions, boolean[] active, TokenSampler[] samplers,
-      Sequence[] occupants) {
-    boolean decodes() {
-      for (boolean a : active) {
-        if (a) {
-          return true;
-        }
-      }
-      return false;
-    }
-  }
-
   private final TimerScheduler<Command> timers;
   private final String model;
   private final SlotDecoder decoder;
   private final GenerationMetrics metrics;
   private final GenerationSettings settings;
-  private final Executor blocking;
-  private final Sequence[] slots;
-  private final ArrayDeque<Sequence> waiting = new ArrayDeque<>();
-  private final Map<String, Sequence> byId = new LinkedHashMap<>();
+  private final SlotScheduler scheduler;
+  private final DecodeRunner runner;
   private final Map<ActorRef<Event>, Integer> watched = new HashMap<>();
-  private CompletableFuture<Void> inFlight; // null when no iteration runs
+  private CompletableFuture<DecodeRunner.Result> inFlight; // null when no iteration runs
   private long finished;
   private long refused;
   private long tokens;
@@ -260,8 +228,8 @@ public final class GenerationServer extends AbstractBehavior<GenerationServer.Co
     this.decoder = decoder;
     this.metrics = new GenerationMetrics(registry, model);
     this.settings = settings;
-    this.blocking = context.getSystem().dispatchers().lookup(DispatcherSelector.fromConfig(settings.dispatcher()));
-    this.slots = new Sequence[decoder.slots()];
+    this.scheduler = new SlotScheduler(decoder.slots(), settings.maxWaiting(), decoder.contextLength());
+    this.runner = new DecodeRunner(decoder, context.getSystem().dispatchers().lookup(DispatcherSelector.fromConfig(settings.dispatcher())));
   }
 
   @Override
@@ -289,24 +257,17 @@ public final class GenerationServer extends AbstractBehavior<GenerationServer.Co
       g.replyTo().tell(new Failed(g.id(), invalid));
       return this;
     }
-    int free = 0;
-    for (Sequence s : slots) {
-      free += s == null ? 1 : 0;
-    }
-    // Requests that will get a slot at the next boundary do not count as waiting.
-    if (waiting.size() >= free + settings.maxWaiting()) {
+    if (scheduler.full()) {
       refused++;
       metrics.outcome("overloaded");
       g.replyTo().tell(new Failed(g.id(), new OverloadedException(model, g.id(), "generation server '" + model + "' overloaded: all "
-          + slots.length + " slots are busy and " + settings.maxWaiting() + " requests already wait (xla-actors.actors.generation"
+          + scheduler.slots() + " slots are busy and " + settings.maxWaiting() + " requests already wait (xla-actors.actors.generation"
           + ".max-waiting); request '" + g.id() + "' was refused without being computed: retry later")));
       return this;
     }
     Duration timeout = g.timeout() != null ? g.timeout() : settings.defaultTimeout();
     long now = System.nanoTime();
-    Sequence s = new Sequence(g, now, Deadlines.after(now, timeout));
-    waiting.add(s);
-    byId.put(g.id(), s);
+    scheduler.enqueue(g, now, Deadlines.after(now, timeout));
     updateOccupancy();
     watch(g.replyTo());
     if (!timers.isTimerActive(Tick.INSTANCE)) {
@@ -323,7 +284,7 @@ public final class GenerationServer extends AbstractBehavior<GenerationServer.Co
     if (g.id() == null || g.id().isBlank()) {
       return new InvalidArgumentException("id: a generation request needs a non-blank id");
     }
-    if (byId.containsKey(g.id())) {
+    if (scheduler.holds(g.id())) {
       return new InvalidArgumentException("id: request id '" + g.id() + "' is already in use: give each request its own id");
     }
     int n = g.prompt() == null ? 0 : g.prompt().length;
@@ -351,7 +312,7 @@ public final class GenerationServer extends AbstractBehavior<GenerationServer.Co
   }
 
   private Behavior<Command> onCancel(Cancel c) {
-    Sequence s = byId.get(c.id());
+    Sequence s = scheduler.get(c.id());
     if (s != null) {
       end(s, new Failed(s.id(), new RequestCancelledException(model, s.id(), "request '" + s.id() + "' to '" + model
           + "' was cancelled after " + s.produced + " tokens" + (c.reason() != null ? ": " + c.reason() : ""))), "cancelled");
@@ -360,17 +321,13 @@ public final class GenerationServer extends AbstractBehavior<GenerationServer.Co
   }
 
   private Behavior<Command> onGetStatus(GetStatus g) {
-    int active = 0;
-    for (Sequence s : slots) {
-      active += s == null ? 0 : 1;
-    }
-    g.replyTo().tell(new Status(model, slots.length, active, waiting.size(), finished, refused, tokens));
+    g.replyTo().tell(new Status(model, scheduler.slots(), scheduler.active(), scheduler.waiting(), finished, refused, tokens));
     return this;
   }
 
   private Behavior<Command> onTick() {
     expire();
-    if (byId.isEmpty()) {
+    if (scheduler.isEmpty()) {
       timers.cancel(Tick.INSTANCE);
     }
     return this;
@@ -378,14 +335,10 @@ public final class GenerationServer extends AbstractBehavior<GenerationServer.Co
 
   /** A request's replyTo stopped (e.g. a stream's consumer cancelled): its requests are dropped, unanswered. */
   private Behavior<Command> onReplyToStopped(Terminated t) {
-    List<Sequence> gone = new ArrayList<>();
-    for (Sequence s : byId.values()) {
+    for (Sequence s : scheduler.held()) {
       if (s.request.replyTo().equals(t.getRef())) {
-        gone.add(s);
+        end(s, null, "cancelled");
       }
-    }
-    for (Sequence s : gone) {
-      end(s, null, "cancelled");
     }
     return this;
   }
@@ -393,19 +346,18 @@ public final class GenerationServer extends AbstractBehavior<GenerationServer.Co
   private Behavior<Command> onIterationDone(IterationDone done) {
     inFlight = null;
     Plan plan = done.plan();
+    DecodeRunner.Done result = done.result();
     metrics.iteration(System.nanoTime() - plan.started());
     for (int i = 0; i < plan.admitted().size(); i++) {
       Sequence s = plan.admitted().get(i);
-      if (byId.get(s.id()) == s) {
-        s.position = s.request.prompt().length;
-        accept(s, done.admitted()[i], done.admittedErrors()[i]);
+      if (scheduler.live(s)) {
+        accept(s, true, result.admitted()[i], result.admittedErrors()[i]);
       }
     }
-    for (int slot = 0; slot < slots.length; slot++) {
+    for (int slot = 0; slot < plan.occupants().length; slot++) {
       Sequence s = plan.occupants()[slot];
-      if (plan.active()[slot] && s != null && byId.get(s.id()) == s) {
-        s.position++;
-        accept(s, done.decoded()[slot], done.decodedErrors()[slot]);
+      if (plan.active()[slot] && s != null && scheduler.live(s)) {
+        accept(s, false, result.decoded()[slot], result.decodedErrors()[slot]);
       }
     }
     expire();
@@ -415,16 +367,10 @@ public final class GenerationServer extends AbstractBehavior<GenerationServer.Co
 
   private Behavior<Command> onIterationFailed(IterationFailed failed) {
     inFlight = null;
-    Plan plan = failed.plan();
-    List<Sequence> involved = new ArrayList<>(plan.admitted());
-    for (Sequence s : plan.occupants()) {
-      if (s != null && !involved.contains(s)) {
-        involved.add(s);
-      }
-    }
+    List<Sequence> involved = failed.plan().involved();
     getContext().getLog().warn("generation iteration failed for {} request(s): {}", involved.size(), failed.error().getMessage());
     for (Sequence s : involved) {
-      if (byId.get(s.id()) == s) {
+      if (scheduler.live(s)) {
         end(s, new Failed(s.id(), failed.error()), "failed");
       }
     }
@@ -436,41 +382,31 @@ public final class GenerationServer extends AbstractBehavior<GenerationServer.Co
     return this;
   }
 
-  /** Request {@code s}'s new token {@code token} (or its sampler's {@code error}). */
-  private void accept(Sequence s, int token, XlaException error) {
+  /** Request {@code s}'s new token {@code token}, from its prefill or a decode step (or its sampler's {@code error}). */
+  private void accept(Sequence s, boolean prefilled, int token, XlaException error) {
+    SlotScheduler.Step step = scheduler.accept(s, prefilled, token);
     if (error != null) {
       end(s, new Failed(s.id(), error), "failed");
       return;
     }
-    if (s.request.stopTokens().contains(token)) {
-      end(s, new Finished(s.id(), Reason.STOP_TOKEN, s.produced), "finished");
+    if (!step.emit()) {
+      end(s, new Finished(s.id(), step.finish(), s.produced), "finished");
       return;
     }
-    if (s.produced == 0) {
+    if (step.index() == 0) {
       metrics.firstToken(System.nanoTime() - s.arrived);
     }
-    s.request.replyTo().tell(new Token(s.id(), s.produced, token));
-    s.produced++;
+    s.request.replyTo().tell(new Token(s.id(), step.index(), token));
     tokens++;
     metrics.token();
-    s.lastToken = token;
-    if (s.produced >= s.request.maxTokens()) {
-      end(s, new Finished(s.id(), Reason.MAX_TOKENS, s.produced), "finished");
-    } else if (s.position >= decoder.contextLength()) {
-      end(s, new Finished(s.id(), Reason.CONTEXT_FULL, s.produced), "finished");
+    if (step.finish() != null) {
+      end(s, new Finished(s.id(), step.finish(), s.produced), "finished");
     }
   }
 
   /** Answers requests whose deadline passed: a waiting one is never computed, a decoding one stops. */
   private void expire() {
-    long now = System.nanoTime();
-    List<Sequence> late = new ArrayList<>();
-    for (Sequence s : byId.values()) {
-      if (s.deadline <= now) { // never wraps (Deadlines): no difference
-        late.add(s);
-      }
-    }
-    for (Sequence s : late) {
+    for (Sequence s : scheduler.expired(System.nanoTime())) {
       Duration timeout = s.request.timeout() != null ? s.request.timeout() : settings.defaultTimeout();
       String where = s.slot < 0 ? "while waiting for a slot (nothing was computed)" : "after " + s.produced + " tokens";
       end(s, new Failed(s.id(), new RequestTimeoutException(model, s.id(), "request '" + s.id() + "' to '" + model + "' timed out "
@@ -480,12 +416,7 @@ public final class GenerationServer extends AbstractBehavior<GenerationServer.Co
 
   /** Removes {@code s} from the server, frees its slot, counts its {@code outcome} and sends its final {@code event} (none when null). */
   private void end(Sequence s, Event event, String outcome) {
-    byId.remove(s.id());
-    if (s.slot >= 0) {
-      slots[s.slot] = null;
-    } else {
-      waiting.remove(s);
-    }
+    scheduler.remove(s);
     if (event instanceof Finished) {
       finished++;
     }
@@ -499,98 +430,27 @@ public final class GenerationServer extends AbstractBehavior<GenerationServer.Co
 
   /** At a boundary: admits waiting requests into free slots and runs the next iteration, if there is work. */
   private void startIteration() {
-    List<Sequence> admitted = new ArrayList<>();
-    int[] tokenRow = new int[slots.length];
-    int[] positions = new int[slots.length];
-    boolean[] active = new boolean[slots.length];
-    TokenSampler[] samplers = new TokenSampler[slots.length];
-    Sequence[] occupants = slots.clone();
-    for (int slot = 0; slot < slots.length; slot++) {
-      Sequence s = slots[slot];
-      if (s != null) {
-        active[slot] = true;
-        tokenRow[slot] = s.lastToken;
-        positions[slot] = s.position;
-        samplers[slot] = s.request.sampler();
-      }
-    }
-    for (int slot = 0; slot < slots.length && !waiting.isEmpty(); slot++) {
-      if (slots[slot] == null) {
-        Sequence s = waiting.poll();
-        s.slot = slot;
-        slots[slot] = s;
-        admitted.add(s);
-      }
-    }
+    Plan plan = scheduler.plan(System.nanoTime());
     updateOccupancy();
-    Plan plan = new Plan(System.nanoTime(), List.copyOf(admitted), tokenRow, positions, active, samplers, occupants);
-    if (admitted.isEmpty() && !plan.decodes()) {
+    if (plan == null) {
       return; // idle
     }
-    CompletableFuture<Command> work = CompletableFuture.supplyAsync(() -> iterate(plan), blocking);
-    inFlight = work.thenApply(c -> (Void) null);
-    getContext().pipeToSelf(work, (result, thrown) -> result != null ? result
-        : new IterationFailed(plan, new ExecutionFailedException(ErrorCode.INTERNAL, "generation iteration failed: " + thrown, thrown),
-            false));
-  }
-
-  /** The iteration, on a blocking thread: one decode step of the running requests, then prefill the admitted ones. */
-  private Command iterate(Plan plan) {
-    int vocab = decoder.vocabulary();
-    int[] admitted = new int[plan.admitted().size()];
-    XlaException[] admittedErrors = new XlaException[admitted.length];
-    int[] decoded = new int[slots.length];
-    XlaException[] decodedErrors = new XlaException[slots.length];
-    try {
-      // Decode first: the step writes into the slots not in use, so a prompt prefilled before it would be overwritten.
-      if (plan.decodes()) {
-        float[] logits = decoder.decode(plan.tokens(), plan.positions(), plan.active());
-        for (int slot = 0; slot < slots.length; slot++) {
-          if (plan.active()[slot]) {
-            decodedErrors[slot] = sample(plan.samplers()[slot], logits, slot * vocab, vocab, plan.occupants()[slot].id(), decoded, slot);
-          }
-        }
+    CompletableFuture<DecodeRunner.Result> work = runner.start(plan);
+    inFlight = work;
+    getContext().pipeToSelf(work, (result, thrown) -> {
+      if (result instanceof DecodeRunner.Done d) {
+        return new IterationDone(plan, d);
       }
-      for (int i = 0; i < admitted.length; i++) {
-        Sequence s = plan.admitted().get(i);
-        float[] logits = decoder.prefill(s.slot, s.request.prompt().clone());
-        admittedErrors[i] = sample(s.request.sampler(), logits, 0, vocab, s.id(), admitted, i);
+      if (result instanceof DecodeRunner.Broken b) {
+        return new IterationFailed(plan, b.error(), b.resetFailed());
       }
-      return new IterationDone(plan, admitted, decoded, admittedErrors, decodedErrors);
-    } catch (RuntimeException e) {
-      XlaException error = e instanceof XlaException x ? x
-          : new ExecutionFailedException(ErrorCode.INTERNAL, "the decoder failed: " + e.getMessage(), e);
-      try {
-        decoder.reset();
-        return new IterationFailed(plan, error, false);
-      } catch (RuntimeException resetError) {
-        error.addSuppressed(resetError);
-        return new IterationFailed(plan, error, true);
-      }
-    }
-  }
-
-  /** Runs a request's sampler into {@code out[index]}; its failure (or a token outside the vocabulary) is that request's error. */
-  private static XlaException sample(TokenSampler sampler, float[] logits, int offset, int vocab, String id, int[] out, int index) {
-    try {
-      int token = sampler.sample(logits, offset, vocab);
-      if (token < 0 || token >= vocab) {
-        return new ExecutionFailedException(ErrorCode.INTERNAL, "the sampler of request '" + id + "' chose token " + token
-            + ", outside the vocabulary (0.." + (vocab - 1) + ")");
-      }
-      out[index] = token;
-      return null;
-    } catch (RuntimeException e) {
-      return new ExecutionFailedException(ErrorCode.INTERNAL, "the sampler of request '" + id + "' failed: " + e.getMessage(), e);
-    }
+      return new IterationFailed(plan, new ExecutionFailedException(ErrorCode.INTERNAL, "generation iteration failed: " + thrown, thrown),
+          false);
+    });
   }
 
   private void updateOccupancy() {
-    int active = 0;
-    for (Sequence s : slots) {
-      active += s == null ? 0 : 1;
-    }
-    metrics.occupancy(active, waiting.size());
+    metrics.occupancy(scheduler.active(), scheduler.waiting());
   }
 
   private void watch(ActorRef<Event> ref) {
@@ -614,22 +474,17 @@ public final class GenerationServer extends AbstractBehavior<GenerationServer.Co
 
   /** Answers every request still held and closes the decoder (after an iteration in flight). */
   private Behavior<Command> onPostStop() {
-    for (Sequence s : new ArrayList<>(byId.values())) {
+    for (Sequence s : scheduler.held()) {
       end(s, new Failed(s.id(), new ServingException(ErrorCode.UNAVAILABLE, model, s.id(), "the generation server '" + model
           + "' stopped before request '" + s.id() + "' finished (after " + s.produced + " tokens)")), "stopped");
     }
     metrics.close();
-    if (inFlight != null) {
-      decoder.cancel("the generation server '" + model + "' stopped"); // nobody waits for the step any more
-      inFlight.whenComplete((r, e) -> decoder.close());
-    } else {
-      decoder.close();
-    }
+    runner.stop("the generation server '" + model + "' stopped", inFlight); // nobody waits for the step any more
     return this;
   }
 
   @Override
   public String toString() {
-    return "GenerationServer[slots=" + Arrays.toString(slots) + ", waiting=" + waiting.size() + "]";
+    return "GenerationServer[" + scheduler + "]";
   }
 }

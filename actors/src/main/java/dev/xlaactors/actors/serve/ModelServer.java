@@ -2,6 +2,8 @@ package dev.xlaactors.actors.serve;
 
 import dev.xlaactors.actors.CallbackRuntime;
 import dev.xlaactors.actors.RunHandle;
+import dev.xlaactors.actors.serve.BatchScheduler.Batch;
+import dev.xlaactors.actors.serve.BatchScheduler.Request;
 import dev.xlaactors.error.BatchFailedException;
 import dev.xlaactors.error.ErrorCode;
 import dev.xlaactors.error.InvalidArgumentException;
@@ -11,20 +13,12 @@ import dev.xlaactors.error.RequestTimeoutException;
 import dev.xlaactors.error.ServingException;
 import dev.xlaactors.error.XlaException;
 import dev.xlaactors.runtime.HostTensor;
-import dev.xlaactors.runtime.TensorType;
 import dev.xlaactors.runtime.model.Argument;
 import io.micrometer.core.instrument.MeterRegistry;
-import java.nio.ByteBuffer;
-import java.nio.ByteOrder;
 import java.time.Duration;
-import java.util.ArrayDeque;
 import java.util.ArrayList;
-import java.util.HashMap;
 import java.util.List;
-import java.util.Map;
 import java.util.Objects;
-import java.util.Comparator;
-import java.util.TreeSet;
 import java.util.UUID;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
@@ -82,6 +76,11 @@ import org.apache.pekko.stream.javadsl.Flow;
  * copied out of the batch's outputs (one copy per output and batch, which the answers' tensors share
  * read-only), so a request's tensors are its own. The server does not close the {@link BatchedModel}: its
  * creator does, after stopping the server.
+ *
+ * <p>The actor wires messages, timers, metrics and answers, and speaks the client API ({@link #ask},
+ * {@link #flow}); what it decides and what it runs live apart, as a server is a scheduler plus a runner:
+ * {@link BatchScheduler} holds the queue and decides admission, deadlines and each batch (which requests,
+ * which size, when), and {@link BatchRunner} assembles, starts and splits the batches.
  *
  * <p>Metrics go to the {@link MeterRegistry} given (see {@link ServeMetrics}); {@link GetStatus} answers
  * the queue and batch counts for readiness checks.
@@ -161,68 +160,6 @@ public final class ModelServer extends AbstractBehavior<ModelServer.Command> {
   /** The batch's run has really ended (RunHandle.ended): only now is its place in flight free. */
   private record BatchRunEnded(Batch batch) implements Command {}
 
-  /** One request held by the server, until it is answered. */
-  private static final class Pending {
-    final String id;
-    final long seq; // arrival order, to tell apart requests with the same deadline
-    List<HostTensor> inputs; // dropped once copied into its batch
-    final ActorRef<StatusReply<Prediction>> replyTo;
-    final long arrivedNanos;
-    final long deadlineNanos;
-    Batch batch; // null while queued
-    boolean answered;
-
-    Pending(String id, long seq, List<HostTensor> inputs, ActorRef<StatusReply<Prediction>> replyTo, long arrivedNanos,
-        long deadlineNanos) {
-      this.id = id;
-      this.seq = seq;
-      this.inputs = inputs;
-      this.replyTo = replyTo;
-      this.arrivedNanos = arrivedNanos;
-      this.deadlineNanos = deadlineNanos;
-    }
-  }
-
-  /** A request of the batch being assembled could not be read (it was answered as invalid): queue the others again. */
-  private static final class UnreadableInput extends RuntimeException {
-    UnreadableInput() {
-      super(null, null, false, false);
-    }
-  }
-
-  /** A batch in flight: its requests in row order, its compiled size, its run. */
-  private static final class Batch {
-    final long number;
-    final List<Pending> rows;
-    final int size;
-    final long startedNanos;
-    final List<HostTensor> inputs = new ArrayList<>(1); // the batch's input tensors, closed when it is done
-    RunHandle run;
-    boolean resultIn; // its BatchDone was handled
-    boolean runEnded; // its run has ended (or it never started one)
-
-    Batch(long number, List<Pending> rows, int size, long startedNanos) {
-      this.number = number;
-      this.rows = rows;
-      this.size = size;
-      this.startedNanos = startedNanos;
-    }
-
-    void closeInputs() {
-      inputs.forEach(HostTensor::close); // a run still reading one holds its memory until done
-      inputs.clear();
-    }
-
-    boolean allAnswered() {
-      for (Pending p : rows) {
-        if (!p.answered) {
-          return false;
-        }
-      }
-      return true;
-    }
-  }
-
   /**
    * One timer thread for every server of the JVM: Pekko's scheduler ticks every 10 ms, too coarse for
    * a batching delay of a few milliseconds. It only sends messages; the servers do the work.
@@ -240,18 +177,10 @@ public final class ModelServer extends AbstractBehavior<ModelServer.Command> {
   }
 
   private final BatchedModel model;
-  private final CallbackRuntime callbacks;
   private final ServeSettings.Model settings;
   private final ServeMetrics metrics;
-  private final int maxBatch;
-  private final ArrayDeque<Pending> queue = new ArrayDeque<>();
-  private final Map<String, Pending> held = new HashMap<>();
-  // Every held request by deadline; a request leaves it when answered, so it holds no more than the server does.
-  private final TreeSet<Pending> deadlines =
-      new TreeSet<>(Comparator.comparingLong((Pending p) -> p.deadlineNanos).thenComparingLong(p -> p.seq));
-  private long arrivals;
-  private final List<Batch> running = new ArrayList<>();
-  private long batchNumber;
+  private final BatchScheduler scheduler;
+  private final BatchRunner runner;
   private long answered;
   private long batchTimerGeneration;
   private ScheduledFuture<?> batchTimer;
@@ -288,10 +217,10 @@ public final class ModelServer extends AbstractBehavior<ModelServer.Command> {
       MeterRegistry registry) {
     super(context);
     this.model = model;
-    this.callbacks = callbacks;
     this.settings = settings;
-    this.maxBatch = Math.min(settings.maxBatchSize(), model.largestBatch());
     this.metrics = new ServeMetrics(registry, model.name());
+    this.scheduler = BatchScheduler.of(model, settings);
+    this.runner = new BatchRunner(model, callbacks);
   }
 
   @Override
@@ -315,23 +244,19 @@ public final class ModelServer extends AbstractBehavior<ModelServer.Command> {
     String id = r.requestId() != null ? r.requestId() : newRequestId();
     String invalid = invalid(id, r);
     if (invalid != null) {
-      refuse(id, r.replyTo(), new InvalidArgumentException(invalid), "invalid");
+      refuse(r.replyTo(), new InvalidArgumentException(invalid), "invalid");
       return this;
     }
-    if (queue.size() >= settings.queueCapacity()) {
-      refuse(id, r.replyTo(), new OverloadedException(model.name(), id, "model '" + model.name() + "' is overloaded: "
-          + queue.size() + " requests already wait (queue-capacity = " + settings.queueCapacity()
+    if (scheduler.full()) {
+      refuse(r.replyTo(), new OverloadedException(model.name(), id, "model '" + model.name() + "' is overloaded: "
+          + scheduler.queued() + " requests already wait (queue-capacity = " + settings.queueCapacity()
           + ", xla-actors.actors.serve.models." + model.name() + ".queue-capacity); request '" + id
           + "' was refused without being computed: retry later, or send fewer requests at once"), "overloaded");
       return this;
     }
     Duration timeout = r.timeout() != null ? r.timeout() : settings.defaultTimeout();
-    long deadline = Deadlines.after(now, timeout);
-    Pending p = new Pending(id, ++arrivals, List.copyOf(r.inputs()), r.replyTo(), now, deadline);
-    held.put(id, p);
-    queue.addLast(p);
-    deadlines.add(p);
-    metrics.queued(queue.size());
+    scheduler.enqueue(id, List.copyOf(r.inputs()), r.replyTo(), now, Deadlines.after(now, timeout));
+    metrics.queued(scheduler.queued());
     armDeadlineTimer();
     schedule(now);
     return this;
@@ -340,48 +265,26 @@ public final class ModelServer extends AbstractBehavior<ModelServer.Command> {
   /** Why the request cannot be served (naming what is wrong, expected vs got), or null. */
   private String invalid(String id, Infer r) {
     String which = "request '" + id + "' to model '" + model.name() + "'";
-    if (held.containsKey(id)) {
+    if (scheduler.holds(id)) {
       return which + ": a request with this id is already queued or running; give each request its own id (ModelServer.newRequestId())";
     }
     if (r.timeout() != null && (r.timeout().isNegative() || r.timeout().isZero())) {
       return which + ": timeout must be positive, got " + r.timeout() + " (null: the model's default-timeout, "
           + settings.defaultTimeout() + ")";
     }
-    List<HostTensor> inputs = r.inputs();
-    List<TensorType> expected = model.requestInputTypes();
-    if (inputs == null || inputs.size() != expected.size()) {
-      return which + " takes " + expected.size() + " input(s) " + BatchedModel.describe(model.inputNames(), expected) + ", got "
-          + (inputs == null ? "null" : inputs.size());
-    }
-    for (int i = 0; i < expected.size(); i++) {
-      HostTensor t = inputs.get(i);
-      String input = which + ": input " + i + " '" + model.inputNames().get(i) + "'";
-      if (t == null) {
-        return input + " is null, expected a tensor " + expected.get(i);
-      }
-      if (!t.type().equals(expected.get(i))) {
-        return input + ": expected " + expected.get(i) + " (one example: the model's input without its batch dimension), got " + t.type();
-      }
-      if (t.isClosed()) {
-        return input + " is closed: keep a request's tensors open until it is answered";
-      }
-      if (t.isBorrowed()) {
-        return input + " is a callback's borrowed input, valid only during that call: pass t.copy()";
-      }
-    }
-    return null;
+    return runner.invalidInputs(which, r.inputs());
   }
 
   private Behavior<Command> onCancel(Cancel c) {
-    Pending p = c.requestId() == null ? null : held.get(c.requestId());
+    Request p = scheduler.held(c.requestId());
     if (p == null) {
       return this; // answered already, or never held
     }
     String reason = c.reason() == null || c.reason().isBlank() ? "no reason given" : c.reason();
     Batch batch = p.batch;
     if (batch == null) {
-      queue.remove(p);
-      metrics.queued(queue.size());
+      scheduler.dequeue(p);
+      metrics.queued(scheduler.queued());
     }
     answer(p, StatusReply.error(new RequestCancelledException(model.name(), p.id, "request '" + p.id + "' to model '"
         + model.name() + "' was cancelled (" + reason + ") " + (batch == null ? "while queued: it was not computed"
@@ -392,7 +295,7 @@ public final class ModelServer extends AbstractBehavior<ModelServer.Command> {
   }
 
   private Behavior<Command> onGetStatus(GetStatus g) {
-    g.replyTo().tell(new Status(model.name(), queue.size(), settings.queueCapacity(), running.size(), answered, true));
+    g.replyTo().tell(new Status(model.name(), scheduler.queued(), settings.queueCapacity(), scheduler.inFlight(), answered, true));
     return this;
   }
 
@@ -406,166 +309,93 @@ public final class ModelServer extends AbstractBehavior<ModelServer.Command> {
     return this;
   }
 
-  /**
-   * Starts every batch that is due and has room: a full one at once, a partial one once its oldest
-   * request has waited max-delay; otherwise arms the timer for when the oldest will have waited it.
-   */
+  /** Starts every batch the scheduler says is due; otherwise arms the timer for when the next one will be. */
   private void schedule(long now) {
-    while (!queue.isEmpty() && running.size() < settings.maxBatchesInFlight()) {
-      long due = Deadlines.saturatedAdd(queue.peekFirst().arrivedNanos, settings.maxDelay().toNanos());
-      if (queue.size() < maxBatch && now < due) {
-        armBatchTimer(due, now);
+    while (true) {
+      BatchScheduler.Next next = scheduler.next(now);
+      if (next instanceof BatchScheduler.Start start) {
+        startBatch(start.batch(), now);
+      } else if (next instanceof BatchScheduler.WaitUntil wait) {
+        armBatchTimer(wait.due(), now);
+        return;
+      } else {
+        if (next instanceof BatchScheduler.Empty) {
+          cancelBatchTimer();
+        }
         return;
       }
-      startBatch(now);
-    }
-    if (queue.isEmpty()) {
-      cancelBatchTimer();
     }
   }
 
-  private void startBatch(long now) {
-    List<Pending> rows = new ArrayList<>(Math.min(maxBatch, queue.size()));
-    while (rows.size() < maxBatch && !queue.isEmpty()) {
-      rows.add(queue.pollFirst());
-    }
-    metrics.queued(queue.size());
-    int size = model.sizeFor(rows.size());
-    Batch batch = new Batch(++batchNumber, rows, size, now);
+  private void startBatch(Batch batch, long now) {
+    metrics.queued(scheduler.queued());
     List<Argument> arguments = null;
     RuntimeException notAssembled = null;
     try {
-      arguments = assemble(batch);
-    } catch (UnreadableInput e) { // a request's tensor closed meanwhile: that request is answered, not the others
-      for (int r = rows.size() - 1; r >= 0; r--) { // back to the head of the queue, in their order
-        if (!rows.get(r).answered) {
-          queue.addFirst(rows.get(r));
-        }
-      }
-      metrics.queued(queue.size());
+      arguments = runner.assemble(batch, (p, error) -> answer(p, StatusReply.error(error), "invalid"));
+    } catch (BatchRunner.UnreadableInput e) { // a request's tensor closed meanwhile: that request is answered, not the others
+      scheduler.requeue(batch);
+      metrics.queued(scheduler.queued());
       return;
     } catch (RuntimeException e) { // no memory for the batch's inputs, say: this batch fails
       notAssembled = e;
     }
-    for (Pending p : rows) {
-      p.batch = batch;
-      p.inputs = null; // copied into the batch
+    scheduler.started(batch);
+    for (Request p : batch.rows) {
       metrics.queueTime(now - p.arrivedNanos);
     }
-    metrics.batch(rows.size());
-    running.add(batch);
+    metrics.batch(batch.rows.size());
     if (notAssembled != null) {
       getContext().getSelf().tell(new BatchDone(batch, null, notAssembled));
       return;
     }
+    RunHandle run;
     try {
-      batch.run = callbacks.start(model.model(size), arguments);
+      run = runner.start(batch, arguments);
     } catch (RuntimeException e) { // refused by the runtime (its run queue is full, say): this batch fails
       getContext().getSelf().tell(new BatchDone(batch, null, e));
       return;
     }
-    getContext().pipeToSelf(batch.run.result(), (outputs, failure) -> new BatchDone(batch, outputs, failure));
+    scheduler.runStarted(batch);
+    getContext().pipeToSelf(run.result(), (outputs, failure) -> new BatchDone(batch, outputs, failure));
     // A cancelled run's result comes at once while XLA may still compute: the batch keeps its place in
     // flight (max-batches-in-flight) until the run has really ended.
-    getContext().pipeToSelf(batch.run.ended(), (v, failure) -> new BatchRunEnded(batch));
-  }
-
-  /**
-   * The batch's inputs: each request's tensor copied into its row, the padding rows zero. A request
-   * whose tensor cannot be read is answered as invalid and the method throws, so the caller queues the
-   * others again.
-   */
-  private List<Argument> assemble(Batch batch) {
-    List<TensorType> types = model.requestInputTypes();
-    List<Argument> arguments = new ArrayList<>(types.size());
-    boolean[] failed = {false};
-    try {
-      for (int i = 0; i < types.size(); i++) {
-        TensorType row = types.get(i);
-        int input = i;
-        int rowBytes = Math.toIntExact(row.byteSize());
-        long[] dims = new long[row.shape().rank() + 1];
-        dims[0] = batch.size;
-        System.arraycopy(row.shape().dims(), 0, dims, 1, row.shape().rank());
-        // Pooled memory, given back when the batch is done: no fresh direct buffer (allocated, zeroed, freed
-        // only by a GC) per batch, and the CPU plugin uploads it in place.
-        HostTensor tensor = HostTensor.filled(TensorType.of(row.dtype(), dims), data -> {
-          for (int r = 0; r < batch.rows.size(); r++) {
-            Pending p = batch.rows.get(r);
-            if (p.answered) {
-              continue; // its row stays zero, as the padding
-            }
-            try {
-              data.put(r * rowBytes, p.inputs.get(input).data(), 0, rowBytes);
-            } catch (IllegalStateException e) {
-              answer(p, StatusReply.error(new InvalidArgumentException("request '" + p.id + "' to model '" + model.name() + "': input "
-                  + input + " '" + model.inputNames().get(input) + "' could not be read (" + e.getMessage()
-                  + "): keep a request's tensors open until it is answered")), "invalid");
-              failed[0] = true;
-            }
-          }
-        });
-        batch.inputs.add(tensor);
-        arguments.add(Argument.of(tensor));
-      }
-    } catch (RuntimeException e) {
-      batch.closeInputs();
-      throw e;
-    }
-    if (failed[0]) {
-      batch.closeInputs();
-      throw new UnreadableInput();
-    }
-    return arguments;
+    getContext().pipeToSelf(run.ended(), (v, failure) -> new BatchRunEnded(batch));
   }
 
   private Behavior<Command> onBatchDone(BatchDone done) {
     Batch batch = done.batch();
-    batch.resultIn = true;
-    if (batch.run == null || batch.runEnded) {
-      running.remove(batch); // else when its run has ended (onBatchRunEnded)
-    }
-    batch.closeInputs();
+    scheduler.resultIn(batch);
+    runner.closeInputs(batch);
     long now = System.nanoTime();
     Duration computed = Duration.ofNanos(now - batch.startedNanos);
     if (batch.run != null) { // a batch whose inputs could not be assembled, or whose run was refused, never ran
       metrics.computeTime(now - batch.startedNanos);
     }
     Throwable failure = done.failure();
-    List<List<HostTensor>> rows = null;
+    List<List<HostTensor>> answers = null;
     if (failure == null) {
       try {
-        rows = rows(done.outputs(), batch);
-      } catch (RuntimeException | OutOfMemoryError e) { // the answers' rows need direct memory: without it this batch fails, not the server
-        done.outputs().forEach(HostTensor::close);
-        failure = new XlaException(ErrorCode.RESOURCE_EXHAUSTED, "no memory for the answers of batch " + batch.number + " of model '"
-            + model.name() + "' (" + e + "): raise -XX:MaxDirectMemorySize, or lower max-batch-size", e);
+        answers = runner.split(done.outputs(), batch);
+      } catch (XlaException e) { // no memory for the answers' rows: this batch fails, not the server
+        failure = e;
       }
     }
     if (failure == null) {
-      List<HostTensor> outputs = done.outputs();
       for (int r = 0; r < batch.rows.size(); r++) {
-        Pending p = batch.rows.get(r);
+        Request p = batch.rows.get(r);
         if (p.answered) {
           continue;
         }
-        List<HostTensor> mine = new ArrayList<>(outputs.size());
-        for (int o = 0; o < outputs.size(); o++) {
-          mine.add(rows.get(o).get(r));
-        }
-        answer(p, StatusReply.success(new Prediction(p.id, List.copyOf(mine), batch.number, batch.size, batch.rows.size(),
+        answer(p, StatusReply.success(new Prediction(p.id, answers.get(r), batch.number, batch.size, batch.rows.size(),
             Duration.ofNanos(batch.startedNanos - p.arrivedNanos), computed)), "ok");
         metrics.latency(now - p.arrivedNanos);
       }
-      outputs.forEach(HostTensor::close);
     } else {
       Throwable cause = unwrap(failure);
       ErrorCode code = cause instanceof XlaException x ? x.code() : ErrorCode.INTERNAL;
-      int live = 0;
-      for (Pending p : batch.rows) {
-        live += p.answered ? 0 : 1;
-      }
-      for (Pending p : batch.rows) {
+      int live = batch.live();
+      for (Request p : batch.rows) {
         if (!p.answered) {
           answer(p, StatusReply.error(new BatchFailedException(code, model.name(), p.id, batch.number, "request '" + p.id + "' to model '"
               + model.name() + "' failed with its batch " + batch.number + " (" + batch.rows.size() + " requests, " + live
@@ -578,46 +408,10 @@ public final class ModelServer extends AbstractBehavior<ModelServer.Command> {
   }
 
   private Behavior<Command> onBatchRunEnded(BatchRunEnded ended) {
-    Batch batch = ended.batch();
-    batch.runEnded = true;
-    if (batch.resultIn && running.remove(batch)) {
+    if (scheduler.runEnded(ended.batch())) {
       schedule(System.nanoTime());
     }
     return this;
-  }
-
-  /**
-   * For each output, the rows of the batch's requests still waiting (null for the others), each a tensor
-   * of its own over one copy of those rows: one direct allocation per output and batch instead of one per
-   * row (the rows share it, read-only; it is freed once every row is unreachable). Throws when that memory
-   * cannot be had (an OutOfMemoryError, or an ArithmeticException for more than 2 GiB): the caller fails the batch.
-   */
-  private static List<List<HostTensor>> rows(List<HostTensor> outputs, Batch batch) {
-    int live = 0;
-    for (Pending p : batch.rows) {
-      live += p.answered ? 0 : 1;
-    }
-    List<List<HostTensor>> all = new ArrayList<>(outputs.size());
-    for (HostTensor batched : outputs) {
-      long[] dims = batched.shape().dims();
-      TensorType type = TensorType.of(batched.dtype(), java.util.Arrays.copyOfRange(dims, 1, dims.length));
-      int rowBytes = Math.toIntExact(type.byteSize());
-      ByteBuffer from = batched.data();
-      ByteBuffer copy = ByteBuffer.allocateDirect(Math.max(1, Math.multiplyExact(live, rowBytes))).order(ByteOrder.LITTLE_ENDIAN);
-      List<HostTensor> rows = new ArrayList<>(batch.rows.size());
-      int at = 0;
-      for (int r = 0; r < batch.rows.size(); r++) {
-        if (batch.rows.get(r).answered) {
-          rows.add(null);
-          continue;
-        }
-        copy.put(at, from, r * rowBytes, rowBytes);
-        rows.add(HostTensor.of(type, copy.slice(at, rowBytes).order(ByteOrder.LITTLE_ENDIAN)));
-        at += rowBytes;
-      }
-      all.add(rows);
-    }
-    return all;
   }
 
   private static Throwable unwrap(Throwable t) {
@@ -626,8 +420,8 @@ public final class ModelServer extends AbstractBehavior<ModelServer.Command> {
 
   /** Cancels a running batch none of whose requests is waiting any more: its result would be dropped. */
   private void cancelIfAbandoned(Batch batch) {
-    if (batch != null && batch.run != null && batch.allAnswered()) {
-      batch.run.cancel("every request of batch " + batch.number + " of model '" + model.name() + "' was answered (cancelled or timed out)");
+    if (batch != null && batch.allAnswered()) {
+      runner.cancel(batch, "every request of batch " + batch.number + " of model '" + model.name() + "' was answered (cancelled or timed out)");
     }
   }
 
@@ -642,11 +436,9 @@ public final class ModelServer extends AbstractBehavior<ModelServer.Command> {
     long now = System.nanoTime();
     List<Batch> touched = new ArrayList<>();
     boolean dequeued = false;
-    while (!deadlines.isEmpty() && deadlines.first().deadlineNanos <= now) {
-      Pending p = deadlines.first();
+    for (Request p : scheduler.expire(now)) {
       Batch batch = p.batch;
       if (batch == null) {
-        queue.remove(p);
         dequeued = true;
       } else {
         touched.add(batch);
@@ -658,7 +450,7 @@ public final class ModelServer extends AbstractBehavior<ModelServer.Command> {
           + "; give it a longer timeout, or send requests more slowly")), "timeout");
     }
     if (dequeued) {
-      metrics.queued(queue.size());
+      metrics.queued(scheduler.queued());
     }
     touched.forEach(this::cancelIfAbandoned);
     armDeadlineTimer();
@@ -667,10 +459,10 @@ public final class ModelServer extends AbstractBehavior<ModelServer.Command> {
   }
 
   private void armDeadlineTimer() {
-    if (deadlines.isEmpty()) {
-      return;
+    long at = scheduler.nextDeadline();
+    if (at == Long.MAX_VALUE) {
+      return; // none held, or only requests without a deadline
     }
-    long at = deadlines.first().deadlineNanos;
     if (at >= deadlineTimerAt) {
       return; // the armed timer fires first, and re-arms
     }
@@ -704,22 +496,18 @@ public final class ModelServer extends AbstractBehavior<ModelServer.Command> {
 
   // ------------------------------------------------------------------------------------------ answers
 
-  /** The one place a request is answered: at most once, and it is no longer held afterwards. */
-  private void answer(Pending p, StatusReply<Prediction> reply, String outcome) {
-    if (p.answered) {
+  /** The one place a held request is answered: at most once, and it is no longer held afterwards. */
+  private void answer(Request p, StatusReply<Prediction> reply, String outcome) {
+    if (!scheduler.retire(p)) {
       return;
     }
-    p.answered = true;
-    p.inputs = null;
-    held.remove(p.id);
-    deadlines.remove(p);
     answered++;
     metrics.outcome(outcome);
     p.replyTo.tell(reply);
   }
 
   /** Answers a request that was never held (invalid or refused). */
-  private void refuse(String id, ActorRef<StatusReply<Prediction>> replyTo, XlaException error, String outcome) {
+  private void refuse(ActorRef<StatusReply<Prediction>> replyTo, XlaException error, String outcome) {
     answered++;
     metrics.outcome(outcome);
     replyTo.tell(StatusReply.error(error));
@@ -730,16 +518,14 @@ public final class ModelServer extends AbstractBehavior<ModelServer.Command> {
     if (deadlineTimer != null) {
       deadlineTimer.cancel(false);
     }
-    for (Pending p : new ArrayList<>(held.values())) {
+    for (Request p : scheduler.heldRequests()) {
       answer(p, StatusReply.error(new ServingException(ErrorCode.UNAVAILABLE, model.name(), p.id, "request '" + p.id
           + "' to model '" + model.name() + "' was not answered: the server stopped " + (p.batch == null ? "while it was queued"
               : "while its batch " + p.batch.number + " ran"))), "stopped");
     }
-    for (Batch b : running) {
-      if (b.run != null) {
-        b.run.cancel("the server of model '" + model.name() + "' stopped");
-      }
-      b.closeInputs();
+    for (Batch b : scheduler.running()) {
+      runner.cancel(b, "the server of model '" + model.name() + "' stopped");
+      runner.closeInputs(b);
     }
     metrics.close();
     return this;
