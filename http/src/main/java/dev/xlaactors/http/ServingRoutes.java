@@ -102,6 +102,7 @@ public final class ServingRoutes extends AllDirectives {
   private final Map<String, GenerationEndpoint> generation = new LinkedHashMap<>();
   private final ServeSettings serveSettings; // the infer servers' default timeouts, read once
   private final Duration generationTimeout; // the generation servers' default timeout
+  private final OpenInferenceRoutes openInference; // /v2: the Open Inference Protocol over the same model servers
 
   /**
    * Routes over {@code inference} and {@code generation} endpoints (names unique across both), with
@@ -127,11 +128,13 @@ public final class ServingRoutes extends AllDirectives {
       }
       this.generation.put(e.name(), e);
     }
+    this.openInference = new OpenInferenceRoutes(system, settings, inference);
   }
 
   /** The route tree. */
   public Route route() {
     return concat(
+        openInference.route(),
         path("health", () -> get(() -> complete(json(StatusCodes.OK, g -> g.writeStringField("status", "ok"))))),
         path("ready", () -> get(() -> completeWithFuture(ready()))),
         path("metrics", () -> get(() -> complete(HttpResponse.create().withEntity(
