@@ -7,7 +7,7 @@ import java.util.List;
 import org.apache.pekko.actor.typed.ActorRef;
 
 /**
- * A model served at {@code POST /v1/models/<name>/infer} and {@code POST /v2/models/<name>/infer}: its
+ * A model served at {@code POST /v2/models/<name>/infer} (the Open Inference Protocol): its
  * {@link ModelServer}, the per-request input types requests are checked against (the model's inputs
  * without the batch dimension), and what is known of its outputs.
  *

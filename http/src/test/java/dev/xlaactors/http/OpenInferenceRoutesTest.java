@@ -117,6 +117,15 @@ class OpenInferenceRoutesTest {
       assertData(OpenInferenceFixture.affine(x[row]), y.get("data"), row * 2);
     }
     assertEquals(3, json(three).get("parameters").get("rows").asInt());
+
+    // docs/http.md's example, as written there.
+    HttpResponse<String> doc = post("/v2/models/affine/infer", "{\"id\": \"req-7\", \"parameters\": {\"timeout\": 500000}, \"inputs\":"
+        + " [{\"name\": \"input_1\", \"shape\": [2, 3], \"datatype\": \"FP32\", \"data\": [1, 2, 3, 0.5, -1, 4]}],"
+        + " \"outputs\": [{\"name\": \"output_0\"}]}");
+    assertEquals(200, doc.statusCode(), doc.body());
+    assertEquals("{\"name\":\"output_0\",\"datatype\":\"FP32\",\"shape\":[2,2],\"data\":[4.5,9.0,7.5,9.5]}",
+        json(doc).get("outputs").get(0).toString());
+    assertEquals("req-7", json(doc).get("id").asText());
   }
 
   private static void assertData(float[] want, JsonNode data, int offset) {
