@@ -179,7 +179,7 @@ public final class Serve {
   static List<String[]> examples(String url, int dim, boolean text) {
     String x = IntStream.rangeClosed(1, dim).mapToObj(i -> Float.toString(i % 2 == 0 ? -i / 10f : i / 10f))
         .collect(Collectors.joining(","));
-    String infer = "{\"inputs\":[{\"name\":\"input_1\",\"datatype\":\"FP32\",\"shape\":[1," + dim + "],\"data\":[" + x + "]}]}";
+    String infer = "{\"inputs\":[{\"name\":\"x\",\"datatype\":\"FP32\",\"shape\":[1," + dim + "],\"data\":[" + x + "]}]}";
     String generate = text ? "{\"prompt\":\"The quick brown fox\",\"max_tokens\":20}" : "{\"tokens\":[464,20,418,327],\"max_tokens\":12}";
     return List.of(
         new String[] {"curl -s " + url + "/health", "GET", "/health", null},
@@ -216,7 +216,7 @@ public final class Serve {
   private static String check(String path, String body, Path scoringDir, int dim) {
     switch (path) {
       case "/v2/models/scoring" -> {
-        return body.contains("{\"name\":\"input_1\",\"datatype\":\"FP32\",\"shape\":[-1," + dim + "]}") ? null : "no input_1 FP32[-1, " + dim + "]";
+        return body.contains("{\"name\":\"x\",\"datatype\":\"FP32\",\"shape\":[-1," + dim + "]}") ? null : "no input x FP32[-1, " + dim + "]";
       }
       case "/v2/models/scoring/infer" -> {
         float[] w;
