@@ -13,7 +13,7 @@ client = httpclient.InferenceServerClient(url=sys.argv[1])
 assert client.is_server_live()
 assert client.is_server_ready()
 server = client.get_server_metadata()
-assert server["name"] == "xla-actors" and server["extensions"] == [], server
+assert server["name"] == "xla-actors" and server["extensions"] == ["binary_tensor_data"], server
 print("ok: server live, ready, metadata", server)
 
 assert client.is_model_ready("affine")
@@ -41,6 +41,14 @@ print("ok: FP32 infer of 2 rows", y.tolist())
 result = client.infer("affine", [x_in])
 np.testing.assert_allclose(result.as_numpy("output_0"), x @ w + b, rtol=1e-5)
 print("ok: all outputs when none is selected")
+
+# The client's defaults: binary tensor data both ways (the binary_tensor_data extension).
+binary = httpclient.InferInput("input_1", list(x.shape), "FP32")
+binary.set_data_from_numpy(x)
+result = client.infer("affine", [binary], outputs=[httpclient.InferRequestedOutput("output_0")])
+assert result.get_output("output_0")["parameters"]["binary_data_size"] == 16, result.get_response()
+np.testing.assert_allclose(result.as_numpy("output_0"), x @ w + b, rtol=1e-5)
+print("ok: binary tensor data in and out")
 
 # INT32 inputs, given out of order.
 tokens = np.array([[3, 1, 4, 1]], np.int32)
@@ -72,9 +80,6 @@ assert not client.is_model_ready("nope")
 bad = httpclient.InferInput("input_1", [1, 3], "INT32")
 bad.set_data_from_numpy(np.array([[1, 2, 3]], np.int32), binary_data=False)
 refused(lambda: client.infer("affine", [bad]), "400", ["input 'input_1' is FP32, got INT32"])
-binary = httpclient.InferInput("input_1", [1, 3], "FP32")
-binary.set_data_from_numpy(np.array([[1, 2, 3]], np.float32))  # binary_data=True, the client's default
-refused(lambda: client.infer("affine", [binary]), "400", ["binary tensor data", "binary_data=False"])
 refused(lambda: client.infer("affine", [x_in], outputs=[httpclient.InferRequestedOutput("y", binary_data=False)]), "400",
         ["no output \"y\""])
 print("ALL OK")

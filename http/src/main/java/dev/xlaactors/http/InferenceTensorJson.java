@@ -5,6 +5,7 @@ import com.fasterxml.jackson.databind.JsonNode;
 import dev.xlaactors.runtime.DType;
 import dev.xlaactors.runtime.HostTensor;
 import dev.xlaactors.runtime.TensorType;
+import java.io.ByteArrayOutputStream;
 import java.io.IOException;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -21,6 +22,10 @@ import java.util.Set;
  * Datatypes: {@code BOOL}, {@code UINT8..UINT64}, {@code INT8..INT64}, {@code FP16}, {@code BF16}, {@code
  * FP32}, {@code FP64}; {@code BYTES} is a protocol datatype no compiled model takes, so it is refused like
  * any other mismatch. No conversions: an input must come in the model's datatype.
+ *
+ * <p>The binary tensor data extension: an input whose {@code parameters} hold {@code binary_data_size}
+ * has no {@code data}; its raw bytes (little-endian, row-major; BOOL one byte 0 or 1) follow the JSON in the
+ * request body, the inputs' in the order the JSON lists them; an output may be answered the same way.
  *
  * <p>The first dimension of every input and output is the batch: {@code [n, ...]} holds n rows, each one
  * request to the model's server; the model's own per-request shape follows. Every check (names, datatypes,
@@ -71,8 +76,10 @@ final class InferenceTensorJson {
    * The request's {@code inputs} (a list of named tensors, any order, each model input once) cut into rows:
    * {@code rows.get(r)} is the r-th request's inputs, in the model's order. {@code names} are the model's
    * inputs as the protocol names them, {@code types} their per-request types; at most {@code maxRows} rows.
+   * {@code binary} is what followed the JSON in the body (the binary tensor data extension; empty when none).
    */
-  static List<List<HostTensor>> rows(JsonNode inputs, String model, List<String> names, List<TensorType> types, int maxRows) {
+  static List<List<HostTensor>> rows(JsonNode inputs, String model, List<String> names, List<TensorType> types, int maxRows,
+      byte[] binary) {
     String expected = describe(names, types);
     if (inputs == null || inputs.isNull()) {
       throw new BadRequestException("inputs", "missing; model '" + model + "' takes " + expected);
@@ -82,6 +89,9 @@ final class InferenceTensorJson {
     }
     JsonNode[] byInput = new JsonNode[types.size()];
     String[] paths = new String[types.size()];
+    long[] binaryAt = new long[types.size()]; // where an input's bytes start in binary; -1: its data are JSON
+    long[] binarySize = new long[types.size()];
+    long binaryUsed = 0;
     Set<String> seen = new HashSet<>();
     for (int i = 0; i < inputs.size(); i++) {
       String path = "inputs[" + i + "]";
@@ -102,9 +112,26 @@ final class InferenceTensorJson {
       if (!seen.add(n.asText())) {
         throw new BadRequestException(path + ".name", "input '" + n.asText() + "' is given twice");
       }
-      parameters(t.get("parameters"), path + ".parameters");
+      long size = parameters(t.get("parameters"), path + ".parameters");
       byInput[at] = t;
       paths[at] = path;
+      binaryAt[at] = size < 0 ? -1 : binaryUsed;
+      binarySize[at] = size;
+      if (size >= 0) {
+        if (t.has("data")) {
+          throw new BadRequestException(path + ".data", "input '" + n.asText() + "' has binary data (parameters.binary_data_size): give no"
+              + " \"data\"");
+        }
+        binaryUsed += size;
+        if (binaryUsed > binary.length) {
+          throw new BadRequestException(path + ".parameters.binary_data_size", "the binary data of the inputs up to '" + n.asText() + "' need "
+              + binaryUsed + " bytes after the JSON, the body has " + binary.length);
+        }
+      }
+    }
+    if (binaryUsed != binary.length) {
+      throw new BadRequestException("body", "the inputs' binary_data_size add up to " + binaryUsed + " bytes, but " + binary.length
+          + " bytes follow the JSON (Inference-Header-Content-Length)");
     }
     for (int i = 0; i < types.size(); i++) {
       if (byInput[i] == null) {
@@ -127,6 +154,15 @@ final class InferenceTensorJson {
       out.add(new ArrayList<>());
     }
     for (int i = 0; i < types.size(); i++) {
+      if (binaryAt[i] >= 0) {
+        long need = rows * types.get(i).byteSize();
+        if (binarySize[i] != need) {
+          throw new BadRequestException(paths[i] + ".parameters.binary_data_size", "shape " + shape(rows, types.get(i)) + " of "
+              + datatype(types.get(i).dtype()) + " takes " + need + " bytes, got " + binarySize[i]);
+        }
+        binaryRows(binary, (int) binaryAt[i], rows, paths[i], names.get(i), types.get(i), out);
+        continue;
+      }
       List<JsonNode> values = new ArrayList<>();
       flatten(byInput[i].get("data"), values, paths[i] + ".data");
       long perRow = types.get(i).shape().elementCount();
@@ -142,19 +178,47 @@ final class InferenceTensorJson {
     return out;
   }
 
-  /** Refuses the tensor parameters that would change what the data mean (binary data, shared memory). */
-  private static void parameters(JsonNode p, String path) {
+  /**
+   * An input's {@code binary_data_size} (-1 when its data are JSON); refuses shared memory, whose data this
+   * server cannot reach.
+   */
+  private static long parameters(JsonNode p, String path) {
     if (p == null) {
-      return;
+      return -1;
     }
     if (!p.isObject()) {
       throw new BadRequestException(path, "expected an object, got " + TensorJson.kind(p));
     }
-    for (String refused : List.of("binary_data_size", "shared_memory_region", "shared_memory_byte_size", "shared_memory_offset")) {
+    for (String refused : List.of("shared_memory_region", "shared_memory_byte_size", "shared_memory_offset")) {
       if (p.has(refused)) {
-        throw new BadRequestException(path + "." + refused, "not supported: this server takes tensor data as JSON in \"data\" only"
-            + " (tritonclient: set_data_from_numpy(..., binary_data=False))");
+        throw new BadRequestException(path + "." + refused, "shared memory is not supported: send the data in the request (JSON, or binary"
+            + " after it)");
       }
+    }
+    JsonNode size = p.get("binary_data_size");
+    if (size == null) {
+      return -1;
+    }
+    if (!size.isIntegralNumber() || !size.canConvertToLong() || size.asLong() < 0) {
+      throw new BadRequestException(path + ".binary_data_size", "expected a number of bytes >= 0, got " + size);
+    }
+    return size.asLong();
+  }
+
+  /** The rows of an input whose raw bytes start at {@code at} in {@code binary}, into {@code out}. */
+  private static void binaryRows(byte[] binary, int at, int rows, String path, String name, TensorType type, List<List<HostTensor>> out) {
+    int perRow = (int) type.byteSize();
+    for (int r = 0; r < rows; r++) {
+      byte[] row = java.util.Arrays.copyOfRange(binary, at + r * perRow, at + (r + 1) * perRow);
+      if (type.dtype() == DType.PRED) {
+        for (int i = 0; i < row.length; i++) {
+          if (row[i] != 0 && row[i] != 1) {
+            throw new BadRequestException(path, "input '" + name + "' is BOOL: byte " + (r * perRow + i) + " of its binary data is " + row[i]
+                + ", expected 0 or 1");
+          }
+        }
+      }
+      out.get(r).add(HostTensor.ofBytes(type.dtype(), row, type.shape().dims()));
     }
   }
 
@@ -273,9 +337,10 @@ final class InferenceTensorJson {
    * Writes one output: {@code rows} (one tensor per request, the same type) stacked under a first dimension
    * of {@code rows.size()}, as {@code {"name", "datatype", "shape", "data"}}. A non-finite float is written
    * as the string {@code "NaN"}, {@code "Infinity"} or {@code "-Infinity"} (JSON numbers cannot hold them;
-   * numpy reads those strings back as floats).
+   * numpy reads those strings back as floats). With {@code binary} (not null) the rows' raw bytes go there
+   * instead and the output says their size ({@code "parameters": {"binary_data_size": n}}, no data).
    */
-  static void write(JsonGenerator g, String name, List<HostTensor> rows) throws IOException {
+  static void write(JsonGenerator g, String name, List<HostTensor> rows, ByteArrayOutputStream binary) throws IOException {
     HostTensor first = rows.get(0);
     DType t = first.dtype();
     g.writeStartObject();
@@ -287,6 +352,19 @@ final class InferenceTensorJson {
       g.writeNumber(d);
     }
     g.writeEndArray();
+    if (binary != null) {
+      long size = 0;
+      for (HostTensor row : rows) {
+        byte[] bytes = row.toByteArray();
+        binary.write(bytes);
+        size += bytes.length;
+      }
+      g.writeObjectFieldStart("parameters");
+      g.writeNumberField("binary_data_size", size);
+      g.writeEndObject();
+      g.writeEndObject();
+      return;
+    }
     g.writeArrayFieldStart("data");
     for (HostTensor row : rows) {
       if (t == DType.PRED) {

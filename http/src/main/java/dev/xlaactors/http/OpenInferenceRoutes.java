@@ -27,6 +27,7 @@ import org.apache.pekko.http.javadsl.model.HttpEntities;
 import org.apache.pekko.http.javadsl.model.HttpResponse;
 import org.apache.pekko.http.javadsl.model.StatusCode;
 import org.apache.pekko.http.javadsl.model.StatusCodes;
+import org.apache.pekko.http.javadsl.model.headers.RawHeader;
 import org.apache.pekko.http.javadsl.model.headers.RetryAfter;
 import org.apache.pekko.http.javadsl.model.headers.TimeoutAccess;
 import org.apache.pekko.http.javadsl.server.AllDirectives;
@@ -60,11 +61,11 @@ import org.apache.pekko.http.scaladsl.model.EntityStreamSizeException;
  *
  * <p>Names: inputs and outputs are named after the exported function's paths ({@link OpenInferenceNames}).
  * Outputs are all answered, in the model's order, unless {@code outputs} selects some (in its order). Data
- * are JSON only: the binary tensor data extension ({@code Inference-Header-Content-Length}) and shared
- * memory are refused with 400; an output asked as {@code binary_data} is answered as JSON, which clients
- * read alike. Request parameters: {@code timeout} (microseconds, tritonclient's {@code timeout=}) is the
- * rows' deadline; {@code binary_data_output} and {@code priority} are accepted and have no effect; any other
- * is refused.
+ * are JSON or, with the binary tensor data extension ({@code Inference-Header-Content-Length}, tritonclient's
+ * default), raw bytes after the JSON, in both directions: an output is binary when its {@code binary_data}
+ * says so, else when the request's {@code binary_data_output} does. Shared memory is refused with 400.
+ * Request parameters: {@code timeout} (microseconds, tritonclient's {@code timeout=}) is the rows' deadline;
+ * {@code binary_data_output} as said; {@code priority} is accepted and has no effect; any other is refused.
  *
  * <p>Limits and errors: a body over {@code xla-actors.http.max-body-bytes} is 413, and so is one holding
  * more JSON values than the model's rows can; every error answers {@code {"error": "..."}}, the message
@@ -80,6 +81,8 @@ public final class OpenInferenceRoutes extends AllDirectives {
   private static final long MAX_TIMEOUT_US = 86_400_000_000L;
   /** JSON values of a request beyond its data: the objects, lists and single fields around it (generous). */
   private static final long STRUCTURE_VALUES = 64;
+  /** The binary tensor data extension's header: the length of the JSON that starts the body. */
+  static final String HEADER_LENGTH = "Inference-Header-Content-Length";
   private static final Set<String> REQUEST_PARAMETERS = Set.of("timeout", "binary_data_output", "priority");
 
   private final ActorSystem<?> system;
@@ -142,6 +145,7 @@ public final class OpenInferenceRoutes extends AllDirectives {
       g.writeStringField("name", "xla-actors");
       g.writeStringField("version", version != null ? version : "development");
       g.writeArrayFieldStart("extensions");
+      g.writeString("binary_tensor_data");
       g.writeEndArray();
     });
   }
@@ -221,22 +225,22 @@ public final class OpenInferenceRoutes extends AllDirectives {
   /** Reads the body (at most {@code max-body-bytes}) and answers the inference; every error mapped. */
   private Route inferRoute(String model, String version) {
     return optionalAttribute(ClientConnection.KEY, connection -> optionalHeaderValueByType(TimeoutAccess.class, access ->
-        optionalHeaderValueByName("Inference-Header-Content-Length", binary ->
+        optionalHeaderValueByName(HEADER_LENGTH, jsonLength ->
             extractRequestEntity(entity -> extractMaterializer(materializer -> {
-              if (binary.isPresent()) {
-                entity.discardBytes(materializer);
-                return complete(error(StatusCodes.BAD_REQUEST, "Inference-Header-Content-Length: the binary tensor data extension is not "
-                    + "supported; send the tensors' data as JSON (tritonclient: InferInput.set_data_from_numpy(..., binary_data=False))"));
-              }
               HttpDeadline deadline = new HttpDeadline(access.map(TimeoutAccess::timeoutAccess).orElse(null));
               long limit = settings.maxBodyBytes();
               return completeWithFuture(entity.withSizeLimit(limit).toStrict(STRICT_TIMEOUT_MS, materializer)
-                  .thenCompose(strict -> infer(model, version, strict.getData().toArray(), connection.orElse(null), deadline))
+                  .thenCompose(strict -> infer(model, version, strict.getData().toArray(), jsonLength.orElse(null), connection.orElse(null),
+                      deadline))
                   .exceptionally(thrown -> error(thrown, limit)));
             })))));
   }
 
-  private CompletionStage<HttpResponse> infer(String model, String version, byte[] body, ClientConnection connection,
+  /**
+   * Answers the request {@code body}: all JSON, or (the binary tensor data extension) {@code jsonLength}
+   * bytes of JSON followed by the inputs' raw bytes.
+   */
+  private CompletionStage<HttpResponse> infer(String model, String version, byte[] body, String jsonLength, ClientConnection connection,
       HttpDeadline httpDeadline) {
     HttpResponse unknown = known(model, version, s -> null);
     if (unknown != null) {
@@ -250,6 +254,21 @@ public final class OpenInferenceRoutes extends AllDirectives {
     for (TensorType t : ep.inputTypes()) {
       perRow += t.shape().elementCount() + t.shape().rank() + 1;
     }
+    byte[] binary = new byte[0];
+    if (jsonLength != null) {
+      long n;
+      try {
+        n = Long.parseLong(jsonLength.strip());
+      } catch (NumberFormatException e) {
+        n = -1;
+      }
+      if (n < 0 || n > body.length) {
+        throw new BadRequestException(HEADER_LENGTH, "expected the length of the request's JSON, 0.." + body.length + " (the body's), got '"
+            + jsonLength + "'");
+      }
+      binary = java.util.Arrays.copyOfRange(body, (int) n, body.length);
+      body = java.util.Arrays.copyOf(body, (int) n);
+    }
     JsonNode root = TensorJson.parseObject(body, STRUCTURE_VALUES * (4 + ep.outputTypes().size()) + perRow * maxRows,
         "a request to model '" + model + "' of at most " + maxRows + " rows holds");
     TensorJson.onlyFields(root, "", Set.of("id", "parameters", "inputs", "outputs"));
@@ -258,9 +277,10 @@ public final class OpenInferenceRoutes extends AllDirectives {
       throw new BadRequestException("id", "expected a string, got " + TensorJson.kind(idNode));
     }
     String id = idNode == null ? null : idNode.asText();
-    Duration timeout = requestParameters(root.get("parameters"));
-    List<Integer> selected = selectedOutputs(root.get("outputs"), s);
-    List<List<HostTensor>> rows = InferenceTensorJson.rows(root.get("inputs"), model, s.inputs(), ep.inputTypes(), maxRows);
+    RequestParameters parameters = requestParameters(root.get("parameters"));
+    Duration timeout = parameters.timeout();
+    List<Selected> selected = selectedOutputs(root.get("outputs"), s, parameters.binaryOutput());
+    List<List<HostTensor>> rows = InferenceTensorJson.rows(root.get("inputs"), model, s.inputs(), ep.inputTypes(), maxRows, binary);
 
     List<String> ids = new ArrayList<>();
     List<CompletableFuture<ModelServer.Prediction>> answers = new ArrayList<>();
@@ -302,10 +322,16 @@ public final class OpenInferenceRoutes extends AllDirectives {
     return all.thenApply(predictions -> response(s, id, selected, predictions));
   }
 
-  /** The request's {@code parameters}: its deadline ({@code timeout}, µs; null: the server's default). */
-  private static Duration requestParameters(JsonNode p) {
+  /** A request's parameters: its deadline (null: the server's default), whether outputs are binary unless they say. */
+  private record RequestParameters(Duration timeout, boolean binaryOutput) {}
+
+  /** An output asked for: its position among the model's, and whether its data go binary. */
+  private record Selected(int output, boolean binary) {}
+
+  /** The request's {@code parameters}: {@code timeout} (µs) and {@code binary_data_output}. */
+  private static RequestParameters requestParameters(JsonNode p) {
     if (p == null) {
-      return null;
+      return new RequestParameters(null, false);
     }
     if (!p.isObject()) {
       throw new BadRequestException("parameters", "expected an object, got " + TensorJson.kind(p));
@@ -314,26 +340,42 @@ public final class OpenInferenceRoutes extends AllDirectives {
       String name = it.next();
       if (!REQUEST_PARAMETERS.contains(name)) {
         throw new BadRequestException("parameters." + name, "not supported; parameters this server takes: timeout (microseconds), "
-            + "binary_data_output and priority (no effect)");
+            + "binary_data_output (true: outputs binary unless they say) and priority (no effect)");
       }
     }
+    boolean binary = bool(p, "binary_data_output", "parameters.binary_data_output", false);
     JsonNode t = p.get("timeout");
     if (t == null) {
-      return null;
+      return new RequestParameters(null, binary);
     }
     if (!t.isIntegralNumber() || !t.canConvertToLong() || t.asLong() < 1 || t.asLong() > MAX_TIMEOUT_US) {
       throw new BadRequestException("parameters.timeout", "expected the request's deadline in microseconds, 1 to " + MAX_TIMEOUT_US
           + ", got " + t);
     }
-    return Duration.ofNanos(Math.multiplyExact(t.asLong(), 1000L));
+    return new RequestParameters(Duration.ofNanos(Math.multiplyExact(t.asLong(), 1000L)), binary);
   }
 
-  /** The positions of the outputs the request asks for, in its order (all, in the model's order, when it names none). */
-  private static List<Integer> selectedOutputs(JsonNode outputs, Served s) {
-    List<Integer> all = new ArrayList<>();
+  /** The boolean {@code name} of {@code p} (at {@code path}), {@code dflt} when absent. */
+  private static boolean bool(JsonNode p, String name, String path, boolean dflt) {
+    JsonNode b = p.get(name);
+    if (b == null) {
+      return dflt;
+    }
+    if (!b.isBoolean()) {
+      throw new BadRequestException(path, "expected true or false, got " + b);
+    }
+    return b.asBoolean();
+  }
+
+  /**
+   * The outputs the request asks for, in its order (all, in the model's order, when it names none), binary
+   * when their {@code binary_data} says so, else as {@code binaryOutput} (the request's {@code binary_data_output}).
+   */
+  private static List<Selected> selectedOutputs(JsonNode outputs, Served s, boolean binaryOutput) {
+    List<Selected> all = new ArrayList<>();
     if (outputs == null) {
       for (int i = 0; i < s.outputs().size(); i++) {
-        all.add(i);
+        all.add(new Selected(i, binaryOutput));
       }
       return all;
     }
@@ -358,6 +400,7 @@ public final class OpenInferenceRoutes extends AllDirectives {
         throw new BadRequestException(path + ".name", "output '" + n.asText() + "' is asked twice");
       }
       JsonNode p = o.get("parameters");
+      boolean binary = binaryOutput;
       if (p != null) {
         if (!p.isObject()) {
           throw new BadRequestException(path + ".parameters", "expected an object, got " + TensorJson.kind(p));
@@ -365,19 +408,24 @@ public final class OpenInferenceRoutes extends AllDirectives {
         for (var it = p.fieldNames(); it.hasNext(); ) {
           String name = it.next();
           if (!name.equals("binary_data")) {
-            throw new BadRequestException(path + ".parameters." + name, "not supported; outputs take binary_data only (answered as JSON"
-                + " either way)");
+            throw new BadRequestException(path + ".parameters." + name, "not supported; outputs take binary_data only");
           }
         }
+        binary = bool(p, "binary_data", path + ".parameters.binary_data", binaryOutput);
       }
-      all.add(at);
+      all.add(new Selected(at, binary));
     }
     return all;
   }
 
-  private static HttpResponse response(Served s, String id, List<Integer> selected, List<ModelServer.Prediction> predictions) {
+  /**
+   * The answer: JSON, or (when an output goes binary) the JSON followed by the binary outputs' bytes, its
+   * length in {@code Inference-Header-Content-Length}.
+   */
+  private static HttpResponse response(Served s, String id, List<Selected> selected, List<ModelServer.Prediction> predictions) {
     try {
-      return json(StatusCodes.OK, g -> {
+      java.io.ByteArrayOutputStream binary = new java.io.ByteArrayOutputStream();
+      byte[] json = TensorJson.object(g -> {
         g.writeStringField("model_name", s.endpoint().name());
         g.writeStringField("model_version", VERSION);
         if (id != null) {
@@ -391,15 +439,22 @@ public final class OpenInferenceRoutes extends AllDirectives {
         g.writeNumberField("computed_ms", predictions.stream().mapToDouble(p -> p.computed().toNanos() / 1e6).max().orElse(0));
         g.writeEndObject();
         g.writeArrayFieldStart("outputs");
-        for (int o : selected) {
+        for (Selected o : selected) {
           List<HostTensor> rows = new ArrayList<>();
           for (ModelServer.Prediction p : predictions) {
-            rows.add(p.outputs().get(o));
+            rows.add(p.outputs().get(o.output()));
           }
-          InferenceTensorJson.write(g, s.outputs().get(o), rows);
+          InferenceTensorJson.write(g, s.outputs().get(o.output()), rows, o.binary() ? binary : null);
         }
         g.writeEndArray();
       });
+      if (selected.stream().noneMatch(Selected::binary)) {
+        return HttpResponse.create().withEntity(HttpEntities.create(ContentTypes.APPLICATION_JSON, json));
+      }
+      byte[] all = java.util.Arrays.copyOf(json, json.length + binary.size());
+      System.arraycopy(binary.toByteArray(), 0, all, json.length, binary.size());
+      return HttpResponse.create().addHeader(RawHeader.create(HEADER_LENGTH, Integer.toString(json.length)))
+          .withEntity(HttpEntities.create(ContentTypes.APPLICATION_OCTET_STREAM, all));
     } finally {
       predictions.forEach(p -> p.outputs().forEach(HostTensor::close));
     }

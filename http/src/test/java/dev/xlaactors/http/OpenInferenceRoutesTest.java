@@ -151,6 +151,44 @@ class OpenInferenceRoutesTest {
         + " \"data\": [1, 2, 3]}], \"outputs\": [{\"name\": \"y\"}]}"), "outputs[0].name", "no output \"y\"", "output_0");
   }
 
+  /** The binary tensor data extension: inputs' raw bytes after the JSON, outputs' likewise when asked. */
+  @Test
+  void binaryTensorData() throws Exception {
+    String json = "{\"inputs\": [{\"name\": \"input_1\", \"shape\": [2, 3], \"datatype\": \"FP32\", \"parameters\": {\"binary_data_size\": 24}}],"
+        + " \"outputs\": [{\"name\": \"output_0\", \"parameters\": {\"binary_data\": true}}]}";
+    float[][] x = {{1, 2, 3}, {0.5f, -1, 4}};
+    java.nio.ByteBuffer body = java.nio.ByteBuffer.allocate(json.length() + 24).order(java.nio.ByteOrder.LITTLE_ENDIAN);
+    body.put(json.getBytes(java.nio.charset.StandardCharsets.UTF_8));
+    for (float[] row : x) {
+      for (float v : row) {
+        body.putFloat(v);
+      }
+    }
+    HttpResponse<byte[]> r = HTTP.send(HttpRequest.newBuilder(URI.create(fixture.http.url() + "/v2/models/affine/infer"))
+        .header("Inference-Header-Content-Length", Integer.toString(json.length()))
+        .POST(HttpRequest.BodyPublishers.ofByteArray(body.array())).build(), HttpResponse.BodyHandlers.ofByteArray());
+    assertEquals(200, r.statusCode(), new String(r.body(), java.nio.charset.StandardCharsets.UTF_8));
+    int length = Integer.parseInt(r.headers().firstValue("Inference-Header-Content-Length").orElseThrow());
+    JsonNode head = TensorJson.MAPPER.readTree(java.util.Arrays.copyOf(r.body(), length));
+    JsonNode out = head.get("outputs").get(0);
+    assertEquals("[2,2]", out.get("shape").toString());
+    assertEquals(16, out.get("parameters").get("binary_data_size").asInt(), head.toString());
+    assertFalse(out.has("data"));
+    assertEquals(length + 16, r.body().length);
+    java.nio.ByteBuffer y = java.nio.ByteBuffer.wrap(r.body(), length, 16).order(java.nio.ByteOrder.LITTLE_ENDIAN);
+    for (float[] row : x) {
+      float[] want = OpenInferenceFixture.affine(row);
+      assertEquals(want[0], y.getFloat(), 1e-5f);
+      assertEquals(want[1], y.getFloat(), 1e-5f);
+    }
+
+    // Sizes that do not add up are refused, naming what was expected.
+    assertError(400, post("/v2/models/affine/infer", json.replace("24", "8") + "\0\0\0\0\0\0\0\0", "Inference-Header-Content-Length",
+        Integer.toString(json.length() - 1)), "inputs[0].parameters.binary_data_size", "takes 24 bytes, got 8");
+    assertError(400, post("/v2/models/affine/infer", json + "\0\0\0\0", "Inference-Header-Content-Length", Integer.toString(json.length())),
+        "need 24 bytes after the JSON, the body has 4");
+  }
+
   @Test
   void refusals() throws Exception {
     String infer = "/v2/models/affine/infer";
@@ -172,7 +210,8 @@ class OpenInferenceRoutesTest {
     assertError(400, post(infer, "{\"inputs\": [], \"parameters\": {\"sequence_id\": 3}}"), "parameters.sequence_id", "not supported");
     assertError(400, post(infer, "{\"inputs\": [], \"instances\": []}"), "instances: unknown field");
     assertError(400, post(infer, "{\"inputs\": ["), "malformed JSON");
-    assertError(400, post(infer, affineRequest("[1, 3]", "[1, 2, 3]"), "Inference-Header-Content-Length", "10"), "binary tensor data");
+    assertError(400, post(infer, affineRequest("[1, 3]", "[1, 2, 3]"), "Inference-Header-Content-Length", "x"),
+        "Inference-Header-Content-Length: expected the length of the request's JSON");
     assertError(413, post(infer, affineRequest("[1, 3]", "[" + "1,".repeat(3000) + "1]")), "larger than 4096 bytes", "max-body-bytes");
     assertEquals(405, get(infer).statusCode());
   }
