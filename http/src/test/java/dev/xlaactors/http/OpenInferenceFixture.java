@@ -7,6 +7,7 @@ import dev.xlaactors.runtime.XlaClient;
 import dev.xlaactors.runtime.model.LoadedPackage;
 import dev.xlaactors.runtime.model.ModelPackage;
 import dev.xlaactors.runtime.model.Role;
+import com.typesafe.config.ConfigFactory;
 import io.micrometer.prometheusmetrics.PrometheusConfig;
 import io.micrometer.prometheusmetrics.PrometheusMeterRegistry;
 import java.nio.file.Path;
@@ -19,7 +20,8 @@ import org.apache.pekko.actor.typed.ActorRef;
  * A live HttpServer over two of runtime's fixture packages, each behind a {@link ModelServer}, as {@code
  * bin/xla-actors serve} serves them: {@code affine} (kind tensor: y = x @ w + b, x f32[3], y f32[2], at batch
  * 1 and 2) and {@code toy-embedder} (kind embedding: int32 tokens and mask [4] to f32[4, 4], at batch 1 and
- * 2). Endpoints get their outputs' paths from the packages' exports.
+ * 2). Endpoints get their outputs' paths from the packages' exports. affine's server holds at most 8 queued
+ * requests and waits up to 50 ms to fill a batch.
  */
 final class OpenInferenceFixture implements AutoCloseable {
   /** runtime's fixture packages, from the http module's directory (where surefire runs). */
@@ -35,7 +37,9 @@ final class OpenInferenceFixture implements AutoCloseable {
   final HttpServer http;
 
   OpenInferenceFixture(String name) {
-    kit = ActorTestKit.create(name);
+    // affine: at most 8 queued requests (so 8 rows a request), each waiting up to 50 ms for a batch.
+    kit = ActorTestKit.create(name, ConfigFactory.parseString(
+        "xla-actors.actors.serve.models.affine { queue-capacity = 8, max-delay = 50ms }").withFallback(ConfigFactory.load()));
     client = XlaClient.create();
     callbacks = CallbackRuntime.create(kit.system(), client);
     PrometheusMeterRegistry registry = new PrometheusMeterRegistry(PrometheusConfig.DEFAULT);

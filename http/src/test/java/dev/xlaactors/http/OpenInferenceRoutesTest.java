@@ -214,5 +214,20 @@ class OpenInferenceRoutesTest {
         "Inference-Header-Content-Length: expected the length of the request's JSON");
     assertError(413, post(infer, affineRequest("[1, 3]", "[" + "1,".repeat(3000) + "1]")), "larger than 4096 bytes", "max-body-bytes");
     assertEquals(405, get(infer).statusCode());
+
+    // Rows are requests to the server: at most its queue-capacity (8) of them, and the values counted accordingly.
+    assertError(400, post(infer, affineRequest("[9, 3]", "[]")), "inputs[0].shape[0]", "expected 1..8 rows", "got 9");
+    assertError(413, post(infer, affineRequest("[8, 3]", "[" + "1,".repeat(1000) + "1]")),
+        "more JSON values than a request to model 'affine' of at most 8 rows holds");
+  }
+
+  /** A row that fails fails the request: here every row's deadline (1 µs) passes while it waits for its batch. */
+  @Test
+  void aRowPastItsDeadlineFailsTheRequestWith504() throws Exception {
+    HttpResponse<String> r = post("/v2/models/affine/infer", "{\"parameters\": {\"timeout\": 1}, \"inputs\": [{\"name\": \"input_1\","
+        + " \"shape\": [3, 3], \"datatype\": \"FP32\", \"data\": [1, 2, 3, 4, 5, 6, 7, 8, 9]}]}");
+    assertError(504, r, "timed out");
+    // The server is fine afterwards.
+    assertEquals(200, post("/v2/models/affine/infer", affineRequest("[1, 3]", "[1, 2, 3]")).statusCode());
   }
 }
