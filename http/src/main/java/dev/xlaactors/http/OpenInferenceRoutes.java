@@ -312,13 +312,14 @@ public final class OpenInferenceRoutes extends AllDirectives {
         }
       });
     }
-    // Once every row has its answer: close the inputs, and the outputs of rows no response will carry.
-    CompletableFuture.allOf(answers.toArray(CompletableFuture[]::new)).whenComplete((v, failure) -> {
+    // Once every row has its answer: close the inputs and, when the request failed, the outputs of the rows
+    // no response will carry. Chained on `all`, so that its outcome is known here.
+    all.whenComplete((predictions, failure) -> CompletableFuture.allOf(answers.toArray(CompletableFuture[]::new)).whenComplete((v, f) -> {
       rows.forEach(row -> row.forEach(HostTensor::close));
-      if (all.isCompletedExceptionally()) {
+      if (failure != null) {
         answers.stream().filter(a -> !a.isCompletedExceptionally()).forEach(a -> a.join().outputs().forEach(HostTensor::close));
       }
-    });
+    }));
     return all.thenApply(predictions -> response(s, id, selected, predictions));
   }
 
