@@ -73,10 +73,12 @@ final class ServeCommand {
             generation.add(GenerationEndpoint.of(pkg.name(), server, decoder, new TokenizerTextCodec(lm)));
           } else {
             LoadedPackage loaded = session.own(pkg.load(session.device()));
-            BatchedModel batched = BatchedModel.of(loaded, pkg.kind() == ModelPackage.Kind.EMBEDDING ? Role.EMBED : Role.MAIN);
+            Role role = pkg.kind() == ModelPackage.Kind.EMBEDDING ? Role.EMBED : Role.MAIN;
+            BatchedModel batched = BatchedModel.of(loaded, role);
             ActorRef<ModelServer.Command> server = session.system().systemActorOf(ModelServer.create(batched, runtime, registry),
                 "serve-" + pkg.name(), Props.empty());
-            inference.add(InferenceEndpoint.of(batched, server));
+            // The export's output paths name the outputs of /v2 (Open Inference Protocol).
+            inference.add(InferenceEndpoint.of(batched, server).withOutputPaths(pkg.programs(role).get(0).export().outputPaths()));
           }
         }
         HttpSettings settings = HttpSettings.create(session.system());

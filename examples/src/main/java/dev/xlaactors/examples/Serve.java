@@ -44,7 +44,7 @@ import org.apache.pekko.actor.typed.javadsl.Behaviors;
  * {@code examples/run.sh serve}: an HTTP endpoint (module http) serving two models until Ctrl-C:
  * <ul>
  *   <li>{@code scoring}: y = relu(x . W) of {@code tools/jax_scoring_model.py}, behind a {@link ModelServer}
- *       (dynamic batching); {@code POST /v1/models/scoring/infer};
+ *       (dynamic batching); {@code POST /v2/models/scoring/infer} (the Open Inference Protocol, KServe v2);
  *   <li>{@code gpt}: the GPT of {@code tools/jax_gpt.py} (the 124 M one when it was made, else the tiny one,
  *       or as {@code --gpt} says) behind a {@link GenerationServer} (continuous batching, KV-cache slots on
  *       the device); {@code POST /v1/models/gpt/generate} streams tokens as server-sent events.
@@ -184,13 +184,14 @@ public final class Serve {
   static List<String[]> examples(String url, int dim, boolean text) {
     String x = IntStream.rangeClosed(1, dim).mapToObj(i -> Float.toString(i % 2 == 0 ? -i / 10f : i / 10f))
         .collect(Collectors.joining(","));
-    String infer = "{\"inputs\":[{\"dtype\":\"f32\",\"shape\":[" + dim + "],\"data\":[" + x + "]}]}";
+    String infer = "{\"inputs\":[{\"name\":\"x\",\"datatype\":\"FP32\",\"shape\":[1," + dim + "],\"data\":[" + x + "]}]}";
     String generate = text ? "{\"prompt\":\"The quick brown fox\",\"max_tokens\":20}" : "{\"tokens\":[464,20,418,327],\"max_tokens\":12}";
     return List.of(
         new String[] {"curl -s " + url + "/health", "GET", "/health", null},
         new String[] {"curl -s " + url + "/v1/models", "GET", "/v1/models", null},
-        new String[] {"curl -s " + url + "/v1/models/scoring/infer -H 'Content-Type: application/json' -d '" + infer + "'", "POST",
-            "/v1/models/scoring/infer", infer},
+        new String[] {"curl -s " + url + "/v2/models/scoring", "GET", "/v2/models/scoring", null},
+        new String[] {"curl -s " + url + "/v2/models/scoring/infer -H 'Content-Type: application/json' -d '" + infer + "'", "POST",
+            "/v2/models/scoring/infer", infer},
         new String[] {"curl -sN " + url + "/v1/models/gpt/generate -H 'Content-Type: application/json' -d '" + generate + "'", "POST",
             "/v1/models/gpt/generate", generate},
         new String[] {"curl -s " + url + "/ready", "GET", "/ready", null},
@@ -219,7 +220,10 @@ public final class Serve {
   /** What is wrong with the answer to {@code path}, or null. */
   private static String check(String path, String body, Path scoringDir, int dim) {
     switch (path) {
-      case "/v1/models/scoring/infer" -> {
+      case "/v2/models/scoring" -> {
+        return body.contains("{\"name\":\"x\",\"datatype\":\"FP32\",\"shape\":[-1," + dim + "]}") ? null : "no input x FP32[-1, " + dim + "]";
+      }
+      case "/v2/models/scoring/infer" -> {
         float[] w;
         try (WeightFiles weights = ModelPackage.open(scoringDir).openWeights(); HostTensor t = weights.tensor("w")) {
           w = t.toFloatArray();

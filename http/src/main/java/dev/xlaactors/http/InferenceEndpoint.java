@@ -7,25 +7,51 @@ import java.util.List;
 import org.apache.pekko.actor.typed.ActorRef;
 
 /**
- * A model served at {@code POST /v1/models/<name>/infer}: its {@link ModelServer} and the per-request
- * input types requests are checked against (the model's inputs without the batch dimension).
+ * A model served at {@code POST /v2/models/<name>/infer} (the Open Inference Protocol): its
+ * {@link ModelServer}, the per-request input types requests are checked against (the model's inputs
+ * without the batch dimension), and what is known of its outputs.
  *
  * @param name the model's name in the URL
  * @param server the model server
- * @param inputNames the names of the per-request inputs, in order
+ * @param inputNames the names of the per-request inputs, in order (a {@code jax.export} artifact's input
+ *     paths, or plain names)
  * @param inputTypes their types
+ * @param outputTypes the types of a request's outputs (without the batch dimension); empty when not known
+ * @param outputPaths the outputs' paths in the exported function's result ({@code [0]}, {@code ['y']}, the
+ *     empty string for a single array), one per output; empty when not known (then outputs are named by
+ *     position). {@link OpenInferenceNames} makes the protocol's names of both.
  */
-public record InferenceEndpoint(String name, ActorRef<ModelServer.Command> server, List<String> inputNames, List<TensorType> inputTypes) {
+public record InferenceEndpoint(String name, ActorRef<ModelServer.Command> server, List<String> inputNames, List<TensorType> inputTypes,
+    List<TensorType> outputTypes, List<String> outputPaths) {
   public InferenceEndpoint {
     inputNames = List.copyOf(inputNames);
     inputTypes = List.copyOf(inputTypes);
+    outputTypes = List.copyOf(outputTypes);
+    outputPaths = List.copyOf(outputPaths);
     if (inputNames.size() != inputTypes.size()) {
       throw new IllegalArgumentException(inputNames.size() + " input names for " + inputTypes.size() + " input types");
     }
+    if (!outputPaths.isEmpty() && outputPaths.size() != outputTypes.size()) {
+      throw new IllegalArgumentException("model '" + name + "': " + outputPaths.size() + " output paths " + outputPaths + " for "
+          + outputTypes.size() + " outputs");
+    }
   }
 
-  /** The endpoint of {@code model} (named as the model) served by {@code server}. */
+  /** An endpoint whose outputs are not known in advance (named by position). */
+  public InferenceEndpoint(String name, ActorRef<ModelServer.Command> server, List<String> inputNames, List<TensorType> inputTypes) {
+    this(name, server, inputNames, inputTypes, List.of(), List.of());
+  }
+
+  /** The endpoint of {@code model} (named as the model) served by {@code server}; outputs named by position. */
   public static InferenceEndpoint of(BatchedModel model, ActorRef<ModelServer.Command> server) {
-    return new InferenceEndpoint(model.name(), server, model.inputNames(), model.requestInputTypes());
+    return new InferenceEndpoint(model.name(), server, model.inputNames(), model.requestInputTypes(), model.requestOutputTypes(), List.of());
+  }
+
+  /**
+   * This endpoint with its outputs known by {@code paths} (a {@code jax.export} artifact's {@code
+   * outputPaths()}, one per output): the Open Inference Protocol names them after these.
+   */
+  public InferenceEndpoint withOutputPaths(List<String> paths) {
+    return new InferenceEndpoint(name, server, inputNames, inputTypes, outputTypes, paths);
   }
 }

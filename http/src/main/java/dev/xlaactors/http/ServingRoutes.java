@@ -4,7 +4,6 @@ import com.fasterxml.jackson.databind.JsonNode;
 import dev.xlaactors.actors.serve.GenerationServer;
 import dev.xlaactors.actors.serve.GenerationSettings;
 import dev.xlaactors.actors.serve.ModelServer;
-import dev.xlaactors.actors.serve.ServeSettings;
 import dev.xlaactors.actors.serve.TokenSampler;
 import dev.xlaactors.error.BatchFailedException;
 import dev.xlaactors.error.ErrorCode;
@@ -13,7 +12,6 @@ import dev.xlaactors.error.OverloadedException;
 import dev.xlaactors.error.RequestTimeoutException;
 import dev.xlaactors.error.ServingException;
 import dev.xlaactors.error.XlaException;
-import dev.xlaactors.runtime.HostTensor;
 import io.micrometer.prometheusmetrics.PrometheusMeterRegistry;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
@@ -56,34 +54,34 @@ import org.apache.pekko.util.ByteString;
 /**
  * The HTTP routes over model and generation servers (Pekko HTTP):
  * <ul>
- *   <li>{@code POST /v1/models/<name>/infer}: JSON {@code {"inputs": [{"dtype", "shape", "data"}, ...],
- *       "timeout_ms"}} to the model's {@link ModelServer}; the answer {@code {"model", "outputs": [...],
- *       "batch_size", "requests_in_batch", "queued_ms", "computed_ms"}};
+ *   <li>{@code /v2/...}: the Open Inference Protocol (KServe v2) over the models' {@link ModelServer}s,
+ *       {@link OpenInferenceRoutes}: tensors in and out, {@code POST /v2/models/<name>/infer};
  *   <li>{@code POST /v1/models/<name>/generate}: JSON {@code {"tokens": [...] | "prompt": "text",
  *       "max_tokens", "stop_tokens", "temperature", "top_k", "seed", "timeout_ms"}} to the model's
  *       {@link GenerationServer}; the answer is a stream of server-sent events: {@code token} events
  *       ({@code {"index", "token", "text"}}; a character split across byte-level tokens is in the text of the
  *       token that completes it), then one {@code done} ({@code {"reason", "tokens"}}) or
  *       {@code error} ({@code {"status", "code", "error"}});
- *   <li>{@code GET /v1/models}: the models and their inputs; {@code GET /health}: the process answers;
+ *   <li>{@code GET /v1/models}: the models, their inputs as {@code /v2} names them, or their generation limits; {@code GET /health}: the process answers;
  *       {@code GET /ready}: every server answers its status within {@code xla-actors.http.ready-timeout}
  *       and accepts requests (else 503 naming the ones that do not); {@code GET /metrics}: the meters of
  *       {@code registry} in Prometheus's text format.
  * </ul>
  *
  * <p>Bound by {@link HttpServer}, a client that closes its connection cancels its requests still waiting
- * for an answer: an {@code infer} still queued is never computed, one whose batch runs loses its row
- * ({@link ModelServer.Cancel}); a generation, waiting for a slot or decoding, is dropped by its server (its
+ * for an answer: an {@code infer} (of {@code /v2}) still queued is never computed, one whose batch runs loses
+ * its row ({@link ModelServer.Cancel}); a generation, waiting for a slot or decoding, is dropped by its server (its
  * events' stream is shut down, which stops the receiving actor the server watches). Bound otherwise, a
  * generation is still cancelled when Pekko HTTP fails to write its next event to the closed connection.
  *
- * <p>Nothing reaches a server unchecked: a body over {@code xla-actors.http.max-body-bytes} (infer) or
- * {@code max-generate-body-bytes} (generate) is 413, and so is one holding more JSON values than the
+ * <p>Nothing reaches a server unchecked: a body over {@code xla-actors.http.max-generate-body-bytes}
+ * (generate; {@code max-body-bytes} bounds {@code /v2}'s infer) is 413, and so is one holding more JSON values than the
  * model's request can (counted while parsing, so no tree of them is built),
  * malformed JSON, unknown fields, wrong dtypes, shapes, counts, ranges, tokens outside the vocabulary and
  * unknown models are 400 or 404 with a message naming the field ({@link BadRequestException}). Errors of
  * the servers map to statuses: invalid 400, overloaded 503 with {@code Retry-After}, timed out 504, a
- * failed batch 500, a stopped server 503. Every error body is {@code {"error", "code", "field"?}}.
+ * failed batch 500, a stopped server 503. Every error body here is {@code {"error", "code", "field"?}}; {@code /v2}
+ * answers the protocol's {@code {"error"}}.
  */
 public final class ServingRoutes extends AllDirectives {
   /** Prometheus's text exposition format 0.0.4. */
@@ -100,8 +98,8 @@ public final class ServingRoutes extends AllDirectives {
   private final PrometheusMeterRegistry registry;
   private final Map<String, InferenceEndpoint> inference = new LinkedHashMap<>();
   private final Map<String, GenerationEndpoint> generation = new LinkedHashMap<>();
-  private final ServeSettings serveSettings; // the infer servers' default timeouts, read once
   private final Duration generationTimeout; // the generation servers' default timeout
+  private final OpenInferenceRoutes openInference; // /v2: the Open Inference Protocol over the same model servers
 
   /**
    * Routes over {@code inference} and {@code generation} endpoints (names unique across both), with
@@ -112,7 +110,6 @@ public final class ServingRoutes extends AllDirectives {
     this.system = system;
     this.settings = settings;
     this.registry = registry;
-    this.serveSettings = ServeSettings.create(system);
     this.generationTimeout = GenerationSettings.create(system).defaultTimeout();
     Set<String> names = new HashSet<>();
     for (InferenceEndpoint e : inference) {
@@ -127,11 +124,13 @@ public final class ServingRoutes extends AllDirectives {
       }
       this.generation.put(e.name(), e);
     }
+    this.openInference = new OpenInferenceRoutes(system, settings, inference);
   }
 
   /** The route tree. */
   public Route route() {
     return concat(
+        openInference.route(),
         path("health", () -> get(() -> complete(json(StatusCodes.OK, g -> g.writeStringField("status", "ok"))))),
         path("ready", () -> get(() -> completeWithFuture(ready()))),
         path("metrics", () -> get(() -> complete(HttpResponse.create().withEntity(
@@ -139,8 +138,6 @@ public final class ServingRoutes extends AllDirectives {
         pathPrefix("v1", () -> pathPrefix("models", () -> concat(
             pathEnd(() -> get(() -> complete(models()))),
             pathPrefix(PathMatchers.segment(), model -> concat(
-                path("infer", () -> post(() -> withBody(settings.maxBodyBytes(), "max-body-bytes",
-                    (body, connection, timeout) -> infer(model, body, connection, timeout)))),
                 path("generate", () -> post(() -> withBody(settings.maxGenerateBodyBytes(), "max-generate-body-bytes",
                     (body, connection, timeout) -> generate(model, body, connection, timeout))))))))));
   }
@@ -209,61 +206,6 @@ public final class ServingRoutes extends AllDirectives {
     /** The 504 the timeout answered with, or null while it has not fired. */
     HttpResponse answered() {
       return answered;
-    }
-  }
-
-  // ------------------------------------------------------------------------------------------ infer
-
-  /**
-   * Sends the request to the model's server; when its client's {@code connection} (null: not known) ends
-   * before the answer, the request is cancelled: not computed if its batch has not started.
-   */
-  private CompletionStage<HttpResponse> infer(String model, byte[] body, ClientConnection connection, RequestTimeout httpTimeout) {
-    InferenceEndpoint ep = inference.get(model);
-    if (ep == null) {
-      return CompletableFuture.completedFuture(unknownModel(model, "infer"));
-    }
-    long values = STRUCTURE_VALUES;
-    for (var type : ep.inputTypes()) {
-      values += type.shape().elementCount() + type.shape().rank() + STRUCTURE_VALUES;
-    }
-    JsonNode root = TensorJson.parseObject(body, values, "a request to model '" + model + "' holds");
-    TensorJson.onlyFields(root, "", Set.of("inputs", "timeout_ms"));
-    Duration timeout = timeout(root);
-    List<HostTensor> inputs = TensorJson.inputs(root.get("inputs"), model, ep.inputNames(), ep.inputTypes());
-    String id = ModelServer.newRequestId();
-    CompletionStage<ModelServer.Prediction> answer = ModelServer.ask(ep.server(), id, inputs, timeout, system.scheduler());
-    if (connection != null) { // after the ask, which has sent the Infer, so that the Cancel comes after it
-      connection.cancelOnClose(answer, () -> ep.server().tell(new ModelServer.Cancel(id, "its HTTP client closed the connection")));
-    }
-    httpTimeout.follow(model, id, timeout != null ? timeout : serveSettings.forModel(model).defaultTimeout(),
-        () -> ep.server().tell(new ModelServer.Cancel(id, "its HTTP request timed out")));
-    // The ask gives up after at most 10 minutes (a server that is gone): the server must not compute it later for nobody.
-    answer.whenComplete((p, failure) -> {
-      if (failure != null) {
-        ep.server().tell(new ModelServer.Cancel(id, "its answer was given up: " + failure.getMessage())); // ignored once answered
-      }
-    });
-    return answer.thenApply(p -> prediction(model, p));
-  }
-
-  private static HttpResponse prediction(String model, ModelServer.Prediction p) {
-    try {
-      return json(StatusCodes.OK, g -> {
-        g.writeStringField("model", model);
-        g.writeStringField("id", p.requestId());
-        g.writeArrayFieldStart("outputs");
-        for (HostTensor t : p.outputs()) {
-          TensorJson.write(g, null, t);
-        }
-        g.writeEndArray();
-        g.writeNumberField("batch_size", p.batchSize());
-        g.writeNumberField("requests_in_batch", p.requestsInBatch());
-        g.writeNumberField("queued_ms", p.queued().toNanos() / 1e6);
-        g.writeNumberField("computed_ms", p.computed().toNanos() / 1e6);
-      });
-    } finally {
-      p.outputs().forEach(HostTensor::close);
     }
   }
 
@@ -509,18 +451,11 @@ public final class ServingRoutes extends AllDirectives {
         g.writeStartObject();
         g.writeStringField("name", e.name());
         g.writeStringField("kind", "infer");
-        g.writeStringField("url", "/v1/models/" + e.name() + "/infer");
+        g.writeStringField("url", "/v2/models/" + e.name() + "/infer");
         g.writeArrayFieldStart("inputs");
+        List<String> names = OpenInferenceNames.inputs(e.inputNames());
         for (int i = 0; i < e.inputTypes().size(); i++) {
-          g.writeStartObject();
-          g.writeStringField("name", e.inputNames().get(i));
-          g.writeStringField("dtype", e.inputTypes().get(i).dtype().shortName());
-          g.writeArrayFieldStart("shape");
-          for (long d : e.inputTypes().get(i).shape().dims()) {
-            g.writeNumber(d);
-          }
-          g.writeEndArray();
-          g.writeEndObject();
+          InferenceTensorJson.writeMetadata(g, names.get(i), e.inputTypes().get(i));
         }
         g.writeEndArray();
         g.writeEndObject();
@@ -581,7 +516,8 @@ public final class ServingRoutes extends AllDirectives {
   private HttpResponse unknownModel(String model, String kind) {
     List<String> known = new ArrayList<>((kind.equals("infer") ? inference : generation).keySet());
     String other = (kind.equals("infer") ? generation : inference).containsKey(model)
-        ? " ('" + model + "' is served at /v1/models/" + model + (kind.equals("infer") ? "/generate" : "/infer") + ")" : "";
+        ? " ('" + model + "' is served at " + (kind.equals("infer") ? "/v1/models/" + model + "/generate" : "/v2/models/" + model + "/infer") + ")"
+        : "";
     return error(StatusCodes.NOT_FOUND, "model", ErrorCode.NOT_FOUND, "model: no model '" + model + "' to " + kind + other
         + "; models to " + kind + ": " + (known.isEmpty() ? "none" : String.join(", ", known)));
   }

@@ -88,21 +88,22 @@ class ClientDisconnectTest {
     for (float v : x) {
       xs.append(xs.length() == 0 ? "" : ",").append(v);
     }
-    return "{\"inputs\": [{\"dtype\": \"f32\", \"shape\": [4], \"data\": [" + xs + "]}, {\"dtype\": \"s32\", \"shape\": [], \"data\": [" + k + "]}]}";
+    return "{\"inputs\": [{\"name\": \"x\", \"datatype\": \"FP32\", \"shape\": [1, 4], \"data\": [" + xs + "]},"
+        + " {\"name\": \"k\", \"datatype\": \"INT32\", \"shape\": [1], \"data\": [" + k + "]}]}";
   }
 
   /** Writes an infer request on {@code socket} (HTTP/1.1, {@code headers} added) without reading the answer. */
   private static void send(Socket socket, String body, String headers) throws Exception {
     byte[] bytes = body.getBytes(StandardCharsets.UTF_8);
     OutputStream out = socket.getOutputStream();
-    out.write(("POST /v1/models/affine/infer HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n" + headers
+    out.write(("POST /v2/models/affine/infer HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n" + headers
         + "Content-Length: " + bytes.length + "\r\n\r\n").getBytes(StandardCharsets.US_ASCII));
     out.write(bytes);
     out.flush();
   }
 
   private CompletableFuture<HttpResponse<String>> post(String body) {
-    return HTTP.sendAsync(HttpRequest.newBuilder(URI.create(http.url() + "/v1/models/affine/infer")).timeout(WAIT)
+    return HTTP.sendAsync(HttpRequest.newBuilder(URI.create(http.url() + "/v2/models/affine/infer")).timeout(WAIT)
         .header("Content-Type", "application/json").POST(HttpRequest.BodyPublishers.ofString(body)).build(), HttpResponse.BodyHandlers.ofString());
   }
 
@@ -122,8 +123,8 @@ class ClientDisconnectTest {
 
   private static void assertAnswer(float[] x, long k, String body) throws Exception {
     JsonNode root = TensorJson.MAPPER.readTree(body);
-    assertEquals(4, root.get("requests_in_batch").asInt(), body);
-    assertEquals(4, root.get("batch_size").asInt(), body);
+    assertEquals(4, root.get("parameters").get("requests_in_batch").asInt(), body);
+    assertEquals(4, root.get("parameters").get("batch_size").asInt(), body);
     JsonNode data = root.get("outputs").get(0).get("data");
     for (int j = 0; j < 3; j++) {
       float want = 0;

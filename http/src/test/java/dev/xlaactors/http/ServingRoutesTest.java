@@ -30,7 +30,8 @@ import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 
 /**
- * The HTTP endpoint over a real model on the real plugin, through java.net.http over 127.0.0.1: the
+ * The HTTP endpoint over a real model on the real plugin, through java.net.http over 127.0.0.1 (inference
+ * through the Open Inference Protocol's {@code /v2}): the
  * "affine" model y = (x . W) * k (x f32[4], k s32 per request, W f32[4,3] bound once), compiled at batch
  * sizes 1, 2 and 4 and served by a {@link ModelServer}.
  */
@@ -111,8 +112,8 @@ class ServingRoutesTest {
     for (float v : x) {
       xs.append(xs.length() == 0 ? "" : ",").append(v);
     }
-    return "{\"inputs\": [{\"name\": \"x\", \"dtype\": \"f32\", \"shape\": [4], \"data\": [" + xs + "]},"
-        + " {\"dtype\": \"s32\", \"shape\": [], \"data\": [" + k + "]}]}";
+    return "{\"inputs\": [{\"name\": \"x\", \"datatype\": \"FP32\", \"shape\": [1, 4], \"data\": [" + xs + "]},"
+        + " {\"name\": \"k\", \"datatype\": \"INT32\", \"shape\": [1], \"data\": [" + k + "]}]}";
   }
 
   private static float[] expected(float[] x, long k) {
@@ -130,8 +131,9 @@ class ServingRoutesTest {
     assertEquals(200, r.statusCode(), r.body());
     assertEquals("application/json", r.headers().firstValue("Content-Type").orElse(""));
     JsonNode out = json(r).get("outputs").get(0);
-    assertEquals("f32", out.get("dtype").asText());
-    assertEquals("[3]", out.get("shape").toString());
+    assertEquals("output_0", out.get("name").asText());
+    assertEquals("FP32", out.get("datatype").asText());
+    assertEquals("[1,3]", out.get("shape").toString());
     float[] want = expected(x, k);
     for (int j = 0; j < 3; j++) {
       assertEquals(want[j], (float) out.get("data").get(j).asDouble(), 1e-5f * (1 + Math.abs(want[j])), r.body());
@@ -141,14 +143,14 @@ class ServingRoutesTest {
   @Test
   void inferAnswersWithTheModelsValuesAlsoUnderConcurrentRequests() throws Exception {
     float[] x = {0.5f, -1, 2, 0.25f};
-    assertAnswer(x, 3, post("/v1/models/affine/infer", request(x, 3)));
+    assertAnswer(x, 3, post("/v2/models/affine/infer", request(x, 3)));
 
     List<CompletableFuture<HttpResponse<String>>> pending = new ArrayList<>();
     List<float[]> xs = new ArrayList<>();
     for (int i = 0; i < 24; i++) {
       float[] xi = {i, -i / 2f, 1, i % 3};
       xs.add(xi);
-      pending.add(HTTP.sendAsync(HttpRequest.newBuilder(URI.create(http.url() + "/v1/models/affine/infer"))
+      pending.add(HTTP.sendAsync(HttpRequest.newBuilder(URI.create(http.url() + "/v2/models/affine/infer"))
           .POST(HttpRequest.BodyPublishers.ofString(request(xi, i - 5))).build(), HttpResponse.BodyHandlers.ofString()));
     }
     for (int i = 0; i < pending.size(); i++) {
@@ -158,50 +160,43 @@ class ServingRoutesTest {
 
   @Test
   void badRequestsAreRefusedNamingTheFieldAndReachNoServer() throws Exception {
-    String x = "{\"dtype\": \"f32\", \"shape\": [4], \"data\": [1, 2, 3, 4]}";
-    String k = "{\"dtype\": \"s32\", \"shape\": [], \"data\": [1]}";
+    String x = "{\"name\": \"x\", \"datatype\": \"FP32\", \"shape\": [1, 4], \"data\": [1, 2, 3, 4]}";
+    String k = "{\"name\": \"k\", \"datatype\": \"INT32\", \"shape\": [1], \"data\": [1]}";
     Object[][] cases = {
         {"{\"inputs\": [", 400, "body", "malformed JSON"},
         {"[1, 2]", 400, "body", "expected a JSON object, got a list"},
-        {"{\"inputs\": [" + x + "]}", 400, "inputs", "takes 2 input(s) (x f32[4], k s32[]), got 1"},
+        {"{\"inputs\": [" + x + "]}", 400, "inputs", "input 'k' is missing; model 'affine' takes (x FP32[-1, 4], k INT32[-1])"},
         {"{\"inputs\": [" + x + ", " + k + "], \"extra\": 1}", 400, "extra", "unknown field"},
-        {"{\"inputs\": [" + x.replace("f32", "s32") + ", " + k + "]}", 400, "inputs[0].dtype", "input 'x' is f32, got s32"},
-        {"{\"inputs\": [" + x.replace("f32", "float128") + ", " + k + "]}", 400, "inputs[0].dtype", "unknown dtype 'float128'"},
-        {"{\"inputs\": [" + x.replace("[4]", "[2, 2]") + ", " + k + "]}", 400, "inputs[0].shape", "input 'x' is f32[4], got shape [2, 2]"},
+        {"{\"inputs\": [" + x.replace("FP32", "INT32") + ", " + k + "]}", 400, "inputs[0].datatype", "input 'x' is FP32, got INT32"},
+        {"{\"inputs\": [" + x.replace("FP32", "FP128") + ", " + k + "]}", 400, "inputs[0].datatype", "got FP128 (not a datatype"},
+        {"{\"inputs\": [" + x.replace("[1, 4]", "[2, 2]") + ", " + k + "]}", 400, "inputs[0].shape",
+            "input 'x' is [-1, 4] (n rows of f32[4]), got [2, 2]"},
         {"{\"inputs\": [" + x.replace("1, 2, 3, 4", "1, 2, 3") + ", " + k + "]}", 400, "inputs[0].data", "holds 4 values, got 3"},
         {"{\"inputs\": [" + x.replace("1, 2, 3, 4", "1, \"2\", 3, 4") + ", " + k + "]}", 400, "inputs[0].data[1]", "expected a number"},
-        {"{\"inputs\": [" + x + ", " + k.replace("[1]", "[2.5]") + "]}", 400, "inputs[1].data[0]", "expected a whole number"},
-        {"{\"inputs\": [" + x + ", " + k.replace("[1]", "[3000000000]") + "]}", 400, "inputs[1].data[0]", "outside the range of s32"},
-        {"{\"inputs\": [" + x.replace("\"dtype\"", "\"name\": \"y\", \"dtype\"") + ", " + k + "]}", 400, "inputs[0].name", "input 'x'"},
-        {"{\"inputs\": [" + x + ", " + k + "], \"timeout_ms\": -1}", 400, "timeout_ms", "expected a whole number from 1"},
+        {"{\"inputs\": [" + x + ", " + k.replace("[1]}", "[2.5]}") + "]}", 400, "inputs[1].data[0]", "expected a whole number"},
+        {"{\"inputs\": [" + x + ", " + k.replace("[1]}", "[3000000000]}") + "]}", 400, "inputs[1].data[0]", "outside the range of INT32"},
+        {"{\"inputs\": [" + x.replace("\"x\"", "\"y\"") + ", " + k + "]}", 400, "inputs[0].name", "no input 'y'"},
+        {"{\"inputs\": [" + x + ", " + k + "], \"parameters\": {\"timeout\": -1}}", 400, "parameters.timeout", "in microseconds"},
         {"{\"inputs\": [" + x + ", " + k + "], \"inputs\": []}", 400, "body", "Duplicate field 'inputs'"},
     };
     for (Object[] c : cases) {
-      HttpResponse<String> r = post("/v1/models/affine/infer", (String) c[0]);
+      HttpResponse<String> r = post("/v2/models/affine/infer", (String) c[0]);
       assertEquals(c[1], r.statusCode(), c[0] + " -> " + r.body());
       JsonNode body = json(r);
-      assertEquals(c[2], body.get("field").asText(), r.body());
+      assertEquals(1, body.size(), r.body()); // the protocol's {"error"}
       assertTrue(body.get("error").asText().startsWith(c[2] + ": "), r.body());
       assertTrue(body.get("error").asText().contains((String) c[3]), c[0] + " -> " + r.body());
     }
 
-    HttpResponse<String> unknown = post("/v1/models/nope/infer", "{}");
+    HttpResponse<String> unknown = post("/v2/models/nope/infer", "{}");
     assertEquals(404, unknown.statusCode());
-    assertTrue(json(unknown).get("error").asText().contains("no model 'nope' to infer; models to infer: affine"), unknown.body());
+    assertTrue(json(unknown).get("error").asText().contains("no model 'nope'; models: affine"), unknown.body());
 
-    HttpResponse<String> big = post("/v1/models/affine/infer", "{\"inputs\": [" + " ".repeat(5000) + "]}");
+    HttpResponse<String> big = post("/v2/models/affine/infer", "{\"inputs\": [" + " ".repeat(5000) + "]}");
     assertEquals(413, big.statusCode(), big.body());
     assertTrue(json(big).get("error").asText().contains("xla-actors.http.max-body-bytes"), big.body());
 
-    // Within the body limit, but more values than the model's inputs hold (4 + 1): refused while parsing,
-    // before a tree of them is built.
-    HttpResponse<String> many = post("/v1/models/affine/infer", "{\"inputs\": [" + x.replace("1, 2, 3, 4", "0,".repeat(1000) + "0")
-        + ", " + k + "]}");
-    assertEquals(413, many.statusCode(), many.body());
-    assertEquals("body", json(many).get("field").asText(), many.body());
-    assertTrue(json(many).get("error").asText().contains("more JSON values than a request to model 'affine' holds"), many.body());
-
-    assertEquals(405, get("/v1/models/affine/infer").statusCode());
+    assertEquals(405, get("/v2/models/affine/infer").statusCode());
     // None of them reached the server: it answered only valid requests (ok) and nothing else.
     HttpResponse<String> metrics = get("/metrics");
     for (String outcome : List.of("invalid", "failed")) {
@@ -221,11 +216,12 @@ class ServingRoutesTest {
 
     JsonNode models = json(get("/v1/models")).get("models");
     assertEquals("affine", models.get(0).get("name").asText());
-    assertEquals("[{\"name\":\"x\",\"dtype\":\"f32\",\"shape\":[4]},{\"name\":\"k\",\"dtype\":\"s32\",\"shape\":[]}]",
+    assertEquals("/v2/models/affine/infer", models.get(0).get("url").asText());
+    assertEquals("[{\"name\":\"x\",\"datatype\":\"FP32\",\"shape\":[-1,4]},{\"name\":\"k\",\"datatype\":\"INT32\",\"shape\":[-1]}]",
         models.get(0).get("inputs").toString());
 
     float[] x = {1, 1, 1, 1};
-    assertAnswer(x, 1, post("/v1/models/affine/infer", request(x, 1)));
+    assertAnswer(x, 1, post("/v2/models/affine/infer", request(x, 1)));
     HttpResponse<String> metrics = get("/metrics");
     assertEquals(200, metrics.statusCode());
     assertTrue(metrics.headers().firstValue("Content-Type").orElse("").startsWith("text/plain; version=0.0.4"), metrics.headers().toString());
