@@ -65,7 +65,8 @@ import org.apache.pekko.util.ByteString;
  *       ({@code {"index", "token", "text"}}; a character split across byte-level tokens is in the text of the
  *       token that completes it), then one {@code done} ({@code {"reason", "tokens"}}) or
  *       {@code error} ({@code {"status", "code", "error"}});
- *   <li>{@code GET /v1/models}: the models and their inputs; {@code GET /health}: the process answers;
+ *   <li>{@code GET /v1/endpoints}: the models, their routes and inputs ({@code GET /v1/models} is the OpenAI
+ *       API's list, {@link OpenAiRoutes}); {@code GET /health}: the process answers;
  *       {@code GET /ready}: every server answers its status within {@code xla-actors.http.ready-timeout}
  *       and accepts requests (else 503 naming the ones that do not); {@code GET /metrics}: the meters of
  *       {@code registry} in Prometheus's text format.
@@ -136,8 +137,9 @@ public final class ServingRoutes extends AllDirectives {
         path("ready", () -> get(() -> completeWithFuture(ready()))),
         path("metrics", () -> get(() -> complete(HttpResponse.create().withEntity(
             HttpEntities.create(PROMETHEUS, registry.scrape().getBytes(StandardCharsets.UTF_8)))))),
+        // The listing of this API's own endpoints; GET /v1/models is OpenAI's list (OpenAiRoutes).
+        path(PathMatchers.segment("v1").slash("endpoints"), () -> get(() -> complete(models()))),
         pathPrefix("v1", () -> pathPrefix("models", () -> concat(
-            pathEnd(() -> get(() -> complete(models()))),
             pathPrefix(PathMatchers.segment(), model -> concat(
                 path("infer", () -> post(() -> withBody(settings.maxBodyBytes(), "max-body-bytes",
                     (body, connection, timeout) -> infer(model, body, connection, timeout)))),

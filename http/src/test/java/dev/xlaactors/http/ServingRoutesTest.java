@@ -219,7 +219,7 @@ class ServingRoutesTest {
     assertEquals(200, ready.statusCode(), ready.body());
     assertEquals("[\"affine\"]", json(ready).get("models").toString());
 
-    JsonNode models = json(get("/v1/models")).get("models");
+    JsonNode models = json(get("/v1/endpoints")).get("models");
     assertEquals("affine", models.get(0).get("name").asText());
     assertEquals("[{\"name\":\"x\",\"dtype\":\"f32\",\"shape\":[4]},{\"name\":\"k\",\"dtype\":\"s32\",\"shape\":[]}]",
         models.get(0).get("inputs").toString());
