@@ -2,6 +2,7 @@ package dev.xlaactors.http;
 
 import com.hubspot.jinjava.Jinjava;
 import com.hubspot.jinjava.JinjavaConfig;
+import com.hubspot.jinjava.LegacyOverrides;
 import com.hubspot.jinjava.interpret.RenderResult;
 import com.hubspot.jinjava.interpret.TemplateError;
 import com.hubspot.jinjava.lib.fn.ELFunctionDefinition;
@@ -37,8 +38,13 @@ final class ChatTemplate {
   }
 
   private static Jinjava jinjava() {
+    // Jinjava's corrections towards Python's Jinja (which the templates are written for): {{- -}} trims around
+    // expressions too (templates such as Qwen2.5's and Llama 3's rely on it), Python's operator precedence,
+    // dict literals with evaluated keys, iteration over a dict's keys, Python's rendering of lists and dicts.
+    LegacyOverrides python = LegacyOverrides.newBuilder().withUseTrimmingForNotesAndExpressions(true).withUseNaturalOperatorPrecedence(true)
+        .withEvaluateMapKeys(true).withIterateOverMapKeys(true).withUsePyishObjectMapper(true).build();
     Jinjava j = new Jinjava(JinjavaConfig.newBuilder().withTrimBlocks(true).withLstripBlocks(true).withMaxOutputSize(MAX_OUTPUT)
-        .withFailOnUnknownTokens(false).build());
+        .withFailOnUnknownTokens(false).withLegacyOverrides(python).build());
     j.getGlobalContext().registerFunction(new ELFunctionDefinition("", "raise_exception", ChatTemplate.class, "raiseException",
         String.class));
     return j;

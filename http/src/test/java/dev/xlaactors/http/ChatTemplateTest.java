@@ -54,4 +54,31 @@ class ChatTemplateTest {
     assertTrue(e.getMessage().contains("System role not supported"), e.getMessage());
     assertEquals("Hi!", t.render(List.of(new OpenAiRequest.Message("user", "Hi!")), true));
   }
+
+  @Test
+  void qwenStyleTemplateWithWhitespaceControlMethodsAndNamespace() {
+    // The constructs of Qwen2.5's and Llama 3's templates: {%- -%}, messages[0]['role'], loop.first, .strip(), namespace().
+    String qwen = """
+        {%- set ns = namespace(system=false) %}
+        {%- for m in messages %}{%- if m.role == 'system' %}{%- set ns.system = true %}{%- endif %}{%- endfor %}
+        {%- if not ns.system %}
+            {{- '<|im_start|>system\nYou are Qwen.<|im_end|>\n' }}
+        {%- endif %}
+        {%- for message in messages %}
+            {%- if message.role == "assistant" %}
+                {{- '<|im_start|>' + message.role + '\n' + message.content.strip() + '<|im_end|>\n' }}
+            {%- else %}
+                {{- '<|im_start|>' + message.role + '\n' + message.content + '<|im_end|>\n' }}
+            {%- endif %}
+        {%- endfor %}
+        {%- if add_generation_prompt %}
+            {{- '<|im_start|>assistant\n' }}
+        {%- endif %}
+        """;
+    ChatTemplate t = new ChatTemplate("qwen2.5", qwen, "", "<|im_end|>");
+    assertEquals("<|im_start|>system\nYou are Qwen.<|im_end|>\n<|im_start|>user\nHi!<|im_end|>\n<|im_start|>assistant\nHello.<|im_end|>\n"
+        + "<|im_start|>assistant\n", t.render(List.of(new OpenAiRequest.Message("user", "Hi!"),
+            new OpenAiRequest.Message("assistant", " Hello. ")), true));
+    assertEquals("<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi!<|im_end|>\n", t.render(MESSAGES, false));
+  }
 }
