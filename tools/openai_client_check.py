@@ -71,6 +71,16 @@ def completions(client, model):
 
     echo = client.completions.create(model=model, prompt="Hello world", max_tokens=8, temperature=0, echo=True)
     check("completions: echo", echo.choices[0].text == "Hello world" + text, echo.choices[0].text)
+    # echo with logprobs and max_tokens 0 scores the prompt (the score program); the most likely token after
+    # [10, 20] must have the log-probability that greedy generation from [10, 20] (the decode programs) reports.
+    scored = client.completions.create(model=model, prompt=[10, 20, 30], max_tokens=0, echo=True, logprobs=1)
+    slp = scored.choices[0].logprobs
+    check("completions: echo scores the prompt", len(slp.tokens) == 3 and slp.token_logprobs[0] is None
+          and slp.top_logprobs[0] is None and all(x <= 0 for x in slp.token_logprobs[1:])
+          and scored.usage.completion_tokens == 0 and scored.choices[0].finish_reason == "length", slp)
+    step = client.completions.create(model=model, prompt=[10, 20], max_tokens=1, temperature=0, logprobs=1)
+    check("completions: prompt scores agree with generation", math.isclose(max(slp.top_logprobs[2].values()),
+          step.choices[0].logprobs.token_logprobs[0], abs_tol=1e-3), (slp.top_logprobs[2], step.choices[0].logprobs))
     ids = client.completions.create(model=model, prompt=[[10, 20], [30]], max_tokens=3, temperature=0)
     check("completions: token-id prompts", len(ids.choices) == 2 and ids.usage.prompt_tokens == 3, ids.usage)
 

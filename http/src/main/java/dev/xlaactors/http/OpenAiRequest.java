@@ -92,7 +92,11 @@ final class OpenAiRequest {
   /** How a request wants its answer streamed: not at all, or as server-sent events with or without a usage chunk. */
   record Streaming(boolean stream, boolean includeUsage) {}
 
-  /** {@code POST /v1/completions}: {@code logprobs} null (none) or how many top tokens (0: the drawn token's only). */
+  /**
+   * {@code POST /v1/completions}: {@code logprobs} null (none) or how many top tokens (0: the drawn token's
+   * only); with {@code echo} the prompt's text (and, with logprobs, its tokens' log-probabilities) comes
+   * first, and {@code max_tokens} may be 0 (the prompt scored, nothing generated).
+   */
   record Completion(String model, List<Prompt> prompts, Sampling sampling, Integer logprobs, boolean echo, Streaming streaming) {}
 
   /** A chat message: its role and its text (text parts joined). */
@@ -114,7 +118,8 @@ final class OpenAiRequest {
       throw OpenAiError.invalid("prompt", "'prompt' is required: a string, a list of strings, a list of token ids or a list of lists of them");
     }
     List<Prompt> prompts = prompts(p, "prompt");
-    Sampling sampling = sampling(root, "max_tokens");
+    boolean echo = bool(root, "echo", false);
+    Sampling sampling = sampling(root, "max_tokens", echo ? 0 : 1); // max_tokens 0 with echo: score the prompt only
     if (prompts.size() * sampling.n() > MAX_CHOICES) {
       throw OpenAiError.invalid("n", "at most " + MAX_CHOICES + " choices per request (prompts times n), got " + prompts.size() + " x "
           + sampling.n());
@@ -123,7 +128,7 @@ final class OpenAiRequest {
     if (present(root, "logprobs") != null) {
       logprobs = (int) whole(root, "logprobs", 0, 0, SamplingParams.MAX_LOGPROBS);
     }
-    return new Completion(model, prompts, sampling, logprobs, bool(root, "echo", false), streaming(root));
+    return new Completion(model, prompts, sampling, logprobs, echo, streaming(root));
   }
 
   static Chat chat(JsonNode root) {
@@ -132,7 +137,7 @@ final class OpenAiRequest {
     if (present(root, "max_tokens") != null && present(root, "max_completion_tokens") != null) {
       throw OpenAiError.invalid("max_completion_tokens", "give max_completion_tokens or max_tokens (its older name), not both");
     }
-    Sampling sampling = sampling(root, present(root, "max_completion_tokens") != null ? "max_completion_tokens" : "max_tokens");
+    Sampling sampling = sampling(root, present(root, "max_completion_tokens") != null ? "max_completion_tokens" : "max_tokens", 1);
     if (sampling.n() > MAX_CHOICES) {
       throw OpenAiError.invalid("n", "at most " + MAX_CHOICES + " choices per request, got " + sampling.n());
     }
@@ -204,8 +209,8 @@ final class OpenAiRequest {
     return n.asText();
   }
 
-  private static Sampling sampling(JsonNode root, String maxTokensField) {
-    Integer maxTokens = present(root, maxTokensField) == null ? null : (int) whole(root, maxTokensField, 0, 1, Integer.MAX_VALUE);
+  private static Sampling sampling(JsonNode root, String maxTokensField, int minTokens) {
+    Integer maxTokens = present(root, maxTokensField) == null ? null : (int) whole(root, maxTokensField, 0, minTokens, Integer.MAX_VALUE);
     Double temperature = number(root, "temperature", 0, 2, "0 (greedy) to 2");
     Double topP = number(root, "top_p", Double.MIN_VALUE, 1, "above 0, at most 1");
     Integer topK = null;

@@ -39,8 +39,11 @@ final class OpenAiResponses {
     }
   }
 
-  /** One finished choice: its index among the response's choices and its generation. */
-  record Choice(int index, TextGenerator.Result result, String echo) {}
+  /**
+   * One finished choice: its index among the response's choices, its generation, the prompt text it
+   * repeats first ({@code echo}; null: none) and that prompt's log-probabilities (null: not reported).
+   */
+  record Choice(int index, TextGenerator.Result result, String echo, PromptLogprobs prompt) {}
 
   /** Token counts of a response. */
   record Usage(int promptTokens, int completionTokens) {}
@@ -90,7 +93,7 @@ final class OpenAiResponses {
         } else {
           g.writeStringField("text", text);
         }
-        logprobs(g, c.result().samples(), c.echo() == null ? 0 : c.echo().length());
+        logprobs(g, c.prompt(), c.result().samples(), c.echo() == null ? 0 : c.echo().length());
         g.writeStringField("finish_reason", finishReason(c.result().finishReason()));
         g.writeEndObject();
       }
@@ -138,12 +141,27 @@ final class OpenAiResponses {
       } else {
         g.writeStringField("text", text);
       }
-      logprobs(g, sample == null ? List.of() : List.of(sample), textOffset);
+      logprobs(g, null, sample == null ? List.of() : List.of(sample), textOffset);
       if (finish == null) {
         g.writeNullField("finish_reason");
       } else {
         g.writeStringField("finish_reason", finishReason(finish));
       }
+      g.writeEndObject();
+      g.writeEndArray();
+    }));
+  }
+
+  /** A completion stream's first chunk of choice {@code index} when it echoes its prompt: the prompt's text and log-probabilities (null: none). */
+  ByteString echoChunk(int index, String echo, PromptLogprobs prompt) {
+    return event(TensorJson.object(g -> {
+      head(g, api.chunkObject);
+      g.writeArrayFieldStart("choices");
+      g.writeStartObject();
+      g.writeNumberField("index", index);
+      g.writeStringField("text", echo);
+      logprobs(g, prompt, List.of(), echo.length());
+      g.writeNullField("finish_reason");
       g.writeEndObject();
       g.writeEndArray();
     }));
@@ -194,7 +212,7 @@ final class OpenAiResponses {
    * top_logprobs, text_offset}} (offsets from {@code textOffset}) or chat's {@code {content: [{token,
    * logprob, bytes, top_logprobs}]}}.
    */
-  private void logprobs(JsonGenerator g, List<Sample> samples, int textOffset) throws IOException {
+  private void logprobs(JsonGenerator g, PromptLogprobs prompt, List<Sample> samples, int textOffset) throws IOException {
     if (logprobs == null) {
       g.writeNullField("logprobs");
       return;
@@ -215,39 +233,68 @@ final class OpenAiResponses {
         g.writeEndObject();
       }
       g.writeEndArray();
-    } else {
-      g.writeArrayFieldStart("tokens");
-      for (Sample s : samples) {
-        g.writeString(tokenText(s.token()));
+      g.writeEndObject();
+      return;
+    }
+    // Completions: the echoed prompt's tokens first (the first without a log-probability: null), then the generated ones.
+    int promptLength = prompt == null ? 0 : prompt.tokens().length;
+    g.writeArrayFieldStart("tokens");
+    for (int i = 0; i < promptLength; i++) {
+      g.writeString(tokenText(prompt.tokens()[i]));
+    }
+    for (Sample s : samples) {
+      g.writeString(tokenText(s.token()));
+    }
+    g.writeEndArray();
+    g.writeArrayFieldStart("token_logprobs");
+    for (int i = 0; i < promptLength; i++) {
+      if (i == 0) {
+        g.writeNull();
+      } else {
+        g.writeNumber(prompt.logprobs()[i]);
       }
-      g.writeEndArray();
-      g.writeArrayFieldStart("token_logprobs");
-      for (Sample s : samples) {
-        g.writeNumber(s.logprob());
+    }
+    for (Sample s : samples) {
+      g.writeNumber(s.logprob());
+    }
+    g.writeEndArray();
+    g.writeArrayFieldStart("top_logprobs");
+    for (int i = 0; i < promptLength; i++) {
+      if (i == 0) {
+        g.writeNull();
+      } else {
+        topLogprobs(g, prompt.tokens()[i], prompt.logprobs()[i], prompt.top().get(i));
       }
-      g.writeEndArray();
-      g.writeArrayFieldStart("top_logprobs");
-      for (Sample s : samples) {
-        // The k most likely and the drawn token (as vLLM), one entry per distinct text.
-        Map<String, Float> top = new LinkedHashMap<>();
-        for (TopLogprob t : s.top().subList(0, Math.min(logprobs, s.top().size()))) {
-          top.putIfAbsent(tokenText(t.token()), t.logprob());
-        }
-        top.putIfAbsent(tokenText(s.token()), s.logprob());
-        g.writeStartObject();
-        for (Map.Entry<String, Float> e : top.entrySet()) {
-          g.writeNumberField(e.getKey(), e.getValue());
-        }
-        g.writeEndObject();
-      }
-      g.writeEndArray();
-      g.writeArrayFieldStart("text_offset");
-      int offset = textOffset;
-      for (Sample s : samples) {
-        g.writeNumber(offset);
-        offset += tokenText(s.token()).length();
-      }
-      g.writeEndArray();
+    }
+    for (Sample s : samples) {
+      topLogprobs(g, s.token(), s.logprob(), s.top());
+    }
+    g.writeEndArray();
+    g.writeArrayFieldStart("text_offset");
+    int offset = 0;
+    for (int i = 0; i < promptLength; i++) {
+      g.writeNumber(offset);
+      offset += tokenText(prompt.tokens()[i]).length();
+    }
+    offset = textOffset;
+    for (Sample s : samples) {
+      g.writeNumber(offset);
+      offset += tokenText(s.token()).length();
+    }
+    g.writeEndArray();
+    g.writeEndObject();
+  }
+
+  /** One position's {@code {text: logprob}}: the k most likely and the chosen token (as vLLM), one entry per distinct text. */
+  private void topLogprobs(JsonGenerator g, int token, float logprob, List<TopLogprob> top) throws IOException {
+    Map<String, Float> entries = new LinkedHashMap<>();
+    for (TopLogprob t : top.subList(0, Math.min(logprobs, top.size()))) {
+      entries.putIfAbsent(tokenText(t.token()), t.logprob());
+    }
+    entries.putIfAbsent(tokenText(token), logprob);
+    g.writeStartObject();
+    for (Map.Entry<String, Float> e : entries.entrySet()) {
+      g.writeNumberField(e.getKey(), e.getValue());
     }
     g.writeEndObject();
   }

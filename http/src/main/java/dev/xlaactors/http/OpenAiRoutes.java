@@ -211,8 +211,12 @@ public final class OpenAiRoutes extends AllDirectives {
 
   // ------------------------------------------------------------------------------------------ completions
 
-  /** One generation of a response: its choice index, its prompt, its sampling and (completions with echo) the text it repeats. */
-  private record Job(int index, int promptIndex, int[] prompt, SamplingParams params, String echo) {}
+  /**
+   * One generation of a response: its choice index, its prompt, its sampling (null: nothing to generate,
+   * {@code max_tokens} 0), and for a completion with echo the text it repeats and that prompt's
+   * log-probabilities (null: not asked for).
+   */
+  private record Job(int index, int promptIndex, int[] prompt, SamplingParams params, String echo, PromptLogprobs promptLogprobs) {}
 
   private CompletionStage<HttpResponse> completions(byte[] body, ClientConnection connection,
       org.apache.pekko.http.javadsl.TimeoutAccess timeout) {
@@ -220,27 +224,38 @@ public final class OpenAiRoutes extends AllDirectives {
     OpenAiRequest.Completion request = OpenAiRequest.completion(root);
     CompletionEndpoint ep = generator(request.model(), "POST /v1/completions");
     LanguageModel lm = ep.generator().model();
-    if (request.echo() && request.logprobs() != null) {
-      throw OpenAiError.unsupported("echo", "echo with logprobs would need the prompt's log-probabilities, which are not computed; "
-          + "ask for one or the other");
-    }
-    List<Job> jobs = new ArrayList<>();
-    int promptTokens = 0;
+    List<int[]> promptIds = new ArrayList<>();
+    List<Integer> maxTokens = new ArrayList<>();
     for (int p = 0; p < request.prompts().size(); p++) {
       OpenAiRequest.Prompt prompt = request.prompts().get(p);
       String field = request.prompts().size() == 1 ? "prompt" : "prompt[" + p + "]";
       int[] ids = prompt.tokens() != null ? checked(prompt.tokens(), lm, field) : lm.encode(prompt.text());
-      int maxTokens = maxTokens(ep, ids.length, request.sampling().maxTokens(), Math.min(lm.defaults().maxTokens(),
-          lm.contextLength() - ids.length), field);
-      promptTokens += ids.length;
-      String echo = request.echo() ? (prompt.text() != null ? prompt.text() : lm.tokenizer().decode(ids)) : null;
-      int logprobs = request.logprobs() == null ? 0 : request.logprobs();
-      for (int c = 0; c < request.sampling().n(); c++) {
-        jobs.add(new Job(jobs.size(), p, ids, request.sampling().over(lm.defaults(), maxTokens, logprobs, c), echo));
-      }
+      maxTokens.add(maxTokens(ep, ids.length, request.sampling().maxTokens(), Math.min(lm.defaults().maxTokens(),
+          lm.contextLength() - ids.length), field));
+      promptIds.add(ids);
     }
     OpenAiResponses writer = new OpenAiResponses(OpenAiResponses.Api.COMPLETIONS, request.model(), lm.tokenizer(), request.logprobs());
-    return run(ep, jobs, promptTokens, writer, request.streaming(), connection, timeout);
+    boolean scorePrompts = request.echo() && request.logprobs() != null;
+    // The prompts' own log-probabilities come from the score program: a blocking run, so not on this thread.
+    CompletableFuture<List<PromptLogprobs>> scored = !scorePrompts ? CompletableFuture.completedFuture(null)
+        : CompletableFuture.supplyAsync(() -> promptIds.stream().map(ids -> PromptLogprobs.of(ids, lm.score(ids), request.logprobs()))
+            .toList(), blocking);
+    return scored.thenCompose(logprobs -> {
+      List<Job> jobs = new ArrayList<>();
+      int promptTokens = 0;
+      for (int p = 0; p < promptIds.size(); p++) {
+        OpenAiRequest.Prompt prompt = request.prompts().get(p);
+        int[] ids = promptIds.get(p);
+        promptTokens += ids.length;
+        String echo = request.echo() ? (prompt.text() != null ? prompt.text() : lm.tokenizer().decode(ids)) : null;
+        int top = request.logprobs() == null ? 0 : request.logprobs();
+        for (int c = 0; c < request.sampling().n(); c++) {
+          SamplingParams params = maxTokens.get(p) == 0 ? null : request.sampling().over(lm.defaults(), maxTokens.get(p), top, c);
+          jobs.add(new Job(jobs.size(), p, ids, params, echo, logprobs == null ? null : logprobs.get(p)));
+        }
+      }
+      return run(ep, jobs, promptTokens, writer, request.streaming(), connection, timeout);
+    });
   }
 
   private CompletionStage<HttpResponse> chat(byte[] body, ClientConnection connection, org.apache.pekko.http.javadsl.TimeoutAccess timeout) {
@@ -259,7 +274,7 @@ public final class OpenAiRoutes extends AllDirectives {
     int maxTokens = maxTokens(ep, ids.length, request.sampling().maxTokens(), lm.contextLength() - ids.length, "messages");
     List<Job> jobs = new ArrayList<>();
     for (int c = 0; c < request.sampling().n(); c++) {
-      jobs.add(new Job(c, 0, ids, request.sampling().over(lm.defaults(), maxTokens, request.topLogprobs(), c), null));
+      jobs.add(new Job(c, 0, ids, request.sampling().over(lm.defaults(), maxTokens, request.topLogprobs(), c), null, null));
     }
     OpenAiResponses writer = new OpenAiResponses(OpenAiResponses.Api.CHAT, request.model(), lm.tokenizer(),
         request.logprobs() ? request.topLogprobs() : null);
@@ -287,7 +302,7 @@ public final class OpenAiRoutes extends AllDirectives {
       throw OpenAiError.invalid(field, "model '" + lm.name() + "' takes prompts of 1.." + Math.min(ep.maxPromptLength(),
           lm.contextLength() - 1) + " tokens, got " + promptLength);
     }
-    if (requested != null && promptLength + requested > lm.contextLength()) {
+    if (requested != null && promptLength + requested > lm.contextLength()) { // (0 only with echo: scoring the prompt)
       throw OpenAiError.invalid("max_tokens", "model '" + lm.name() + "''s maximum context length is " + lm.contextLength()
           + " tokens; you requested " + (promptLength + requested) + " (" + promptLength + " in the prompt, " + requested
           + " in the completion): ask for at most " + (lm.contextLength() - promptLength));
@@ -343,8 +358,10 @@ public final class OpenAiRoutes extends AllDirectives {
     void start() {
       AtomicInteger left = new AtomicInteger(jobs.size());
       for (Job job : jobs) {
-        CompletableFuture<TextGenerator.Result> r = ep.generator().generate(job.prompt(), job.params(), null, piece -> onPiece(job, piece))
-            .toCompletableFuture();
+        CompletableFuture<TextGenerator.Result> r = job.params() == null
+            ? CompletableFuture.completedFuture(new TextGenerator.Result(job.prompt(), new int[0], "", TextGenerator.FinishReason.LENGTH,
+                List.of())) // max_tokens 0: the echo is the whole answer
+            : ep.generator().generate(job.prompt(), job.params(), null, piece -> onPiece(job, piece)).toCompletableFuture();
         results.add(r);
       }
       for (int i = 0; i < jobs.size(); i++) {
@@ -395,7 +412,8 @@ public final class OpenAiRoutes extends AllDirectives {
         }
         List<OpenAiResponses.Choice> choices = new ArrayList<>();
         for (int i = 0; i < jobs.size(); i++) {
-          choices.add(new OpenAiResponses.Choice(jobs.get(i).index(), results.get(i).join(), jobs.get(i).echo()));
+          choices.add(new OpenAiResponses.Choice(jobs.get(i).index(), results.get(i).join(), jobs.get(i).echo(),
+              jobs.get(i).promptLogprobs()));
         }
         return json(writer.response(choices, usage()));
       }).exceptionally(OpenAiRoutes.this::errorResponse);
@@ -420,7 +438,7 @@ public final class OpenAiRoutes extends AllDirectives {
       this.includeUsage = includeUsage;
       int capacity = 8;
       for (Job job : jobs) {
-        capacity += job.params().maxTokens() + 4;
+        capacity += (job.params() == null ? 0 : job.params().maxTokens()) + 4;
       }
       Pair<BoundedSourceQueue<ByteString>, Source<ByteString, NotUsed>> q = Source.<ByteString>queue(capacity).preMaterialize(system);
       this.queue = q.first();
@@ -438,7 +456,7 @@ public final class OpenAiRoutes extends AllDirectives {
         if (writer.api() == OpenAiResponses.Api.CHAT) {
           offer(writer.roleChunk(job.index()));
         } else if (job.echo() != null) {
-          offer(writer.chunk(job.index(), job.echo(), null, 0, null));
+          offer(writer.echoChunk(job.index(), job.echo(), job.promptLogprobs()));
           textOffsets[job.index()] = job.echo().length();
         }
       }
