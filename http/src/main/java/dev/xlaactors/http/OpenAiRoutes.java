@@ -303,7 +303,7 @@ public final class OpenAiRoutes extends AllDirectives {
           lm.contextLength() - 1) + " tokens, got " + promptLength);
     }
     if (requested != null && promptLength + requested > lm.contextLength()) { // (0 only with echo: scoring the prompt)
-      throw OpenAiError.invalid("max_tokens", "model '" + lm.name() + "''s maximum context length is " + lm.contextLength()
+      throw OpenAiError.invalid("max_tokens", "the maximum context length of model '" + lm.name() + "' is " + lm.contextLength()
           + " tokens; you requested " + (promptLength + requested) + " (" + promptLength + " in the prompt, " + requested
           + " in the completion): ask for at most " + (lm.contextLength() - promptLength));
     }
