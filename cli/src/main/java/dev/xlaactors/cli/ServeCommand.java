@@ -5,13 +5,17 @@ import dev.xlaactors.actors.RuntimeMeters;
 import dev.xlaactors.actors.serve.BatchedModel;
 import dev.xlaactors.actors.serve.GenerationServer;
 import dev.xlaactors.actors.serve.ModelServer;
+import dev.xlaactors.http.CompletionEndpoint;
 import dev.xlaactors.http.GenerationEndpoint;
 import dev.xlaactors.http.HttpServer;
 import dev.xlaactors.http.HttpSettings;
 import dev.xlaactors.http.InferenceEndpoint;
+import dev.xlaactors.http.OpenAiRoutes;
 import dev.xlaactors.http.ServingRoutes;
+import dev.xlaactors.lm.EmbeddingModel;
 import dev.xlaactors.lm.LanguageModel;
 import dev.xlaactors.lm.PackageSlotDecoder;
+import dev.xlaactors.lm.TextGenerator;
 import dev.xlaactors.runtime.model.LoadedPackage;
 import dev.xlaactors.runtime.model.ModelPackage;
 import dev.xlaactors.runtime.model.Role;
@@ -30,7 +34,9 @@ import org.apache.pekko.actor.typed.Props;
  * {@code serve PKG [PKG...] [--host H] [--port P]}: serves model packages over HTTP until the process is
  * stopped (Ctrl-C): a {@code causal-lm} package behind a generation server (continuous batching over its
  * largest slot count), an {@code embedding} or {@code tensor} package behind a model server (dynamic
- * batching over its exported batch sizes). Prints the address and example requests.
+ * batching over its exported batch sizes); the language and embedding models also through the OpenAI API
+ * ({@code /v1/models}, {@code /v1/completions}, {@code /v1/chat/completions}, {@code /v1/embeddings}).
+ * Prints the address and example requests.
  */
 final class ServeCommand {
   static final String USAGE = "usage: bin/xla-actors serve PKG [PKG...] [--host H (default 127.0.0.1)] [--port P (default 8080; 0 = any free port)]";
@@ -55,14 +61,60 @@ final class ServeCommand {
       }
       packages.add(pkg);
     }
-    HttpServer http = null;
-    try (RuntimeSession session = RuntimeSession.start("serve")) {
+    try (Serving serving = Serving.start(packages, host, port)) {
+      out.println("serving " + String.join(", ", names) + " at " + serving.url() + " (Ctrl-C stops the server)");
+      for (String model : serving.generation()) {
+        out.println("  curl -sN " + serving.url() + "/v1/models/" + model + "/generate -H 'Content-Type: application/json' "
+            + "-d '{\"prompt\":\"Hello\",\"max_tokens\":16}'");
+        out.println("  curl -s " + serving.url() + "/v1/completions -H 'Content-Type: application/json' "
+            + "-d '{\"model\":\"" + model + "\",\"prompt\":\"Hello\",\"max_tokens\":16}'");
+      }
+      out.println("  curl -s " + serving.url() + "/v1/models");
+      out.println("  curl -s " + serving.url() + "/v1/endpoints");
+      out.flush();
+      CountDownLatch stop = new CountDownLatch(1);
+      Runtime.getRuntime().addShutdownHook(new Thread(() -> {
+        stop.countDown();
+        try {
+          Thread.sleep(2000); // let the main thread close the server and the models
+        } catch (InterruptedException e) {
+          Thread.currentThread().interrupt();
+        }
+      }));
+      stop.await();
+    }
+    return 0;
+  }
+
+  /**
+   * Packages served over HTTP until closed: each {@code causal-lm} package behind a generation server
+   * (continuous batching over its largest slot count) at {@code /v1/models/<name>/generate} and the OpenAI
+   * API's completions and chat; each {@code embedding} package behind a model server at
+   * {@code /v1/models/<name>/infer} and at OpenAI's {@code /v1/embeddings}; a {@code tensor} package behind
+   * a model server. Closing unbinds the port, stops the servers and frees the models.
+   */
+  static final class Serving implements AutoCloseable {
+    private final RuntimeSession session;
+    private final HttpServer http;
+    private final List<String> generation;
+
+    private Serving(RuntimeSession session, HttpServer http, List<String> generation) {
+      this.session = session;
+      this.http = http;
+      this.generation = generation;
+    }
+
+    /** Loads {@code packages} and binds the routes at {@code host} and {@code port} (null: the settings'). */
+    static Serving start(List<ModelPackage> packages, String host, Integer port) {
+      RuntimeSession session = RuntimeSession.start("serve");
       try {
         CallbackRuntime runtime = session.runtime();
         PrometheusMeterRegistry registry = new PrometheusMeterRegistry(PrometheusConfig.DEFAULT);
         new RuntimeMeters(runtime.metrics()).bindTo(registry);
         List<InferenceEndpoint> inference = new ArrayList<>();
         List<GenerationEndpoint> generation = new ArrayList<>();
+        List<CompletionEndpoint> completions = new ArrayList<>();
+        List<EmbeddingModel> embedders = new ArrayList<>();
         for (ModelPackage pkg : packages) {
           if (pkg.kind() == ModelPackage.Kind.CAUSAL_LM) {
             LanguageModel lm = session.own(LanguageModel.load(pkg, session.device(), runtime));
@@ -71,9 +123,17 @@ final class ServeCommand {
             ActorRef<GenerationServer.Command> server = session.system().systemActorOf(
                 GenerationServer.create(pkg.name(), decoder, registry), "generate-" + pkg.name(), Props.empty());
             generation.add(GenerationEndpoint.of(pkg.name(), server, decoder, new TokenizerTextCodec(lm)));
+            completions.add(CompletionEndpoint.of(new TextGenerator(lm, server, session.system()), decoder));
           } else {
-            LoadedPackage loaded = session.own(pkg.load(session.device()));
+            LoadedPackage loaded;
             Role role = pkg.kind() == ModelPackage.Kind.EMBEDDING ? Role.EMBED : Role.MAIN;
+            if (pkg.kind() == ModelPackage.Kind.EMBEDDING) {
+              EmbeddingModel embedder = session.own(EmbeddingModel.load(pkg, session.device(), runtime));
+              embedders.add(embedder);
+              loaded = embedder.loaded(); // one copy of the weights for both routes
+            } else {
+              loaded = session.own(pkg.load(session.device()));
+            }
             BatchedModel batched = BatchedModel.of(loaded, role);
             ActorRef<ModelServer.Command> server = session.system().systemActorOf(ModelServer.create(batched, runtime, registry),
                 "serve-" + pkg.name(), Props.empty());
@@ -89,30 +149,32 @@ final class ServeCommand {
           settings = settings.withHost(host);
         }
         ServingRoutes routes = new ServingRoutes(session.system(), settings, registry, inference, generation);
-        http = HttpServer.start(session.system(), settings, routes.route());
-        out.println("serving " + String.join(", ", names) + " at " + http.url() + " (Ctrl-C stops the server)");
-        for (GenerationEndpoint e : generation) {
-          out.println("  curl -sN " + http.url() + "/v1/models/" + e.name() + "/generate -H 'Content-Type: application/json' "
-              + "-d '{\"prompt\":\"Hello\",\"max_tokens\":16}'");
-        }
-        out.println("  curl -s " + http.url() + "/v1/models");
-        out.flush();
-        CountDownLatch stop = new CountDownLatch(1);
-        Runtime.getRuntime().addShutdownHook(new Thread(() -> {
-          stop.countDown();
-          try {
-            Thread.sleep(2000); // let the main thread close the server and the models
-          } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-          }
-        }));
-        stop.await();
-      } finally {
-        if (http != null) {
-          http.close();
-        }
+        OpenAiRoutes openAi = new OpenAiRoutes(session.system(), settings, completions, embedders);
+        HttpServer http = HttpServer.start(session.system(), settings, openAi.route().orElse(routes.route()));
+        return new Serving(session, http, generation.stream().map(GenerationEndpoint::name).toList());
+      } catch (RuntimeException e) {
+        session.close();
+        throw e;
       }
     }
-    return 0;
+
+    /** {@code http://host:port}. */
+    String url() {
+      return http.url();
+    }
+
+    /** The names of the language models served. */
+    List<String> generation() {
+      return generation;
+    }
+
+    @Override
+    public void close() {
+      try {
+        http.close();
+      } finally {
+        session.close();
+      }
+    }
   }
 }

@@ -188,7 +188,7 @@ public final class Serve {
     String generate = text ? "{\"prompt\":\"The quick brown fox\",\"max_tokens\":20}" : "{\"tokens\":[464,20,418,327],\"max_tokens\":12}";
     return List.of(
         new String[] {"curl -s " + url + "/health", "GET", "/health", null},
-        new String[] {"curl -s " + url + "/v1/models", "GET", "/v1/models", null},
+        new String[] {"curl -s " + url + "/v1/endpoints", "GET", "/v1/endpoints", null},
         new String[] {"curl -s " + url + "/v2/models/scoring", "GET", "/v2/models/scoring", null},
         new String[] {"curl -s " + url + "/v2/models/scoring/infer -H 'Content-Type: application/json' -d '" + infer + "'", "POST",
             "/v2/models/scoring/infer", infer},

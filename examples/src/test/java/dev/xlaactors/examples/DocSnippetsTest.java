@@ -52,6 +52,7 @@ class DocSnippetsTest {
       import dev.xlaactors.graph.*;
       import dev.xlaactors.http.*;
       import dev.xlaactors.runtime.*;
+      import dev.xlaactors.runtime.model.*;
       import java.nio.file.*;
       import java.time.Duration;
       import java.util.*;

@@ -62,7 +62,9 @@ import org.apache.pekko.util.ByteString;
  *       ({@code {"index", "token", "text"}}; a character split across byte-level tokens is in the text of the
  *       token that completes it), then one {@code done} ({@code {"reason", "tokens"}}) or
  *       {@code error} ({@code {"status", "code", "error"}});
- *   <li>{@code GET /v1/models}: the models, their inputs as {@code /v2} names them, or their generation limits; {@code GET /health}: the process answers;
+ *   <li>{@code GET /v1/endpoints}: the models, their routes, and their inputs as {@code /v2} names them or
+ *       their generation limits ({@code GET /v1/models} is the OpenAI API's list, {@link OpenAiRoutes});
+ *       {@code GET /health}: the process answers;
  *       {@code GET /ready}: every server answers its status within {@code xla-actors.http.ready-timeout}
  *       and accepts requests (else 503 naming the ones that do not); {@code GET /metrics}: the meters of
  *       {@code registry} in Prometheus's text format.
@@ -135,8 +137,9 @@ public final class ServingRoutes extends AllDirectives {
         path("ready", () -> get(() -> completeWithFuture(ready()))),
         path("metrics", () -> get(() -> complete(HttpResponse.create().withEntity(
             HttpEntities.create(PROMETHEUS, registry.scrape().getBytes(StandardCharsets.UTF_8)))))),
+        // The listing of this API's own endpoints; GET /v1/models is OpenAI's list (OpenAiRoutes).
+        path(PathMatchers.segment("v1").slash("endpoints"), () -> get(() -> complete(models()))),
         pathPrefix("v1", () -> pathPrefix("models", () -> concat(
-            pathEnd(() -> get(() -> complete(models()))),
             pathPrefix(PathMatchers.segment(), model -> concat(
                 path("generate", () -> post(() -> withBody(settings.maxGenerateBodyBytes(), "max-generate-body-bytes",
                     (body, connection, timeout) -> generate(model, body, connection, timeout))))))))));

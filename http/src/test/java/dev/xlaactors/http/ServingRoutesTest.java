@@ -214,7 +214,7 @@ class ServingRoutesTest {
     assertEquals(200, ready.statusCode(), ready.body());
     assertEquals("[\"affine\"]", json(ready).get("models").toString());
 
-    JsonNode models = json(get("/v1/models")).get("models");
+    JsonNode models = json(get("/v1/endpoints")).get("models");
     assertEquals("affine", models.get(0).get("name").asText());
     assertEquals("/v2/models/affine/infer", models.get(0).get("url").asText());
     assertEquals("[{\"name\":\"x\",\"datatype\":\"FP32\",\"shape\":[-1,4]},{\"name\":\"k\",\"datatype\":\"INT32\",\"shape\":[-1]}]",

@@ -76,6 +76,11 @@ public final class EmbeddingModel implements AutoCloseable {
     return loaded.modelPackage();
   }
 
+  /** The package on its device (its {@code embed} programs can also be served by a model server). */
+  public LoadedPackage loaded() {
+    return loaded;
+  }
+
   /** The longest sequence the encoder takes. */
   public int maxLength() {
     return length;

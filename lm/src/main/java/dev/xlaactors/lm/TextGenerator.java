@@ -71,7 +71,9 @@ public final class TextGenerator {
    * Generates after the token ids {@code prompt} with {@code params} (stop tokens as given: merge the
    * model's end-of-sequence ids with {@link LanguageModel#defaults()} to stop at them), within {@code timeout}
    * (null: the server's default). {@code onPiece} gets each token in order, on a stream thread; the result
-   * completes after the last, or fails with the request's error.
+   * completes after the last, or fails with the request's error. Cancelling the returned future
+   * ({@code toCompletableFuture().cancel(true)}, e.g. when the client went away) cancels the generation:
+   * its server drops it, waiting or decoding, and no more pieces come.
    */
   public CompletionStage<Result> generate(int[] prompt, SamplingParams params, Duration timeout, Consumer<Piece> onPiece) {
     SamplingTokenSampler sampler = new SamplingTokenSampler(params, prompt);
@@ -82,6 +84,11 @@ public final class TextGenerator {
         .run(system);
     request.kill = run.first();
     run.second().whenComplete((done, error) -> request.ended(error));
+    request.result.whenComplete((r, error) -> {
+      if (error instanceof java.util.concurrent.CancellationException) {
+        request.stop(); // the caller cancelled: end the stream, which frees the slot
+      }
+    });
     return request.result;
   }
 

@@ -1,0 +1,254 @@
+package dev.xlaactors.cli;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assertions.fail;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import dev.langchain4j.data.embedding.Embedding;
+import dev.langchain4j.data.message.UserMessage;
+import dev.langchain4j.data.segment.TextSegment;
+import dev.langchain4j.model.chat.request.ChatRequest;
+import dev.langchain4j.model.chat.response.ChatResponse;
+import dev.langchain4j.model.chat.response.StreamingChatResponseHandler;
+import dev.langchain4j.model.openai.OpenAiChatModel;
+import dev.langchain4j.model.openai.OpenAiEmbeddingModel;
+import dev.langchain4j.model.openai.OpenAiStreamingChatModel;
+import dev.langchain4j.model.output.FinishReason;
+import dev.xlaactors.runtime.model.ModelPackage;
+import java.io.ByteArrayOutputStream;
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.OutputStream;
+import java.io.PrintStream;
+import java.net.Socket;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.Assumptions;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+
+/**
+ * The OpenAI API of {@code bin/xla-actors serve} (the same {@link ServeCommand.Serving}, in process) over
+ * the tiny Hugging Face test checkpoints, imported once into target/: gpt2 (no chat template), llama (a
+ * chat template) and bert (embeddings), checked with the clients people use: openai-python
+ * ({@code tools/openai_client_check.py} in the venv of {@code tools/openai-env.sh}) and LangChain4j's
+ * OpenAI module (chat, streaming chat, embeddings); and over plain HTTP what clients do not show: the
+ * body limit and a client that disconnects mid-stream cancelling its generations.
+ */
+class OpenAiClientsTest {
+  private static final ObjectMapper JSON = new ObjectMapper();
+  private static final Path HOME = Path.of("..").toAbsolutePath().normalize();
+  private static final Path FIXTURES = Path.of("src/test/resources/hf");
+  /** Reused across runs (an import takes ~15 s); imported again when tools/hf_import.py is newer. */
+  private static final Path PACKAGES = Path.of("target/openai-packages");
+  private static final HttpClient HTTP = HttpClient.newHttpClient();
+
+  private static ServeCommand.Serving serving;
+  private static String url;
+
+  @BeforeAll
+  static void serve() throws IOException {
+    System.setProperty("dev.xlaactors.cli.home", HOME.toString());
+    List<ModelPackage> packages = new ArrayList<>();
+    for (String name : List.of("gpt2", "llama", "bert")) {
+      packages.add(ModelPackage.open(imported(name)));
+    }
+    serving = ServeCommand.Serving.start(packages, "127.0.0.1", 0);
+    url = serving.url();
+  }
+
+  @AfterAll
+  static void stop() {
+    if (serving != null) {
+      serving.close();
+    }
+  }
+
+  private static Path imported(String name) throws IOException {
+    Path pkg = PACKAGES.resolve(name).toAbsolutePath();
+    Path manifest = pkg.resolve("xla-model.json");
+    if (Files.exists(manifest) && Files.getLastModifiedTime(manifest).compareTo(
+        Files.getLastModifiedTime(HOME.resolve("tools/hf_import.py"))) > 0) {
+      return pkg;
+    }
+    ByteArrayOutputStream out = new ByteArrayOutputStream();
+    ByteArrayOutputStream err = new ByteArrayOutputStream();
+    int status = XlaActorsCli.run(List.of("import", "hf", FIXTURES.resolve(name).toString(), "--out", pkg.toString()),
+        new PrintStream(out, true, StandardCharsets.UTF_8), new PrintStream(err, true, StandardCharsets.UTF_8));
+    if (status != 0) {
+      fail("import hf " + name + " exited " + status + ":\n" + err.toString(StandardCharsets.UTF_8) + out.toString(StandardCharsets.UTF_8));
+    }
+    return pkg;
+  }
+
+  // ------------------------------------------------------------------------------------------ openai-python
+
+  @Test
+  void theOpenAiPythonClientPassesItsChecks() throws Exception {
+    Assumptions.assumeTrue(onPath("python3"), "python3 is not installed: the openai-python checks (tools/openai_client_check.py) "
+        + "need it to make their venv (tools/openai-env.sh)");
+    Process env = new ProcessBuilder("bash", HOME.resolve("tools/openai-env.sh").toString()).redirectErrorStream(false).start();
+    String python = new String(env.getInputStream().readAllBytes(), StandardCharsets.UTF_8).strip();
+    String envErr = new String(env.getErrorStream().readAllBytes(), StandardCharsets.UTF_8);
+    assertEquals(0, env.waitFor(), "tools/openai-env.sh failed: " + envErr);
+    Process check = new ProcessBuilder(python, HOME.resolve("tools/openai_client_check.py").toString(), url,
+        "--completion-model", "gpt2", "--chat-model", "llama", "--embedding-model", "bert").redirectErrorStream(true).start();
+    CompletableFuture<String> output = CompletableFuture.supplyAsync(() -> {
+      try {
+        return new String(check.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
+      } catch (IOException e) {
+        return "cannot read its output: " + e;
+      }
+    });
+    if (!check.waitFor(120, TimeUnit.SECONDS)) {
+      check.destroyForcibly();
+      fail("tools/openai_client_check.py did not finish within 120 s");
+    }
+    String printed = output.get(10, TimeUnit.SECONDS);
+    assertEquals(0, check.exitValue(), printed);
+    assertTrue(printed.contains("openai-python 3.51.0: all checks passed"), printed);
+  }
+
+  private static boolean onPath(String program) {
+    for (String dir : System.getenv().getOrDefault("PATH", "").split(java.io.File.pathSeparator)) {
+      if (Files.isExecutable(Path.of(dir, program))) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+  // ------------------------------------------------------------------------------------------ LangChain4j
+
+  @Test
+  void langChain4jChatsAndStreamsTheSameGreedyText() throws Exception {
+    OpenAiChatModel chat = OpenAiChatModel.builder().baseUrl(url + "/v1").apiKey("unused").modelName("llama").temperature(0.0)
+        .maxTokens(6).maxRetries(0).build();
+    ChatResponse whole = chat.chat(ChatRequest.builder().messages(UserMessage.from("Hello!")).build());
+    assertFalse(whole.aiMessage().text().isEmpty());
+    assertEquals(FinishReason.LENGTH, whole.metadata().finishReason());
+    assertEquals(6, whole.metadata().tokenUsage().outputTokenCount());
+    assertTrue(whole.metadata().tokenUsage().inputTokenCount() > 0);
+
+    OpenAiStreamingChatModel streaming = OpenAiStreamingChatModel.builder().baseUrl(url + "/v1").apiKey("unused").modelName("llama")
+        .temperature(0.0).maxTokens(6).build();
+    StringBuilder partial = new StringBuilder();
+    CompletableFuture<ChatResponse> done = new CompletableFuture<>();
+    streaming.chat(ChatRequest.builder().messages(UserMessage.from("Hello!")).build(), new StreamingChatResponseHandler() {
+      @Override
+      public void onPartialResponse(String text) {
+        partial.append(text);
+      }
+
+      @Override
+      public void onCompleteResponse(ChatResponse response) {
+        done.complete(response);
+      }
+
+      @Override
+      public void onError(Throwable error) {
+        done.completeExceptionally(error);
+      }
+    });
+    ChatResponse streamed = done.get(60, TimeUnit.SECONDS);
+    assertEquals(whole.aiMessage().text(), partial.toString());
+    assertEquals(whole.aiMessage().text(), streamed.aiMessage().text());
+    assertEquals(FinishReason.LENGTH, streamed.metadata().finishReason());
+    assertNotNull(streamed.metadata().tokenUsage(), "the usage chunk LangChain4j asks for");
+    assertEquals(6, streamed.metadata().tokenUsage().outputTokenCount());
+  }
+
+  @Test
+  void langChain4jEmbedsAsTheHttpApiDoes() throws Exception {
+    OpenAiEmbeddingModel model = OpenAiEmbeddingModel.builder().baseUrl(url + "/v1").apiKey("unused").modelName("bert").maxRetries(0)
+        .build();
+    List<Embedding> embeddings = model.embedAll(List.of(TextSegment.from("hello world"), TextSegment.from("good morning"))).content();
+    assertEquals(2, embeddings.size());
+    assertEquals(64, embeddings.get(0).dimension()); // the checkpoint's hidden_size
+    JsonNode direct = post("/v1/embeddings", "{\"model\":\"bert\",\"input\":\"hello world\"}");
+    float[] expected = new float[64];
+    for (int i = 0; i < 64; i++) {
+      expected[i] = (float) direct.get("data").get(0).get("embedding").get(i).asDouble();
+    }
+    assertArrayEquals(expected, embeddings.get(0).vector(), 1e-6f);
+    assertFalse(java.util.Arrays.equals(embeddings.get(0).vector(), embeddings.get(1).vector()));
+  }
+
+  // ------------------------------------------------------------------------------------------ plain HTTP
+
+  @Test
+  void aBodyOverTheLimitIsRefusedWith413InOpenAisShape() throws Exception {
+    String big = "{\"model\":\"gpt2\",\"prompt\":\"" + "a".repeat(1_100_000) + "\"}";
+    HttpResponse<String> r = HTTP.send(HttpRequest.newBuilder(URI.create(url + "/v1/completions")).header("Content-Type",
+        "application/json").POST(HttpRequest.BodyPublishers.ofString(big)).build(), HttpResponse.BodyHandlers.ofString());
+    assertEquals(413, r.statusCode(), r.body());
+    JsonNode error = JSON.readTree(r.body()).get("error");
+    assertTrue(error.get("message").asText().contains("xla-actors.http.max-generate-body-bytes"), r.body());
+    assertEquals("invalid_request_error", error.get("type").asText());
+  }
+
+  @Test
+  void aClientThatDisconnectsMidStreamCancelsItsGenerations() throws Exception {
+    double before = cancelled("gpt2");
+    // 16 choices on a server of 4 slots: most wait for a slot when the client leaves after the first chunk.
+    String body = "{\"model\":\"gpt2\",\"prompt\":\"Hello\",\"max_tokens\":40,\"n\":16,\"stream\":true}";
+    try (Socket socket = new Socket("127.0.0.1", URI.create(url).getPort())) {
+      OutputStream out = socket.getOutputStream();
+      out.write(("POST /v1/completions HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: "
+          + body.getBytes(StandardCharsets.UTF_8).length + "\r\n\r\n" + body).getBytes(StandardCharsets.UTF_8));
+      out.flush();
+      InputStream in = socket.getInputStream();
+      StringBuilder seen = new StringBuilder();
+      while (!seen.toString().contains("data: {")) {
+        int b = in.read();
+        if (b < 0) {
+          fail("the stream ended before its first chunk: " + seen);
+        }
+        seen.append((char) b);
+      }
+      assertTrue(seen.toString().startsWith("HTTP/1.1 200"), seen.toString());
+    } // closed: the client left
+    long deadline = System.nanoTime() + Duration.ofSeconds(20).toNanos();
+    while (cancelled("gpt2") <= before && System.nanoTime() < deadline) {
+      Thread.sleep(50);
+    }
+    assertTrue(cancelled("gpt2") > before, "no generation of the closed stream was cancelled");
+  }
+
+  /** The generation requests of {@code model} cancelled so far, from GET /metrics. */
+  private static double cancelled(String model) throws Exception {
+    String metrics = HTTP.send(HttpRequest.newBuilder(URI.create(url + "/metrics")).build(), HttpResponse.BodyHandlers.ofString()).body();
+    Matcher m = Pattern.compile("xla_generate_requests_total\\{[^}]*model=\"" + model + "\"[^}]*outcome=\"cancelled\"[^}]*} ([0-9.eE+]+)")
+        .matcher(metrics);
+    double total = 0;
+    while (m.find()) {
+      total += Double.parseDouble(m.group(1));
+    }
+    return total;
+  }
+
+  private static JsonNode post(String path, String body) throws Exception {
+    HttpResponse<String> r = HTTP.send(HttpRequest.newBuilder(URI.create(url + path)).header("Content-Type", "application/json")
+        .POST(HttpRequest.BodyPublishers.ofString(body)).build(), HttpResponse.BodyHandlers.ofString());
+    assertEquals(200, r.statusCode(), r.body());
+    return JSON.readTree(r.body());
+  }
+}

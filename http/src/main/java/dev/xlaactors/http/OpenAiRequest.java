@@ -1,0 +1,407 @@
+package dev.xlaactors.http;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import dev.xlaactors.lm.sampling.SamplingParams;
+import java.util.ArrayList;
+import java.util.Iterator;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+
+/**
+ * The request bodies of the OpenAI API, parsed and checked before anything reaches a model: each field's
+ * type and range, and every field known. A field this server does not implement (tools, penalties,
+ * {@code logit_bias}, ...) is refused naming it, so a client never silently gets less than it asked
+ * for; a field given as JSON {@code null} counts as absent (clients write unset options that way). The
+ * limits that depend on a model (vocabulary, context) are checked by {@link OpenAiRoutes}.
+ */
+final class OpenAiRequest {
+  /** The most choices one request asks for ({@code n}, times the prompts of a completion). */
+  static final int MAX_CHOICES = 16;
+  /** The most stop strings (OpenAI's limit is 4; vLLM takes more). */
+  static final int MAX_STOPS = 16;
+  /** The most inputs of one embeddings request (OpenAI's limit). */
+  static final int MAX_INPUTS = 2048;
+
+  private static final Set<String> SAMPLING = Set.of("model", "max_tokens", "temperature", "top_p", "top_k", "min_p", "seed", "stop",
+      "n", "stream", "stream_options", "user", "repetition_penalty");
+  private static final Set<String> COMPLETION = union(SAMPLING, Set.of("prompt", "logprobs", "echo"));
+  private static final Set<String> CHAT = union(SAMPLING, Set.of("messages", "max_completion_tokens", "logprobs", "top_logprobs"));
+  private static final Set<String> EMBEDDINGS = Set.of("model", "input", "encoding_format", "dimensions", "user");
+  /** Fields of OpenAI's API this server knows but does not implement, with why. */
+  private static final Map<String, String> NOT_IMPLEMENTED = Map.ofEntries(
+      Map.entry("tools", "no tool calling; describe tools in the messages instead"),
+      Map.entry("tool_choice", "no tool calling"),
+      Map.entry("functions", "no function calling"),
+      Map.entry("function_call", "no function calling"),
+      Map.entry("parallel_tool_calls", "no tool calling"),
+      Map.entry("response_format", "no constrained (JSON) output"),
+      Map.entry("logit_bias", "no logit bias"),
+      Map.entry("presence_penalty", "use repetition_penalty (a multiplicative penalty, as Hugging Face's)"),
+      Map.entry("frequency_penalty", "use repetition_penalty (a multiplicative penalty, as Hugging Face's)"),
+      Map.entry("best_of", "use n and pick among the choices"),
+      Map.entry("suffix", "no insertion (fill-in-the-middle)"),
+      Map.entry("audio", "text only"),
+      Map.entry("modalities", "text only"),
+      Map.entry("prediction", "no predicted outputs"),
+      Map.entry("reasoning_effort", "not a reasoning model"),
+      Map.entry("service_tier", "one tier"),
+      Map.entry("store", "nothing is stored"),
+      Map.entry("metadata", "nothing is stored"),
+      Map.entry("web_search_options", "no web search"));
+
+  private OpenAiRequest() {}
+
+  /** A prompt: text (tokenized by the model) or token ids. */
+  record Prompt(String text, int[] tokens) {}
+
+  /**
+   * What a request says about sampling; null where it says nothing (the model's defaults apply).
+   *
+   * @param maxTokens {@code max_tokens} (or chat's {@code max_completion_tokens})
+   * @param stop the stop strings, matched on the text across token boundaries (empty: none)
+   */
+  record Sampling(Integer maxTokens, Double temperature, Double topP, Integer topK, Double minP, Long seed, List<String> stop,
+      Double repetitionPenalty, int n) {
+
+    /** {@code defaults} (the model's) with what the request sets; {@code choice} offsets the seed so that the n choices differ. */
+    SamplingParams over(SamplingParams defaults, int maxTokens, int logprobs, int choice) {
+      SamplingParams p = defaults.withMaxTokens(maxTokens).withLogprobs(logprobs).withStopStrings(stop);
+      if (temperature != null) { // as vLLM, a temperature too small to divide by is the smallest one
+        p = p.withTemperature(temperature == 0 ? 0 : Math.max(temperature, SamplingParams.MIN_TEMPERATURE));
+      }
+      if (topP != null) {
+        p = p.withTopP(topP);
+      }
+      if (topK != null) {
+        p = p.withTopK(topK);
+      }
+      if (minP != null) {
+        p = p.withMinP(minP);
+      }
+      if (repetitionPenalty != null) {
+        p = p.withRepetitionPenalty(repetitionPenalty);
+      }
+      if (seed != null) {
+        p = p.withSeed(seed + choice);
+      }
+      return p;
+    }
+  }
+
+  /** How a request wants its answer streamed: not at all, or as server-sent events with or without a usage chunk. */
+  record Streaming(boolean stream, boolean includeUsage) {}
+
+  /**
+   * {@code POST /v1/completions}: {@code logprobs} null (none) or how many top tokens (0: the drawn token's
+   * only); with {@code echo} the prompt's text (and, with logprobs, its tokens' log-probabilities) comes
+   * first, and {@code max_tokens} may be 0 (the prompt scored, nothing generated).
+   */
+  record Completion(String model, List<Prompt> prompts, Sampling sampling, Integer logprobs, boolean echo, Streaming streaming) {}
+
+  /** A chat message: its role and its text (text parts joined). */
+  record Message(String role, String content) {}
+
+  /** {@code POST /v1/chat/completions}: {@code logprobs} whether to report them, {@code topLogprobs} how many alternatives. */
+  record Chat(String model, List<Message> messages, Sampling sampling, boolean logprobs, int topLogprobs, Streaming streaming) {}
+
+  /** {@code POST /v1/embeddings}: the inputs, {@code base64} for little-endian float32 bytes, {@code dimensions} null unless asked. */
+  record Embeddings(String model, List<Prompt> inputs, boolean base64, Integer dimensions) {}
+
+  // ------------------------------------------------------------------------------------------ parsing
+
+  static Completion completion(JsonNode root) {
+    fields(root, COMPLETION);
+    String model = model(root);
+    JsonNode p = present(root, "prompt");
+    if (p == null) {
+      throw OpenAiError.invalid("prompt", "'prompt' is required: a string, a list of strings, a list of token ids or a list of lists of them");
+    }
+    List<Prompt> prompts = prompts(p, "prompt");
+    boolean echo = bool(root, "echo", false);
+    Sampling sampling = sampling(root, "max_tokens", echo ? 0 : 1); // max_tokens 0 with echo: score the prompt only
+    if (prompts.size() * sampling.n() > MAX_CHOICES) {
+      throw OpenAiError.invalid("n", "at most " + MAX_CHOICES + " choices per request (prompts times n), got " + prompts.size() + " x "
+          + sampling.n());
+    }
+    Integer logprobs = null;
+    if (present(root, "logprobs") != null) {
+      logprobs = (int) whole(root, "logprobs", 0, 0, SamplingParams.MAX_LOGPROBS);
+    }
+    return new Completion(model, prompts, sampling, logprobs, echo, streaming(root));
+  }
+
+  static Chat chat(JsonNode root) {
+    fields(root, CHAT);
+    String model = model(root);
+    if (present(root, "max_tokens") != null && present(root, "max_completion_tokens") != null) {
+      throw OpenAiError.invalid("max_completion_tokens", "give max_completion_tokens or max_tokens (its older name), not both");
+    }
+    Sampling sampling = sampling(root, present(root, "max_completion_tokens") != null ? "max_completion_tokens" : "max_tokens", 1);
+    if (sampling.n() > MAX_CHOICES) {
+      throw OpenAiError.invalid("n", "at most " + MAX_CHOICES + " choices per request, got " + sampling.n());
+    }
+    JsonNode m = present(root, "messages");
+    if (m == null || !m.isArray() || m.isEmpty()) {
+      throw OpenAiError.invalid("messages", "'messages' is required: a non-empty list of {\"role\", \"content\"}, got "
+          + (m == null ? "none" : TensorJson.kind(m)));
+    }
+    List<Message> messages = new ArrayList<>();
+    for (int i = 0; i < m.size(); i++) {
+      messages.add(message(m.get(i), "messages[" + i + "]"));
+    }
+    boolean logprobs = bool(root, "logprobs", false);
+    int top = (int) whole(root, "top_logprobs", 0, 0, SamplingParams.MAX_LOGPROBS);
+    if (top > 0 && !logprobs) {
+      throw OpenAiError.invalid("top_logprobs", "top_logprobs needs \"logprobs\": true");
+    }
+    return new Chat(model, List.copyOf(messages), sampling, logprobs, top, streaming(root));
+  }
+
+  static Embeddings embeddings(JsonNode root) {
+    fields(root, EMBEDDINGS);
+    String model = model(root);
+    JsonNode in = present(root, "input");
+    if (in == null) {
+      throw OpenAiError.invalid("input", "'input' is required: a string, a list of strings, a list of token ids or a list of lists of them");
+    }
+    List<Prompt> inputs = prompts(in, "input");
+    if (inputs.size() > MAX_INPUTS) {
+      throw OpenAiError.invalid("input", "at most " + MAX_INPUTS + " inputs per request, got " + inputs.size());
+    }
+    String format = string(root, "encoding_format", "float");
+    if (!format.equals("float") && !format.equals("base64")) {
+      throw OpenAiError.invalid("encoding_format", "expected \"float\" or \"base64\", got \"" + format + "\"");
+    }
+    Integer dimensions = present(root, "dimensions") == null ? null : (int) whole(root, "dimensions", 0, 1, 1 << 20);
+    return new Embeddings(model, inputs, format.equals("base64"), dimensions);
+  }
+
+  // ------------------------------------------------------------------------------------------ fields
+
+  /** Refuses a field not in {@code known}: one OpenAI defines but this server lacks says why, any other is unknown. */
+  private static void fields(JsonNode root, Set<String> known) {
+    for (Iterator<Map.Entry<String, JsonNode>> it = root.fields(); it.hasNext(); ) {
+      Map.Entry<String, JsonNode> f = it.next();
+      if (known.contains(f.getKey()) || f.getValue().isNull()) {
+        continue;
+      }
+      String why = NOT_IMPLEMENTED.get(f.getKey());
+      if (why != null) {
+        throw OpenAiError.unsupported(f.getKey(), why);
+      }
+      throw new OpenAiError(400, OpenAiError.INVALID_REQUEST, f.getKey(), "unknown_parameter", "unknown field '" + f.getKey()
+          + "'; this endpoint takes " + String.join(", ", known.stream().sorted().toList()));
+    }
+  }
+
+  /** The field {@code name}, or null when absent or JSON null. */
+  private static JsonNode present(JsonNode root, String name) {
+    JsonNode n = root.get(name);
+    return n == null || n.isNull() ? null : n;
+  }
+
+  private static String model(JsonNode root) {
+    JsonNode n = present(root, "model");
+    if (n == null || !n.isTextual() || n.asText().isEmpty()) {
+      throw OpenAiError.invalid("model", "'model' is required: the name of a served model (GET /v1/models lists them)");
+    }
+    return n.asText();
+  }
+
+  private static Sampling sampling(JsonNode root, String maxTokensField, int minTokens) {
+    Integer maxTokens = present(root, maxTokensField) == null ? null : (int) whole(root, maxTokensField, 0, minTokens, Integer.MAX_VALUE);
+    Double temperature = number(root, "temperature", 0, 2, "0 (greedy) to 2");
+    Double topP = number(root, "top_p", Double.MIN_VALUE, 1, "above 0, at most 1");
+    Integer topK = null;
+    JsonNode k = present(root, "top_k");
+    if (k != null) {
+      long v = whole(root, "top_k", 0, -1, Integer.MAX_VALUE);
+      topK = v == -1 ? 0 : (int) v; // vLLM's -1 and 0 both mean no cut
+    }
+    Double minP = number(root, "min_p", 0, 1, "0 to 1");
+    Long seed = present(root, "seed") == null ? null : whole(root, "seed", 0, Long.MIN_VALUE, Long.MAX_VALUE);
+    Double penalty = number(root, "repetition_penalty", Double.MIN_VALUE, 100, "above 0 (1: none)");
+    int n = (int) whole(root, "n", 1, 1, MAX_CHOICES);
+    return new Sampling(maxTokens, temperature, topP, topK, minP, seed, stops(root), penalty, n);
+  }
+
+  private static List<String> stops(JsonNode root) {
+    JsonNode s = present(root, "stop");
+    if (s == null) {
+      return List.of();
+    }
+    List<String> stops = new ArrayList<>();
+    if (s.isTextual()) {
+      stops.add(s.asText());
+    } else if (s.isArray()) {
+      for (JsonNode e : s) {
+        if (!e.isTextual()) {
+          throw OpenAiError.invalid("stop", "expected a string or a list of strings, got a list holding " + TensorJson.kind(e));
+        }
+        stops.add(e.asText());
+      }
+    } else {
+      throw OpenAiError.invalid("stop", "expected a string or a list of strings, got " + TensorJson.kind(s));
+    }
+    if (stops.size() > MAX_STOPS) {
+      throw OpenAiError.invalid("stop", "at most " + MAX_STOPS + " stop strings, got " + stops.size());
+    }
+    if (stops.stream().anyMatch(String::isEmpty)) {
+      throw OpenAiError.invalid("stop", "a stop string must not be empty");
+    }
+    return List.copyOf(stops);
+  }
+
+  private static Streaming streaming(JsonNode root) {
+    boolean stream = bool(root, "stream", false);
+    JsonNode options = present(root, "stream_options");
+    boolean usage = false;
+    if (options != null) {
+      if (!stream) {
+        throw OpenAiError.invalid("stream_options", "stream_options is only allowed with \"stream\": true");
+      }
+      if (!options.isObject()) {
+        throw OpenAiError.invalid("stream_options", "expected an object such as {\"include_usage\": true}, got " + TensorJson.kind(options));
+      }
+      for (Iterator<String> it = options.fieldNames(); it.hasNext(); ) {
+        String name = it.next();
+        if (!name.equals("include_usage") && !options.get(name).isNull()) {
+          throw OpenAiError.unsupported("stream_options." + name, "the one stream option is include_usage");
+        }
+      }
+      usage = bool(options, "include_usage", false);
+    }
+    return new Streaming(stream, usage);
+  }
+
+  /** A string, a list of strings, a list of token ids or a list of lists of token ids (ids checked against the model later). */
+  private static List<Prompt> prompts(JsonNode p, String field) {
+    if (p.isTextual()) {
+      return List.of(new Prompt(p.asText(), null));
+    }
+    if (!p.isArray() || p.isEmpty()) {
+      throw OpenAiError.invalid(field, "expected a string, a list of strings, a list of token ids or a list of lists of them, got "
+          + (p.isArray() ? "an empty list" : TensorJson.kind(p)));
+    }
+    if (p.get(0).isIntegralNumber()) {
+      return List.of(new Prompt(null, ids(p, field)));
+    }
+    List<Prompt> prompts = new ArrayList<>();
+    for (int i = 0; i < p.size(); i++) {
+      JsonNode e = p.get(i);
+      if (e.isTextual()) {
+        prompts.add(new Prompt(e.asText(), null));
+      } else if (e.isArray() && !e.isEmpty()) {
+        prompts.add(new Prompt(null, ids(e, field + "[" + i + "]")));
+      } else {
+        throw OpenAiError.invalid(field + "[" + i + "]", "expected a string or a non-empty list of token ids, got "
+            + (e.isArray() ? "an empty list" : TensorJson.kind(e)));
+      }
+    }
+    return List.copyOf(prompts);
+  }
+
+  private static int[] ids(JsonNode list, String field) {
+    int[] ids = new int[list.size()];
+    for (int i = 0; i < ids.length; i++) {
+      JsonNode t = list.get(i);
+      if (!t.isIntegralNumber() || !t.canConvertToInt() || t.asInt() < 0) {
+        throw OpenAiError.invalid(field + "[" + i + "]", "expected a token id (a whole number >= 0), got " + t);
+      }
+      ids[i] = t.asInt();
+    }
+    return ids;
+  }
+
+  private static Message message(JsonNode m, String path) {
+    if (!m.isObject()) {
+      throw OpenAiError.invalid(path, "expected a message {\"role\", \"content\"}, got " + TensorJson.kind(m));
+    }
+    for (Iterator<String> it = m.fieldNames(); it.hasNext(); ) {
+      String name = it.next();
+      if (!Set.of("role", "content", "name").contains(name) && !m.get(name).isNull()) {
+        throw OpenAiError.unsupported(path + "." + name, "messages hold role, content and name (no tool calls or audio)");
+      }
+    }
+    JsonNode role = present(m, "role");
+    if (role == null || !role.isTextual() || !Set.of("system", "developer", "user", "assistant").contains(role.asText())) {
+      throw OpenAiError.invalid(path + ".role", "expected \"system\", \"developer\", \"user\" or \"assistant\", got " + role);
+    }
+    JsonNode content = present(m, "content");
+    String text;
+    if (content == null) {
+      text = "";
+    } else if (content.isTextual()) {
+      text = content.asText();
+    } else if (content.isArray()) {
+      StringBuilder b = new StringBuilder();
+      for (int i = 0; i < content.size(); i++) {
+        JsonNode part = content.get(i);
+        String type = part.path("type").asText();
+        if (!type.equals("text") || !part.path("text").isTextual()) {
+          throw OpenAiError.unsupported(path + ".content[" + i + "]", "content parts are {\"type\": \"text\", \"text\": ...} only "
+              + "(a text model), got type \"" + type + "\"");
+        }
+        if (b.length() > 0) {
+          b.append('\n'); // as vLLM joins text parts
+        }
+        b.append(part.get("text").asText());
+      }
+      text = b.toString();
+    } else {
+      throw OpenAiError.invalid(path + ".content", "expected a string or a list of text parts, got " + TensorJson.kind(content));
+    }
+    return new Message(role.asText(), text);
+  }
+
+  private static boolean bool(JsonNode root, String name, boolean dflt) {
+    JsonNode n = present(root, name);
+    if (n == null) {
+      return dflt;
+    }
+    if (!n.isBoolean()) {
+      throw OpenAiError.invalid(name, "expected true or false, got " + n);
+    }
+    return n.asBoolean();
+  }
+
+  private static String string(JsonNode root, String name, String dflt) {
+    JsonNode n = present(root, name);
+    if (n == null) {
+      return dflt;
+    }
+    if (!n.isTextual()) {
+      throw OpenAiError.invalid(name, "expected a string, got " + TensorJson.kind(n));
+    }
+    return n.asText();
+  }
+
+  private static long whole(JsonNode root, String name, long dflt, long min, long max) {
+    JsonNode n = present(root, name);
+    if (n == null) {
+      return dflt;
+    }
+    if (!n.isIntegralNumber() || !n.canConvertToLong() || n.asLong() < min || n.asLong() > max) {
+      throw OpenAiError.invalid(name, "expected a whole number from " + min + " to " + max + ", got " + n);
+    }
+    return n.asLong();
+  }
+
+  private static Double number(JsonNode root, String name, double min, double max, String range) {
+    JsonNode n = present(root, name);
+    if (n == null) {
+      return null;
+    }
+    if (!n.isNumber() || !(n.asDouble() >= min && n.asDouble() <= max)) {
+      throw OpenAiError.invalid(name, "expected a number " + range + ", got " + n);
+    }
+    return n.asDouble();
+  }
+
+  private static Set<String> union(Set<String> a, Set<String> b) {
+    java.util.HashSet<String> u = new java.util.HashSet<>(a);
+    u.addAll(b);
+    return Set.copyOf(u);
+  }
+}

@@ -1,0 +1,625 @@
+package dev.xlaactors.http;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import dev.xlaactors.actors.serve.GenerationSettings;
+import dev.xlaactors.error.InvalidArgumentException;
+import dev.xlaactors.lm.EmbeddingModel;
+import dev.xlaactors.lm.LanguageModel;
+import dev.xlaactors.lm.TextGenerator;
+import dev.xlaactors.lm.sampling.SamplingParams;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Base64;
+import java.util.HashSet;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionStage;
+import java.util.concurrent.Executor;
+import java.util.concurrent.atomic.AtomicInteger;
+import org.apache.pekko.NotUsed;
+import org.apache.pekko.actor.typed.ActorSystem;
+import org.apache.pekko.actor.typed.DispatcherSelector;
+import org.apache.pekko.http.javadsl.model.ContentType;
+import org.apache.pekko.http.javadsl.model.ContentTypes;
+import org.apache.pekko.http.javadsl.model.HttpEntities;
+import org.apache.pekko.http.javadsl.model.HttpResponse;
+import org.apache.pekko.http.javadsl.model.MediaTypes;
+import org.apache.pekko.http.javadsl.model.StatusCodes;
+import org.apache.pekko.http.javadsl.model.headers.RetryAfter;
+import org.apache.pekko.http.javadsl.model.headers.TimeoutAccess;
+import org.apache.pekko.http.javadsl.server.AllDirectives;
+import org.apache.pekko.http.javadsl.server.PathMatchers;
+import org.apache.pekko.http.javadsl.server.Route;
+import org.apache.pekko.japi.Pair;
+import org.apache.pekko.stream.BoundedSourceQueue;
+import org.apache.pekko.stream.javadsl.Keep;
+import org.apache.pekko.stream.javadsl.Source;
+import org.apache.pekko.util.ByteString;
+
+/**
+ * The OpenAI API over the served models, a thin adapter over {@link TextGenerator} and {@link EmbeddingModel}
+ * (Pekko HTTP routes; combine with {@link ServingRoutes#route()} by {@code concat}):
+ * <ul>
+ *   <li>{@code GET /v1/models}, {@code GET /v1/models/<id>}: the models in OpenAI's list shape;
+ *   <li>{@code POST /v1/completions}: prompts (a string, strings, token ids or lists of them) continued;
+ *   <li>{@code POST /v1/chat/completions}: messages rendered by the model's chat template
+ *       ({@link ChatTemplate}); a model without one is refused naming why;
+ *   <li>{@code POST /v1/embeddings}: one embedding per input, as floats or base64.
+ * </ul>
+ *
+ * <p>Requests are checked whole before anything runs ({@link OpenAiRequest}: unknown and unsupported
+ * fields are refused naming them). Completions run as {@code n} generations per prompt through the model's
+ * generation server (continuous batching); streamed, each piece of text is an unnamed server-sent event
+ * {@code data: {chunk}}, then, when asked, a usage chunk with {@code choices: []}, then {@code data: [DONE]}
+ * ({@link OpenAiResponses}). The status of a stream is decided by its first piece: a request refused by
+ * its server before any text (overloaded, timed out) is an HTTP error, a failure later an error event.
+ * Errors are {@code {"error": {"message", "type", "param", "code"}}} with the matching status
+ * ({@link OpenAiError}).
+ *
+ * <p>A client that goes away cancels its generations: bound by {@link HttpServer}, through its
+ * {@link ClientConnection}; and a stream that Pekko HTTP can no longer write cancels them too. Bodies are
+ * bounded by {@code xla-actors.http.max-generate-body-bytes} (completions, chat) and {@code max-body-bytes}
+ * (embeddings): 413 beyond. Embeddings run on Pekko's blocking-IO dispatcher. Thread-safe.
+ */
+public final class OpenAiRoutes extends AllDirectives {
+  private static final ContentType EVENT_STREAM = ContentTypes.create(MediaTypes.TEXT_EVENT_STREAM);
+  private static final long STRICT_TIMEOUT_MS = 30_000;
+  /** JSON values of a request beyond its prompts: fields, messages, stop strings (generous). */
+  private static final long STRUCTURE_VALUES = 4096;
+
+  private final ActorSystem<?> system;
+  private final HttpSettings settings;
+  private final Map<String, CompletionEndpoint> generators = new LinkedHashMap<>();
+  private final Map<String, ChatTemplate> templates = new LinkedHashMap<>();
+  private final Map<String, EmbeddingModel> embedders = new LinkedHashMap<>();
+  private final Executor blocking;
+  private final Duration generationTimeout;
+  private final long created = System.currentTimeMillis() / 1000;
+
+  /**
+   * Routes over the language models {@code generators} and the embedding models {@code embedders} (names
+   * unique across both; a request names its model by it), with {@code settings} (body limits, timeouts).
+   */
+  public OpenAiRoutes(ActorSystem<?> system, HttpSettings settings, List<CompletionEndpoint> generators, List<EmbeddingModel> embedders) {
+    this.system = system;
+    this.settings = settings;
+    this.blocking = system.dispatchers().lookup(DispatcherSelector.blocking());
+    this.generationTimeout = GenerationSettings.create(system).defaultTimeout();
+    Set<String> names = new HashSet<>();
+    for (CompletionEndpoint e : generators) {
+      if (!names.add(e.name())) {
+        throw new InvalidArgumentException("two models are named '" + e.name() + "': give each model its own name");
+      }
+      this.generators.put(e.name(), e);
+      LanguageModel lm = e.generator().model();
+      lm.chatTemplate().ifPresent(t -> templates.put(e.name(), new ChatTemplate(e.name(), t, special(lm, bos(lm)), special(lm, eos(lm)))));
+    }
+    for (EmbeddingModel m : embedders) {
+      if (!names.add(m.name())) {
+        throw new InvalidArgumentException("two models are named '" + m.name() + "': give each model its own name");
+      }
+      this.embedders.put(m.name(), m);
+    }
+  }
+
+  private static Integer bos(LanguageModel lm) {
+    return lm.modelPackage().generation().bosTokenId();
+  }
+
+  private static Integer eos(LanguageModel lm) {
+    List<Integer> ids = lm.modelPackage().generation().eosTokenIds();
+    return ids == null || ids.isEmpty() ? null : ids.get(0);
+  }
+
+  /** The text of special token {@code id} ({@code ""} when there is none), for the chat template's bos_token and eos_token. */
+  private static String special(LanguageModel lm, Integer id) {
+    return id == null ? "" : lm.tokenizer().decode(new int[] {id});
+  }
+
+  /** The route tree. */
+  public Route route() {
+    return pathPrefix("v1", () -> concat(
+        path("models", () -> get(() -> complete(models()))),
+        path(PathMatchers.segment("models").slash(PathMatchers.segment()), id -> get(() -> complete(model(id)))),
+        path("completions", () -> post(() -> withBody(settings.maxGenerateBodyBytes(), "max-generate-body-bytes",
+            (body, connection, timeout) -> completions(body, connection, timeout)))),
+        path(PathMatchers.segment("chat").slash("completions"), () -> post(() -> withBody(settings.maxGenerateBodyBytes(),
+            "max-generate-body-bytes", (body, connection, timeout) -> chat(body, connection, timeout)))),
+        path("embeddings", () -> post(() -> withBody(settings.maxBodyBytes(), "max-body-bytes",
+            (body, connection, timeout) -> embeddings(body))))));
+  }
+
+  /** What a route makes of a request's body, its client's connection (null: not known) and its HTTP timeout (null: none). */
+  @FunctionalInterface
+  private interface BodyHandler {
+    CompletionStage<HttpResponse> apply(byte[] body, ClientConnection connection, org.apache.pekko.http.javadsl.TimeoutAccess timeout);
+  }
+
+  /** Reads the whole body (at most {@code limit} bytes, the setting {@code key}: 413 naming it beyond) and answers with {@code handler}'s response. */
+  private Route withBody(long limit, String key, BodyHandler handler) {
+    return optionalAttribute(ClientConnection.KEY, connection -> optionalHeaderValueByType(TimeoutAccess.class, access ->
+        extractRequestEntity(entity -> extractMaterializer(materializer ->
+            completeWithFuture(entity.withSizeLimit(limit).toStrict(STRICT_TIMEOUT_MS, materializer)
+                .thenCompose(strict -> handler.apply(strict.getData().toArray(), connection.orElse(null),
+                    access.map(TimeoutAccess::timeoutAccess).orElse(null)))
+                .exceptionally(thrown -> error(OpenAiError.of(thrown), limit, key)))))));
+  }
+
+  // ------------------------------------------------------------------------------------------ models
+
+  private HttpResponse models() {
+    return json(TensorJson.object(g -> {
+      g.writeStringField("object", "list");
+      g.writeArrayFieldStart("data");
+      for (String id : modelIds()) {
+        writeModel(g, id);
+      }
+      g.writeEndArray();
+    }));
+  }
+
+  private List<String> modelIds() {
+    List<String> ids = new ArrayList<>(generators.keySet());
+    ids.addAll(embedders.keySet());
+    return ids;
+  }
+
+  private HttpResponse model(String id) {
+    if (!generators.containsKey(id) && !embedders.containsKey(id)) {
+      return error(notFound(id));
+    }
+    return json(TensorJson.object(g -> writeModelFields(g, id)));
+  }
+
+  private void writeModel(com.fasterxml.jackson.core.JsonGenerator g, String id) throws java.io.IOException {
+    g.writeStartObject();
+    writeModelFields(g, id);
+    g.writeEndObject();
+  }
+
+  private void writeModelFields(com.fasterxml.jackson.core.JsonGenerator g, String id) throws java.io.IOException {
+    g.writeStringField("id", id);
+    g.writeStringField("object", "model");
+    g.writeNumberField("created", created);
+    g.writeStringField("owned_by", "xla-actors");
+    CompletionEndpoint e = generators.get(id);
+    if (e != null) {
+      g.writeNumberField("max_model_len", e.generator().model().contextLength()); // as vLLM reports it
+    }
+  }
+
+  private OpenAiError notFound(String model) {
+    return new OpenAiError(404, OpenAiError.INVALID_REQUEST, "model", "model_not_found", "The model '" + model + "' does not exist; "
+        + "models served: " + (modelIds().isEmpty() ? "none" : String.join(", ", modelIds())));
+  }
+
+  private CompletionEndpoint generator(String model, String endpoint) {
+    CompletionEndpoint e = generators.get(model);
+    if (e != null) {
+      return e;
+    }
+    if (embedders.containsKey(model)) {
+      throw OpenAiError.invalid("model", "model '" + model + "' is an embedding model: it serves POST /v1/embeddings, not " + endpoint);
+    }
+    throw notFound(model);
+  }
+
+  // ------------------------------------------------------------------------------------------ completions
+
+  /**
+   * One generation of a response: its choice index, its prompt, its sampling (null: nothing to generate,
+   * {@code max_tokens} 0), and for a completion with echo the text it repeats and that prompt's
+   * log-probabilities (null: not asked for).
+   */
+  private record Job(int index, int promptIndex, int[] prompt, SamplingParams params, String echo, PromptLogprobs promptLogprobs) {}
+
+  private CompletionStage<HttpResponse> completions(byte[] body, ClientConnection connection,
+      org.apache.pekko.http.javadsl.TimeoutAccess timeout) {
+    JsonNode root = parse(body);
+    OpenAiRequest.Completion request = OpenAiRequest.completion(root);
+    CompletionEndpoint ep = generator(request.model(), "POST /v1/completions");
+    LanguageModel lm = ep.generator().model();
+    List<int[]> promptIds = new ArrayList<>();
+    List<Integer> maxTokens = new ArrayList<>();
+    for (int p = 0; p < request.prompts().size(); p++) {
+      OpenAiRequest.Prompt prompt = request.prompts().get(p);
+      String field = request.prompts().size() == 1 ? "prompt" : "prompt[" + p + "]";
+      int[] ids = prompt.tokens() != null ? checked(prompt.tokens(), lm, field) : lm.encode(prompt.text());
+      maxTokens.add(maxTokens(ep, ids.length, request.sampling().maxTokens(), Math.min(lm.defaults().maxTokens(),
+          lm.contextLength() - ids.length), field));
+      promptIds.add(ids);
+    }
+    OpenAiResponses writer = new OpenAiResponses(OpenAiResponses.Api.COMPLETIONS, request.model(), lm.tokenizer(), request.logprobs());
+    boolean scorePrompts = request.echo() && request.logprobs() != null;
+    // The prompts' own log-probabilities come from the score program: a blocking run, so not on this thread.
+    CompletableFuture<List<PromptLogprobs>> scored = !scorePrompts ? CompletableFuture.completedFuture(null)
+        : CompletableFuture.supplyAsync(() -> promptIds.stream().map(ids -> PromptLogprobs.of(ids, lm.score(ids), request.logprobs()))
+            .toList(), blocking);
+    return scored.thenCompose(logprobs -> {
+      List<Job> jobs = new ArrayList<>();
+      int promptTokens = 0;
+      for (int p = 0; p < promptIds.size(); p++) {
+        OpenAiRequest.Prompt prompt = request.prompts().get(p);
+        int[] ids = promptIds.get(p);
+        promptTokens += ids.length;
+        String echo = request.echo() ? (prompt.text() != null ? prompt.text() : lm.tokenizer().decode(ids)) : null;
+        int top = request.logprobs() == null ? 0 : request.logprobs();
+        for (int c = 0; c < request.sampling().n(); c++) {
+          SamplingParams params = maxTokens.get(p) == 0 ? null : request.sampling().over(lm.defaults(), maxTokens.get(p), top, c);
+          jobs.add(new Job(jobs.size(), p, ids, params, echo, logprobs == null ? null : logprobs.get(p)));
+        }
+      }
+      return run(ep, jobs, promptTokens, writer, request.streaming(), connection, timeout);
+    });
+  }
+
+  private CompletionStage<HttpResponse> chat(byte[] body, ClientConnection connection, org.apache.pekko.http.javadsl.TimeoutAccess timeout) {
+    JsonNode root = parse(body);
+    OpenAiRequest.Chat request = OpenAiRequest.chat(root);
+    CompletionEndpoint ep = generator(request.model(), "POST /v1/chat/completions");
+    LanguageModel lm = ep.generator().model();
+    ChatTemplate template = templates.get(request.model());
+    if (template == null) {
+      throw new OpenAiError(400, OpenAiError.INVALID_REQUEST, "model", "no_chat_template", "model '" + request.model() + "' has no chat "
+          + "template (its checkpoint's tokenizer_config.json has no chat_template, and there is no chat_template.jinja), so it "
+          + "cannot turn messages into a prompt: use POST /v1/completions with a prompt, or import a checkpoint that has one");
+    }
+    // As Hugging Face's apply_chat_template: the template writes the special tokens, the tokenizer adds none.
+    int[] ids = lm.tokenizer().encode(template.render(request.messages(), true), false);
+    int maxTokens = maxTokens(ep, ids.length, request.sampling().maxTokens(), lm.contextLength() - ids.length, "messages");
+    List<Job> jobs = new ArrayList<>();
+    for (int c = 0; c < request.sampling().n(); c++) {
+      jobs.add(new Job(c, 0, ids, request.sampling().over(lm.defaults(), maxTokens, request.topLogprobs(), c), null, null));
+    }
+    OpenAiResponses writer = new OpenAiResponses(OpenAiResponses.Api.CHAT, request.model(), lm.tokenizer(),
+        request.logprobs() ? request.topLogprobs() : null);
+    return run(ep, jobs, ids.length, writer, request.streaming(), connection, timeout);
+  }
+
+  /** {@code ids} when each is in the model's vocabulary; else 400 naming the first that is not. */
+  private static int[] checked(int[] ids, LanguageModel lm, String field) {
+    for (int i = 0; i < ids.length; i++) {
+      if (ids[i] >= lm.vocabulary()) {
+        throw OpenAiError.invalid(field + "[" + i + "]", "token " + ids[i] + " is outside the vocabulary of model '" + lm.name() + "' (0.."
+            + (lm.vocabulary() - 1) + ")");
+      }
+    }
+    return ids;
+  }
+
+  /**
+   * The tokens to generate after a prompt of {@code promptLength}: {@code requested}, else {@code dflt};
+   * refused when the prompt is empty or longer than the model takes, or prompt and tokens exceed its context.
+   */
+  private static int maxTokens(CompletionEndpoint ep, int promptLength, Integer requested, int dflt, String field) {
+    LanguageModel lm = ep.generator().model();
+    if (promptLength < 1 || promptLength > ep.maxPromptLength() || promptLength >= lm.contextLength()) {
+      throw OpenAiError.invalid(field, "model '" + lm.name() + "' takes prompts of 1.." + Math.min(ep.maxPromptLength(),
+          lm.contextLength() - 1) + " tokens, got " + promptLength);
+    }
+    if (requested != null && promptLength + requested > lm.contextLength()) { // (0 only with echo: scoring the prompt)
+      throw OpenAiError.invalid("max_tokens", "the maximum context length of model '" + lm.name() + "' is " + lm.contextLength()
+          + " tokens; you requested " + (promptLength + requested) + " (" + promptLength + " in the prompt, " + requested
+          + " in the completion): ask for at most " + (lm.contextLength() - promptLength));
+    }
+    return requested != null ? requested : Math.max(1, dflt);
+  }
+
+  /**
+   * Runs {@code jobs} on the model's generation server, all at once (they batch), and answers with the
+   * whole response or its stream; cancels the rest when one fails, and all when the client goes away.
+   */
+  private CompletionStage<HttpResponse> run(CompletionEndpoint ep, List<Job> jobs, int promptTokens, OpenAiResponses writer,
+      OpenAiRequest.Streaming streaming, ClientConnection connection, org.apache.pekko.http.javadsl.TimeoutAccess timeout) {
+    Generations generations = streaming.stream()
+        ? new StreamedGenerations(ep, jobs, promptTokens, writer, streaming.includeUsage())
+        : new Generations(ep, jobs, promptTokens, writer);
+    generations.start();
+    if (connection != null) {
+      connection.cancelOnClose(generations.done, generations::cancel);
+    }
+    if (timeout != null) {
+      // Pekko's request-timeout (20 s) would cut a long generation short: wait for the server's own deadline instead.
+      Duration wait = generationTimeout.plus(settings.requestTimeoutMargin());
+      timeout.update(wait, request -> {
+        generations.cancel();
+        return error(new OpenAiError(504, "timeout_error", null, "timeout", "model '" + ep.name() + "' did not answer within "
+            + wait.toMillis() + " ms (xla-actors.actors.generation.default-timeout plus " + HttpSettings.ROOT
+            + ".request-timeout-margin): the request was cancelled"));
+      });
+    }
+    return generations.response();
+  }
+
+  /** One request's generations, answered whole when all have finished. */
+  private class Generations {
+    final CompletionEndpoint ep;
+    final List<Job> jobs;
+    final int promptTokens;
+    final OpenAiResponses writer;
+    final List<CompletableFuture<TextGenerator.Result>> results = new ArrayList<>();
+    /** Completes when every generation has ended (any way): the client's connection no longer matters then. */
+    final CompletableFuture<Void> done = new CompletableFuture<>();
+    /** The first failure that was not a cancel of ours: what the response answers with. */
+    final java.util.concurrent.atomic.AtomicReference<Throwable> failure = new java.util.concurrent.atomic.AtomicReference<>();
+
+    Generations(CompletionEndpoint ep, List<Job> jobs, int promptTokens, OpenAiResponses writer) {
+      this.ep = ep;
+      this.jobs = jobs;
+      this.promptTokens = promptTokens;
+      this.writer = writer;
+    }
+
+    void start() {
+      AtomicInteger left = new AtomicInteger(jobs.size());
+      for (Job job : jobs) {
+        CompletableFuture<TextGenerator.Result> r = job.params() == null
+            ? CompletableFuture.completedFuture(new TextGenerator.Result(job.prompt(), new int[0], "", TextGenerator.FinishReason.LENGTH,
+                List.of())) // max_tokens 0: the echo is the whole answer
+            : ep.generator().generate(job.prompt(), job.params(), null, piece -> onPiece(job, piece)).toCompletableFuture();
+        results.add(r);
+      }
+      for (int i = 0; i < jobs.size(); i++) {
+        Job job = jobs.get(i);
+        results.get(i).whenComplete((result, failure) -> {
+          if (failure != null && !(failure instanceof java.util.concurrent.CancellationException)) {
+            this.failure.compareAndSet(null, failure);
+          }
+          if (failure != null) {
+            cancel(); // one choice failed: the response fails, the others would compute for nothing
+          }
+          onEnd(job, result, failure);
+          if (left.decrementAndGet() == 0) {
+            onAllEnded();
+            done.complete(null);
+          }
+        });
+      }
+    }
+
+    void onPiece(Job job, TextGenerator.Piece piece) {}
+
+    void onEnd(Job job, TextGenerator.Result result, Throwable failure) {}
+
+    void onAllEnded() {}
+
+    void cancel() {
+      results.forEach(r -> r.cancel(true));
+    }
+
+    OpenAiResponses.Usage usage() {
+      int generated = 0;
+      for (CompletableFuture<TextGenerator.Result> r : results) {
+        if (r.isDone() && !r.isCompletedExceptionally()) {
+          generated += r.join().tokens().length;
+        }
+      }
+      return new OpenAiResponses.Usage(promptTokens, generated);
+    }
+
+    CompletionStage<HttpResponse> response() {
+      return done.thenApply(v -> {
+        if (failure.get() != null) {
+          return errorResponse(failure.get());
+        }
+        if (results.stream().anyMatch(CompletableFuture::isCancelled)) { // the client left or the HTTP timeout fired: nobody reads this
+          return error(new OpenAiError(503, OpenAiError.SERVER_ERROR, null, "cancelled", "the request was cancelled"));
+        }
+        List<OpenAiResponses.Choice> choices = new ArrayList<>();
+        for (int i = 0; i < jobs.size(); i++) {
+          choices.add(new OpenAiResponses.Choice(jobs.get(i).index(), results.get(i).join(), jobs.get(i).echo(),
+              jobs.get(i).promptLogprobs()));
+        }
+        return json(writer.response(choices, usage()));
+      }).exceptionally(OpenAiRoutes.this::errorResponse);
+    }
+  }
+
+  /**
+   * One request's generations streamed as server-sent events: a chunk per piece of text, as it comes,
+   * into a bounded queue (it holds every chunk the request can make, so nothing waits on a slow client);
+   * the response starts with the first piece, or is the error of a request refused before it.
+   */
+  private final class StreamedGenerations extends Generations {
+    private final boolean includeUsage;
+    private final BoundedSourceQueue<ByteString> queue;
+    private final Source<ByteString, NotUsed> source;
+    private final CompletableFuture<Void> started = new CompletableFuture<>();
+    private final int[] textOffsets;
+    private boolean failed; // guarded by this
+
+    StreamedGenerations(CompletionEndpoint ep, List<Job> jobs, int promptTokens, OpenAiResponses writer, boolean includeUsage) {
+      super(ep, jobs, promptTokens, writer);
+      this.includeUsage = includeUsage;
+      int capacity = 8;
+      for (Job job : jobs) {
+        capacity += (job.params() == null ? 0 : job.params().maxTokens()) + 4;
+      }
+      Pair<BoundedSourceQueue<ByteString>, Source<ByteString, NotUsed>> q = Source.<ByteString>queue(capacity).preMaterialize(system);
+      this.queue = q.first();
+      // The client went away (Pekko HTTP cancels the entity) or the stream ended: no generation goes on for nobody.
+      this.source = q.second().watchTermination((mat, ended) -> {
+        ended.whenComplete((d, e) -> cancel());
+        return mat;
+      }).mapMaterializedValue(m -> NotUsed.getInstance());
+      this.textOffsets = new int[jobs.size()];
+    }
+
+    @Override
+    void start() {
+      for (Job job : jobs) { // a chat choice opens with the assistant's role, an echoed completion with its prompt
+        if (writer.api() == OpenAiResponses.Api.CHAT) {
+          offer(writer.roleChunk(job.index()));
+        } else if (job.echo() != null) {
+          offer(writer.echoChunk(job.index(), job.echo(), job.promptLogprobs()));
+          textOffsets[job.index()] = job.echo().length();
+        }
+      }
+      super.start();
+    }
+
+    @Override
+    synchronized void onPiece(Job job, TextGenerator.Piece piece) {
+      started.complete(null);
+      if (failed || (piece.text().isEmpty() && (piece.sample() == null || !writer.reportsLogprobs()))) {
+        return; // nothing to show yet: a character or a possible stop string is held back
+      }
+      offer(writer.chunk(job.index(), piece.text(), piece.sample(), textOffsets[job.index()], null));
+      textOffsets[job.index()] += piece.text().length();
+    }
+
+    @Override
+    synchronized void onEnd(Job job, TextGenerator.Result result, Throwable failure) {
+      if (failure == null) {
+        started.complete(null);
+        if (!failed) {
+          offer(writer.chunk(job.index(), "", null, textOffsets[job.index()], result.finishReason()));
+        }
+        return;
+      }
+      if (!started.isDone()) {
+        // Refused before any text (overloaded, timed out, invalid): the response is an HTTP error.
+        started.completeExceptionally(this.failure.get() != null ? this.failure.get() : failure);
+      } else if (!failed && !(failure instanceof java.util.concurrent.CancellationException)) {
+        offer(OpenAiResponses.errorEvent(OpenAiError.of(failure)));
+      }
+      failed = true;
+    }
+
+    @Override
+    synchronized void onAllEnded() {
+      if (!failed && includeUsage) {
+        offer(writer.usageChunk(usage()));
+      }
+      offer(OpenAiResponses.DONE);
+      queue.complete();
+    }
+
+    private void offer(ByteString chunk) {
+      queue.offer(chunk); // Enqueued, or QueueClosed once the client went away; never full (sized for the whole request)
+    }
+
+    @Override
+    CompletionStage<HttpResponse> response() {
+      return started.thenApply(v -> HttpResponse.create().withEntity(HttpEntities.create(EVENT_STREAM, source)))
+          .exceptionally(OpenAiRoutes.this::errorResponse);
+    }
+  }
+
+  // ------------------------------------------------------------------------------------------ embeddings
+
+  private CompletionStage<HttpResponse> embeddings(byte[] body) {
+    JsonNode root = parse(body);
+    OpenAiRequest.Embeddings request = OpenAiRequest.embeddings(root);
+    EmbeddingModel model = embedders.get(request.model());
+    if (model == null) {
+      if (generators.containsKey(request.model())) {
+        throw OpenAiError.invalid("model", "model '" + request.model() + "' is a language model: it serves /v1/completions and "
+            + "/v1/chat/completions, not POST /v1/embeddings (serve an embedding package for that)");
+      }
+      throw notFound(request.model());
+    }
+    List<int[]> sequences = new ArrayList<>();
+    int tokens = 0;
+    int vocabulary = model.modelPackage().limits().vocabulary();
+    for (int i = 0; i < request.inputs().size(); i++) {
+      OpenAiRequest.Prompt in = request.inputs().get(i);
+      String field = request.inputs().size() == 1 ? "input" : "input[" + i + "]";
+      int[] ids;
+      if (in.tokens() != null) {
+        ids = in.tokens();
+        for (int t = 0; t < ids.length; t++) {
+          if (ids[t] >= vocabulary) {
+            throw OpenAiError.invalid(field + "[" + t + "]", "token " + ids[t] + " is outside the vocabulary of model '" + model.name()
+                + "' (0.." + (vocabulary - 1) + ")");
+          }
+        }
+      } else {
+        ids = model.encode(in.text());
+      }
+      if (ids.length < 1 || ids.length > model.maxLength()) {
+        throw OpenAiError.invalid(field, "model '" + model.name() + "' embeds inputs of 1.." + model.maxLength() + " tokens, got "
+            + ids.length);
+      }
+      sequences.add(ids);
+      tokens += ids.length;
+    }
+    int promptTokens = tokens;
+    return CompletableFuture.supplyAsync(() -> model.embed(sequences), blocking).thenApply(vectors -> {
+      if (request.dimensions() != null && vectors.length > 0 && vectors[0].length != request.dimensions()) {
+        throw OpenAiError.invalid("dimensions", "model '" + model.name() + "' makes embeddings of " + vectors[0].length + " dimensions "
+            + "and cannot shorten them; leave dimensions out or give " + vectors[0].length);
+      }
+      return json(TensorJson.object(g -> {
+        g.writeStringField("object", "list");
+        g.writeArrayFieldStart("data");
+        for (int i = 0; i < vectors.length; i++) {
+          g.writeStartObject();
+          g.writeStringField("object", "embedding");
+          g.writeNumberField("index", i);
+          if (request.base64()) {
+            ByteBuffer b = ByteBuffer.allocate(vectors[i].length * 4).order(ByteOrder.LITTLE_ENDIAN);
+            for (float f : vectors[i]) {
+              b.putFloat(f);
+            }
+            g.writeStringField("embedding", Base64.getEncoder().encodeToString(b.array()));
+          } else {
+            g.writeArrayFieldStart("embedding");
+            for (float f : vectors[i]) {
+              g.writeNumber(f);
+            }
+            g.writeEndArray();
+          }
+          g.writeEndObject();
+        }
+        g.writeEndArray();
+        g.writeStringField("model", model.name());
+        g.writeObjectFieldStart("usage");
+        g.writeNumberField("prompt_tokens", promptTokens);
+        g.writeNumberField("total_tokens", promptTokens);
+        g.writeEndObject();
+      }));
+    });
+  }
+
+  // ------------------------------------------------------------------------------------------ JSON and errors
+
+  private static JsonNode parse(byte[] body) {
+    try {
+      // Prompts, token ids and messages are bounded by the body's size; the count bounds the tree built from it.
+      return TensorJson.parseObject(body, body.length / 2 + STRUCTURE_VALUES, "a request of this size holds");
+    } catch (BadRequestException e) {
+      throw new OpenAiError(400, OpenAiError.INVALID_REQUEST, null, null, "the body is not a JSON object: " + e.getMessage());
+    }
+  }
+
+  private static HttpResponse json(byte[] body) {
+    return HttpResponse.create().withStatus(StatusCodes.OK).withEntity(HttpEntities.create(ContentTypes.APPLICATION_JSON, body));
+  }
+
+  private HttpResponse errorResponse(Throwable thrown) {
+    OpenAiError e = OpenAiError.of(thrown);
+    if (e.status() == 500) {
+      system.log().warn("OpenAI request failed unexpectedly", thrown);
+    }
+    return error(e);
+  }
+
+  private HttpResponse error(OpenAiError e, long limit, String key) {
+    if (e.status() == 413 && "request_too_large".equals(e.code()) && e.getMessage().startsWith("the request body")) {
+      e = new OpenAiError(413, OpenAiError.INVALID_REQUEST, null, "request_too_large", "the request body is larger than " + limit
+          + " bytes, the limit of this route (" + HttpSettings.ROOT + "." + key + "; raise it there to accept larger requests)");
+    }
+    return errorResponse(e);
+  }
+
+  private static HttpResponse error(OpenAiError e) {
+    HttpResponse r = HttpResponse.create().withStatus(e.status()).withEntity(HttpEntities.create(ContentTypes.APPLICATION_JSON, e.body()));
+    return e.status() == 503 ? r.addHeader(RetryAfter.create(1L)) : r;
+  }
+}

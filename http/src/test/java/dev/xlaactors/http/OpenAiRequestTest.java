@@ -1,0 +1,139 @@
+package dev.xlaactors.http;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import dev.xlaactors.lm.sampling.SamplingParams;
+import java.nio.charset.StandardCharsets;
+import java.util.List;
+import java.util.Set;
+import org.junit.jupiter.api.Test;
+
+/**
+ * The OpenAI request bodies parsed and checked: every field the API defines either taken (with its type
+ * and range checked) or refused naming it; null counts as absent; the errors carry the status, type and
+ * param the clients read.
+ */
+class OpenAiRequestTest {
+  private static JsonNode json(String s) {
+    return TensorJson.parseObject(s.getBytes(StandardCharsets.UTF_8));
+  }
+
+  private static OpenAiError refused(Runnable r) {
+    return assertThrows(OpenAiError.class, r::run);
+  }
+
+  @Test
+  void aCompletionTakesEveryPromptFormAndTheSamplingFields() {
+    OpenAiRequest.Completion c = OpenAiRequest.completion(json("""
+        {"model":"m","prompt":["a","b"],"max_tokens":5,"temperature":0.5,"top_p":0.9,"top_k":-1,"min_p":0.1,"seed":7,
+         "stop":"\\n","n":2,"logprobs":3,"echo":true,"stream":true,"stream_options":{"include_usage":true},"user":"u",
+         "suffix":null}"""));
+    assertEquals("m", c.model());
+    assertEquals(List.of("a", "b"), c.prompts().stream().map(OpenAiRequest.Prompt::text).toList());
+    assertEquals(5, c.sampling().maxTokens());
+    assertEquals(0, c.sampling().topK()); // vLLM's -1: no cut
+    assertEquals(List.of("\n"), c.sampling().stop());
+    assertEquals(2, c.sampling().n());
+    assertEquals(3, c.logprobs());
+    assertTrue(c.echo());
+    assertEquals(new OpenAiRequest.Streaming(true, true), c.streaming());
+
+    SamplingParams p = c.sampling().over(SamplingParams.defaults().withStopTokenIds(Set.of(9)), 5, 3, 1);
+    assertEquals(0.5, p.temperature());
+    assertEquals(0.9, p.topP());
+    assertEquals(0.1, p.minP());
+    assertEquals(8L, p.seed()); // choice 1 of seed 7: the choices differ, and replay
+    assertEquals(Set.of(9), p.stopTokenIds()); // the model's end-of-sequence ids stay
+    assertEquals(List.of("\n"), p.stopStrings());
+    assertEquals(3, p.logprobs());
+
+    assertArrayEquals(new int[] {1, 2, 3}, OpenAiRequest.completion(json("{\"model\":\"m\",\"prompt\":[1,2,3]}")).prompts().get(0).tokens());
+    List<OpenAiRequest.Prompt> lists = OpenAiRequest.completion(json("{\"model\":\"m\",\"prompt\":[[1],[2,3]]}")).prompts();
+    assertArrayEquals(new int[] {2, 3}, lists.get(1).tokens());
+    assertNull(OpenAiRequest.completion(json("{\"model\":\"m\",\"prompt\":\"x\"}")).logprobs());
+  }
+
+  @Test
+  void unsupportedAndUnknownFieldsAreRefusedNamingThem() {
+    OpenAiError tools = refused(() -> OpenAiRequest.chat(json("{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],"
+        + "\"tools\":[]}")));
+    assertEquals(400, tools.status());
+    assertEquals("tools", tools.param());
+    assertEquals("invalid_request_error", tools.type());
+    assertTrue(tools.getMessage().contains("'tools' is not supported"), tools.getMessage());
+
+    OpenAiError penalty = refused(() -> OpenAiRequest.completion(json("{\"model\":\"m\",\"prompt\":\"x\",\"presence_penalty\":0.5}")));
+    assertEquals("presence_penalty", penalty.param());
+    assertTrue(penalty.getMessage().contains("repetition_penalty"), penalty.getMessage());
+
+    OpenAiError unknown = refused(() -> OpenAiRequest.completion(json("{\"model\":\"m\",\"prompt\":\"x\",\"temprature\":1}")));
+    assertEquals("temprature", unknown.param());
+    assertEquals("unknown_parameter", unknown.code());
+
+    OpenAiError part = refused(() -> OpenAiRequest.chat(json("{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":"
+        + "[{\"type\":\"image_url\",\"image_url\":{\"url\":\"x\"}}]}]}")));
+    assertEquals("messages[0].content[0]", part.param());
+    OpenAiError toolCalls = refused(() -> OpenAiRequest.chat(json("{\"model\":\"m\",\"messages\":[{\"role\":\"assistant\","
+        + "\"content\":\"\",\"tool_calls\":[]}]}")));
+    assertEquals("messages[0].tool_calls", toolCalls.param());
+  }
+
+  @Test
+  void valuesOutOfRangeAreRefusedSayingWhatWasExpected() {
+    assertEquals("temperature", refused(() -> OpenAiRequest.completion(json("{\"model\":\"m\",\"prompt\":\"x\",\"temperature\":3}"))).param());
+    assertEquals("max_tokens", refused(() -> OpenAiRequest.completion(json("{\"model\":\"m\",\"prompt\":\"x\",\"max_tokens\":0}"))).param());
+    assertEquals("n", refused(() -> OpenAiRequest.completion(json("{\"model\":\"m\",\"prompt\":\"x\",\"n\":17}"))).param());
+    assertEquals("logprobs", refused(() -> OpenAiRequest.completion(json("{\"model\":\"m\",\"prompt\":\"x\",\"logprobs\":21}"))).param());
+    assertEquals("stop", refused(() -> OpenAiRequest.completion(json("{\"model\":\"m\",\"prompt\":\"x\",\"stop\":[\"\"]}"))).param());
+    assertEquals("prompt", refused(() -> OpenAiRequest.completion(json("{\"model\":\"m\",\"prompt\":[]}"))).param());
+    assertEquals("prompt[0]", refused(() -> OpenAiRequest.completion(json("{\"model\":\"m\",\"prompt\":[-1]}"))).param());
+    assertEquals("model", refused(() -> OpenAiRequest.completion(json("{\"prompt\":\"x\"}"))).param());
+    assertEquals("stream_options", refused(() -> OpenAiRequest.completion(json("{\"model\":\"m\",\"prompt\":\"x\","
+        + "\"stream_options\":{\"include_usage\":true}}"))).param());
+    assertEquals("top_logprobs", refused(() -> OpenAiRequest.chat(json("{\"model\":\"m\",\"messages\":[{\"role\":\"user\","
+        + "\"content\":\"x\"}],\"top_logprobs\":2}"))).param());
+    assertEquals("messages[0].role", refused(() -> OpenAiRequest.chat(json("{\"model\":\"m\",\"messages\":[{\"role\":\"tool\","
+        + "\"content\":\"x\"}]}"))).param());
+    assertEquals("max_completion_tokens", refused(() -> OpenAiRequest.chat(json("{\"model\":\"m\",\"messages\":[{\"role\":\"user\","
+        + "\"content\":\"x\"}],\"max_tokens\":1,\"max_completion_tokens\":1}"))).param());
+    assertEquals("encoding_format", refused(() -> OpenAiRequest.embeddings(json("{\"model\":\"m\",\"input\":\"x\","
+        + "\"encoding_format\":\"int8\"}"))).param());
+  }
+
+  @Test
+  void chatTakesTextPartsAndLogprobsAndMaxCompletionTokens() {
+    OpenAiRequest.Chat c = OpenAiRequest.chat(json("""
+        {"model":"m","messages":[{"role":"system","content":"be brief"},
+         {"role":"user","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}],"name":"x"}],
+         "max_completion_tokens":4,"logprobs":true,"top_logprobs":2}"""));
+    assertEquals(List.of(new OpenAiRequest.Message("system", "be brief"), new OpenAiRequest.Message("user", "a\nb")), c.messages());
+    assertEquals(4, c.sampling().maxTokens());
+    assertTrue(c.logprobs());
+    assertEquals(2, c.topLogprobs());
+    assertFalse(c.streaming().stream());
+  }
+
+  @Test
+  void embeddingsTakeTextsOrIdsAndBase64() {
+    OpenAiRequest.Embeddings e = OpenAiRequest.embeddings(json("{\"model\":\"e\",\"input\":[\"a\",\"b\"],\"encoding_format\":\"base64\"}"));
+    assertEquals(2, e.inputs().size());
+    assertTrue(e.base64());
+    assertArrayEquals(new int[] {5, 6}, OpenAiRequest.embeddings(json("{\"model\":\"e\",\"input\":[5,6]}")).inputs().get(0).tokens());
+  }
+
+  @Test
+  void errorsHaveOpenAisBody() throws Exception {
+    OpenAiError e = OpenAiError.invalid("n", "bad n");
+    JsonNode body = TensorJson.MAPPER.readTree(e.body()).get("error");
+    assertEquals("bad n", body.get("message").asText());
+    assertEquals("invalid_request_error", body.get("type").asText());
+    assertEquals("n", body.get("param").asText());
+    assertTrue(body.get("code").isNull());
+  }
+}

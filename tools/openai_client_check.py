@@ -1,0 +1,170 @@
+"""Checks the OpenAI API of a live `bin/xla-actors serve` with the official client, openai-python.
+
+    python tools/openai_client_check.py BASE_URL --completion-model M --chat-model C --embedding-model E
+
+Runs in the venv of tools/openai-env.sh (cli's OpenAiClientsTest runs it against a serve of the tiny test
+checkpoints). Each check asserts values, not just that a call returned: greedy streamed text equals the
+whole response's, a stop string cuts the text where it first occurs, usage counts the tokens, a seed
+replays, errors raise the client's exception classes. Prints one line per check and exits 0 when all
+pass, 1 at the first failure (naming it).
+"""
+import argparse
+import math
+import sys
+
+import openai
+
+
+def check(name, condition, detail=""):
+    if not condition:
+        print(f"FAILED {name}: {detail}", flush=True)
+        sys.exit(1)
+    print(f"ok {name}", flush=True)
+
+
+def stream_text(chunks, chat):
+    texts, finish, usage, objects = {}, {}, None, set()
+    for chunk in chunks:
+        objects.add(chunk.object)
+        if chunk.usage is not None:
+            usage = chunk.usage
+        for c in chunk.choices:
+            piece = (c.delta.content or "") if chat else c.text
+            texts[c.index] = texts.get(c.index, "") + piece
+            if c.finish_reason is not None:
+                finish[c.index] = c.finish_reason
+    return texts, finish, usage, objects
+
+
+def completions(client, model):
+    greedy = client.completions.create(model=model, prompt="Hello world", max_tokens=8, temperature=0, n=2, logprobs=2)
+    check("completions: n=2 choices", [c.index for c in greedy.choices] == [0, 1], greedy.choices)
+    check("completions: greedy choices agree", greedy.choices[0].text == greedy.choices[1].text)
+    check("completions: finish_reason length", all(c.finish_reason == "length" for c in greedy.choices))
+    check("completions: usage", greedy.usage.completion_tokens == 16 and greedy.usage.prompt_tokens > 0
+          and greedy.usage.total_tokens == greedy.usage.prompt_tokens + 16, greedy.usage)
+    lp = greedy.choices[0].logprobs
+    check("completions: logprobs of 8 tokens", len(lp.tokens) == 8 and len(lp.token_logprobs) == 8
+          and all(x <= 0 for x in lp.token_logprobs) and all(1 <= len(t) <= 3 for t in lp.top_logprobs), lp)
+    check("completions: greedy picks the most likely token",
+          all(math.isclose(lp.token_logprobs[i], max(lp.top_logprobs[i].values()), abs_tol=1e-6) for i in range(8)))
+    text = greedy.choices[0].text
+
+    chunks = client.completions.create(model=model, prompt="Hello world", max_tokens=8, temperature=0, stream=True,
+                                       stream_options={"include_usage": True})
+    texts, finish, usage, objects = stream_text(chunks, chat=False)
+    check("completions stream: same text as the whole response", texts.get(0) == text, (texts, text))
+    check("completions stream: finish_reason and usage chunk", finish.get(0) == "length" and usage is not None
+          and usage.completion_tokens == 8, (finish, usage))
+    check("completions stream: chunk object", objects == {"text_completion"}, objects)
+
+    # A stop string from the middle of the greedy text: the text ends just before its first occurrence.
+    candidates = [text[i:i + 2] for i in range(1, len(text) - 2) if "\ufffd" not in text[i:i + 2] and text[i:i + 2].strip()]
+    if candidates:
+        stop = candidates[len(candidates) // 2]
+        cut = client.completions.create(model=model, prompt="Hello world", max_tokens=8, temperature=0, stop=[stop])
+        check(f"completions: stop {stop!r}", cut.choices[0].text == text[:text.index(stop)]
+              and cut.choices[0].finish_reason == "stop", (cut.choices[0].text, text))
+        streamed, finish, _, _ = stream_text(client.completions.create(model=model, prompt="Hello world", max_tokens=8,
+                                                                       temperature=0, stop=stop, stream=True), chat=False)
+        check("completions stream: stop", streamed.get(0) == text[:text.index(stop)] and finish.get(0) == "stop", streamed)
+
+    echo = client.completions.create(model=model, prompt="Hello world", max_tokens=8, temperature=0, echo=True)
+    check("completions: echo", echo.choices[0].text == "Hello world" + text, echo.choices[0].text)
+    # echo with logprobs and max_tokens 0 scores the prompt (the score program); the most likely token after
+    # [10, 20] must have the log-probability that greedy generation from [10, 20] (the decode programs) reports.
+    scored = client.completions.create(model=model, prompt=[10, 20, 30], max_tokens=0, echo=True, logprobs=1)
+    slp = scored.choices[0].logprobs
+    check("completions: echo scores the prompt", len(slp.tokens) == 3 and slp.token_logprobs[0] is None
+          and slp.top_logprobs[0] is None and all(x <= 0 for x in slp.token_logprobs[1:])
+          and scored.usage.completion_tokens == 0 and scored.choices[0].finish_reason == "length", slp)
+    step = client.completions.create(model=model, prompt=[10, 20], max_tokens=1, temperature=0, logprobs=1)
+    check("completions: prompt scores agree with generation", math.isclose(max(slp.top_logprobs[2].values()),
+          step.choices[0].logprobs.token_logprobs[0], abs_tol=1e-3), (slp.top_logprobs[2], step.choices[0].logprobs))
+    ids = client.completions.create(model=model, prompt=[[10, 20], [30]], max_tokens=3, temperature=0)
+    check("completions: token-id prompts", len(ids.choices) == 2 and ids.usage.prompt_tokens == 3, ids.usage)
+
+    a = client.completions.create(model=model, prompt="Hello", max_tokens=8, temperature=1.0, seed=42)
+    b = client.completions.create(model=model, prompt="Hello", max_tokens=8, temperature=1.0, seed=42)
+    check("completions: a seed replays", a.choices[0].text == b.choices[0].text, (a.choices[0].text, b.choices[0].text))
+
+
+def chat(client, model):
+    messages = [{"role": "user", "content": "Hello!"}]  # the tiny models take prompts of at most 32 tokens
+    whole = client.chat.completions.create(model=model, messages=messages, max_completion_tokens=6, temperature=0,
+                                           logprobs=True, top_logprobs=2)
+    c = whole.choices[0]
+    check("chat: assistant message", c.message.role == "assistant" and isinstance(c.message.content, str), c.message)
+    check("chat: finish_reason and usage", c.finish_reason == "length" and whole.usage.completion_tokens == 6, whole.usage)
+    content = c.logprobs.content
+    check("chat: logprobs with top_logprobs", len(content) == 6 and all(len(t.top_logprobs) == 2 and t.logprob <= 0
+                                                                       and isinstance(t.bytes, list) for t in content), content)
+    check("chat: object", whole.object == "chat.completion", whole.object)
+    stream = client.chat.completions.create(model=model, messages=messages, max_tokens=6, temperature=0, stream=True,
+                                            stream_options={"include_usage": True})
+    texts, finish, usage, objects = stream_text(stream, chat=True)
+    check("chat stream: same text as the whole response", texts.get(0) == c.message.content, (texts, c.message.content))
+    check("chat stream: finish_reason, usage chunk, object", finish.get(0) == "length" and usage.completion_tokens == 6
+          and objects == {"chat.completion.chunk"}, (finish, usage, objects))
+    n = client.chat.completions.create(model=model, messages=messages, max_tokens=4, n=3, temperature=1.0, seed=1)
+    check("chat: n=3", sorted(ch.index for ch in n.choices) == [0, 1, 2] and n.usage.completion_tokens == 12, n.usage)
+
+
+def embeddings(client, model):
+    default = client.embeddings.create(model=model, input=["hello world", "good morning"])  # the client asks for base64
+    floats = client.embeddings.create(model=model, input=["hello world", "good morning"], encoding_format="float")
+    check("embeddings: two vectors", len(default.data) == 2 and [d.index for d in default.data] == [0, 1])
+    check("embeddings: base64 decodes to the floats", all(
+        all(math.isclose(x, y, rel_tol=1e-6, abs_tol=1e-6) for x, y in zip(a.embedding, b.embedding))
+        and len(a.embedding) == len(b.embedding) > 0 for a, b in zip(default.data, floats.data)))
+    check("embeddings: usage", default.usage.prompt_tokens > 0 and default.usage.total_tokens == default.usage.prompt_tokens)
+
+
+def errors(client, completion_model, chat_model):
+    try:
+        client.completions.create(model="no-such-model", prompt="x")
+        check("errors: unknown model", False, "no error")
+    except openai.NotFoundError as e:
+        check("errors: unknown model -> NotFoundError", e.status_code == 404 and e.code == "model_not_found", e)
+    try:
+        client.completions.create(model=completion_model, prompt="x", presence_penalty=0.5)
+        check("errors: unsupported field", False, "no error")
+    except openai.BadRequestError as e:
+        check("errors: unsupported field -> BadRequestError naming it", e.param == "presence_penalty", e)
+    try:
+        client.completions.create(model=completion_model, prompt="x", extra_body={"no_such_field": 1})
+        check("errors: unknown field", False, "no error")
+    except openai.BadRequestError as e:
+        check("errors: unknown field -> BadRequestError naming it", e.param == "no_such_field", e)
+    try:
+        client.chat.completions.create(model=completion_model, messages=[{"role": "user", "content": "hi"}])
+        check("errors: chat without a template", False, "no error")
+    except openai.BadRequestError as e:
+        check("errors: a model without a chat template -> BadRequestError", e.code == "no_chat_template", e)
+    try:
+        client.completions.create(model=completion_model, prompt="x", max_tokens=100000)
+        check("errors: max_tokens beyond the context", False, "no error")
+    except openai.BadRequestError as e:
+        check("errors: max_tokens beyond the context -> BadRequestError", e.param == "max_tokens", e)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("base_url")
+    parser.add_argument("--completion-model", required=True)
+    parser.add_argument("--chat-model", required=True)
+    parser.add_argument("--embedding-model", required=True)
+    args = parser.parse_args()
+    client = openai.OpenAI(base_url=args.base_url.rstrip("/") + "/v1", api_key="unused", max_retries=0, timeout=60)
+    ids = [m.id for m in client.models.list()]
+    check("models.list", {args.completion_model, args.chat_model, args.embedding_model} <= set(ids), ids)
+    check("models.retrieve", client.models.retrieve(args.chat_model).id == args.chat_model)
+    completions(client, args.completion_model)
+    chat(client, args.chat_model)
+    embeddings(client, args.embedding_model)
+    errors(client, args.completion_model, args.chat_model)
+    print(f"openai-python {openai.__version__}: all checks passed", flush=True)
+
+
+if __name__ == "__main__":
+    main()
