@@ -46,11 +46,13 @@ from the compiled module; the StableHLO text, Exported.mlir_module(), is not wri
 positions past `length` hold garbage that decode overwrites before it can be read (decode masks every position after `pos`).
 """
 import argparse
+import contextlib
 import hashlib
 import json
 import math
 import os
 import pathlib
+import re
 import sys
 import time
 
@@ -441,8 +443,9 @@ def hf_name(key):
 
 def export_hf(dir_, out):
     """Writes a made model as what GPT2LMHeadModel.save_pretrained writes (config.json, model.safetensors;
-    the head tied to wte, so no lm_head.weight), for tools/hf_import.py. No tokenizer.json: the model's
-    token ids are r50k_base's (import it with --tiktoken r50k_base)."""
+    the head tied to wte, so no lm_head.weight), for tools/hf_import.py. The 124 M model's token ids are
+    r50k_base's (GPT-2's), so it gets no tokenizer.json (import it with --tiktoken r50k_base); the tiny one's
+    512 ids get the byte-level BPE of tiny_tokenizer_json, its last id <|endoftext|>."""
     from safetensors.numpy import save_file
 
     manifest, params, _ = load(dir_)
@@ -451,8 +454,11 @@ def export_hf(dir_, out):
     # metadata format "pt": transformers refuses to load a safetensors file without it.
     save_file({hf_name(k): v for k, v in params.items()}, str(out / "model.safetensors"), metadata={"format": "pt"})
     align_data(out / "model.safetensors")
-    endoftext = 50256  # r50k_base's <|endoftext|>, GPT-2's bos and eos; the tiny config's vocabulary lacks it
-    special = endoftext if endoftext < cfg["vocab"] else None
+    if cfg["vocab"] == R50K_VOCAB:
+        special = R50K_ENDOFTEXT  # r50k_base's <|endoftext|>, GPT-2's bos and eos
+    else:
+        special = cfg["vocab"] - 1
+        (out / "tokenizer.json").write_text(json.dumps(tiny_tokenizer_json(cfg["vocab"]), indent=1) + "\n")
     config = {
         "architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "dtype": "float32",
         "vocab_size": cfg["vocab"], "n_positions": cfg["ctx"], "n_embd": cfg["d_model"], "n_layer": cfg["layers"],
@@ -460,6 +466,125 @@ def export_hf(dir_, out):
         "tie_word_embeddings": True, "scale_attn_weights": True, "bos_token_id": special, "eos_token_id": special,
     }
     (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
+    print(out)
+
+
+R50K_VOCAB = 50257
+R50K_ENDOFTEXT = 50256
+# What the tiny tokenizer's merges are learned from: any fixed English text (changing it changes the ids).
+TINY_TOKENIZER_CORPUS = (
+    "The quick brown fox jumps over the lazy dog. A language model reads the tokens of a prompt and predicts "
+    "the next one, then the one after that, until it reaches a stop token or the length it was given. "
+    "The weights of this model are seeded, not trained, so the text it writes means nothing; the programs, "
+    "the cache of keys and values, the sampling and the streaming are the real ones. Each step of the decoder "
+    "reads one token per sequence and writes its key and value into the cache, where the next step finds "
+    "them. Sequences that share the device take turns in one batch: a new one is admitted when another ends. "
+    "Hello, world! It is a small model for tests and examples, with two layers and a context of thirty-two "
+    "positions, and its vocabulary has five hundred and twelve entries: the bytes, the merges learned here "
+    "and the end of the text."
+)
+
+
+def byte_to_unicode():
+    """GPT-2's map of the 256 bytes to printable characters (what a byte-level BPE vocabulary spells)."""
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("\u00a1"), ord("\u00ac") + 1)) + \
+        list(range(ord("\u00ae"), ord("\u00ff") + 1))
+    cs = bs[:]
+    n = 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    return dict(zip(bs, map(chr, cs)))
+
+
+def tiny_tokenizer_json(vocab):
+    """A GPT-2-style byte-level BPE tokenizer.json of exactly `vocab` ids (vocab - 257 merges, learned here in
+    plain Python from TINY_TOKENIZER_CORPUS, deterministically): ids 0..255 the bytes (in GPT-2's order),
+    then the merges, then <|endoftext|> last. lm's Gpt2TokenizerJson is GPT-2's 50257, which a 512-id model
+    cannot use; this one turns any text into ids the tiny model takes and decodes every id it can produce."""
+    b2u = byte_to_unicode()
+    alphabet = sorted(b2u.values())
+    words = {}
+    for w in re.findall(r" ?[A-Za-z]+| ?[0-9]+| ?[^\sA-Za-z0-9]+|\s+", TINY_TOKENIZER_CORPUS):
+        key = tuple(b2u[b] for b in w.encode("utf-8"))
+        words[key] = words.get(key, 0) + 1
+    merges = []
+    while len(merges) < vocab - 257:
+        pairs = {}
+        for w, n in words.items():
+            for pair in zip(w, w[1:]):
+                pairs[pair] = pairs.get(pair, 0) + n
+        if not pairs:
+            sys.exit(f"the tiny tokenizer's corpus allows {len(merges)} merges, {vocab - 257} needed: lengthen it")
+        best = min(pairs, key=lambda p: (-pairs[p], p))  # the most frequent pair; ties by spelling
+        merges.append(best)
+        merged = {}
+        for w, n in words.items():
+            out, i = [], 0
+            while i < len(w):
+                if i + 1 < len(w) and (w[i], w[i + 1]) == best:
+                    out.append(w[i] + w[i + 1])
+                    i += 2
+                else:
+                    out.append(w[i])
+                    i += 1
+            merged[tuple(out)] = merged.get(tuple(out), 0) + n
+        words = merged
+    ids = {t: i for i, t in enumerate(alphabet)}
+    for a, b in merges:
+        ids[a + b] = len(ids)
+    byte_level = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}
+    return {
+        "version": "1.0", "truncation": None, "padding": None,
+        "added_tokens": [{"id": vocab - 1, "content": "<|endoftext|>", "single_word": False, "lstrip": False,
+                          "rstrip": False, "normalized": False, "special": True}],
+        "normalizer": None, "pre_tokenizer": byte_level,
+        "post_processor": {**byte_level, "trim_offsets": False}, "decoder": byte_level,
+        "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
+                  "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False, "ignore_merges": False,
+                  "vocab": ids, "merges": [[a, b] for a, b in merges]},
+    }
+
+
+# ---------------------------------------------------------------- as a model package
+
+
+def package_dir(name, cfg):
+    return default_dir(name, cfg).with_name(default_dir(name, cfg).name + "-package")
+
+
+def package(name, out):
+    """The model package of config `name` (docs/model-package.md), made as a user makes one from a Hugging
+    Face checkpoint: `make` (when not made yet), export-hf, then tools/hf_import.py. Its programs are the
+    importer's (score, and prefill_slot, decode_slots, slot_cache for 1 and SLOTS[name] slots), which
+    compute what make's do from the same weights; reference.json (JAX's run of make's programs) is copied
+    in beside the manifest, for the examples' and tests' checks. Prints the package's path last."""
+    import shutil
+    import subprocess
+    import tempfile
+
+    cfg = CONFIGS[name]
+    made = default_dir(name, cfg)
+    if not (made / ".complete").exists():
+        with open(os.devnull, "w") as quiet, contextlib.redirect_stdout(quiet):
+            make(name, made)
+    if out.exists():
+        shutil.rmtree(out)  # a half-made one (no .complete): the caller checked
+    started = time.time()
+    with tempfile.TemporaryDirectory(prefix=f"{name}-hf-") as hf:
+        with open(os.devnull, "w") as quiet, contextlib.redirect_stdout(quiet):
+            export_hf(made, pathlib.Path(hf))
+        command = [sys.executable, str(pathlib.Path(__file__).with_name("hf_import.py")), hf, "--out", str(out),
+                   "--name", name, "--slots", f"1,{SLOTS[name]}", "--prefill-length", str(cfg["prefill_len"]),
+                   "--score-length", str(cfg["prefill_len"])]
+        if cfg["vocab"] == R50K_VOCAB:
+            command += ["--tiktoken", "r50k_base"]
+        subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
+    shutil.copyfile(made / "reference.json", out / "reference.json")
+    (out / ".complete").write_text("")
+    print(f"packaged {name} in {time.time() - started:.1f} s", file=sys.stderr)
     print(out)
 
 
@@ -540,6 +665,10 @@ def main():
     m.add_argument("--out", type=pathlib.Path, help="default: ~/.cache/xla-actors/models/<config>-<hash>")
     d = sub.add_parser("dir", help="print the default directory of a config")
     d.add_argument("--config", choices=sorted(CONFIGS), required=True)
+    d.add_argument("--package", action="store_true", help="its model package's directory instead")
+    k = sub.add_parser("package", help="make the config's model package (make, export-hf, tools/hf_import.py)")
+    k.add_argument("--config", choices=sorted(CONFIGS), required=True)
+    k.add_argument("--out", type=pathlib.Path, help="default: ~/.cache/xla-actors/models/<config>-<hash>-package")
     g = sub.add_parser("greedy", help="JAX's greedy tokens for a prompt, one per line")
     g.add_argument("--dir", type=pathlib.Path, required=True)
     g.add_argument("--tokens", required=True, help="comma-separated token ids")
@@ -555,7 +684,9 @@ def main():
     if a.cmd == "make":
         make(a.config, a.out or default_dir(a.config, CONFIGS[a.config]))
     elif a.cmd == "dir":
-        print(default_dir(a.config, CONFIGS[a.config]))
+        print((package_dir if a.package else default_dir)(a.config, CONFIGS[a.config]))
+    elif a.cmd == "package":
+        package(a.config, a.out or package_dir(a.config, CONFIGS[a.config]))
     elif a.cmd == "greedy":
         manifest, params, progs = load(a.dir)
         toks = [int(t) for t in a.tokens.split(",") if t]
