@@ -592,7 +592,7 @@ def package(name, out):
 
 
 def sample_numpy(logits, temperature=0.8, top_k=40, rng=np.random.default_rng(1)):
-    """The sampler JAX's decode loop calls through pure_callback: temperature + top-k, like the Java one."""
+    """The sampler of JAX's decode loop, on the host: temperature + top-k, like the Java one."""
     logits = np.asarray(logits, np.float32) / temperature
     out = np.empty(logits.shape[0], np.int32)
     for b, row in enumerate(logits):
@@ -608,52 +608,56 @@ def stats(xs):
 
 
 def bench(dir_, reps, steps):
+    """JAX's side of bench/run.sh models on a model package (what `package` makes; ModelsBench runs the same
+    files): load the weights, prefill a full prompt into one slot, decode with every slot of each slot count
+    busy and the next tokens sampled on the host from the step's logits (sample_numpy), as the Java side."""
     import resource
 
+    from jax import export
     from safetensors.numpy import load_file
 
-    manifest = json.loads((dir_ / "manifest.json").read_text())
-    cfg = manifest["config"]
+    manifest = json.loads((dir_ / "xla-model.json").read_text())
+    weights = dir_ / manifest["weights"]["file"]
     loads = []
     for _ in range(reps):
         t0 = time.perf_counter()
-        params = jax.device_put(load_file(dir_ / "weights.safetensors"))
+        params = jax.device_put(load_file(weights))
         jax.block_until_ready(params)
         loads.append((time.perf_counter() - t0) * 1e3)
         del params
-    params = jax.device_put(load_file(dir_ / "weights.safetensors"))
-    _, _, progs = load(dir_)
+    params = jax.device_put(load_file(weights))
+    progs = {(p["role"], p.get("slots")): export.deserialize(bytearray((dir_ / p["file"]).read_bytes()))
+             for p in manifest["programs"]}
+    vocab = manifest["limits"]["vocabulary"]
     result = {"load_ms": stats(loads)}
-    T = cfg["prefill_len"]
-    for B in cfg["batches"]:
-        prefill = jax.jit(progs[f"prefill_b{B}"].call)
-        step = progs[f"decode_b{B}"].call
-        tok_shape = jax.ShapeDtypeStruct((B,), jnp.int32)
-
-        def step_and_sample(p, tok, pos, cache):
-            logits, cache = step(p, tok, pos, cache)
-            return jax.pure_callback(sample_numpy, tok_shape, logits), cache
-
-        decode = jax.jit(step_and_sample, donate_argnums=3)
-        tokens = np.tile(np.arange(T, dtype=np.int32) % cfg["vocab"], (B, 1))
+    slot_counts = sorted({p["slots"] for p in manifest["programs"] if p["role"] == "decode_slots"})
+    for S in slot_counts:
+        T = next(p["length"] for p in manifest["programs"] if p["role"] == "prefill_slot" and p["slots"] == S)
+        prefill = jax.jit(progs[("prefill_slot", S)].call, donate_argnums=4)
+        decode = jax.jit(progs[("decode_slots", S)].call, donate_argnums=3)
+        cache = progs[("slot_cache", S)].call()
+        prompt = (np.arange(T, dtype=np.int32) % vocab)[None]
         pf, tps = [], []
         for _ in range(reps + 1):
             t0 = time.perf_counter()
-            logits, cache = prefill(params, tokens, np.int32(T))
-            jax.block_until_ready(cache)
+            logits, cache = prefill(params, prompt, np.int32(T), np.int32(0), cache)
+            jax.block_until_ready(logits)
             pf.append((time.perf_counter() - t0) * 1e3)
-            tok = np.zeros(B, np.int32)
+            for s in range(1, S):
+                logits, cache = prefill(params, prompt, np.int32(T), np.int32(s), cache)
+            tok, pos = np.zeros(S, np.int32), np.full(S, T, np.int32)
             t0 = time.perf_counter()
-            for s in range(steps):
-                tok, cache = decode(params, tok, np.int32(T + s), cache)
-            jax.block_until_ready(tok)
-            tps.append(B * steps / (time.perf_counter() - t0))
-        result[f"prefill_b{B}_ms"] = stats(pf[1:])  # the first rep compiles
-        result[f"decode_b{B}_tokens_per_s"] = stats(tps[1:])
-        if B == 1:  # load and serve one sequence (batch 8 adds its 600 MB KV cache)
+            for _ in range(steps):
+                logits, cache = decode(params, tok, pos, cache)
+                tok = sample_numpy(np.asarray(logits))  # the logits to the host, as the Java side's
+                pos = pos + 1
+            tps.append(S * steps / (time.perf_counter() - t0))
+        result[f"prefill_s{S}_ms"] = stats(pf[1:])  # the first rep compiles
+        result[f"decode_s{S}_tokens_per_s"] = stats(tps[1:])
+        if S == slot_counts[0]:  # load and serve the fewest slots (8 add their 600 MB KV cache)
             result["peak_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     result["peak_rss_all_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    result["weights_bytes"] = manifest["weights_bytes"]
+    result["weights_bytes"] = weights.stat().st_size
     print(json.dumps(result))
 
 
@@ -673,8 +677,8 @@ def main():
     g.add_argument("--dir", type=pathlib.Path, required=True)
     g.add_argument("--tokens", required=True, help="comma-separated token ids")
     g.add_argument("--steps", type=int, default=20)
-    b = sub.add_parser("bench", help="JAX's figures for bench/run.sh models, one JSON line")
-    b.add_argument("--dir", type=pathlib.Path, required=True)
+    b = sub.add_parser("bench", help="JAX's figures for bench/run.sh models on a model package, one JSON line")
+    b.add_argument("--dir", type=pathlib.Path, required=True, help="the package (tools/jax_gpt.py dir --package)")
     b.add_argument("--reps", type=int, default=5)
     b.add_argument("--steps", type=int, default=32)
     e = sub.add_parser("export-hf", help="write a made model as a GPT2LMHeadModel checkpoint (config.json, model.safetensors)")
