@@ -5,8 +5,9 @@ Run with the venv of tools/jax-env.sh:
     $(bash tools/jax-env.sh) tools/jax_gpt.py make --config gpt2-124m      # the 124 M model, ~1 min
     $(bash tools/jax-env.sh) tools/jax_gpt.py make --config tiny           # 2 layers, d_model 32
     $(bash tools/jax-env.sh) tools/jax_gpt.py greedy --dir DIR --tokens 464,2068 --steps 20
-    $(bash tools/jax-env.sh) tools/jax_gpt.py bench --dir DIR               # JAX's side of bench/run.sh models
     $(bash tools/jax-env.sh) tools/jax_gpt.py export-hf --dir DIR --out HF_DIR  # as a GPT2LMHeadModel checkpoint
+    $(bash tools/jax-env.sh) tools/jax_gpt.py package --config gpt2-124m   # make + export-hf + hf_import.py
+    $(bash tools/jax-env.sh) tools/jax_gpt.py bench --dir PKG               # JAX's side of bench/run.sh models
 
 `make` writes into DIR (default ~/.cache/xla-actors/models/<config>-<hash>/, the hash covering the config
 and this script's format version) and prints DIR on its last line:
@@ -38,6 +39,12 @@ and this script's format version) and prints DIR on its last line:
 - model.properties     the config and the reference run as flat key=value lines (for java.util.Properties).
 - reference.json       JAX's own run of the exported artifacts on a fixed prompt: last-position logits of
                        prefill (tiny config: all of them), the logits of one decode step, greedy tokens.
+
+`package` turns the made model into the model package the examples and benches run (docs/model-package.md),
+the way a user imports a Hugging Face checkpoint: export-hf, then tools/hf_import.py (--tiktoken r50k_base
+for the 124 M model; the tiny one gets the 512-id byte-level tokenizer.json of tiny_tokenizer_json), into
+DIR-package (default ~/.cache/xla-actors/models/<config>-<hash>-package), with reference.json copied in.
+`bench` runs that package's programs, the same files as the Java side.
 
 The KV cache is one fixed-shape array updated with lax.dynamic_update_slice, so a runtime that donates it
 updates it in place (the decode exports keep donate_argnums as an input/output alias, which xla-actors reads
