@@ -562,12 +562,18 @@ def package_dir(name, cfg):
     return default_dir(name, cfg).with_name(default_dir(name, cfg).name + "-package")
 
 
-def package(name, out):
+def package(name, out, platforms="cpu"):
     """The model package of config `name` (docs/model-package.md), made as a user makes one from a Hugging
     Face checkpoint: `make` (when not made yet), export-hf, then tools/hf_import.py. Its programs are the
     importer's (score, and prefill_slot, decode_slots, slot_cache for 1 and SLOTS[name] slots), which
     compute what make's do from the same weights; reference.json (JAX's run of make's programs) is copied
-    in beside the manifest, for the examples' and tests' checks. Prints the package's path last."""
+    in beside the manifest, for the examples' and tests' checks. Prints the package's path last.
+
+    The programs are lowered for `platforms`, the CPU only by default: xla-actors passes a multi-platform
+    export's platform index as an argument, so XLA keeps every platform's lowering behind a conditional and
+    cannot fold it; on the 124 M package (cpu,cuda) that made each decode step 4.4x slower and the load
+    (compiling the programs) 45 s instead of a few (measured with bench's ModelsBench). JAX's own calls
+    specialise the index and run either alike. Ask for cpu,cuda to run the package on a GPU."""
     import shutil
     import subprocess
     import tempfile
@@ -585,7 +591,7 @@ def package(name, out):
             export_hf(made, pathlib.Path(hf))
         command = [sys.executable, str(pathlib.Path(__file__).with_name("hf_import.py")), hf, "--out", str(out),
                    "--name", name, "--slots", f"1,{SLOTS[name]}", "--prefill-length", str(cfg["prefill_len"]),
-                   "--score-length", str(cfg["prefill_len"])]
+                   "--score-length", str(cfg["prefill_len"]), "--platforms", platforms]
         if cfg["vocab"] == R50K_VOCAB:
             command += ["--tiktoken", "r50k_base"]
         subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
@@ -680,6 +686,7 @@ def main():
     k = sub.add_parser("package", help="make the config's model package (make, export-hf, tools/hf_import.py)")
     k.add_argument("--config", choices=sorted(CONFIGS), required=True)
     k.add_argument("--out", type=pathlib.Path, help="default: ~/.cache/xla-actors/models/<config>-<hash>-package")
+    k.add_argument("--platforms", default="cpu", help="what the programs are lowered for (cpu,cuda for a GPU; see package())")
     g = sub.add_parser("greedy", help="JAX's greedy tokens for a prompt, one per line")
     g.add_argument("--dir", type=pathlib.Path, required=True)
     g.add_argument("--tokens", required=True, help="comma-separated token ids")
@@ -697,7 +704,7 @@ def main():
     elif a.cmd == "dir":
         print((package_dir if a.package else default_dir)(a.config, CONFIGS[a.config]))
     elif a.cmd == "package":
-        package(a.config, a.out or package_dir(a.config, CONFIGS[a.config]))
+        package(a.config, a.out or package_dir(a.config, CONFIGS[a.config]), a.platforms)
     elif a.cmd == "greedy":
         manifest, params, progs = load(a.dir)
         toks = [int(t) for t in a.tokens.split(",") if t]
