@@ -571,9 +571,9 @@ def package(name, out, platforms="cpu"):
 
     The programs are lowered for `platforms`, the CPU only by default: xla-actors passes a multi-platform
     export's platform index as an argument, so XLA keeps every platform's lowering behind a conditional and
-    cannot fold it; on the 124 M package (cpu,cuda) that made each decode step 4.4x slower and the load
-    (compiling the programs) 45 s instead of a few (measured with bench's ModelsBench). JAX's own calls
-    specialise the index and run either alike. Ask for cpu,cuda to run the package on a GPU."""
+    cannot fold it; on the 124 M package (cpu,cuda) that made each decode step 3-4.4x slower and the load
+    (compiling the programs) 45 s instead of a few (measured with bench's ModelsBench; JAX calling the same
+    files: 1.3x). Ask for cpu,cuda to run the package on a GPU."""
     import shutil
     import subprocess
     import tempfile
