@@ -31,18 +31,18 @@ med = {}
 for k in keys:
     a, b = merged(java, k), merged(jax, k)
     med[k] = (a[1], b[1])
-    label = (k.replace("_ms", " (ms)").replace("_tokens_per_s", " (tokens/s)").replace("_b", " batch ")
+    label = (k.replace("_ms", " (ms)").replace("_tokens_per_s", " (tokens/s)").replace("_s", ", slots ")
              .replace("load", "load weights").replace("prefill", "prefill 128 tokens").replace("decode", "decode + sample"))
     print(f"| {label:<34} | {'%.1f / %.1f / %.1f' % a:<30} | {'%.1f / %.1f / %.1f' % b:<30} | {a[1] / b[1]:>17.2f} |")
 weights = java[0]["weights_bytes"]
-for key, label in (("peak_rss_bytes", "peak RSS / weights, batch 1"), ("peak_rss_all_bytes", "peak RSS / weights, all")):
+for key, label in (("peak_rss_bytes", "peak RSS / weights, 1 slot"), ("peak_rss_all_bytes", "peak RSS / weights, all")):
     a, b = max(r[key] for r in java), max(r[key] for r in jax)
     print(f"| {label:<34} | {'%.2f (%.0f MB)' % (a / weights, a / 1e6):<30} | "
           f"{'%.2f (%.0f MB)' % (b / weights, b / 1e6):<30} | {a / b:>17.2f} |")
 rss_java = max(r["peak_rss_bytes"] for r in java)
 print(f"weights: {weights / 1e6:.1f} MB")
 decode = [k for k in keys if k.startswith("decode")]
-# decode_ratio: over the batch sizes, the lowest of our tokens/s over JAX's (the honest one).
+# decode_ratio: over the slot counts, the lowest of our tokens/s over JAX's (the honest one).
 decode_ratio = min(med[k][0] / med[k][1] for k in decode)
 weighted = "n/a"
 if len(sys.argv) > 3:

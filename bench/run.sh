@@ -67,16 +67,17 @@ modes:
             Then items/s of 6 sharded batch jobs (200 items each, H2 journal) on a cluster of one
             compute node and of three (this JVM and two child JVMs; on 2 cores that is overhead).
             Last line: RESULT cluster local_us=<x> remote_us=<y> ratio=<y/x> (f32[8])
-  models    the 124 M GPT-2-shaped model of examples/generate (made by tools/jax_gpt.py on first use,
-            about 25 s), the same exported artifacts and safetensors weights on both sides: time to load
-            the weights (ours: memory-map + upload every tensor; JAX: safetensors load_file + device_put),
-            prefill of 128 tokens, decode tokens/s at batch 1 and 8 with sampling (temperature 0.8,
-            top-k 40) in a host callback (ours: the Java sampler called from inside the decode program,
-            KV cache donated; JAX: jit of the exported step + pure_callback of a numpy sampler, cache
-            donated), peak RSS over the weights' bytes; Java and JAX alternately, BENCH_REPS (default 5)
-            rounds of one process per side (2 repetitions inside each), min / median / max. Last line:
+  models    the 124 M GPT-2-shaped model of examples/generate as a model package (made by
+            tools/jax_gpt.py package on first use, a minute or two), the same package's files on both
+            sides: time to load the weights (ours: memory-map + upload every tensor; JAX: safetensors
+            load_file + device_put), prefill of 128 tokens into one slot, decode tokens/s with all of 1
+            and 8 slots busy (the package's slot programs, KV cache donated), the next tokens sampled on
+            the host from each step's logits (temperature 0.8, top-k 40; ours: lm's Sampler after a
+            supervised run of the slot decoder; JAX: jit of the exported step + a numpy sampler), peak
+            RSS over the weights' bytes; Java and JAX alternately, BENCH_REPS (default 5) rounds of one
+            process per side (2 repetitions inside each), min / median / max. Last line:
             RESULT models weighted_ratio=<supervised/JAX, 16 MiB-weight program> decode_ratio=<ours/JAX
-                   tokens/s, the lower batch size ratio> load_ratio=<ours/JAX> rss_over_weights=<ours>
+                   tokens/s, the lower slot count's ratio> load_ratio=<ours/JAX> rss_over_weights=<ours>
   matmul    y = x[1,2048] . W[2048,2048] f32, W (16 MiB) uploaded once: Executable.execute with x uploaded
             and y downloaded, execute alone (x resident), and the two 8 KiB transfers, against JAX jit with
             W on the device (bench/jax_matmul.py), alternately BENCH_REPS times (default 5); XLA_FLAGS
@@ -107,8 +108,8 @@ modes:
             and run p99 and GC pause ms beside it), mean batch, time to a refusal, lost requests; full mode adds one run per
             request at 10/25/50% of the batched capacity. `serve short`: 2 s per phase instead of 5.
             Then the language-model phase (lm=tiny, the default: the tiny GPT, 4 slots, a few seconds;
-            lm=gpt2-124m: the 124 M one, 8 slots, minutes; lm=none: skip it), made by tools/jax_gpt.py
-            on first use: a GenerationServer over the GPT's slot programs with all S slots (continuous
+            lm=gpt2-124m: the 124 M one, 8 slots, minutes; lm=none: skip it), its model package made by
+            tools/jax_gpt.py package on first use: a GenerationServer over the GPT's slot programs with all S slots (continuous
             batching) and with one slot (one generation at a time), N requests (tiny: 256, full 512;
             124 M: 16, full 24) of prompts 1.. tokens and outputs of 4 lengths, greedy: sent at once
             (burst) and at a fixed rate of half the batched burst capacity (open loop): generated
@@ -434,10 +435,10 @@ run_models() {
   mkdir -p "$out_dir"
   python="$(jax_python)"
   local dir
-  dir="$("$python" tools/jax_gpt.py dir --config gpt2-124m)"
+  dir="$("$python" tools/jax_gpt.py dir --package --config gpt2-124m)"
   if [ ! -f "$dir/.complete" ]; then
-    echo "making the 124 M model with JAX (first use, about 25 s)..." >&2
-    "$python" tools/jax_gpt.py make --config gpt2-124m > /dev/null
+    echo "making the 124 M model's package with JAX (first use, a minute or two)..." >&2
+    "$python" tools/jax_gpt.py package --config gpt2-124m > /dev/null
   fi
   machine_summary
   echo "model: $dir"
@@ -563,10 +564,10 @@ run_serve() {
   fi
   local lm_dir=""
   if [ "$lm" != none ]; then
-    lm_dir="$("$python" tools/jax_gpt.py dir --config "$lm")"
+    lm_dir="$("$python" tools/jax_gpt.py dir --package --config "$lm")"
     if [ ! -f "$lm_dir/.complete" ]; then
-      echo "making the $lm GPT with JAX (first use; the 124 M one takes about a minute)..." >&2
-      "$python" tools/jax_gpt.py make --config "$lm" > /dev/null
+      echo "making the $lm GPT's model package with JAX (first use; the 124 M one takes a minute or two)..." >&2
+      "$python" tools/jax_gpt.py package --config "$lm" > /dev/null
     fi
   fi
   machine_summary

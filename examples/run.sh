@@ -42,7 +42,7 @@ esac
 stamp=examples/target/.built
 classpath_file=examples/target/classpath.txt
 if [ ! -f "$stamp" ] || [ ! -f "$classpath_file" ] ||
-  [ -n "$(find pom.xml native runtime actors cluster http examples -newer "$stamp" -type f -not -path '*/target/*' \
+  [ -n "$(find pom.xml native runtime actors lm cluster http examples -newer "$stamp" -type f -not -path '*/target/*' \
     \( -name '*.java' -o -name '*.cc' -o -name '*.h' -o -name '*.sh' -o -name 'pom.xml' -o -name '*.conf' -o -name '*.properties' \) \
     -print -quit)" ]; then
   mkdir -p examples/target

@@ -5,8 +5,9 @@ Run with the venv of tools/jax-env.sh:
     $(bash tools/jax-env.sh) tools/jax_gpt.py make --config gpt2-124m      # the 124 M model, ~1 min
     $(bash tools/jax-env.sh) tools/jax_gpt.py make --config tiny           # 2 layers, d_model 32
     $(bash tools/jax-env.sh) tools/jax_gpt.py greedy --dir DIR --tokens 464,2068 --steps 20
-    $(bash tools/jax-env.sh) tools/jax_gpt.py bench --dir DIR               # JAX's side of bench/run.sh models
     $(bash tools/jax-env.sh) tools/jax_gpt.py export-hf --dir DIR --out HF_DIR  # as a GPT2LMHeadModel checkpoint
+    $(bash tools/jax-env.sh) tools/jax_gpt.py package --config gpt2-124m   # make + export-hf + hf_import.py
+    $(bash tools/jax-env.sh) tools/jax_gpt.py bench --dir PKG               # JAX's side of bench/run.sh models
 
 `make` writes into DIR (default ~/.cache/xla-actors/models/<config>-<hash>/, the hash covering the config
 and this script's format version) and prints DIR on its last line:
@@ -39,6 +40,12 @@ and this script's format version) and prints DIR on its last line:
 - reference.json       JAX's own run of the exported artifacts on a fixed prompt: last-position logits of
                        prefill (tiny config: all of them), the logits of one decode step, greedy tokens.
 
+`package` turns the made model into the model package the examples and benches run (docs/model-package.md),
+the way a user imports a Hugging Face checkpoint: export-hf, then tools/hf_import.py (--tiktoken r50k_base
+for the 124 M model; the tiny one gets the 512-id byte-level tokenizer.json of tiny_tokenizer_json), into
+DIR-package (default ~/.cache/xla-actors/models/<config>-<hash>-package), with reference.json copied in.
+`bench` runs that package's programs, the same files as the Java side.
+
 The KV cache is one fixed-shape array updated with lax.dynamic_update_slice, so a runtime that donates it
 updates it in place (the decode exports keep donate_argnums as an input/output alias, which xla-actors reads
 from the compiled module; the StableHLO text, Exported.mlir_module(), is not written: print it from the
@@ -46,11 +53,13 @@ from the compiled module; the StableHLO text, Exported.mlir_module(), is not wri
 positions past `length` hold garbage that decode overwrites before it can be read (decode masks every position after `pos`).
 """
 import argparse
+import contextlib
 import hashlib
 import json
 import math
 import os
 import pathlib
+import re
 import sys
 import time
 
@@ -441,8 +450,9 @@ def hf_name(key):
 
 def export_hf(dir_, out):
     """Writes a made model as what GPT2LMHeadModel.save_pretrained writes (config.json, model.safetensors;
-    the head tied to wte, so no lm_head.weight), for tools/hf_import.py. No tokenizer.json: the model's
-    token ids are r50k_base's (import it with --tiktoken r50k_base)."""
+    the head tied to wte, so no lm_head.weight), for tools/hf_import.py. The 124 M model's token ids are
+    r50k_base's (GPT-2's), so it gets no tokenizer.json (import it with --tiktoken r50k_base); the tiny one's
+    512 ids get the byte-level BPE of tiny_tokenizer_json, its last id <|endoftext|>."""
     from safetensors.numpy import save_file
 
     manifest, params, _ = load(dir_)
@@ -451,8 +461,11 @@ def export_hf(dir_, out):
     # metadata format "pt": transformers refuses to load a safetensors file without it.
     save_file({hf_name(k): v for k, v in params.items()}, str(out / "model.safetensors"), metadata={"format": "pt"})
     align_data(out / "model.safetensors")
-    endoftext = 50256  # r50k_base's <|endoftext|>, GPT-2's bos and eos; the tiny config's vocabulary lacks it
-    special = endoftext if endoftext < cfg["vocab"] else None
+    if cfg["vocab"] == R50K_VOCAB:
+        special = R50K_ENDOFTEXT  # r50k_base's <|endoftext|>, GPT-2's bos and eos
+    else:
+        special = cfg["vocab"] - 1
+        (out / "tokenizer.json").write_text(json.dumps(tiny_tokenizer_json(cfg["vocab"]), indent=1) + "\n")
     config = {
         "architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "dtype": "float32",
         "vocab_size": cfg["vocab"], "n_positions": cfg["ctx"], "n_embd": cfg["d_model"], "n_layer": cfg["layers"],
@@ -463,11 +476,136 @@ def export_hf(dir_, out):
     print(out)
 
 
+R50K_VOCAB = 50257
+R50K_ENDOFTEXT = 50256
+# What the tiny tokenizer's merges are learned from: any fixed English text (changing it changes the ids).
+TINY_TOKENIZER_CORPUS = (
+    "The quick brown fox jumps over the lazy dog. A language model reads the tokens of a prompt and predicts "
+    "the next one, then the one after that, until it reaches a stop token or the length it was given. "
+    "The weights of this model are seeded, not trained, so the text it writes means nothing; the programs, "
+    "the cache of keys and values, the sampling and the streaming are the real ones. Each step of the decoder "
+    "reads one token per sequence and writes its key and value into the cache, where the next step finds "
+    "them. Sequences that share the device take turns in one batch: a new one is admitted when another ends. "
+    "Hello, world! It is a small model for tests and examples, with two layers and a context of thirty-two "
+    "positions, and its vocabulary has five hundred and twelve entries: the bytes, the merges learned here "
+    "and the end of the text."
+)
+
+
+def byte_to_unicode():
+    """GPT-2's map of the 256 bytes to printable characters (what a byte-level BPE vocabulary spells)."""
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("\u00a1"), ord("\u00ac") + 1)) + \
+        list(range(ord("\u00ae"), ord("\u00ff") + 1))
+    cs = bs[:]
+    n = 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    return dict(zip(bs, map(chr, cs)))
+
+
+def tiny_tokenizer_json(vocab):
+    """A GPT-2-style byte-level BPE tokenizer.json of exactly `vocab` ids (vocab - 257 merges, learned here in
+    plain Python from TINY_TOKENIZER_CORPUS, deterministically): ids 0..255 the bytes (in GPT-2's order),
+    then the merges, then <|endoftext|> last. lm's Gpt2TokenizerJson is GPT-2's 50257, which a 512-id model
+    cannot use; this one turns any text into ids the tiny model takes and decodes every id it can produce."""
+    b2u = byte_to_unicode()
+    alphabet = sorted(b2u.values())
+    words = {}
+    for w in re.findall(r" ?[A-Za-z]+| ?[0-9]+| ?[^\sA-Za-z0-9]+|\s+", TINY_TOKENIZER_CORPUS):
+        key = tuple(b2u[b] for b in w.encode("utf-8"))
+        words[key] = words.get(key, 0) + 1
+    merges = []
+    while len(merges) < vocab - 257:
+        pairs = {}
+        for w, n in words.items():
+            for pair in zip(w, w[1:]):
+                pairs[pair] = pairs.get(pair, 0) + n
+        if not pairs:
+            sys.exit(f"the tiny tokenizer's corpus allows {len(merges)} merges, {vocab - 257} needed: lengthen it")
+        best = min(pairs, key=lambda p: (-pairs[p], p))  # the most frequent pair; ties by spelling
+        merges.append(best)
+        merged = {}
+        for w, n in words.items():
+            out, i = [], 0
+            while i < len(w):
+                if i + 1 < len(w) and (w[i], w[i + 1]) == best:
+                    out.append(w[i] + w[i + 1])
+                    i += 2
+                else:
+                    out.append(w[i])
+                    i += 1
+            merged[tuple(out)] = merged.get(tuple(out), 0) + n
+        words = merged
+    ids = {t: i for i, t in enumerate(alphabet)}
+    for a, b in merges:
+        ids[a + b] = len(ids)
+    byte_level = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}
+    return {
+        "version": "1.0", "truncation": None, "padding": None,
+        "added_tokens": [{"id": vocab - 1, "content": "<|endoftext|>", "single_word": False, "lstrip": False,
+                          "rstrip": False, "normalized": False, "special": True}],
+        "normalizer": None, "pre_tokenizer": byte_level,
+        "post_processor": {**byte_level, "trim_offsets": False}, "decoder": byte_level,
+        "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
+                  "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False, "ignore_merges": False,
+                  "vocab": ids, "merges": [[a, b] for a, b in merges]},
+    }
+
+
+# ---------------------------------------------------------------- as a model package
+
+
+def package_dir(name, cfg):
+    return default_dir(name, cfg).with_name(default_dir(name, cfg).name + "-package")
+
+
+def package(name, out, platforms="cpu"):
+    """The model package of config `name` (docs/model-package.md), made as a user makes one from a Hugging
+    Face checkpoint: `make` (when not made yet), export-hf, then tools/hf_import.py. Its programs are the
+    importer's (score, and prefill_slot, decode_slots, slot_cache for 1 and SLOTS[name] slots), which
+    compute what make's do from the same weights; reference.json (JAX's run of make's programs) is copied
+    in beside the manifest, for the examples' and tests' checks. Prints the package's path last.
+
+    The programs are lowered for `platforms`, the CPU only by default: xla-actors passes a multi-platform
+    export's platform index as an argument, so XLA keeps every platform's lowering behind a conditional and
+    cannot fold it; on the 124 M package (cpu,cuda) that made each decode step 3-4.4x slower and the load
+    (compiling the programs) 45 s instead of a few (measured with bench's ModelsBench; JAX calling the same
+    files: 1.3x). Ask for cpu,cuda to run the package on a GPU."""
+    import shutil
+    import subprocess
+    import tempfile
+
+    cfg = CONFIGS[name]
+    made = default_dir(name, cfg)
+    if not (made / ".complete").exists():
+        with open(os.devnull, "w") as quiet, contextlib.redirect_stdout(quiet):
+            make(name, made)
+    if out.exists():
+        shutil.rmtree(out)  # a half-made one (no .complete): the caller checked
+    started = time.time()
+    with tempfile.TemporaryDirectory(prefix=f"{name}-hf-") as hf:
+        with open(os.devnull, "w") as quiet, contextlib.redirect_stdout(quiet):
+            export_hf(made, pathlib.Path(hf))
+        command = [sys.executable, str(pathlib.Path(__file__).with_name("hf_import.py")), hf, "--out", str(out),
+                   "--name", name, "--slots", f"1,{SLOTS[name]}", "--prefill-length", str(cfg["prefill_len"]),
+                   "--score-length", str(cfg["prefill_len"]), "--platforms", platforms]
+        if cfg["vocab"] == R50K_VOCAB:
+            command += ["--tiktoken", "r50k_base"]
+        subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
+    shutil.copyfile(made / "reference.json", out / "reference.json")
+    (out / ".complete").write_text("")
+    print(f"packaged {name} in {time.time() - started:.1f} s", file=sys.stderr)
+    print(out)
+
+
 # ---------------------------------------------------------------- JAX's side of bench/run.sh models
 
 
 def sample_numpy(logits, temperature=0.8, top_k=40, rng=np.random.default_rng(1)):
-    """The sampler JAX's decode loop calls through pure_callback: temperature + top-k, like the Java one."""
+    """The sampler of JAX's decode loop, on the host: temperature + top-k, like the Java one."""
     logits = np.asarray(logits, np.float32) / temperature
     out = np.empty(logits.shape[0], np.int32)
     for b, row in enumerate(logits):
@@ -483,52 +621,56 @@ def stats(xs):
 
 
 def bench(dir_, reps, steps):
+    """JAX's side of bench/run.sh models on a model package (what `package` makes; ModelsBench runs the same
+    files): load the weights, prefill a full prompt into one slot, decode with every slot of each slot count
+    busy and the next tokens sampled on the host from the step's logits (sample_numpy), as the Java side."""
     import resource
 
+    from jax import export
     from safetensors.numpy import load_file
 
-    manifest = json.loads((dir_ / "manifest.json").read_text())
-    cfg = manifest["config"]
+    manifest = json.loads((dir_ / "xla-model.json").read_text())
+    weights = dir_ / manifest["weights"]["file"]
     loads = []
     for _ in range(reps):
         t0 = time.perf_counter()
-        params = jax.device_put(load_file(dir_ / "weights.safetensors"))
+        params = jax.device_put(load_file(weights))
         jax.block_until_ready(params)
         loads.append((time.perf_counter() - t0) * 1e3)
         del params
-    params = jax.device_put(load_file(dir_ / "weights.safetensors"))
-    _, _, progs = load(dir_)
+    params = jax.device_put(load_file(weights))
+    progs = {(p["role"], p.get("slots")): export.deserialize(bytearray((dir_ / p["file"]).read_bytes()))
+             for p in manifest["programs"]}
+    vocab = manifest["limits"]["vocabulary"]
     result = {"load_ms": stats(loads)}
-    T = cfg["prefill_len"]
-    for B in cfg["batches"]:
-        prefill = jax.jit(progs[f"prefill_b{B}"].call)
-        step = progs[f"decode_b{B}"].call
-        tok_shape = jax.ShapeDtypeStruct((B,), jnp.int32)
-
-        def step_and_sample(p, tok, pos, cache):
-            logits, cache = step(p, tok, pos, cache)
-            return jax.pure_callback(sample_numpy, tok_shape, logits), cache
-
-        decode = jax.jit(step_and_sample, donate_argnums=3)
-        tokens = np.tile(np.arange(T, dtype=np.int32) % cfg["vocab"], (B, 1))
+    slot_counts = sorted({p["slots"] for p in manifest["programs"] if p["role"] == "decode_slots"})
+    for S in slot_counts:
+        T = next(p["length"] for p in manifest["programs"] if p["role"] == "prefill_slot" and p["slots"] == S)
+        prefill = jax.jit(progs[("prefill_slot", S)].call, donate_argnums=4)
+        decode = jax.jit(progs[("decode_slots", S)].call, donate_argnums=3)
+        cache = progs[("slot_cache", S)].call()
+        prompt = (np.arange(T, dtype=np.int32) % vocab)[None]
         pf, tps = [], []
         for _ in range(reps + 1):
             t0 = time.perf_counter()
-            logits, cache = prefill(params, tokens, np.int32(T))
-            jax.block_until_ready(cache)
+            logits, cache = prefill(params, prompt, np.int32(T), np.int32(0), cache)
+            jax.block_until_ready(logits)
             pf.append((time.perf_counter() - t0) * 1e3)
-            tok = np.zeros(B, np.int32)
+            for s in range(1, S):
+                logits, cache = prefill(params, prompt, np.int32(T), np.int32(s), cache)
+            tok, pos = np.zeros(S, np.int32), np.full(S, T, np.int32)
             t0 = time.perf_counter()
-            for s in range(steps):
-                tok, cache = decode(params, tok, np.int32(T + s), cache)
-            jax.block_until_ready(tok)
-            tps.append(B * steps / (time.perf_counter() - t0))
-        result[f"prefill_b{B}_ms"] = stats(pf[1:])  # the first rep compiles
-        result[f"decode_b{B}_tokens_per_s"] = stats(tps[1:])
-        if B == 1:  # load and serve one sequence (batch 8 adds its 600 MB KV cache)
+            for _ in range(steps):
+                logits, cache = decode(params, tok, pos, cache)
+                tok = sample_numpy(np.asarray(logits))  # the logits to the host, as the Java side's
+                pos = pos + 1
+            tps.append(S * steps / (time.perf_counter() - t0))
+        result[f"prefill_s{S}_ms"] = stats(pf[1:])  # the first rep compiles
+        result[f"decode_s{S}_tokens_per_s"] = stats(tps[1:])
+        if S == slot_counts[0]:  # load and serve the fewest slots (8 add their 600 MB KV cache)
             result["peak_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     result["peak_rss_all_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    result["weights_bytes"] = manifest["weights_bytes"]
+    result["weights_bytes"] = weights.stat().st_size
     print(json.dumps(result))
 
 
@@ -540,12 +682,17 @@ def main():
     m.add_argument("--out", type=pathlib.Path, help="default: ~/.cache/xla-actors/models/<config>-<hash>")
     d = sub.add_parser("dir", help="print the default directory of a config")
     d.add_argument("--config", choices=sorted(CONFIGS), required=True)
+    d.add_argument("--package", action="store_true", help="its model package's directory instead")
+    k = sub.add_parser("package", help="make the config's model package (make, export-hf, tools/hf_import.py)")
+    k.add_argument("--config", choices=sorted(CONFIGS), required=True)
+    k.add_argument("--out", type=pathlib.Path, help="default: ~/.cache/xla-actors/models/<config>-<hash>-package")
+    k.add_argument("--platforms", default="cpu", help="what the programs are lowered for (cpu,cuda for a GPU; see package())")
     g = sub.add_parser("greedy", help="JAX's greedy tokens for a prompt, one per line")
     g.add_argument("--dir", type=pathlib.Path, required=True)
     g.add_argument("--tokens", required=True, help="comma-separated token ids")
     g.add_argument("--steps", type=int, default=20)
-    b = sub.add_parser("bench", help="JAX's figures for bench/run.sh models, one JSON line")
-    b.add_argument("--dir", type=pathlib.Path, required=True)
+    b = sub.add_parser("bench", help="JAX's figures for bench/run.sh models on a model package, one JSON line")
+    b.add_argument("--dir", type=pathlib.Path, required=True, help="the package (tools/jax_gpt.py dir --package)")
     b.add_argument("--reps", type=int, default=5)
     b.add_argument("--steps", type=int, default=32)
     e = sub.add_parser("export-hf", help="write a made model as a GPT2LMHeadModel checkpoint (config.json, model.safetensors)")
@@ -555,7 +702,9 @@ def main():
     if a.cmd == "make":
         make(a.config, a.out or default_dir(a.config, CONFIGS[a.config]))
     elif a.cmd == "dir":
-        print(default_dir(a.config, CONFIGS[a.config]))
+        print((package_dir if a.package else default_dir)(a.config, CONFIGS[a.config]))
+    elif a.cmd == "package":
+        package(a.config, a.out or package_dir(a.config, CONFIGS[a.config]), a.platforms)
     elif a.cmd == "greedy":
         manifest, params, progs = load(a.dir)
         toks = [int(t) for t in a.tokens.split(",") if t]

@@ -1,105 +1,149 @@
 package dev.xlaactors.bench;
 
-import dev.xlaactors.examples.gpt.GptArtifacts;
-import dev.xlaactors.examples.gpt.GptGeneration;
-import dev.xlaactors.examples.gpt.GptModel;
-import dev.xlaactors.examples.gpt.GptSampling;
-import dev.xlaactors.examples.gpt.SamplingSettings;
 import dev.xlaactors.actors.CallbackRuntime;
+import dev.xlaactors.lm.LanguageModel;
+import dev.xlaactors.lm.PackageSlotDecoder;
+import dev.xlaactors.lm.sampling.Sampler;
+import dev.xlaactors.lm.sampling.SamplingParams;
+import dev.xlaactors.lm.sampling.SequenceState;
+import dev.xlaactors.runtime.Device;
 import dev.xlaactors.runtime.DeviceBuffer;
 import dev.xlaactors.runtime.XlaClient;
+import dev.xlaactors.runtime.model.ModelPackage;
+import dev.xlaactors.runtime.model.WeightFiles;
+import java.nio.FloatBuffer;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.Collections;
 import java.util.List;
 import java.util.Locale;
-import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.TimeUnit;
 import org.apache.pekko.actor.typed.ActorSystem;
 import org.apache.pekko.actor.typed.javadsl.Behaviors;
 
 /**
- * Java's side of {@code bench/run.sh models} on the artifacts of {@code tools/jax_gpt.py} (the 124 M
- * GPT): time to load the weights (memory-map the safetensors file and upload every tensor), prefill of
- * 128 tokens, decode tokens/s at each exported batch size with the sampling callback (temperature 0.8,
- * top-k 40, as JAX's side) inside the decode program and the KV cache donated each step, each step a
- * supervised run (CallbackRuntime.startOnDevice, "sample" served by {@link GptSampling}), and the peak RSS
- * after batch 1 (load and serve one sequence) and at the end.
+ * Java's side of {@code bench/run.sh models} on the model package of {@code tools/jax_gpt.py package}
+ * (the 124 M GPT, as the examples run it), whose programs {@code tools/jax_gpt.py bench --package} runs
+ * on JAX's side: the same files, the same weights. Measured: time to load the weights (memory-map the
+ * safetensors file and upload every tensor), prefill of a full prompt (128 tokens) into one slot, and
+ * decode tokens/s with every slot of each exported slot count busy, the next tokens sampled on the host
+ * (temperature 0.8, top-k 40, as JAX's side) from the step's logits; each step a supervised run of the
+ * library's slot decoder ({@link PackageSlotDecoder}, the KV cache donated), as a GenerationServer runs
+ * it. Then the peak RSS after the smallest slot count (load and serve one sequence) and at the end.
  * Prints one JSON line with the same keys as {@code tools/jax_gpt.py bench}.
  *
- * <p>Usage: {@code ModelsBench <artifacts dir> [reps] [steps]}.
+ * <p>Usage: {@code ModelsBench <package dir> [reps] [steps]}.
  */
 public final class ModelsBench {
   private ModelsBench() {}
 
   public static void main(String[] args) throws Exception {
-    GptArtifacts artifacts = GptArtifacts.open(Path.of(args[0]));
+    ModelPackage pkg = ModelPackage.open(Path.of(args[0]));
     int reps = args.length > 1 ? Integer.parseInt(args[1]) : 5;
     int steps = args.length > 2 ? Integer.parseInt(args[2]) : 32;
     StringBuilder json = new StringBuilder("{");
     ActorSystem<Void> system = ActorSystem.create(Behaviors.empty(), "models-bench");
+    long weightBytes = 0;
     try (XlaClient client = XlaClient.create();
         CallbackRuntime runtime = CallbackRuntime.create(system, client)) {
+      Device device = client.devices().get(0);
       List<Double> loads = new ArrayList<>();
       for (int r = 0; r < reps; r++) {
         long t0 = System.nanoTime();
-        Map<String, DeviceBuffer> w = GptModel.uploadWeights(client, artifacts, client.devices().get(0));
+        List<DeviceBuffer> w = uploadWeights(client, pkg, device);
         loads.add((System.nanoTime() - t0) / 1e6);
-        w.values().forEach(DeviceBuffer::close);
+        w.forEach(DeviceBuffer::close);
         System.gc(); // the JDK unmaps a closed file's mappings when their buffers are collected
       }
       json.append("\"load_ms\": ").append(stats(loads));
-      int t = artifacts.prefillLength();
-      // One copy of the weights serves every batch size (as a server would): loading them again per batch
-      // size would map the file a second time while the first mapping waits for the GC to unmap it.
-      Map<String, DeviceBuffer> weights = GptModel.uploadWeights(client, artifacts, client.devices().get(0));
-      for (int batch : artifacts.batches()) {
-        try (GptModel model = GptModel.load(client, artifacts, batch, weights);
-            GptSampling sampling = GptSampling.register(runtime, model, system)) {
-          int[][] prompts = new int[batch][t];
-          for (int[] row : prompts) {
+      for (Path f : weightFiles(pkg)) {
+        weightBytes += Files.size(f);
+      }
+      SamplingParams sampling = SamplingParams.defaults().withTemperature(0.8).withTopK(40).withSeed(1L).withStopTokenIds(Set.of());
+      try (LanguageModel model = LanguageModel.load(pkg, device, runtime)) { // one upload of the weights for every slot count
+        List<Integer> slotCounts = model.slotCounts();
+        for (int slots : slotCounts) {
+          try (PackageSlotDecoder decoder = model.decoder(slots)) {
+            int t = decoder.maxPromptLength();
+            int v = decoder.vocabulary();
+            int[] prompt = new int[t];
             for (int i = 0; i < t; i++) {
-              row[i] = i % artifacts.vocab();
+              prompt[i] = i % v;
             }
-          }
-          SamplingSettings settings = new SamplingSettings(0.8, 40, 1.0, Set.of(), 1);
-          List<Double> prefill = new ArrayList<>();
-          List<Double> tokensPerSecond = new ArrayList<>();
-          for (int r = 0; r < reps + 1; r++) { // the first repetition warms up
-            long t0 = System.nanoTime();
-            model.prefill(prompts).cache().close();
-            double prefillMs = (System.nanoTime() - t0) / 1e6;
-            try (GptGeneration g = model.start(prompts, settings, steps + 1, sampling)) {
-              g.next(); // sampled from the prefill's logits
+            Sampler sampler = new Sampler();
+            List<Double> prefill = new ArrayList<>();
+            List<Double> tokensPerSecond = new ArrayList<>();
+            for (int r = 0; r < reps + 1; r++) { // the first repetition warms up
+              long t0 = System.nanoTime();
+              decoder.prefill(0, prompt);
+              double prefillMs = (System.nanoTime() - t0) / 1e6;
+              for (int s = 1; s < slots; s++) {
+                decoder.prefill(s, prompt);
+              }
+              int[] tokens = new int[slots];
+              int[] positions = new int[slots];
+              boolean[] active = new boolean[slots];
+              Arrays.fill(positions, t);
+              Arrays.fill(active, true);
+              SequenceState[] states = new SequenceState[slots];
+              for (int s = 0; s < slots; s++) {
+                states[s] = SequenceState.create(sampling);
+              }
               long t1 = System.nanoTime();
-              for (int s = 0; s < steps; s++) {
-                if (g.next() == null) {
-                  throw new IllegalStateException("generation stopped after " + s + " steps");
+              for (int step = 0; step < steps; step++) {
+                FloatBuffer logits = FloatBuffer.wrap(decoder.decode(tokens, positions, active));
+                for (int s = 0; s < slots; s++) {
+                  tokens[s] = sampler.sample(logits, s * v, v, sampling, states[s]).token();
+                  positions[s]++;
                 }
               }
               double seconds = (System.nanoTime() - t1) / 1e9;
               if (r > 0) {
                 prefill.add(prefillMs);
-                tokensPerSecond.add(batch * steps / seconds);
+                tokensPerSecond.add(slots * steps / seconds);
               }
             }
+            json.append(", \"prefill_s").append(slots).append("_ms\": ").append(stats(prefill));
+            json.append(", \"decode_s").append(slots).append("_tokens_per_s\": ").append(stats(tokensPerSecond));
           }
-          json.append(", \"prefill_b").append(batch).append("_ms\": ").append(stats(prefill));
-          json.append(", \"decode_b").append(batch).append("_tokens_per_s\": ").append(stats(tokensPerSecond));
-        }
-        if (batch == 1) { // RSS of loading the model and serving batch 1 (batch 8 adds its 600 MB KV cache)
-          json.append(", \"peak_rss_bytes\": ").append(peakRssBytes());
+          if (slots == slotCounts.get(0)) { // RSS of loading the model and serving the fewest slots (8 add a 600 MB cache)
+            json.append(", \"peak_rss_bytes\": ").append(peakRssBytes());
+          }
         }
       }
-      weights.values().forEach(DeviceBuffer::close);
     }
     system.terminate();
     system.getWhenTerminated().toCompletableFuture().get(10, TimeUnit.SECONDS);
     json.append(", \"peak_rss_all_bytes\": ").append(peakRssBytes());
-    json.append(", \"weights_bytes\": ").append(artifacts.weightBytes()).append("}");
+    json.append(", \"weights_bytes\": ").append(weightBytes).append("}");
     System.out.println(json);
+  }
+
+  /**
+   * Memory-maps the package's weights and uploads every tensor once to {@code device}; the caller owns the
+   * buffers. What "load" times on both sides (JAX: safetensors load_file + device_put); compiling the
+   * programs is not in it.
+   */
+  private static List<DeviceBuffer> uploadWeights(XlaClient client, ModelPackage pkg, Device device) {
+    List<DeviceBuffer> out = new ArrayList<>();
+    try (WeightFiles weights = pkg.openWeights()) {
+      for (String name : weights.types().keySet()) {
+        out.add(client.upload(weights.tensor(name), device));
+      }
+      return out;
+    } catch (RuntimeException e) {
+      out.forEach(DeviceBuffer::close);
+      throw e;
+    }
+  }
+
+  private static List<Path> weightFiles(ModelPackage pkg) {
+    try (WeightFiles weights = pkg.openWeights()) {
+      return weights.files();
+    }
   }
 
   private static String stats(List<Double> xs) {

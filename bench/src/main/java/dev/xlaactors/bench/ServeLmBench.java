@@ -10,9 +10,11 @@ import dev.xlaactors.actors.serve.SlotDecoder;
 import dev.xlaactors.actors.serve.TokenSampler;
 import dev.xlaactors.error.OverloadedException;
 import dev.xlaactors.error.RequestTimeoutException;
-import dev.xlaactors.examples.gpt.GptArtifacts;
-import dev.xlaactors.examples.gpt.GptSlotDecoder;
+import dev.xlaactors.actors.CallbackRuntime;
+import dev.xlaactors.lm.LanguageModel;
+import dev.xlaactors.lm.PackageSlotDecoder;
 import dev.xlaactors.runtime.XlaClient;
+import dev.xlaactors.runtime.model.ModelPackage;
 import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
 import java.nio.file.Path;
 import java.time.Duration;
@@ -35,8 +37,9 @@ import org.apache.pekko.actor.typed.Props;
 import org.apache.pekko.actor.typed.javadsl.Behaviors;
 
 /**
- * The language-model phase of {@code bench/run.sh serve}: the GPT of tools/jax_gpt.py (its slot programs,
- * {@link GptSlotDecoder}) behind a {@link GenerationServer}, continuous batching over all S slots against
+ * The language-model phase of {@code bench/run.sh serve}: the GPT of tools/jax_gpt.py as a model package
+ * ({@code tools/jax_gpt.py package}; its slot programs at the most slots, a {@link PackageSlotDecoder} of
+ * the library's {@link LanguageModel}) behind a {@link GenerationServer}, continuous batching over all S slots against
  * the same server given one slot (one generation at a time, the same compiled programs: a decode step then
  * computes S rows of which one is in use).
  *
@@ -54,7 +57,7 @@ import org.apache.pekko.actor.typed.javadsl.Behaviors;
  * </ol>
  * Also counts requests whose tokens differ between the two sides (greedy: they must be equal). Prints
  * {@code LM}, {@code LM_CAPACITY} and {@code LM_SWEEP} lines and one {@code LM_RESULT} line; bench/run.sh
- * makes the tables and merges the result into {@code RESULT serve}. Arguments: the model directory, then
+ * makes the tables and merges the result into {@code RESULT serve}. Arguments: the package directory, then
  * {@code full} or {@code short}.
  */
 public final class ServeLmBench {
@@ -211,40 +214,44 @@ public final class ServeLmBench {
   public static void main(String[] args) throws Exception {
     Path dir = Path.of(args[0]);
     boolean full = args.length < 2 || !args[1].equals("short");
-    GptArtifacts artifacts = GptArtifacts.open(dir);
-    boolean tiny = artifacts.ctx() <= 64;
-    // The workload: prompts of 1 .. the longest prompt tokens, outputs of four lengths, all within the context.
-    int n = tiny ? (full ? 512 : 256) : (full ? 24 : 16);
-    int[] outputs = tiny ? new int[] {4, 8, 16, 23} : new int[] {8, 16, 24, 32};
-    int promptCap = tiny ? artifacts.prefillLength() : Math.min(artifacts.prefillLength(), 64);
-    int[][] prompts = new int[n][];
-    int[] maxTokens = new int[n];
-    for (int i = 0; i < n; i++) {
-      int length = 1 + (i * 7) % promptCap;
-      prompts[i] = new int[length];
-      for (int j = 0; j < length; j++) {
-        prompts[i][j] = (i * 37 + j * 11 + 5) % artifacts.vocab();
-      }
-      maxTokens[i] = Math.min(outputs[(i * 3 + i / 4) % outputs.length], artifacts.ctx() - length - 1);
-    }
+    ModelPackage pkg = ModelPackage.open(dir);
     ActorSystem<Void> system = ActorSystem.create(Behaviors.empty(), "serve-lm-bench");
-    try (XlaClient client = XlaClient.create()) {
+    try (XlaClient client = XlaClient.create();
+        CallbackRuntime runtime = CallbackRuntime.create(system, client)) {
       long loadStart = System.nanoTime();
-      GptSlotDecoder decoder = GptSlotDecoder.load(client, artifacts);
+      LanguageModel model = LanguageModel.load(pkg, client.devices().get(0), runtime);
+      List<Integer> slotCounts = model.slotCounts();
+      PackageSlotDecoder decoder = model.decoder(slotCounts.get(slotCounts.size() - 1)); // all the slots exported
       try {
+        boolean tiny = decoder.contextLength() <= 64;
+        // The workload: prompts of 1 .. the longest prompt tokens, outputs of four lengths, all within the context.
+        int n = tiny ? (full ? 512 : 256) : (full ? 24 : 16);
+        int[] outputs = tiny ? new int[] {4, 8, 16, 23} : new int[] {8, 16, 24, 32};
+        int promptCap = tiny ? decoder.maxPromptLength() : Math.min(decoder.maxPromptLength(), 64);
+        int[][] prompts = new int[n][];
+        int[] maxTokens = new int[n];
+        for (int i = 0; i < n; i++) {
+          int length = 1 + (i * 7) % promptCap;
+          prompts[i] = new int[length];
+          for (int j = 0; j < length; j++) {
+            prompts[i][j] = (i * 37 + j * 11 + 5) % decoder.vocabulary();
+          }
+          maxTokens[i] = Math.min(outputs[(i * 3 + i / 4) % outputs.length], decoder.contextLength() - length - 1);
+        }
         System.out.printf(Locale.ROOT, "INFO lm model=%s slots=%d ctx=%d max_prompt=%d vocab=%d requests=%d outputs=%s loaded_and_compiled_s=%.2f"
-            + " mode=%s%n", artifacts.name(), decoder.slots(), decoder.contextLength(), decoder.maxPromptLength(), decoder.vocabulary(), n,
+            + " mode=%s%n", model.name(), decoder.slots(), decoder.contextLength(), decoder.maxPromptLength(), decoder.vocabulary(), n,
             Arrays.toString(outputs), (System.nanoTime() - loadStart) / 1e9, full ? "full" : "short");
         new ServeLmBench(system, new Workload(prompts, maxTokens), full).run(decoder);
       } finally {
         system.terminate();
         system.getWhenTerminated().toCompletableFuture().get(60, TimeUnit.SECONDS);
-        decoder.close();
+        decoder.close(); // shared by the servers, which do not close it
+        model.close();
       }
     }
   }
 
-  private void run(GptSlotDecoder decoder) throws Exception {
+  private void run(PackageSlotDecoder decoder) throws Exception {
     SimpleMeterRegistry registry = new SimpleMeterRegistry();
     int n = workload.size();
     GenerationSettings settings = GenerationSettings.create(system).withMaxWaiting(Math.max(64, n)).withDefaultTimeout(REQUEST_TIMEOUT);
@@ -291,7 +298,7 @@ public final class ServeLmBench {
    * own with the default generation settings; its closed-loop capacity, then open-loop arrivals at fixed
    * fractions of it.
    */
-  private Sweep sweep(GptSlotDecoder decoder, boolean tiny, SimpleMeterRegistry registry) throws Exception {
+  private Sweep sweep(PackageSlotDecoder decoder, boolean tiny, SimpleMeterRegistry registry) throws Exception {
     int promptLength = Math.min(tiny ? 4 : 16, decoder.maxPromptLength());
     int outputLength = Math.min(16, decoder.contextLength() - promptLength - 1);
     double seconds = tiny ? (full ? 5 : 2) : (full ? 40 : 20); // the capacity window, and the sending time of each rate

@@ -1,41 +1,44 @@
 package dev.xlaactors.examples;
 
 import dev.xlaactors.actors.CallbackRuntime;
+import dev.xlaactors.actors.serve.GenerationServer;
 import dev.xlaactors.error.XlaException;
-import dev.xlaactors.examples.gpt.GptArtifacts;
-import dev.xlaactors.examples.gpt.GptModel;
-import dev.xlaactors.examples.gpt.GptSampling;
-import dev.xlaactors.examples.gpt.GptTokenizer;
-import dev.xlaactors.examples.gpt.SamplingSettings;
-import dev.xlaactors.examples.gpt.TokenStream;
+import dev.xlaactors.examples.gpt.GptPackage;
+import dev.xlaactors.lm.LanguageModel;
+import dev.xlaactors.lm.PackageSlotDecoder;
+import dev.xlaactors.lm.TextGenerator;
+import dev.xlaactors.lm.sampling.SamplingParams;
 import dev.xlaactors.runtime.XlaClient;
+import dev.xlaactors.runtime.model.ModelPackage;
+import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
 import java.nio.file.Path;
-import java.util.ArrayList;
-import java.util.Arrays;
 import java.util.HashSet;
 import java.util.List;
 import java.util.Set;
 import java.util.concurrent.TimeUnit;
-import java.util.stream.Collectors;
+import java.util.stream.IntStream;
+import org.apache.pekko.actor.typed.ActorRef;
 import org.apache.pekko.actor.typed.ActorSystem;
+import org.apache.pekko.actor.typed.Props;
 import org.apache.pekko.actor.typed.javadsl.Behaviors;
 
 /**
- * Text generation with a GPT-2-shaped model (124 M parameters) exported from JAX: GPT-2's tokenizer
- * (JTokkit), the weights memory-mapped from safetensors and uploaded once, prefill, then one decode step
- * per token with the KV cache resident on the device and donated to each step, the next token sampled
- * by a Java host callback inside the decode program, tokens printed as the stream delivers them. Each
- * decode step is a supervised run (CallbackRuntime.startOnDevice): the sampling callback is served by an
- * actor and timed out by {@code xla-actors.actors.callbacks} (e.g. {@code timeouts.sample = 5s}). With
- * greedy sampling (the default) it then asks JAX for its greedy run of the same artifacts and says whether
- * they match token for token.
+ * Text generation with a GPT-2-shaped model (124 M parameters) through the language-model library: the
+ * model is a model package ({@link GptPackage}: the seeded weights of tools/jax_gpt.py as a Hugging Face
+ * checkpoint, imported by tools/hf_import.py with GPT-2's tokenizer, r50k_base), loaded by
+ * {@link LanguageModel} (each weight uploaded once), served by a {@link GenerationServer} over one of its
+ * slot decoders (the KV cache resident on the device, donated to each step), and streamed as text by a
+ * {@link TextGenerator}: each piece printed as it comes, never half a character. Each step is a supervised
+ * run of the {@link CallbackRuntime}; the next token is sampled in Java ({@link SamplingParams}). With
+ * greedy sampling (the default) it then asks JAX for its greedy run of the model's own programs (those of
+ * tools/jax_gpt.py make) and says whether they match token for token.
  *
  * <p>The weights are seeded, not pretrained (no package registry ships GPT-2's): the text is gibberish,
- * the mechanics are the real ones. First use makes the model with tools/jax_gpt.py (about 25 s).
+ * the mechanics are the real ones. First use makes the package with tools/jax_gpt.py (a minute or two).
  */
 public final class GenerateText {
-  private static final String USAGE = "usage: examples/run.sh generate [--max-tokens N>=1] [--temperature T>=0 (0 = greedy)] "
-      + "[--top-k K>=0] [--top-p P in (0,1]] [--seed S] [--stop-token ID]... [--no-check] \"prompt\"";
+  private static final String USAGE = "usage: examples/run.sh generate [--model gpt2-124m|tiny] [--max-tokens N>=1] "
+      + "[--temperature T>=0 (0 = greedy)] [--top-k K>=0] [--top-p P in (0,1]] [--seed S] [--stop-token ID]... [--no-check] \"prompt\"";
 
   private GenerateText() {}
 
@@ -49,42 +52,57 @@ public final class GenerateText {
       System.exit(2);
       return;
     }
-    GptTokenizer tokenizer = new GptTokenizer();
-    int[] prompt = tokenizer.encode(o.prompt);
-    GptArtifacts artifacts = GptArtifacts.ensure(Path.of("").toAbsolutePath(), "gpt2-124m", System.err);
+    Path root = Path.of("").toAbsolutePath();
+    GptPackage gpt = GptPackage.ensure(root, o.model, System.err);
     ActorSystem<Void> system = ActorSystem.create(Behaviors.empty(), "generate");
     int status = 0;
     try (XlaClient client = XlaClient.create();
         CallbackRuntime runtime = CallbackRuntime.create(system, client)) {
       long t0 = System.nanoTime();
-      try (GptModel model = GptModel.load(client, artifacts, 1);
-          GptSampling sampling = GptSampling.register(runtime, model, system)) {
-        System.err.printf("model %s: %.1f MB of weights loaded and programs compiled in %.2f s%n", artifacts.name(),
-            artifacts.weightBytes() / 1e6, (System.nanoTime() - t0) / 1e9);
-        SamplingSettings settings = new SamplingSettings(o.temperature, o.topK, o.topP, o.stopTokens, o.seed);
-        GptTokenizer.Decoder decoder = tokenizer.decoder();
-        List<Integer> produced = new ArrayList<>();
-        System.out.print(o.prompt);
-        System.out.flush();
-        long t1 = System.nanoTime();
-        TokenStream.tokens(model, prompt, settings, o.maxTokens, sampling)
-            .runForeach(token -> {
-              produced.add(token);
-              System.out.print(decoder.next(token));
-              System.out.flush();
-            }, system)
-            .toCompletableFuture()
-            .get(10, TimeUnit.MINUTES);
-        double seconds = (System.nanoTime() - t1) / 1e9;
-        System.out.println();
-        System.err.printf("%d tokens in %.2f s (%.1f tokens/s, prefill included)%n", produced.size(), seconds,
-            produced.size() / seconds);
-        if (o.temperature == 0 && o.check) {
-          status = checkAgainstJax(artifacts, prompt, produced);
+      try (LanguageModel model = LanguageModel.load(ModelPackage.open(gpt.directory()), client.devices().get(0), runtime)) {
+        try {
+          // One slot: this program generates one sequence. The server owns the decoder (its cache) and closes it.
+          PackageSlotDecoder decoder = model.decoder(1);
+          System.err.printf("model %s: loaded and compiled in %.2f s (%d-token context, prompts up to %d tokens)%n", model.name(),
+              (System.nanoTime() - t0) / 1e9, model.contextLength(), decoder.maxPromptLength());
+          ActorRef<GenerationServer.Command> server =
+              system.systemActorOf(GenerationServer.create(model.name(), decoder, new SimpleMeterRegistry()), "gpt", Props.empty());
+          for (int s : o.stopTokens) {
+            if (s >= model.vocabulary()) {
+              throw new IllegalArgumentException("stop token " + s + " is outside the vocabulary 0.." + (model.vocabulary() - 1));
+            }
+          }
+          TextGenerator generator = new TextGenerator(model, server, system);
+          SamplingParams params = model.defaults().withMaxTokens(o.maxTokens).withTemperature(o.temperature).withTopK(o.topK)
+              .withTopP(o.topP).withSeed(o.seed);
+          if (!o.stopTokens.isEmpty()) {
+            params = params.withStopTokenIds(o.stopTokens); // else the package's end-of-text
+          }
+          int[] prompt = model.encode(o.prompt);
+          System.out.print(o.prompt);
+          System.out.flush();
+          long t1 = System.nanoTime();
+          TextGenerator.Result result = generator.generate(prompt, params, null, piece -> {
+            System.out.print(piece.text());
+            System.out.flush();
+          }).toCompletableFuture().get(10, TimeUnit.MINUTES);
+          double seconds = (System.nanoTime() - t1) / 1e9;
+          System.out.println();
+          System.err.printf("%d tokens in %.2f s (%.1f tokens/s, prefill included), finished by %s%n", result.tokens().length, seconds,
+              result.tokens().length / seconds, result.finishReason());
+          if (o.temperature == 0 && o.check) {
+            status = checkAgainstJax(gpt, root, prompt, result.tokens());
+          }
+        } finally { // the server closes its decoder when it stops: before the model is closed
+          system.terminate();
+          system.getWhenTerminated().toCompletableFuture().get(30, TimeUnit.SECONDS);
         }
       }
-    } catch (XlaException e) {
+    } catch (XlaException | IllegalArgumentException e) {
       System.err.println(e.getMessage());
+      status = 1;
+    } catch (java.util.concurrent.ExecutionException e) { // the generation failed: the server's error names why
+      System.err.println(e.getCause().getMessage());
       status = 1;
     } finally {
       system.terminate();
@@ -93,44 +111,20 @@ public final class GenerateText {
     System.exit(status);
   }
 
-  /** Asks tools/jax_gpt.py for JAX's greedy run of the same artifacts and compares; 0 when they match. */
-  private static int checkAgainstJax(GptArtifacts artifacts, int[] prompt, List<Integer> ours) {
-    // JAX's run stops only at the length; ours may have stopped earlier at a stop token.
-    String tokens = Arrays.stream(prompt).mapToObj(Integer::toString).collect(Collectors.joining(","));
-    List<Integer> jax = JaxReference.greedy(artifacts, tokens, ours.size());
-    boolean match = jax.equals(ours);
-    System.err.println(match ? "greedy tokens match JAX's run of the same artifacts token for token (" + ours.size() + " tokens)"
-        : "greedy tokens DIFFER from JAX's: ours " + ours + ", JAX " + jax);
+  /** Asks tools/jax_gpt.py for JAX's greedy run of make's programs and compares; 0 when they match. */
+  private static int checkAgainstJax(GptPackage gpt, Path root, int[] prompt, int[] ours) {
+    // JAX's run stops only at the length: as many steps as ours took (ours may have stopped at a stop token).
+    List<Integer> jax = gpt.jaxGreedy(root, prompt, ours.length);
+    List<Integer> mine = IntStream.of(ours).boxed().toList();
+    boolean match = jax.equals(mine);
+    System.err.println(match ? "greedy tokens match JAX's run of the same weights token for token (" + ours.length + " tokens)"
+        : "greedy tokens DIFFER from JAX's: ours " + mine + ", JAX " + jax);
     return match ? 0 : 3;
   }
 
-  /** Runs JAX's greedy decoding of an artifacts directory through tools/jax_gpt.py. */
-  static final class JaxReference {
-    static List<Integer> greedy(GptArtifacts artifacts, String tokens, int steps) {
-      try {
-        Path root = Path.of("").toAbsolutePath();
-        Process env = new ProcessBuilder("bash", "tools/jax-env.sh").directory(root.toFile()).start();
-        String python = new String(env.getInputStream().readAllBytes()).strip();
-        env.waitFor();
-        Process p = new ProcessBuilder(python, "tools/jax_gpt.py", "greedy", "--dir", artifacts.dir().toString(), "--tokens",
-            tokens, "--steps", Integer.toString(steps)).directory(root.toFile()).redirectError(ProcessBuilder.Redirect.INHERIT).start();
-        String out = new String(p.getInputStream().readAllBytes());
-        if (p.waitFor() != 0) {
-          throw new IllegalStateException("tools/jax_gpt.py greedy failed (exit " + p.exitValue() + ")");
-        }
-        return out.lines().filter(s -> !s.isBlank()).map(s -> Integer.parseInt(s.strip())).toList();
-      } catch (java.io.IOException e) {
-        throw new java.io.UncheckedIOException(e);
-      } catch (InterruptedException e) {
-        Thread.currentThread().interrupt();
-        throw new IllegalStateException(e);
-      }
-    }
-  }
-
   /** The command line, checked. */
-  record Options(String prompt, int maxTokens, double temperature, int topK, double topP, long seed, Set<Integer> stopTokens,
-      boolean check) {
+  record Options(String model, String prompt, int maxTokens, double temperature, int topK, double topP, long seed,
+      Set<Integer> stopTokens, boolean check) {
     static Options parse(String[] args) {
       int maxTokens = 40;
       double temperature = 0;
@@ -140,6 +134,7 @@ public final class GenerateText {
       Set<Integer> stop = new HashSet<>();
       boolean check = true;
       String prompt = null;
+      String model = "gpt2-124m";
       for (int i = 0; i < args.length; i++) {
         String a = args[i];
         if (!a.startsWith("--")) {
@@ -165,6 +160,7 @@ public final class GenerateText {
             case "--top-p" -> topP = Double.parseDouble(v);
             case "--seed" -> seed = Long.parseLong(v);
             case "--stop-token" -> stop.add(Integer.parseInt(v));
+            case "--model" -> model = v;
             default -> throw new IllegalArgumentException("unknown option " + a);
           }
         } catch (NumberFormatException e) {
@@ -179,14 +175,14 @@ public final class GenerateText {
             + ", top-p " + topP);
       }
       for (int s : stop) {
-        if (s < 0 || s > GptTokenizer.END_OF_TEXT) {
-          throw new IllegalArgumentException("stop token " + s + " is outside GPT-2's vocabulary 0.." + GptTokenizer.END_OF_TEXT);
+        if (s < 0) {
+          throw new IllegalArgumentException("stop token " + s + " is negative: token ids start at 0");
         }
       }
-      if (stop.isEmpty()) {
-        stop.add(GptTokenizer.END_OF_TEXT);
+      if (!List.of("gpt2-124m", "tiny").contains(model)) {
+        throw new IllegalArgumentException("--model takes gpt2-124m or tiny, got '" + model + "'");
       }
-      return new Options(prompt, maxTokens, temperature, topK, topP, seed, stop, check);
+      return new Options(model, prompt, maxTokens, temperature, topK, topP, seed, stop, check);
     }
   }
 }

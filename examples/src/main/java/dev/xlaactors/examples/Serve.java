@@ -6,9 +6,7 @@ import dev.xlaactors.actors.serve.BatchedModel;
 import dev.xlaactors.actors.serve.GenerationServer;
 import dev.xlaactors.actors.serve.ModelServer;
 import dev.xlaactors.error.XlaException;
-import dev.xlaactors.examples.gpt.GptArtifacts;
-import dev.xlaactors.examples.gpt.GptSlotDecoder;
-import dev.xlaactors.examples.gpt.GptTextCodec;
+import dev.xlaactors.examples.gpt.GptPackage;
 import dev.xlaactors.examples.serve.ScoringModel;
 import dev.xlaactors.http.GenerationEndpoint;
 import dev.xlaactors.http.HttpServer;
@@ -16,6 +14,8 @@ import dev.xlaactors.http.HttpSettings;
 import dev.xlaactors.http.InferenceEndpoint;
 import dev.xlaactors.http.ServingRoutes;
 import dev.xlaactors.http.TextCodec;
+import dev.xlaactors.lm.LanguageModel;
+import dev.xlaactors.lm.PackageSlotDecoder;
 import dev.xlaactors.runtime.HostTensor;
 import dev.xlaactors.runtime.XlaClient;
 import dev.xlaactors.runtime.model.LoadedPackage;
@@ -45,9 +45,11 @@ import org.apache.pekko.actor.typed.javadsl.Behaviors;
  * <ul>
  *   <li>{@code scoring}: y = relu(x . W) of {@code tools/jax_scoring_model.py}, behind a {@link ModelServer}
  *       (dynamic batching); {@code POST /v2/models/scoring/infer} (the Open Inference Protocol, KServe v2);
- *   <li>{@code gpt}: the GPT of {@code tools/jax_gpt.py} (the 124 M one when it was made, else the tiny one,
- *       or as {@code --gpt} says) behind a {@link GenerationServer} (continuous batching, KV-cache slots on
- *       the device); {@code POST /v1/models/gpt/generate} streams tokens as server-sent events.
+ *   <li>{@code gpt}: the GPT of {@code tools/jax_gpt.py} as a model package ({@link GptPackage}; the 124 M
+ *       one when it was made, else the tiny one, or as {@code --gpt} says), a {@link LanguageModel} whose
+ *       slot decoder a {@link GenerationServer} serves (continuous batching, KV-cache slots on the device);
+ *       {@code POST /v1/models/gpt/generate} takes a text prompt (the package's tokenizer) and streams
+ *       tokens, with their text, as server-sent events.
  * </ul>
  * It prints curl commands that work against it. {@code --self-test} sends the same requests with Java's
  * HTTP client, checks the answers (the scoring values against W from the weights file) and exits.
@@ -113,13 +115,14 @@ public final class Serve {
     }
     Path root = Path.of("").toAbsolutePath();
     Path scoringDir = ScoringModel.ensure(root, o.scoringDim(), System.err);
-    GptArtifacts gpt = o.gpt().equals("auto")
-        ? GptArtifacts.existing(root, "gpt2-124m").orElseGet(() -> GptArtifacts.ensure(root, "tiny", System.err))
-        : GptArtifacts.ensure(root, o.gpt(), System.err);
+    GptPackage gpt = o.gpt().equals("auto")
+        ? GptPackage.existing(root, "gpt2-124m").orElseGet(() -> GptPackage.ensure(root, "tiny", System.err))
+        : GptPackage.ensure(root, o.gpt(), System.err);
     ActorSystem<Void> system = ActorSystem.create(Behaviors.empty(), "serve");
     XlaClient client = XlaClient.create();
     CallbackRuntime callbacks = CallbackRuntime.create(system, client);
     LoadedPackage scoringPackage = null;
+    LanguageModel gptModel = null;
     HttpServer http = null;
     int status = 0;
     try {
@@ -131,8 +134,10 @@ public final class Serve {
       BatchedModel scoring = BatchedModel.of(scoringPackage, Role.MAIN); // lends the package's Models
       ActorRef<ModelServer.Command> scoringServer = system.systemActorOf(ModelServer.create(scoring, callbacks, registry), "scoring",
           Props.empty());
-      GptSlotDecoder decoder = GptSlotDecoder.load(client, gpt);
-      TextCodec text = gpt.vocab() > 50_000 ? new GptTextCodec() : null; // the tiny model's 512 ids are not GPT-2's
+      gptModel = LanguageModel.load(ModelPackage.open(gpt.directory()), client.devices().get(0), callbacks);
+      List<Integer> slotCounts = gptModel.slotCounts();
+      PackageSlotDecoder decoder = gptModel.decoder(slotCounts.get(slotCounts.size() - 1)); // all its slots; the server closes it
+      TextCodec text = new TokenizerCodec(gptModel);
       ActorRef<GenerationServer.Command> gptServer = system.systemActorOf(GenerationServer.create("gpt", decoder, registry), "gpt",
           Props.empty());
       HttpSettings settings = HttpSettings.create(system);
@@ -143,8 +148,8 @@ public final class Serve {
           List.of(GenerationEndpoint.of("gpt", gptServer, decoder, text)));
       http = HttpServer.start(system, settings, routes.route());
       System.err.printf("serving scoring (dimension %d, batch sizes %s) and gpt ('%s', %d slots) at %s; started in %.1f s%n",
-          o.scoringDim(), scoring.batchSizes(), gpt.name(), decoder.slots(), http.url(), (System.nanoTime() - t0) / 1e9);
-      List<String[]> examples = examples(http.url(), o.scoringDim(), text != null);
+          o.scoringDim(), scoring.batchSizes(), gptModel.name(), decoder.slots(), http.url(), (System.nanoTime() - t0) / 1e9);
+      List<String[]> examples = examples(http.url(), o.scoringDim());
       if (o.selfTest()) {
         status = selfTest(http.url(), scoringDir, o.scoringDim(), examples);
       } else {
@@ -175,17 +180,42 @@ public final class Serve {
       if (scoringPackage != null) {
         scoringPackage.close();
       }
+      if (gptModel != null) {
+        gptModel.close();
+      }
       client.close();
     }
     System.exit(status);
   }
 
+  /**
+   * The language model's tokenizer as the generation route's {@link TextCodec}: prompts encoded as the model
+   * encodes them, and each token's own bytes ({@code Tokenizer.decodeBytes}), so a character that GPT-2's
+   * byte-level tokens split arrives whole once its last token does. Thread-safe, as the tokenizer is.
+   */
+  private record TokenizerCodec(LanguageModel model) implements TextCodec {
+    @Override
+    public int[] encode(String text) {
+      return model.encode(text);
+    }
+
+    @Override
+    public String decode(int token) {
+      return model.tokenizer().decode(new int[] {token});
+    }
+
+    @Override
+    public byte[] decodeBytes(int token) {
+      return model.tokenizer().decodeBytes(new int[] {token});
+    }
+  }
+
   /** The curl commands printed (and, for --self-test, the same requests): {command, method, path, body}. */
-  static List<String[]> examples(String url, int dim, boolean text) {
+  static List<String[]> examples(String url, int dim) {
     String x = IntStream.rangeClosed(1, dim).mapToObj(i -> Float.toString(i % 2 == 0 ? -i / 10f : i / 10f))
         .collect(Collectors.joining(","));
     String infer = "{\"inputs\":[{\"name\":\"x\",\"datatype\":\"FP32\",\"shape\":[1," + dim + "],\"data\":[" + x + "]}]}";
-    String generate = text ? "{\"prompt\":\"The quick brown fox\",\"max_tokens\":20}" : "{\"tokens\":[464,20,418,327],\"max_tokens\":12}";
+    String generate = "{\"prompt\":\"The quick brown fox\",\"max_tokens\":12}";
     return List.of(
         new String[] {"curl -s " + url + "/health", "GET", "/health", null},
         new String[] {"curl -s " + url + "/v1/endpoints", "GET", "/v1/endpoints", null},

@@ -7,8 +7,9 @@ package dev.xlaactors.actors.serve;
  * slots (which request is in which) and calls one method at a time, never concurrently, from its
  * background thread; an implementation need not be thread-safe but must not hold on to the arrays passed in.
  *
- * <p>The interface keeps the actors module model-agnostic: the GPT of the examples implements it over its
- * exported programs ({@code GptSlotDecoder}), weights bound once and the cache donated to every call.
+ * <p>The interface keeps the actors module model-agnostic: the lm module implements it over a model
+ * package's slot programs ({@code dev.xlaactors.lm.PackageSlotDecoder}), weights bound once and the cache
+ * donated to every call.
  */
 public interface SlotDecoder extends AutoCloseable {
   /** How many sequences decode at once (the cache's rows). At least 1; constant. */

@@ -13,7 +13,10 @@ import dev.xlaactors.http.GenerationEndpoint;
 import dev.xlaactors.http.HttpServer;
 import dev.xlaactors.http.HttpSettings;
 import dev.xlaactors.http.ServingRoutes;
+import dev.xlaactors.actors.CallbackRuntime;
+import dev.xlaactors.lm.LanguageModel;
 import dev.xlaactors.runtime.XlaClient;
+import dev.xlaactors.runtime.model.ModelPackage;
 import io.micrometer.prometheusmetrics.PrometheusConfig;
 import io.micrometer.prometheusmetrics.PrometheusMeterRegistry;
 import java.io.BufferedReader;
@@ -54,7 +57,9 @@ class GenerateOverHttpTest {
   private static final ObjectMapper JSON = new ObjectMapper();
   private static final HttpClient HTTP = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(10)).build();
   private static XlaClient client;
-  private static GptArtifacts artifacts;
+  private static CallbackRuntime runtime;
+  private static GptPackage gpt;
+  private static LanguageModel model;
   private static ActorTestKit kit;
   private PrometheusMeterRegistry registry;
   private ActorRef<GenerationServer.Command> server;
@@ -63,13 +68,17 @@ class GenerateOverHttpTest {
   @BeforeAll
   static void load() throws Exception {
     client = XlaClient.create();
-    artifacts = GptArtifacts.open(Path.of(GenerateOverHttpTest.class.getResource("/gpt-tiny-slots/model.properties").toURI()).getParent());
     kit = ActorTestKit.create("generate-over-http-test");
+    runtime = CallbackRuntime.create(kit.system(), client);
+    gpt = GptPackage.open(Path.of(GenerateOverHttpTest.class.getResource("/gpt-tiny-package/xla-model.json").toURI()).getParent());
+    model = LanguageModel.load(ModelPackage.open(gpt.directory()), client.devices().get(0), runtime);
   }
 
   @AfterAll
   static void close() {
-    kit.shutdownTestKit();
+    kit.shutdownTestKit(); // stops the servers, which close their decoders, before the model goes
+    model.close();
+    runtime.close();
     client.close();
   }
 
@@ -133,7 +142,7 @@ class GenerateOverHttpTest {
 
   private void start(long stepMillis, GenerationSettings settings) {
     registry = new PrometheusMeterRegistry(PrometheusConfig.DEFAULT);
-    SlotDecoder decoder = GptSlotDecoder.load(client, artifacts);
+    SlotDecoder decoder = model.decoder(4);
     if (stepMillis > 0) {
       decoder = new Slowed(decoder, stepMillis);
     }
@@ -189,8 +198,8 @@ class GenerateOverHttpTest {
   @Test
   void tokensStreamAsServerSentEventsEqualToJaxsGreedyRunAndInterleavedRunsEqualTheirRunsAlone() throws Exception {
     start(0, GenerationSettings.create(kit.system()));
-    int[] jax = artifacts.ints("greedy_tokens");
-    HttpResponse<String> r = HTTP.send(generate(tokensBody(artifacts.ints("prompt"), jax.length)), HttpResponse.BodyHandlers.ofString());
+    int[] jax = gpt.referenceGreedyTokens();
+    HttpResponse<String> r = HTTP.send(generate(tokensBody(gpt.referencePrompt(), jax.length)), HttpResponse.BodyHandlers.ofString());
     assertEquals(200, r.statusCode(), r.body());
     assertEquals("text/event-stream", r.headers().firstValue("Content-Type").orElse(""));
     List<String[]> ev = events(r.body());

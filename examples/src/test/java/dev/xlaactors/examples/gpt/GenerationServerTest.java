@@ -13,7 +13,10 @@ import dev.xlaactors.actors.serve.GenerationServer.Token;
 import dev.xlaactors.actors.serve.GenerationSettings;
 import dev.xlaactors.actors.serve.TokenSampler;
 import dev.xlaactors.error.ErrorCode;
+import dev.xlaactors.actors.CallbackRuntime;
+import dev.xlaactors.lm.LanguageModel;
 import dev.xlaactors.runtime.XlaClient;
+import dev.xlaactors.runtime.model.ModelPackage;
 import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
 import java.net.URISyntaxException;
 import java.nio.file.Path;
@@ -37,15 +40,17 @@ import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 
 /**
- * Continuous batching on the real plugin: the tiny GPT's slot programs ({@code gpt-tiny-slots}, made by
- * {@code tools/jax_gpt.py make --config tiny}, 4 slots, context 32, prompts up to 8 tokens) behind a
- * {@link GenerationServer}. Ordering is forced by counts (a slow sampler makes a long request take many
+ * Continuous batching on the real plugin: the slot programs of the tiny GPT's package ({@code gpt-tiny-package},
+ * made by {@code tools/jax_gpt.py package --config tiny}, 4 slots, context 32, prompts up to 8 tokens), a
+ * decoder of the library's {@link LanguageModel}, behind a {@link GenerationServer}. Ordering is forced by counts (a slow sampler makes a long request take many
  * iterations), never by wall-clock budgets.
  */
 class GenerationServerTest {
   private static final Duration WAIT = Duration.ofSeconds(60);
   private static XlaClient client;
-  private static GptArtifacts artifacts;
+  private static CallbackRuntime runtime;
+  private static GptPackage gpt;
+  private static LanguageModel model;
   private static ActorTestKit kit;
   private final SimpleMeterRegistry registry = new SimpleMeterRegistry();
   private ActorRef<GenerationServer.Command> server;
@@ -53,13 +58,17 @@ class GenerationServerTest {
   @BeforeAll
   static void load() throws URISyntaxException {
     client = XlaClient.create();
-    artifacts = GptArtifacts.open(Path.of(GenerationServerTest.class.getResource("/gpt-tiny-slots/model.properties").toURI()).getParent());
     kit = ActorTestKit.create("generation-server-test");
+    runtime = CallbackRuntime.create(kit.system(), client);
+    gpt = GptPackage.open(Path.of(GenerationServerTest.class.getResource("/gpt-tiny-package/xla-model.json").toURI()).getParent());
+    model = LanguageModel.load(ModelPackage.open(gpt.directory()), client.devices().get(0), runtime);
   }
 
   @AfterAll
   static void close() {
-    kit.shutdownTestKit();
+    kit.shutdownTestKit(); // stops the servers, which close their decoders, before the model goes
+    model.close();
+    runtime.close();
     client.close();
   }
 
@@ -74,7 +83,7 @@ class GenerationServerTest {
   }
 
   private ActorRef<GenerationServer.Command> spawn(GenerationSettings settings) {
-    return kit.spawn(GenerationServer.create("tiny", GptSlotDecoder.load(client, artifacts), settings, registry));
+    return kit.spawn(GenerationServer.create("tiny", model.decoder(4), settings, registry));
   }
 
   /** A greedy sampler that sleeps {@code millis} per token: a request that takes many iterations. */
@@ -126,8 +135,8 @@ class GenerationServerTest {
 
   @Test
   void aloneTheSlotProgramsGiveJaxsGreedyTokens() {
-    int[] expected = artifacts.ints("greedy_tokens"); // JAX's run of the batch programs
-    assertArrayEquals(expected, alone(artifacts.ints("prompt"), expected.length));
+    int[] expected = gpt.referenceGreedyTokens(); // JAX's run of make's programs
+    assertArrayEquals(expected, alone(gpt.referencePrompt(), expected.length));
   }
 
   @Test

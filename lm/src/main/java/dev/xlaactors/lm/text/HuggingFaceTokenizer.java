@@ -40,14 +40,17 @@ public final class HuggingFaceTokenizer implements Tokenizer {
   private final Path file;
   private final ai.djl.huggingface.tokenizers.HuggingFaceTokenizer tokenizer;
   private final Map<String, Integer> wholeTokens;
+  /** For a byte-level vocabulary (GPT-2's spelling of bytes), each id's bytes; else null. */
+  private final byte[][] byteLevelTokens;
   private final int vocabularySize;
   private final AtomicBoolean closed = new AtomicBoolean();
 
   private HuggingFaceTokenizer(Path file, ai.djl.huggingface.tokenizers.HuggingFaceTokenizer tokenizer,
-      Map<String, Integer> wholeTokens, int vocabularySize) {
+      Map<String, Integer> wholeTokens, byte[][] byteLevelTokens, int vocabularySize) {
     this.file = file;
     this.tokenizer = tokenizer;
     this.wholeTokens = wholeTokens;
+    this.byteLevelTokens = byteLevelTokens;
     this.vocabularySize = vocabularySize;
   }
 
@@ -76,7 +79,7 @@ public final class HuggingFaceTokenizer implements Tokenizer {
       throw invalid(file, "its model has no vocabulary", null);
     }
     ai.djl.huggingface.tokenizers.HuggingFaceTokenizer djl = build(file, json);
-    return new HuggingFaceTokenizer(file, djl, Map.copyOf(wholeTokens), maxId + 1);
+    return new HuggingFaceTokenizer(file, djl, Map.copyOf(wholeTokens), byteLevelTokens(root, wholeTokens, maxId + 1), maxId + 1);
   }
 
   private static JsonObject parse(Path file, String json) {
@@ -127,6 +130,44 @@ public final class HuggingFaceTokenizer implements Tokenizer {
       throw invalid(file, "its model.vocab or added_tokens is malformed (" + e.getMessage() + ")", e);
     }
     return maxId;
+  }
+
+  /**
+   * Each id's bytes when the decoder is {@code ByteLevel} (GPT-2's byte-level BPE: every byte spelled as
+   * one printable character), so {@link #decodeBytes} can give part of a character; null otherwise, or
+   * when a vocabulary entry is not spelled that way. Added tokens are their text in UTF-8.
+   */
+  private static byte[][] byteLevelTokens(JsonObject root, Map<String, Integer> ids, int size) {
+    JsonElement decoder = root.get("decoder");
+    if (decoder == null || !decoder.isJsonObject() || decoder.getAsJsonObject().get("type") == null
+        || !"ByteLevel".equals(decoder.getAsJsonObject().get("type").getAsString())) {
+      return null;
+    }
+    Map<Character, Byte> byteOf = new HashMap<>();
+    int extra = 0;
+    for (int b = 0; b < 256; b++) { // GPT-2's bytes_to_unicode
+      boolean printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
+      byteOf.put((char) (printable ? b : 256 + extra++), (byte) b);
+    }
+    java.util.Set<String> added = new java.util.HashSet<>();
+    JsonElement addedTokens = root.get("added_tokens");
+    if (addedTokens != null && addedTokens.isJsonArray()) {
+      addedTokens.getAsJsonArray().forEach(t -> added.add(t.getAsJsonObject().get("content").getAsString()));
+    }
+    byte[][] out = new byte[size][];
+    for (Map.Entry<String, Integer> e : ids.entrySet()) {
+      String token = e.getKey();
+      byte[] bytes = new byte[token.length()];
+      for (int i = 0; i < token.length() && !added.contains(token); i++) {
+        Byte b = byteOf.get(token.charAt(i));
+        if (b == null) {
+          return null; // not a byte-level spelling: decode's text is all there is
+        }
+        bytes[i] = b;
+      }
+      out[e.getValue()] = added.contains(token) ? token.getBytes(StandardCharsets.UTF_8) : bytes;
+    }
+    return out;
   }
 
   private static ai.djl.huggingface.tokenizers.HuggingFaceTokenizer build(Path file, String json) {
@@ -198,6 +239,21 @@ public final class HuggingFaceTokenizer implements Tokenizer {
       wide[i] = ids[i];
     }
     return tokenizer.decode(wide, skipSpecialTokens);
+  }
+
+  /** For a byte-level vocabulary the tokens' own bytes (part of a character too); else {@link #decode}'s text in UTF-8. */
+  @Override
+  public byte[] decodeBytes(int[] ids) {
+    if (byteLevelTokens == null) {
+      return Tokenizer.super.decodeBytes(ids);
+    }
+    decode(ids, false); // checks the ids, as decode does
+    java.io.ByteArrayOutputStream out = new java.io.ByteArrayOutputStream();
+    for (int id : ids) {
+      byte[] b = byteLevelTokens[id];
+      out.writeBytes(b != null ? b : decode(new int[] {id}, false).getBytes(StandardCharsets.UTF_8));
+    }
+    return out.toByteArray();
   }
 
   @Override

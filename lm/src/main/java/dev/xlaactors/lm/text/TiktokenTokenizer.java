@@ -113,6 +113,16 @@ public final class TiktokenTokenizer implements Tokenizer {
 
   @Override
   public String decode(int[] ids, boolean skipSpecialTokens) {
+    return new String(bytes(ids, skipSpecialTokens), StandardCharsets.UTF_8);
+  }
+
+  /** The tokens' own bytes: tiktoken's tokens are byte sequences, not always whole characters. */
+  @Override
+  public byte[] decodeBytes(int[] ids) {
+    return bytes(ids, false);
+  }
+
+  private byte[] bytes(int[] ids, boolean skipSpecialTokens) {
     if (ids == null) {
       throw new InvalidArgumentException("ids to decode are null: pass new int[0] for no tokens");
     }
@@ -128,7 +138,7 @@ public final class TiktokenTokenizer implements Tokenizer {
       }
     }
     try {
-      return new String(encoding.decodeBytes(list), StandardCharsets.UTF_8);
+      return encoding.decodeBytes(list);
     } catch (NullPointerException e) {
       // JTokkit's way of saying an id inside the range has no token (the ranks have gaps).
       throw new InvalidArgumentException(name + " has no token for an id in " + Arrays.toString(ids)

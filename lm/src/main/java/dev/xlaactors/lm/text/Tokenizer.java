@@ -43,6 +43,16 @@ public interface Tokenizer extends AutoCloseable {
   /** The text of {@code ids}; with {@code skipSpecialTokens} special tokens are left out. */
   String decode(int[] ids, boolean skipSpecialTokens);
 
+  /**
+   * The UTF-8 bytes of {@code ids}, special tokens included. A byte-level tokenizer (GPT-2's, tiktoken's)
+   * gives a token's own bytes even when it holds only part of a character, which {@link #decode} turns
+   * into U+FFFD; joining the bytes of consecutive tokens gives the text whole. The default is
+   * {@link #decode}'s text in UTF-8, right for tokenizers whose tokens are whole characters.
+   */
+  default byte[] decodeBytes(int[] ids) {
+    return decode(ids, false).getBytes(java.nio.charset.StandardCharsets.UTF_8);
+  }
+
   /** The number of ids this tokenizer knows: one more than the highest id, special tokens included. */
   int vocabularySize();
 

@@ -58,6 +58,22 @@ class HuggingFaceTokenizerTest {
   }
 
   @Test
+  void aByteLevelVocabularyGivesEachTokensOwnBytesAsTiktokenDoes() throws IOException {
+    String text = "fox 👨‍👩‍👧 naïve<|endoftext|>";
+    TiktokenTokenizer r50k = TiktokenTokenizer.of("r50k_base");
+    try (HuggingFaceTokenizer gpt2 = HuggingFaceTokenizer.open(Gpt2TokenizerJson.write(dir.resolve("tokenizer.json")));
+        HuggingFaceTokenizer wordLevel = HuggingFaceTokenizer.open(write("word-level.json", WORD_LEVEL))) {
+      int[] ids = gpt2.encode(text);
+      for (int id : ids) {
+        assertArrayEquals(r50k.decodeBytes(new int[] {id}), gpt2.decodeBytes(new int[] {id}), "token " + id);
+      }
+      assertEquals(text, new String(gpt2.decodeBytes(ids), java.nio.charset.StandardCharsets.UTF_8));
+      // Not byte-level: decode's text in UTF-8.
+      assertArrayEquals("hello world".getBytes(java.nio.charset.StandardCharsets.UTF_8), wordLevel.decodeBytes(new int[] {3, 4}));
+    }
+  }
+
+  @Test
   void opensTheTokenizerJsonInAFolder() throws IOException {
     write("tokenizer.json", WORD_LEVEL);
     try (HuggingFaceTokenizer tokenizer = HuggingFaceTokenizer.open(dir)) {

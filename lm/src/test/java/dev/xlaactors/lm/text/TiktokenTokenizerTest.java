@@ -29,6 +29,22 @@ class TiktokenTokenizerTest {
   }
 
   @Test
+  void eachTokensBytesJoinIntoTheTextWhereDecodingOneTokenCannot() {
+    TiktokenTokenizer r50k = TiktokenTokenizer.of("r50k_base");
+    String text = "fox 👨‍👩‍👧<|endoftext|>";
+    int[] ids = r50k.encode(text);
+    java.io.ByteArrayOutputStream joined = new java.io.ByteArrayOutputStream();
+    boolean split = false;
+    for (int id : ids) {
+      joined.writeBytes(r50k.decodeBytes(new int[] {id}));
+      split |= r50k.decode(new int[] {id}).contains("\uFFFD");
+    }
+    assertTrue(split, "some token of the emoji holds part of a character");
+    assertEquals(text, joined.toString(java.nio.charset.StandardCharsets.UTF_8));
+    assertArrayEquals(text.getBytes(java.nio.charset.StandardCharsets.UTF_8), r50k.decodeBytes(ids));
+  }
+
+  @Test
   void knowsVocabularySizesAndSpecialTokens() {
     assertEquals(50257, TiktokenTokenizer.of("r50k_base").vocabularySize());
     assertEquals(100277, TiktokenTokenizer.of("cl100k_base").vocabularySize());

@@ -1,15 +1,18 @@
-package dev.xlaactors.examples.gpt;
+package dev.xlaactors.examples;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertInstanceOf;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import dev.xlaactors.actors.jobs.BatchScoring;
+import dev.xlaactors.actors.CallbackRuntime;
 import dev.xlaactors.actors.jobs.InferenceJob;
 import dev.xlaactors.actors.jobs.JobResult;
 import dev.xlaactors.actors.jobs.JobSettings;
 import dev.xlaactors.actors.jobs.ResultJournal;
+import dev.xlaactors.examples.gpt.GptPackage;
+import dev.xlaactors.lm.LanguageModel;
 import dev.xlaactors.runtime.XlaClient;
+import dev.xlaactors.runtime.model.ModelPackage;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -26,35 +29,42 @@ import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
-/** The perplexity batch job on the tiny GPT: JAX's score, one line per item, resume after a stop. */
-class PerplexityJobTest {
+/**
+ * The perplexity job of {@code examples/run.sh perplexity} over the tiny GPT's package (made by
+ * {@code tools/jax_gpt.py package --config tiny}): JAX's score, one line per item, resume after a stop.
+ */
+class PerplexityTest {
   private static final ActorTestKit testKit = ActorTestKit.create();
   private static XlaClient client;
-  private static GptArtifacts artifacts;
-  private static GptModel model;
+  private static CallbackRuntime runtime;
+  private static GptPackage gpt;
+  private static LanguageModel model;
 
   @BeforeAll
   static void load() throws Exception {
     client = XlaClient.create();
-    artifacts = GptArtifacts.open(Path.of(PerplexityJobTest.class.getResource("/gpt-tiny/model.properties").toURI()).getParent());
-    model = GptModel.load(client, artifacts, 1);
+    runtime = CallbackRuntime.create(testKit.system(), client);
+    gpt = GptPackage.open(Path.of(PerplexityTest.class.getResource("/gpt-tiny-package/xla-model.json").toURI()).getParent());
+    model = LanguageModel.load(ModelPackage.open(gpt.directory()), client.devices().get(0), runtime);
   }
 
   @AfterAll
   static void close() {
     model.close();
+    runtime.close();
     client.close();
     testKit.shutdownTestKit();
   }
 
-  // Lines of the test "text" are token ids separated by spaces (the tiny model's vocabulary is 512 ids).
-  private static final Function<String, int[]> IDS =
-      line -> java.util.Arrays.stream(line.trim().split(" +")).mapToInt(Integer::parseInt).toArray();
-
-  private JobResult run(List<String> lines, Path out, List<Long> scored) {
+  private JobResult run(List<String> lines, Path out, List<String> tokenized) {
+    // Lines of the test "text" are token ids separated by spaces, so the reference prompt is JAX's own ids.
+    Function<String, int[]> ids = line -> {
+      tokenized.add(line);
+      return java.util.Arrays.stream(line.trim().split(" +")).mapToInt(Integer::parseInt).toArray();
+    };
     JobSettings settings = JobSettings.create(testKit.system());
-    BatchScoring work = PerplexityJob.work(model, lines, IDS, out, settings).withSink((item, outputs) -> scored.add(item));
-    ActorRef<InferenceJob.Command> job = testKit.spawn(PerplexityJob.create("ppl", model, work, settings));
+    ActorRef<InferenceJob.Command> job =
+        testKit.spawn(Perplexity.job("ppl", model, Perplexity.work(model, lines, ids, out, settings), settings));
     TestProbe<JobResult> probe = testKit.createTestProbe();
     job.tell(new InferenceJob.Start(probe.getRef()));
     return probe.receiveMessage(java.time.Duration.ofSeconds(60));
@@ -62,23 +72,34 @@ class PerplexityJobTest {
 
   @Test
   void scoresEachLineAsJaxDoesAndResumesWithTheRest(@TempDir Path dir) throws Exception {
-    String reference = String.join(" ", java.util.Arrays.stream(artifacts.ints("prompt")).mapToObj(Integer::toString).toList());
+    String reference = String.join(" ", java.util.Arrays.stream(gpt.referencePrompt()).mapToObj(Integer::toString).toList());
     List<String> lines = List.of(reference, "7", "1 2 3 4 5 6 7 8 9 10 11 12", "300 301");
     Path out = dir.resolve("ppl.tsv");
-    List<Long> first = new CopyOnWriteArrayList<>();
+    List<String> first = new CopyOnWriteArrayList<>();
     // The first run sees only two lines, as a run killed after two items leaves its file.
     assertInstanceOf(JobResult.Completed.class, run(lines.subList(0, 2), out, first));
-    assertEquals(List.of(0L, 1L), first);
-    List<Long> second = new CopyOnWriteArrayList<>();
+    assertEquals(lines.subList(0, 2), first);
+    List<String> second = new CopyOnWriteArrayList<>();
     assertInstanceOf(JobResult.Completed.class, run(lines, out, second));
-    assertEquals(List.of(2L, 3L), second, "the second run scores only the lines not yet in the file");
+    assertEquals(lines.subList(2, 4), second, "the second run scores only the lines not yet in the file");
     Map<Long, String> result = ResultJournal.read(out);
     assertEquals(4, result.size());
-    double expected = Math.exp(Double.parseDouble(artifacts.properties().getProperty("score_nll")));
+    double expected = Math.exp(gpt.referenceScoreNll());
     assertEquals(expected, Double.parseDouble(result.get(0L)), expected * 1e-4, "JAX's perplexity of the reference prompt");
     assertEquals("n/a", result.get(1L), "one token has nothing to predict");
     assertTrue(Double.parseDouble(result.get(2L)) > 1, result.toString()); // only the first 8 tokens are scored
     List<String> text = new ArrayList<>(Files.readAllLines(out, StandardCharsets.UTF_8));
     assertEquals(4, text.stream().filter(l -> !l.isBlank()).count(), "every item exactly once: " + text);
+  }
+
+  @Test
+  void theMeanNllOfLanguageModelScoreIsJaxs() {
+    int[] prompt = gpt.referencePrompt();
+    float[][] rows = model.score(prompt);
+    float[] logits = new float[rows.length * model.vocabulary()];
+    for (int i = 0; i < rows.length; i++) {
+      System.arraycopy(rows[i], 0, logits, i * model.vocabulary(), model.vocabulary());
+    }
+    assertEquals(gpt.referenceScoreNll(), Perplexity.meanNll(logits, prompt, model.vocabulary()), 1e-4);
   }
 }
