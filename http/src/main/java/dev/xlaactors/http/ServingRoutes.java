@@ -129,6 +129,16 @@ public final class ServingRoutes extends AllDirectives {
     this.openInference = new OpenInferenceRoutes(system, settings, inference);
   }
 
+  /** The names of the models served at {@code /v2} (the Open Inference Protocol), in order. */
+  List<String> inferenceModels() {
+    return List.copyOf(inference.keySet());
+  }
+
+  /** The names of the models served at {@code /v1/models/<name>/generate}, in order. */
+  List<String> generationModels() {
+    return List.copyOf(generation.keySet());
+  }
+
   /** The route tree. */
   public Route route() {
     return concat(
