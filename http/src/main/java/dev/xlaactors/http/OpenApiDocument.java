@@ -233,10 +233,19 @@ public final class OpenApiDocument extends AllDirectives {
     return rs;
   }
 
+  /**
+   * One server-sent event named one of {@code names} ({@code message} when the stream names none), its data a
+   * line of text: before OpenAPI 3.2's {@code itemSchema}, the schema of {@code text/event-stream} describes
+   * each event (as schemathesis reads it), {@code {"event", "data", "id"?, "retry"?}}.
+   */
+  private static ObjectNode event(String... names) {
+    return obj(req("data"), "event", str().set("enum", arr((Object[]) names)), "data", str(), "id", str(), "retry", integer());
+  }
+
   /** 200 as server-sent events, and {@code errors}. */
   private static ObjectNode stream(ObjectNode errors) {
     ObjectNode rs = F.objectNode();
-    rs.set("200", response("A stream of server-sent events.", "text/event-stream", str()));
+    rs.set("200", response("A stream of server-sent events.", "text/event-stream", event("token", "done", "error")));
     rs.setAll(errors);
     return rs;
   }
@@ -245,7 +254,7 @@ public final class OpenApiDocument extends AllDirectives {
   private static ObjectNode completions(ObjectNode whole) {
     ObjectNode ok = response("The whole answer, or with stream: true its chunks as server-sent events ending with data: [DONE].", JSON,
         whole);
-    ((ObjectNode) ok.get("content")).putObject("text/event-stream").set("schema", str());
+    ((ObjectNode) ok.get("content")).putObject("text/event-stream").set("schema", event("message"));
     ObjectNode rs = F.objectNode();
     rs.set("200", ok);
     rs.setAll(errors(OPENAI, 400, 404, 413, 500, 503, 504));
