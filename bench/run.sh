@@ -139,7 +139,8 @@ modes:
                    schema_violations=<failed conformance checks>   (exit 1 unless both are 0)
   serve-load
             The same server (its heap fixed: -Xms=-Xmx=LOAD_HEAP, default 384m, pre-touched, so that RSS
-            growth is memory outside the heap), warmed up, then locust (tools/locust-env.sh, user
+            growth is memory outside the heap), warmed up by the same load for LOAD_WARMUP_SECONDS
+            (default 15) and idle RSS read after it, then locust (tools/locust-env.sh, user
             bench/serve_load.py) headless: LOAD_USERS (default 32) clients for LOAD_SECONDS (default 45)
             sending streamed /v1/completions (gpt2, n 1 or 2) and /v1/chat/completions (llama), each
             closing its connection after a random number of events (half of them) or giving up while
@@ -755,15 +756,18 @@ run_serve_load() {
   lo_python="$(tools/locust-env.sh)"
   trap stop_server EXIT
   start_server "-Xms$heap -Xmx$heap -XX:+AlwaysPreTouch ${JAVA_OPTS:-}" "$out_dir/serve-load-server.log"
-  # Warm up: every path of a streamed answer once, then idle.
+  # Warm up with the same load for LOAD_WARMUP_SECONDS, so that the idle RSS already holds what a first load
+  # makes once and keeps (JIT-compiled code, loaded classes, thread stacks and malloc arenas); then idle.
+  echo "warm-up: locust for ${LOAD_WARMUP_SECONDS:-15} s" >&2
+  LOAD_OUTCOMES="$out_dir/serve-load-warmup.json" "$(dirname "$lo_python")/locust" -f bench/serve_load.py --headless \
+    -u "$users" -r "$users" -t "${LOAD_WARMUP_SECONDS:-15}s" --host "$server_url" --only-summary --stop-timeout 60 \
+    > "$out_dir/serve-load-warmup.txt" 2>&1 || true
   local i
-  for i in 1 2 3 4; do
-    curl -sf "$server_url/v1/completions" -H 'Content-Type: application/json' \
-      -d '{"model":"gpt2","prompt":"the cat","max_tokens":8,"stream":true}' > /dev/null
-    curl -sf "$server_url/v1/chat/completions" -H 'Content-Type: application/json' \
-      -d '{"model":"llama","messages":[{"role":"user","content":"hi"}],"max_tokens":8,"stream":true}' > /dev/null
+  for i in $(seq 30); do
+    [ "$(busy_slots)" = 0 ] && break
+    sleep 1
   done
-  sleep 3
+  sleep 5
   local rss_idle rss_peak rss_now
   rss_idle="$(rss_mb "$server_pid")"
   rss_peak="$rss_idle"

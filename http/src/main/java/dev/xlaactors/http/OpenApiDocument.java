@@ -41,10 +41,90 @@ public final class OpenApiDocument extends AllDirectives {
     }
   }
 
-  /** The document of {@code serving}'s and {@code openAi}'s routes over the models they serve. */
+  /**
+   * The document of {@code serving}'s and {@code openAi}'s routes over the models they serve: the generate
+   * route's limits are the largest of its models' (a request within them may still be too long for the
+   * model it names: 400), and each operation on a model has an example request that the first model
+   * answers with 200 (schemathesis's examples phase sends them).
+   */
   public static OpenApiDocument of(ServingRoutes serving, OpenAiRoutes openAi) {
-    return of(serving.inferenceModels(), serving.generationModels(), openAi.completionModels(), openAi.chatModels(),
-        openAi.embeddingModels());
+    List<InferenceEndpoint> inference = serving.inferenceEndpoints();
+    List<GenerationEndpoint> generation = serving.generationEndpoints();
+    OpenApiDocument d = of(inference.stream().map(InferenceEndpoint::name).toList(), generation.stream().map(GenerationEndpoint::name).toList(),
+        openAi.completionModels(), openAi.chatModels(), openAi.embeddingModels());
+    ObjectNode doc = d.document;
+    ObjectNode paths = (ObjectNode) doc.get("paths");
+    if (!generation.isEmpty()) {
+      int vocabulary = generation.stream().mapToInt(GenerationEndpoint::vocabulary).max().orElseThrow();
+      int prompt = generation.stream().mapToInt(GenerationEndpoint::maxPromptLength).max().orElseThrow();
+      int context = generation.stream().mapToInt(GenerationEndpoint::contextLength).max().orElseThrow();
+      ObjectNode generate = (ObjectNode) paths.at("/~1v1~1models~1{model}~1generate/post");
+      ObjectNode fields = (ObjectNode) generate.at("/requestBody/content/application~1json/schema/properties");
+      ((ObjectNode) fields.get("tokens")).put("maxItems", prompt);
+      ((ObjectNode) fields.get("tokens").get("items")).put("maximum", vocabulary - 1);
+      ((ObjectNode) fields.get("stop_tokens")).put("maxItems", context);
+      ((ObjectNode) fields.get("stop_tokens").get("items")).put("maximum", vocabulary - 1);
+      ((ObjectNode) fields.get("max_tokens")).put("maximum", context);
+      ((ObjectNode) fields.get("top_k")).put("maximum", vocabulary);
+      example(generate, generation.get(0).name(), F.objectNode().put("prompt", "Hello").put("max_tokens", 4));
+    }
+    List<String> ids = new java.util.ArrayList<>(openAi.completionModels());
+    ids.addAll(openAi.embeddingModels());
+    if (!ids.isEmpty()) {
+      example((ObjectNode) paths.at("/~1v1~1models~1{id}/get"), ids.get(0), null);
+    }
+    if (!openAi.completionModels().isEmpty()) {
+      example((ObjectNode) paths.at("/~1v1~1completions/post"), null, F.objectNode().put("model", openAi.completionModels().get(0))
+          .put("prompt", "Hello").put("max_tokens", 4));
+    }
+    if (!openAi.chatModels().isEmpty()) {
+      ObjectNode chat = F.objectNode().put("model", openAi.chatModels().get(0)).put("max_tokens", 4);
+      chat.putArray("messages").addObject().put("role", "user").put("content", "Hi");
+      example((ObjectNode) paths.at("/~1v1~1chat~1completions/post"), null, chat);
+    }
+    if (!openAi.embeddingModels().isEmpty()) {
+      example((ObjectNode) paths.at("/~1v1~1embeddings/post"), null, F.objectNode().put("model", openAi.embeddingModels().get(0))
+          .put("input", "Hello"));
+    }
+    if (!inference.isEmpty()) {
+      InferenceEndpoint first = inference.get(0);
+      ObjectNode infer = F.objectNode();
+      ArrayNode inputs = infer.putArray("inputs");
+      List<String> names = OpenInferenceNames.inputs(first.inputNames());
+      for (int i = 0; i < first.inputTypes().size(); i++) {
+        dev.xlaactors.runtime.TensorType t = first.inputTypes().get(i);
+        ObjectNode in = inputs.addObject().put("name", names.get(i)).put("datatype", InferenceTensorJson.datatype(t.dtype()));
+        ArrayNode shape = in.putArray("shape").add(1);
+        for (long dim : t.shape().dims()) {
+          shape.add(dim);
+        }
+        ArrayNode data = in.putArray("data");
+        for (long k = 0; k < t.shape().elementCount(); k++) {
+          if (InferenceTensorJson.datatype(t.dtype()).equals("BOOL")) {
+            data.add(false);
+          } else {
+            data.add(0);
+          }
+        }
+      }
+      for (String prefix : List.of("/v2/models/{model}", "/v2/models/{model}/versions/{version}")) {
+        for (String op : List.of("", "/ready", "/infer")) {
+          ObjectNode operation = (ObjectNode) paths.get(prefix + op).elements().next();
+          example(operation, first.name(), op.equals("/infer") ? infer : null);
+        }
+      }
+    }
+    return new OpenApiDocument(doc);
+  }
+
+  /** Gives {@code operation}'s first path parameter the example {@code model} and its body the example {@code body} (null: leave). */
+  private static void example(ObjectNode operation, String model, ObjectNode body) {
+    if (model != null) {
+      ((ObjectNode) operation.get("parameters").get(0)).put("example", model);
+    }
+    if (body != null) {
+      ((ObjectNode) operation.at("/requestBody/content/application~1json")).set("example", body);
+    }
   }
 
   /** The document over these model names: {@code /v2} models, generate models, completion, chat and embedding models. */

@@ -129,14 +129,14 @@ public final class ServingRoutes extends AllDirectives {
     this.openInference = new OpenInferenceRoutes(system, settings, inference);
   }
 
-  /** The names of the models served at {@code /v2} (the Open Inference Protocol), in order. */
-  List<String> inferenceModels() {
-    return List.copyOf(inference.keySet());
+  /** The models served at {@code /v2} (the Open Inference Protocol), in order. */
+  List<InferenceEndpoint> inferenceEndpoints() {
+    return List.copyOf(inference.values());
   }
 
-  /** The names of the models served at {@code /v1/models/<name>/generate}, in order. */
-  List<String> generationModels() {
-    return List.copyOf(generation.keySet());
+  /** The models served at {@code /v1/models/<name>/generate}, in order. */
+  List<GenerationEndpoint> generationEndpoints() {
+    return List.copyOf(generation.values());
   }
 
   /** The route tree. */

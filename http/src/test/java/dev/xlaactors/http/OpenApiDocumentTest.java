@@ -126,6 +126,29 @@ class OpenApiDocumentTest {
     assertEquals("GET", r.headers().firstValue("Allow").orElse(""));
   }
 
+  /** The generate route's limits are its models' largest; each model operation has an example request for its first model. */
+  @Test
+  void limitsAndExamplesComeFromTheServedModels() {
+    var generator = kit.<dev.xlaactors.actors.serve.GenerationServer.Command>createTestProbe().ref();
+    var server = kit.<dev.xlaactors.actors.serve.ModelServer.Command>createTestProbe().ref();
+    HttpSettings settings = HttpSettings.create(kit.system());
+    ServingRoutes serving = new ServingRoutes(kit.system(), settings, new PrometheusMeterRegistry(PrometheusConfig.DEFAULT),
+        List.of(new InferenceEndpoint("affine", server, List.of("x"), List.of(dev.xlaactors.runtime.TensorType.of(
+            dev.xlaactors.runtime.DType.F32, 3)))),
+        List.of(new GenerationEndpoint("small", generator, 100, 8, 16, null), new GenerationEndpoint("big", generator, 512, 32, 64, null)));
+    JsonNode doc = OpenApiDocument.of(serving, new OpenAiRoutes(kit.system(), settings, List.of(), List.of())).json();
+    JsonNode generate = doc.at("/paths/~1v1~1models~1{model}~1generate/post");
+    JsonNode fields = generate.at("/requestBody/content/application~1json/schema/properties");
+    assertEquals(511, fields.at("/tokens/items/maximum").asInt());
+    assertEquals(32, fields.at("/tokens/maxItems").asInt());
+    assertEquals(64, fields.at("/max_tokens/maximum").asInt());
+    assertEquals(512, fields.at("/top_k/maximum").asInt());
+    assertEquals("small", generate.at("/parameters/0/example").asText());
+    assertEquals("{\"inputs\":[{\"name\":\"x\",\"datatype\":\"FP32\",\"shape\":[1,3],\"data\":[0,0,0]}]}",
+        doc.at("/paths/~1v2~1models~1{model}~1versions~1{version}~1infer/post/requestBody/content/application~1json/example").toString());
+    assertEquals("affine", doc.at("/paths/~1v2~1models~1{model}~1ready/get/parameters/0/example").asText());
+  }
+
   @Test
   void theDocumentIsServedWithModelNamesAsEnums() throws Exception {
     HttpResponse<String> r = send("GET", "/openapi.json");
