@@ -132,7 +132,8 @@ modes:
             /v2), and schemathesis (tools/schemathesis-env.sh) against its /openapi.json: every phase
             (examples, coverage, fuzzing, stateful), positive and negative data, at most FUZZ_EXAMPLES
             (default 20) cases per operation and FUZZ_SECONDS (default 90) in all, seed FUZZ_SEED
-            (default 1); checks not_a_server_error, response_schema_conformance,
+            (default 1), failing cases of earlier runs replayed first (bench/out/serve-fuzz-examples);
+            checks not_a_server_error, response_schema_conformance,
             status_code_conformance, content_type_conformance. A table per operation (cases, responses
             by status class, failed checks), then the failures. Last line:
             RESULT serve-fuzz operations=<n> cases=<n> server_errors=<5xx responses>
@@ -733,11 +734,13 @@ run_serve_fuzz() {
   rm -rf "$report" && mkdir -p "$report"
   curl -sf "$server_url/openapi.json" > "$report/openapi.json"
   echo "schemathesis against $server_url/openapi.json: at most ${FUZZ_EXAMPLES:-20} cases per operation, ${FUZZ_SECONDS:-90} s" >&2
-  "$(dirname "$st_python")/schemathesis" run "$server_url/openapi.json" \
+  # From bench/out: schemathesis keeps a crash cache (.schemathesis/) in its working directory.
+  (cd "$out_dir" && "$(dirname "$st_python")/schemathesis" run "$server_url/openapi.json" \
     --checks not_a_server_error,response_schema_conformance,status_code_conformance,content_type_conformance \
     --max-examples "${FUZZ_EXAMPLES:-20}" --max-time "${FUZZ_SECONDS:-90}" --seed "${FUZZ_SEED:-1}" \
     --request-timeout 30 --workers 2 --no-color --report ndjson --report-ndjson-path "$report/events.ndjson" \
-    > "$report/schemathesis.txt" 2>&1 || true
+    --generation-database "$out_dir/serve-fuzz-examples" \
+    > "$report/schemathesis.txt" 2>&1) || true
   stop_server
   python3 bench/serve_fuzz_report.py "$report/events.ndjson" "$report/openapi.json" | tee "$out_dir/serve-fuzz.txt" || rc=$?
   echo "(schemathesis's own report: $report/schemathesis.txt; the server's log: $out_dir/serve-fuzz-server.log)" >&2
