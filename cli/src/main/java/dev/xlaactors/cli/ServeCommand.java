@@ -72,6 +72,7 @@ final class ServeCommand {
       }
       out.println("  curl -s " + serving.url() + "/v1/models");
       out.println("  curl -s " + serving.url() + "/v1/endpoints");
+      out.println("  curl -s " + serving.url() + "/openapi.json   (the OpenAPI document of every route)");
       out.flush();
       CountDownLatch stop = new CountDownLatch(1);
       Runtime.getRuntime().addShutdownHook(new Thread(() -> {
