@@ -50,9 +50,8 @@ public final class OpenApiDocument extends AllDirectives {
   public static OpenApiDocument of(ServingRoutes serving, OpenAiRoutes openAi) {
     List<InferenceEndpoint> inference = serving.inferenceEndpoints();
     List<GenerationEndpoint> generation = serving.generationEndpoints();
-    OpenApiDocument d = of(inference.stream().map(InferenceEndpoint::name).toList(), generation.stream().map(GenerationEndpoint::name).toList(),
+    ObjectNode doc = tree(inference.stream().map(InferenceEndpoint::name).toList(), generation.stream().map(GenerationEndpoint::name).toList(),
         openAi.completionModels(), openAi.chatModels(), openAi.embeddingModels());
-    ObjectNode doc = d.document;
     ObjectNode paths = (ObjectNode) doc.get("paths");
     if (!generation.isEmpty()) {
       int vocabulary = generation.stream().mapToInt(GenerationEndpoint::vocabulary).max().orElseThrow();
@@ -129,6 +128,12 @@ public final class OpenApiDocument extends AllDirectives {
 
   /** The document over these model names: {@code /v2} models, generate models, completion, chat and embedding models. */
   static OpenApiDocument of(List<String> inference, List<String> generation, List<String> completion, List<String> chat,
+      List<String> embedding) {
+    return new OpenApiDocument(tree(inference, generation, completion, chat, embedding));
+  }
+
+  /** The document's tree over these model names, without limits or examples. */
+  private static ObjectNode tree(List<String> inference, List<String> generation, List<String> completion, List<String> chat,
       List<String> embedding) {
     ObjectNode doc = F.objectNode();
     doc.put("openapi", "3.0.3");
@@ -256,7 +261,7 @@ public final class OpenApiDocument extends AllDirectives {
     ObjectNode v2Error = obj(req("error"), "error", str());
     v2Error.put("description", "An error of the Open Inference Protocol.");
     schemas.set("InferenceError", v2Error);
-    return new OpenApiDocument(doc);
+    return doc;
   }
 
   /** The document as a JSON tree (a copy). */
