@@ -14,6 +14,8 @@
 #   bench/run.sh serve [short] [lm=tiny|gpt2-124m|none]
 #                                   ModelServer under open-loop load: dynamic batching vs one run per request;
 #                                   then GenerationServer on a GPT: continuous batching vs one generation at a time
+#   bench/run.sh serve-fuzz         schemathesis against `bin/xla-actors serve` and its /openapi.json
+#   bench/run.sh serve-load         locust: streamed completions whose clients disconnect at random; slots and RSS after
 #
 # Environment: JAX_PYTHON  a python with jax installed (default: the venv of tools/jax-env.sh)
 #              JAVA_OPTS   extra JVM options for the Java harness
@@ -125,6 +127,36 @@ modes:
                    lm_lost=<LM requests not finished exactly once> lm_mismatched=<requests whose greedy tokens
                    differ between the two sides; must be 0> lm_capacity_rps=<the sweep's capacity, req/s>
                    lm_p99_at_80pct_ms=<whole-request latency p99 at 80% of it> lm_ttft_p99_at_80pct_ms=<TTFT p99 there>
+  serve-fuzz
+            `bin/xla-actors serve` on the tiny fixtures imported (cli/src/test/resources/hf: gpt2, llama
+            with its chat template, bert for embeddings; the tensor package of runtime's fixtures for
+            /v2), and schemathesis (tools/schemathesis-env.sh) against its /openapi.json: every phase
+            (examples, coverage, fuzzing, stateful), positive and negative data, at most FUZZ_EXAMPLES
+            (default 20) cases per operation and FUZZ_SECONDS (default 90) in all, seed FUZZ_SEED
+            (default 1), failing cases of earlier runs replayed first (bench/out/serve-fuzz-examples);
+            checks not_a_server_error, response_schema_conformance,
+            status_code_conformance, content_type_conformance. A table per operation (cases, responses
+            by status class, failed checks), then the failures. Last line:
+            RESULT serve-fuzz operations=<n> cases=<n> server_errors=<5xx responses>
+                   schema_violations=<failed conformance checks> own_deadline_504=<n>   (exit 1 unless the
+                   first two are 0; own_deadline_504: 504s answering a request whose own deadline, down to
+                   the microsecond schemathesis draws, passed before it ran, as documented: not counted
+                   as server errors)
+  serve-load
+            The same server (its heap fixed: -Xms=-Xmx=LOAD_HEAP, default 384m, pre-touched, so that RSS
+            growth is memory outside the heap), warmed up by the same load for LOAD_WARMUP_SECONDS
+            (default 15) and idle RSS read after it, then locust (tools/locust-env.sh, user
+            bench/serve_load.py) headless: LOAD_USERS (default 32) clients for LOAD_SECONDS (default 45)
+            sending streamed /v1/completions (gpt2, n 1 or 2) and /v1/chat/completions (llama), each
+            closing its connection after a random number of events (half of them) or giving up while
+            waiting (a tenth). Every request must end completed ([DONE] after each choice's
+            finish_reason), disconnected on purpose, or a clean error (OpenAI's error body, or an error
+            event then [DONE]); anything else is lost. Then the server must go back to idle: active and
+            waiting slots 0 (GET /metrics) within 30 s, and VmRSS (/proc/<pid>/status) after within
+            LOAD_RSS_SLACK_MB (default 64) of the idle one. Last line:
+            RESULT serve-load requests=<n> completed=<n> disconnected=<n> errors=<n> lost=<n>
+                   slots_after=<active + waiting> rss_idle_mb=<x> rss_peak_mb=<x> rss_after_mb=<x>
+                   req_per_s=<x>   (exit 1 when lost > 0, slots_after > 0 or the RSS grew past the slack)
 USAGE
 }
 
@@ -642,8 +674,162 @@ run_serve() {
       lmv["lm_capacity_rps"], lmv["lm_p99_at_80pct_ms"], lmv["lm_ttft_p99_at_80pct_ms"] }'
 }
 
+# ---------------------------------------------------------------------------- serve-fuzz, serve-load
+
+# Imports the tiny Hugging Face fixtures (once) and prints the packages `serve` gets: gpt2, llama, bert, tensor.
+serve_packages() {
+  local dir="$out_dir/serve-packages" m
+  for m in gpt2 llama bert; do
+    if [ ! -f "$dir/$m/xla-model.json" ]; then
+      rm -rf "$dir/$m"
+      bin/xla-actors import hf "cli/src/test/resources/hf/$m" --out "$dir/$m" >&2
+    fi
+    echo "$dir/$m"
+  done
+  echo "runtime/src/test/resources/fixtures/packages/tensor"
+}
+
+free_port() {
+  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# Starts `bin/xla-actors serve` on the packages at a free port (JAVA_OPTS: $1), its log in $2; sets server_pid
+# (the JVM's: bin/xla-actors execs java) and server_url, and waits up to 180 s for GET /health.
+start_server() {
+  local opts="$1" log="$2" port
+  port="$(free_port)"
+  mapfile -t packages < <(serve_packages)
+  JAVA_OPTS="$opts" bin/xla-actors serve "${packages[@]}" --port "$port" > "$log" 2>&1 &
+  server_pid=$!
+  server_url="http://127.0.0.1:$port"
+  local i
+  for i in $(seq 180); do
+    if curl -sf "$server_url/health" > /dev/null; then
+      return 0
+    fi
+    if ! kill -0 "$server_pid" 2> /dev/null; then
+      echo "the server exited; its log, $log:" >&2
+      tail -20 "$log" >&2
+      exit 1
+    fi
+    sleep 1
+  done
+  echo "the server did not answer GET /health within 180 s (log: $log)" >&2
+  exit 1
+}
+
+stop_server() {
+  if [ -n "${server_pid:-}" ] && kill -0 "$server_pid" 2> /dev/null; then
+    kill "$server_pid"
+    wait "$server_pid" 2> /dev/null || true
+  fi
+  server_pid=""
+}
+
+run_serve_fuzz() {
+  mkdir -p "$out_dir"
+  local st_python report="$out_dir/serve-fuzz" rc=0
+  st_python="$(tools/schemathesis-env.sh)"
+  trap stop_server EXIT
+  start_server "${JAVA_OPTS:-}" "$out_dir/serve-fuzz-server.log"
+  rm -rf "$report" && mkdir -p "$report"
+  curl -sf "$server_url/openapi.json" > "$report/openapi.json"
+  echo "schemathesis against $server_url/openapi.json: at most ${FUZZ_EXAMPLES:-20} cases per operation, ${FUZZ_SECONDS:-90} s" >&2
+  # From bench/out: schemathesis keeps a crash cache (.schemathesis/) in its working directory.
+  (cd "$out_dir" && "$(dirname "$st_python")/schemathesis" run "$server_url/openapi.json" \
+    --checks not_a_server_error,response_schema_conformance,status_code_conformance,content_type_conformance \
+    --max-examples "${FUZZ_EXAMPLES:-20}" --max-time "${FUZZ_SECONDS:-90}" --seed "${FUZZ_SEED:-1}" \
+    --request-timeout 30 --workers 2 --no-color --report ndjson --report-ndjson-path "$report/events.ndjson" \
+    --generation-database "$out_dir/serve-fuzz-examples" \
+    > "$report/schemathesis.txt" 2>&1) || true
+  stop_server
+  python3 bench/serve_fuzz_report.py "$report/events.ndjson" "$report/openapi.json" | tee "$out_dir/serve-fuzz.txt" || rc=$?
+  echo "(schemathesis's own report: $report/schemathesis.txt; the server's log: $out_dir/serve-fuzz-server.log)" >&2
+  return "$rc"
+}
+
+rss_mb() {
+  awk '/^VmRSS:/ { printf "%.1f", $2 / 1024 }' "/proc/$1/status"
+}
+
+# Active plus waiting generation slots of every model, from GET /metrics.
+busy_slots() {
+  curl -sf "$server_url/metrics" | awk '/^xla_generate_(slots_active|waiting)\{/ { n += $2 } END { printf "%d", n }'
+}
+
+run_serve_load() {
+  mkdir -p "$out_dir"
+  local lo_python heap="${LOAD_HEAP:-384m}" users="${LOAD_USERS:-32}" seconds="${LOAD_SECONDS:-45}"
+  lo_python="$(tools/locust-env.sh)"
+  trap stop_server EXIT
+  start_server "-Xms$heap -Xmx$heap -XX:+AlwaysPreTouch ${JAVA_OPTS:-}" "$out_dir/serve-load-server.log"
+  # Warm up with the same load for LOAD_WARMUP_SECONDS, so that the idle RSS already holds what a first load
+  # makes once and keeps (JIT-compiled code, loaded classes, thread stacks and malloc arenas); then idle.
+  echo "warm-up: locust for ${LOAD_WARMUP_SECONDS:-15} s" >&2
+  LOAD_OUTCOMES="$out_dir/serve-load-warmup.json" "$(dirname "$lo_python")/locust" -f bench/serve_load.py --headless \
+    -u "$users" -r "$users" -t "${LOAD_WARMUP_SECONDS:-15}s" --host "$server_url" --only-summary --stop-timeout 60 \
+    > "$out_dir/serve-load-warmup.txt" 2>&1 || true
+  local i
+  for i in $(seq 30); do
+    [ "$(busy_slots)" = 0 ] && break
+    sleep 1
+  done
+  sleep 5
+  local rss_idle rss_peak rss_now
+  rss_idle="$(rss_mb "$server_pid")"
+  rss_peak="$rss_idle"
+  echo "locust: $users clients for $seconds s against $server_url (idle RSS $rss_idle MB)" >&2
+  LOAD_OUTCOMES="$out_dir/serve-load-outcomes.json" "$(dirname "$lo_python")/locust" -f bench/serve_load.py --headless \
+    -u "$users" -r "$users" -t "${seconds}s" --host "$server_url" --only-summary --stop-timeout 60 \
+    --csv "$out_dir/serve-load" > "$out_dir/serve-load-locust.txt" 2>&1 &
+  local locust_pid=$!
+  while kill -0 "$locust_pid" 2> /dev/null; do
+    rss_now="$(rss_mb "$server_pid")"
+    rss_peak="$(awk -v a="$rss_peak" -v b="$rss_now" 'BEGIN { print (b > a ? b : a) }')"
+    sleep 0.5
+  done
+  wait "$locust_pid" || true
+  local slots=-1
+  for i in $(seq 30); do
+    slots="$(busy_slots)"
+    [ "$slots" = 0 ] && break
+    sleep 1
+  done
+  sleep 5
+  local rss_after
+  rss_after="$(rss_mb "$server_pid")"
+  stop_server
+  python3 - "$out_dir/serve-load-outcomes.json" "$out_dir/serve-load_stats.csv" "$slots" "$rss_idle" "$rss_peak" "$rss_after" \
+    "${LOAD_RSS_SLACK_MB:-64}" "$users" "$seconds" <<'PY' | tee "$out_dir/serve-load.txt"
+import csv, json, sys
+outcomes_file, stats_file, slots, idle, peak, after, slack, users, seconds = sys.argv[1:]
+o = json.load(open(outcomes_file))
+n = o["outcomes"]
+requests = sum(n.values())
+rows = {r["Name"]: r for r in csv.DictReader(open(stats_file))}
+print("%-24s %8s %8s %8s %8s %8s" % ("endpoint", "requests", "p50 ms", "p99 ms", "req/s", "failed"))
+for name in ("/v1/completions", "/v1/chat/completions", "Aggregated"):
+    r = rows.get(name)
+    if r:
+        print("%-24s %8s %8s %8s %8.1f %8s" % (name, r["Request Count"], r["50%"], r["99%"], float(r["Requests/s"]),
+                                             r["Failure Count"]))
+print("clients %s for %s s; outcomes: %s; clean errors by status: %s" % (users, seconds, dict(n), dict(o["errors"]) or "none"))
+for why, k in o["lost"].items():
+    print("LOST x%d: %s" % (k, why))
+print("slots after (active + waiting): %s; VmRSS idle %s MB, peak %s MB, after %s MB (slack %s MB)" % (slots, idle, peak, after, slack))
+rps = float(rows["Aggregated"]["Requests/s"]) if "Aggregated" in rows else 0.0
+print("RESULT serve-load requests=%d completed=%d disconnected=%d errors=%d lost=%d slots_after=%s rss_idle_mb=%s rss_peak_mb=%s "
+      "rss_after_mb=%s req_per_s=%.1f" % (requests, n.get("completed", 0), n.get("disconnected", 0), n.get("error", 0),
+                                          n.get("lost", 0), slots, idle, peak, after, rps))
+ok = n.get("lost", 0) == 0 and slots == "0" and float(after) <= float(idle) + float(slack)
+sys.exit(0 if ok else 1)
+PY
+}
+
 case "${1:-}" in
   serve) shift; run_serve "$@" ;;
+  serve-fuzz) run_serve_fuzz ;;
+  serve-load) run_serve_load ;;
   execute) run_execute ;;
   models) run_models ;;
   matmul) run_matmul ;;

@@ -11,6 +11,7 @@ import dev.xlaactors.http.HttpServer;
 import dev.xlaactors.http.HttpSettings;
 import dev.xlaactors.http.InferenceEndpoint;
 import dev.xlaactors.http.OpenAiRoutes;
+import dev.xlaactors.http.OpenApiDocument;
 import dev.xlaactors.http.ServingRoutes;
 import dev.xlaactors.lm.EmbeddingModel;
 import dev.xlaactors.lm.LanguageModel;
@@ -71,6 +72,7 @@ final class ServeCommand {
       }
       out.println("  curl -s " + serving.url() + "/v1/models");
       out.println("  curl -s " + serving.url() + "/v1/endpoints");
+      out.println("  curl -s " + serving.url() + "/openapi.json   (the OpenAPI document of every route)");
       out.flush();
       CountDownLatch stop = new CountDownLatch(1);
       Runtime.getRuntime().addShutdownHook(new Thread(() -> {
@@ -150,7 +152,8 @@ final class ServeCommand {
         }
         ServingRoutes routes = new ServingRoutes(session.system(), settings, registry, inference, generation);
         OpenAiRoutes openAi = new OpenAiRoutes(session.system(), settings, completions, embedders);
-        HttpServer http = HttpServer.start(session.system(), settings, openAi.route().orElse(routes.route()));
+        OpenApiDocument openApi = OpenApiDocument.of(routes, openAi); // GET /openapi.json: every route above, over these models
+        HttpServer http = HttpServer.start(session.system(), settings, openApi.route().orElse(openAi.route()).orElse(routes.route()));
         return new Serving(session, http, generation.stream().map(GenerationEndpoint::name).toList());
       } catch (RuntimeException e) {
         session.close();

@@ -121,6 +121,21 @@ public final class OpenAiRoutes extends AllDirectives {
     return id == null ? "" : lm.tokenizer().decode(new int[] {id});
   }
 
+  /** The language models (completions), in order. */
+  List<String> completionModels() {
+    return List.copyOf(generators.keySet());
+  }
+
+  /** The language models that have a chat template (chat completions), in order. */
+  List<String> chatModels() {
+    return List.copyOf(templates.keySet());
+  }
+
+  /** The embedding models, in order. */
+  List<String> embeddingModels() {
+    return List.copyOf(embedders.keySet());
+  }
+
   /** The route tree. */
   public Route route() {
     return pathPrefix("v1", () -> concat(

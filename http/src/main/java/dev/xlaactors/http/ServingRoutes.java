@@ -129,6 +129,16 @@ public final class ServingRoutes extends AllDirectives {
     this.openInference = new OpenInferenceRoutes(system, settings, inference);
   }
 
+  /** The models served at {@code /v2} (the Open Inference Protocol), in order. */
+  List<InferenceEndpoint> inferenceEndpoints() {
+    return List.copyOf(inference.values());
+  }
+
+  /** The models served at {@code /v1/models/<name>/generate}, in order. */
+  List<GenerationEndpoint> generationEndpoints() {
+    return List.copyOf(generation.values());
+  }
+
   /** The route tree. */
   public Route route() {
     return concat(

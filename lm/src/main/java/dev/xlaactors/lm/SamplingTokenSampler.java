@@ -15,7 +15,11 @@ import java.util.concurrent.ConcurrentLinkedQueue;
  * The server calls {@link #sample} from its background thread; the samples are read from another thread.
  */
 final class SamplingTokenSampler implements TokenSampler {
-  private static final Sampler SAMPLER = new Sampler();
+  /**
+   * A {@link Sampler} per thread: its scratch buffers are not thread-safe. One shared by every request drew
+   * garbage (wrong tokens, or index -1: a 500, found by serve-fuzz) when two generation servers sampled at once.
+   */
+  private static final ThreadLocal<Sampler> SAMPLER = ThreadLocal.withInitial(Sampler::new);
   private final SamplingParams params;
   private final SequenceState state;
   private final ConcurrentLinkedQueue<Sample> drawn = new ConcurrentLinkedQueue<>();
@@ -27,7 +31,7 @@ final class SamplingTokenSampler implements TokenSampler {
 
   @Override
   public int sample(float[] logits, int offset, int vocabulary) {
-    Sample s = SAMPLER.sample(FloatBuffer.wrap(logits), offset, vocabulary, params, state);
+    Sample s = SAMPLER.get().sample(FloatBuffer.wrap(logits), offset, vocabulary, params, state);
     drawn.add(s);
     return s.token();
   }

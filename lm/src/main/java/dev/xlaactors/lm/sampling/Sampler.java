@@ -34,6 +34,8 @@ public final class Sampler {
   private float[] scores = new float[0];
   /** {@code exp(score - max score)} per token: unnormalised probabilities, the best exactly 1. */
   private double[] weights = new double[0];
+  /** The largest penalised logit: the temperature (at least {@link SamplingParams#MIN_TEMPERATURE}) divides it without overflow. */
+  private static final double PENALISED_BOUND = Float.MAX_VALUE * SamplingParams.MIN_TEMPERATURE;
   private int[] candidates = new int[0];
   private final int[] topIds = new int[SamplingParams.MAX_LOGPROBS];
 
@@ -147,7 +149,10 @@ public final class Sampler {
             + " tokens: the sequence's tokens must come from the model's vocabulary");
       }
       float x = scores[token];
-      scores[token] = (float) (x > 0 ? x / penalty : x * penalty);
+      double y = x > 0 ? x / penalty : x * penalty;
+      // Kept finite, and finite after the smallest temperature divides it: a penalty near 0 (8.5e-156, found by
+      // serve-fuzz) made repeated tokens' logits +Infinity, their weights exp(Inf - Inf) = NaN, and no token drawable.
+      scores[token] = (float) Math.max(-PENALISED_BOUND, Math.min(PENALISED_BOUND, y));
     }
   }
 

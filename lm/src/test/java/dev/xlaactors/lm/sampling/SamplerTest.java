@@ -76,6 +76,29 @@ class SamplerTest {
         SequenceState.create(greedy)).token());
   }
 
+  /**
+   * Found by serve-fuzz: a repetition penalty near 0 made the repeated tokens' logits infinite, their weights NaN,
+   * and the draw failed with index -1 (a 500 over HTTP). They are now the most likely tokens, drawn among themselves.
+   */
+  @Test
+  void aVanishingRepetitionPenaltyStillDraws() {
+    float[] logits = {1f, 2f, 3f, 1.5f, 2.5f}; // positive: divided by the penalty
+    SamplingParams p = SamplingParams.defaults().withRepetitionPenalty(8.503344339703381e-156).withTemperature(0.5292570297248661)
+        .withTopP(2.225073858507203e-309).withTopK(76833927).withMinP(0.03093282272585763).withSeed(1L);
+    SequenceState state = SequenceState.create(p);
+    int first = sampler.sample(logits, p, state).token();
+    for (int i = 0; i < 20; i++) {
+      assertEquals(first, sampler.sample(logits, p, state).token()); // the one repeated token outweighs all others
+    }
+    SamplingParams wide = p.withTopP(1).withMinP(0);
+    SequenceState two = SequenceState.create(wide);
+    java.util.Set<Integer> drawn = new java.util.HashSet<>();
+    for (int i = 0; i < 40; i++) {
+      drawn.add(sampler.sample(logits, wide, two).token());
+    }
+    assertTrue(drawn.size() >= 1 && drawn.stream().allMatch(t -> t >= 0 && t < 5), drawn.toString());
+  }
+
   @Test
   void topKOneIsGreedy() {
     SplittableRandom random = new SplittableRandom(1);

@@ -1,0 +1,499 @@
+package dev.xlaactors.http;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.node.ArrayNode;
+import com.fasterxml.jackson.databind.node.JsonNodeFactory;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import java.util.List;
+import org.apache.pekko.http.javadsl.model.ContentTypes;
+import org.apache.pekko.http.javadsl.model.HttpEntities;
+import org.apache.pekko.http.javadsl.model.HttpResponse;
+import org.apache.pekko.http.javadsl.server.AllDirectives;
+import org.apache.pekko.http.javadsl.server.Route;
+
+/**
+ * The OpenAPI 3.0 document of every route {@link ServingRoutes} and {@link OpenAiRoutes} serve, made from
+ * the models they serve (their names are the enums of the path parameters and {@code model} fields), and
+ * served at {@code GET /openapi.json} by {@link #route()}. Written by hand as data, beside the routes it
+ * describes: request bodies with their required fields, types and ranges as the routes check them;
+ * responses with every status a route answers and its body, the error shapes included (ours
+ * {@code {"error", "code", "field"?}}, OpenAI's {@code {"error": {...}}}, the Open Inference Protocol's
+ * {@code {"error"}}); streams as {@code text/event-stream}. {@code OpenApiDocumentTest} checks that every
+ * route of the tree is in it and nothing else; {@code bench/run.sh serve-fuzz} checks the live server
+ * against it with schemathesis. Immutable.
+ */
+public final class OpenApiDocument extends AllDirectives {
+  private static final JsonNodeFactory F = JsonNodeFactory.instance;
+  private static final String JSON = "application/json";
+  private static final String OURS = "#/components/schemas/Error";
+  private static final String OPENAI = "#/components/schemas/OpenAiError";
+  private static final String V2 = "#/components/schemas/InferenceError";
+
+  private final ObjectNode document;
+  private final byte[] bytes;
+
+  private OpenApiDocument(ObjectNode document) {
+    this.document = document;
+    try {
+      this.bytes = TensorJson.MAPPER.writeValueAsBytes(document);
+    } catch (com.fasterxml.jackson.core.JsonProcessingException e) {
+      throw new IllegalStateException("the OpenAPI document does not serialize: " + e.getMessage(), e); // a tree of plain nodes always does
+    }
+  }
+
+  /**
+   * The document of {@code serving}'s and {@code openAi}'s routes over the models they serve: the generate
+   * route's limits are the largest of its models' (a request within them may still be too long for the
+   * model it names: 400), and each operation on a model has an example request that the first model
+   * answers with 200 (schemathesis's examples phase sends them).
+   */
+  public static OpenApiDocument of(ServingRoutes serving, OpenAiRoutes openAi) {
+    List<InferenceEndpoint> inference = serving.inferenceEndpoints();
+    List<GenerationEndpoint> generation = serving.generationEndpoints();
+    ObjectNode doc = tree(inference.stream().map(InferenceEndpoint::name).toList(), generation.stream().map(GenerationEndpoint::name).toList(),
+        openAi.completionModels(), openAi.chatModels(), openAi.embeddingModels());
+    ObjectNode paths = (ObjectNode) doc.get("paths");
+    if (!generation.isEmpty()) {
+      int vocabulary = generation.stream().mapToInt(GenerationEndpoint::vocabulary).max().orElseThrow();
+      int prompt = generation.stream().mapToInt(GenerationEndpoint::maxPromptLength).max().orElseThrow();
+      int context = generation.stream().mapToInt(GenerationEndpoint::contextLength).max().orElseThrow();
+      ObjectNode generate = (ObjectNode) paths.at("/~1v1~1models~1{model}~1generate/post");
+      ObjectNode fields = (ObjectNode) generate.at("/requestBody/content/application~1json/schema/properties");
+      ((ObjectNode) fields.get("tokens")).put("maxItems", prompt);
+      ((ObjectNode) fields.get("tokens").get("items")).put("maximum", vocabulary - 1);
+      ((ObjectNode) fields.get("stop_tokens")).put("maxItems", context);
+      ((ObjectNode) fields.get("stop_tokens").get("items")).put("maximum", vocabulary - 1);
+      ((ObjectNode) fields.get("max_tokens")).put("maximum", context);
+      ((ObjectNode) fields.get("top_k")).put("maximum", vocabulary);
+      example(generate, generation.get(0).name(), F.objectNode().put("prompt", "Hello").put("max_tokens", 4));
+    }
+    List<String> ids = new java.util.ArrayList<>(openAi.completionModels());
+    ids.addAll(openAi.embeddingModels());
+    if (!ids.isEmpty()) {
+      example((ObjectNode) paths.at("/~1v1~1models~1{id}/get"), ids.get(0), null);
+    }
+    if (!openAi.completionModels().isEmpty()) {
+      example((ObjectNode) paths.at("/~1v1~1completions/post"), null, F.objectNode().put("model", openAi.completionModels().get(0))
+          .put("prompt", "Hello").put("max_tokens", 4));
+    }
+    if (!openAi.chatModels().isEmpty()) {
+      ObjectNode chat = F.objectNode().put("model", openAi.chatModels().get(0)).put("max_tokens", 4);
+      chat.putArray("messages").addObject().put("role", "user").put("content", "Hi");
+      example((ObjectNode) paths.at("/~1v1~1chat~1completions/post"), null, chat);
+    }
+    if (!openAi.embeddingModels().isEmpty()) {
+      example((ObjectNode) paths.at("/~1v1~1embeddings/post"), null, F.objectNode().put("model", openAi.embeddingModels().get(0))
+          .put("input", "Hello"));
+    }
+    if (!inference.isEmpty()) {
+      InferenceEndpoint first = inference.get(0);
+      ObjectNode infer = F.objectNode();
+      ArrayNode inputs = infer.putArray("inputs");
+      List<String> names = OpenInferenceNames.inputs(first.inputNames());
+      for (int i = 0; i < first.inputTypes().size(); i++) {
+        dev.xlaactors.runtime.TensorType t = first.inputTypes().get(i);
+        ObjectNode in = inputs.addObject().put("name", names.get(i)).put("datatype", InferenceTensorJson.datatype(t.dtype()));
+        ArrayNode shape = in.putArray("shape").add(1);
+        for (long dim : t.shape().dims()) {
+          shape.add(dim);
+        }
+        ArrayNode data = in.putArray("data");
+        for (long k = 0; k < t.shape().elementCount(); k++) {
+          if (InferenceTensorJson.datatype(t.dtype()).equals("BOOL")) {
+            data.add(false);
+          } else {
+            data.add(0);
+          }
+        }
+      }
+      for (String prefix : List.of("/v2/models/{model}", "/v2/models/{model}/versions/{version}")) {
+        for (String op : List.of("", "/ready", "/infer")) {
+          ObjectNode operation = (ObjectNode) paths.get(prefix + op).elements().next();
+          example(operation, first.name(), op.equals("/infer") ? infer : null);
+        }
+      }
+    }
+    return new OpenApiDocument(doc);
+  }
+
+  /** Gives {@code operation}'s first path parameter the example {@code model} and its body the example {@code body} (null: leave). */
+  private static void example(ObjectNode operation, String model, ObjectNode body) {
+    if (model != null) {
+      ((ObjectNode) operation.get("parameters").get(0)).put("example", model);
+    }
+    if (body != null) {
+      ((ObjectNode) operation.at("/requestBody/content/application~1json")).set("example", body);
+    }
+  }
+
+  /** The document over these model names: {@code /v2} models, generate models, completion, chat and embedding models. */
+  static OpenApiDocument of(List<String> inference, List<String> generation, List<String> completion, List<String> chat,
+      List<String> embedding) {
+    return new OpenApiDocument(tree(inference, generation, completion, chat, embedding));
+  }
+
+  /** The document's tree over these model names, without limits or examples. */
+  private static ObjectNode tree(List<String> inference, List<String> generation, List<String> completion, List<String> chat,
+      List<String> embedding) {
+    ObjectNode doc = F.objectNode();
+    doc.put("openapi", "3.0.3");
+    String version = OpenApiDocument.class.getPackage().getImplementationVersion();
+    doc.putObject("info").put("title", "xla-actors serve").put("version", version != null ? version : "development")
+        .put("description", "Model serving over HTTP: the project's own routes, the OpenAI API and the Open Inference Protocol "
+            + "(KServe v2). See docs/http.md.");
+    ObjectNode paths = doc.putObject("paths");
+    List<String> openAiModels = new java.util.ArrayList<>(completion);
+    openAiModels.addAll(embedding);
+
+    // ---- the project's own
+    paths.putObject("/openapi.json").set("get", op("This document.", null,
+        ok(JSON, obj(null)), null));
+    paths.putObject("/health").set("get", op("The process answers.", null,
+        ok(JSON, obj(req("status"), "status", str().set("enum", arr("ok")))), null));
+    ObjectNode ready = obj(req("ready", "models"), "ready", bool(), "models", array(str()), "error", str());
+    ObjectNode readyResponses = ok(JSON, ready);
+    readyResponses.set("503", response("A server does not answer or does not accept requests; the error names it.", JSON, ready));
+    paths.putObject("/ready").set("get", op("Every model server answers its status in time and accepts requests.", null,
+        readyResponses, null));
+    paths.putObject("/metrics").set("get", op("The meters in Prometheus's text format 0.0.4.", null,
+        ok("text/plain", str()), null));
+    ObjectNode endpoint = obj(req("name", "kind", "url"), "name", str(), "kind", str().set("enum", arr("infer", "generate")),
+        "url", str(), "inputs", array(tensorMetadata()), "vocabulary", integer(), "max_prompt_tokens", integer(),
+        "context", integer(), "text", bool());
+    paths.putObject("/v1/endpoints").set("get", op("The served models, their routes, and their inputs or generation limits.", null,
+        ok(JSON, obj(req("models"), "models", array(endpoint))), null));
+    ObjectNode generate = closed(obj(null,
+        "tokens", array(integer().put("minimum", 0)).put("minItems", 1),
+        "prompt", str().put("description", "Text, for a model with a tokenizer; give it or tokens."),
+        "max_tokens", integer().put("minimum", 1),
+        "stop_tokens", array(integer().put("minimum", 0)),
+        "temperature", number().put("minimum", 0).put("maximum", 100),
+        "top_k", integer().put("minimum", 0),
+        "seed", integer().put("format", "int64"),
+        "timeout_ms", integer().put("minimum", 1).put("maximum", 86_400_000L)));
+    generate.put("description", "Exactly one of tokens and prompt.");
+    paths.putObject("/v1/models/{model}/generate").set("post", op("Generates tokens, streamed as server-sent events: token events "
+        + "{index, token, text?}, then one done {reason, tokens, text?} or error {status, code, error}.",
+        List.of(pathParameter("model", generation)), stream(errors(OURS, 400, 404, 413, 500, 503, 504)), generate));
+
+    // ---- OpenAI
+    ObjectNode model = obj(req("id", "object", "created", "owned_by"), "id", str(), "object", str().set("enum", arr("model")),
+        "created", integer(), "owned_by", str(), "max_model_len", integer());
+    paths.putObject("/v1/models").set("get", op("The served models in OpenAI's list shape.", null,
+        ok(JSON, obj(req("object", "data"), "object", str().set("enum", arr("list")), "data", array(model))), null));
+    ObjectNode oneModel = ok(JSON, model);
+    oneModel.setAll(errors(OPENAI, 404));
+    paths.putObject("/v1/models/{id}").set("get", op("One served model.", List.of(pathParameter("id", openAiModels)), oneModel, null));
+    ObjectNode completionRequest = sampling(completion);
+    props(completionRequest).set("prompt", prompt());
+    props(completionRequest).set("logprobs", nullable(integer().put("minimum", 0).put("maximum", 20)));
+    props(completionRequest).set("echo", nullable(bool()));
+    completionRequest.set("required", arr("model", "prompt"));
+    paths.putObject("/v1/completions").set("post", op("Continues prompts (OpenAI's completions); streamed when stream is true.", null,
+        completions(completionResponse("text_completion", false)), completionRequest));
+    ObjectNode chatRequest = sampling(chat);
+    ObjectNode part = obj(req("type", "text"), "type", str().set("enum", arr("text")), "text", str());
+    part.put("additionalProperties", false);
+    ObjectNode content = F.objectNode();
+    content.set("oneOf", arr(str(), array(part)));
+    content.put("nullable", true);
+    ObjectNode message = obj(req("role"), "role", str().set("enum", arr("system", "developer", "user", "assistant")),
+        "content", content, "name", nullable(str()));
+    message.put("additionalProperties", false);
+    props(chatRequest).set("messages", array(message).put("minItems", 1));
+    props(chatRequest).set("max_completion_tokens", nullable(integer().put("minimum", 1)));
+    props(chatRequest).set("logprobs", nullable(bool()));
+    props(chatRequest).set("top_logprobs", nullable(integer().put("minimum", 0).put("maximum", 20)));
+    chatRequest.set("required", arr("model", "messages"));
+    chatRequest.put("description", "max_tokens and max_completion_tokens: one at most; top_logprobs needs logprobs true.");
+    paths.putObject("/v1/chat/completions").set("post", op("Answers messages rendered by the model's chat template (OpenAI's chat "
+        + "completions); streamed when stream is true.", null, completions(completionResponse("chat.completion", true)), chatRequest));
+    ObjectNode embeddingsRequest = closed(obj(null, "model", modelName(embedding), "input", prompt(),
+        "encoding_format", nullable(str().set("enum", arr("float", "base64"))),
+        "dimensions", nullable(integer().put("minimum", 1).put("maximum", 1 << 20)), "user", nullable(str())));
+    embeddingsRequest.set("required", arr("model", "input"));
+    ObjectNode embedding0 = F.objectNode();
+    embedding0.set("oneOf", arr(array(number()), str()));
+    ObjectNode embeddingsResponse = obj(req("object", "data", "model", "usage"), "object", str().set("enum", arr("list")),
+        "data", array(obj(req("object", "index", "embedding"), "object", str().set("enum", arr("embedding")), "index", integer(),
+            "embedding", embedding0)),
+        "model", str(), "usage", obj(req("prompt_tokens", "total_tokens"), "prompt_tokens", integer(), "total_tokens", integer()));
+    ObjectNode embeddingsResponses = ok(JSON, embeddingsResponse);
+    embeddingsResponses.setAll(errors(OPENAI, 400, 404, 413, 500, 503, 504));
+    paths.putObject("/v1/embeddings").set("post", op("One embedding per input, as floats or base64 (little-endian float32).", null,
+        embeddingsResponses, embeddingsRequest));
+
+    // ---- Open Inference Protocol (KServe v2)
+    paths.putObject("/v2").set("get", op("Server metadata.", null, ok(JSON, obj(req("name", "version", "extensions"), "name", str(),
+        "version", str(), "extensions", array(str()))), null));
+    paths.putObject("/v2/health/live").set("get", op("The process serves HTTP.", null,
+        ok(JSON, obj(req("live"), "live", bool())), null));
+    ObjectNode v2Ready = ok(JSON, obj(req("ready"), "ready", bool()));
+    v2Ready.setAll(errors(V2, 400));
+    paths.putObject("/v2/health/ready").set("get", op("Every model server accepts requests (400, the protocol's false, when not).",
+        null, v2Ready, null));
+    for (String prefix : List.of("/v2/models/{model}", "/v2/models/{model}/versions/{version}")) {
+      List<ObjectNode> params = prefix.contains("version")
+          ? List.of(pathParameter("model", inference), pathParameter("version", List.of(OpenInferenceRoutes.VERSION)))
+          : List.of(pathParameter("model", inference));
+      ObjectNode tensor = tensorMetadata();
+      ObjectNode metadata = ok(JSON, obj(req("name", "versions", "platform", "inputs", "outputs"), "name", str(), "versions", array(str()),
+          "platform", str(), "inputs", array(tensor), "outputs", array(tensor)));
+      metadata.setAll(errors(V2, 404));
+      paths.putObject(prefix).set("get", op("Model metadata: its tensors, -1 for the batch dimension.", params, metadata, null));
+      ObjectNode modelReady = ok(JSON, obj(req("name", "ready"), "name", str(), "ready", bool()));
+      modelReady.setAll(errors(V2, 400, 404));
+      paths.putObject(prefix + "/ready").set("get", op("The model accepts requests (400 when not).", params, modelReady, null));
+      ObjectNode infer = ok(JSON, inferResponse());
+      infer.setAll(errors(V2, 400, 404, 413, 500, 503, 504));
+      paths.putObject(prefix + "/infer").set("post", op("Runs the model on a batch of rows; data as JSON (or the binary tensor data "
+          + "extension, with the Inference-Header-Content-Length header).", params, infer, inferRequest()));
+    }
+
+    ObjectNode schemas = doc.putObject("components").putObject("schemas");
+    ObjectNode ours = obj(req("error", "code"), "error", str(), "code", str(), "field", str());
+    ours.put("description", "An error of the project's own routes: the message, its ErrorCode, and the field at fault.");
+    schemas.set("Error", ours);
+    ObjectNode openAiError = obj(req("error"), "error", obj(req("message", "type", "param", "code"), "message", str(), "type", str(),
+        "param", nullable(str()), "code", nullable(str())));
+    openAiError.put("description", "An error of the OpenAI API.");
+    schemas.set("OpenAiError", openAiError);
+    ObjectNode v2Error = obj(req("error"), "error", str());
+    v2Error.put("description", "An error of the Open Inference Protocol.");
+    schemas.set("InferenceError", v2Error);
+    return doc;
+  }
+
+  /** The document as a JSON tree (a copy). */
+  public JsonNode json() {
+    return document.deepCopy();
+  }
+
+  /** {@code GET /openapi.json}: the document. */
+  public Route route() {
+    return path("openapi.json", () -> get(() -> complete(HttpResponse.create()
+        .withEntity(HttpEntities.create(ContentTypes.APPLICATION_JSON, bytes)))));
+  }
+
+  // ------------------------------------------------------------------------------------------ the parts
+
+  private static ObjectNode op(String summary, List<ObjectNode> parameters, ObjectNode responses, ObjectNode body) {
+    ObjectNode op = F.objectNode();
+    op.put("summary", summary);
+    if (parameters != null) {
+      ArrayNode p = op.putArray("parameters");
+      parameters.forEach(p::add);
+    }
+    if (body != null) {
+      ObjectNode rb = op.putObject("requestBody");
+      rb.put("required", true);
+      rb.putObject("content").putObject(JSON).set("schema", body);
+    }
+    op.set("responses", responses);
+    return op;
+  }
+
+  private static ObjectNode pathParameter(String name, List<String> values) {
+    ObjectNode p = F.objectNode();
+    p.put("name", name).put("in", "path").put("required", true);
+    p.set("schema", values.isEmpty() ? str() : str().set("enum", arr(values.toArray())));
+    return p;
+  }
+
+  private static ObjectNode modelName(List<String> values) {
+    ObjectNode s = str().put("description", "A served model's name (GET /v1/models lists them).");
+    return values.isEmpty() ? s : (ObjectNode) s.set("enum", arr(values.toArray()));
+  }
+
+  private static ObjectNode response(String description, String mediaType, ObjectNode schema) {
+    ObjectNode r = F.objectNode();
+    r.put("description", description);
+    r.putObject("content").putObject(mediaType).set("schema", schema);
+    return r;
+  }
+
+  private static ObjectNode ok(String mediaType, ObjectNode schema) {
+    ObjectNode rs = F.objectNode();
+    rs.set("200", response("OK", mediaType, schema));
+    return rs;
+  }
+
+  /**
+   * One server-sent event named one of {@code names} ({@code message} when the stream names none), its data a
+   * line of text: before OpenAPI 3.2's {@code itemSchema}, the schema of {@code text/event-stream} describes
+   * each event (as schemathesis reads it), {@code {"event", "data", "id"?, "retry"?}}.
+   */
+  private static ObjectNode event(String... names) {
+    return obj(req("data"), "event", str().set("enum", arr((Object[]) names)), "data", str(), "id", str(), "retry", integer());
+  }
+
+  /** 200 as server-sent events, and {@code errors}. */
+  private static ObjectNode stream(ObjectNode errors) {
+    ObjectNode rs = F.objectNode();
+    rs.set("200", response("A stream of server-sent events.", "text/event-stream", event("token", "done", "error")));
+    rs.setAll(errors);
+    return rs;
+  }
+
+  /** 200 as JSON or (stream: true) server-sent events {@code data: {chunk}} ending with {@code data: [DONE]}; OpenAI's errors. */
+  private static ObjectNode completions(ObjectNode whole) {
+    ObjectNode ok = response("The whole answer, or with stream: true its chunks as server-sent events ending with data: [DONE].", JSON,
+        whole);
+    ((ObjectNode) ok.get("content")).putObject("text/event-stream").set("schema", event("message"));
+    ObjectNode rs = F.objectNode();
+    rs.set("200", ok);
+    rs.setAll(errors(OPENAI, 400, 404, 413, 500, 503, 504));
+    return rs;
+  }
+
+  private static final java.util.Map<Integer, String> WHY = java.util.Map.of(
+      400, "The request is invalid (or, on /v2 health and ready, the protocol's false); the message names the field.",
+      404, "No such model (or version).",
+      413, "The body is larger than its limit, or holds more values than the model takes.",
+      500, "A batch failed while it ran.",
+      503, "Overloaded (with Retry-After), stopped, or cancelled.",
+      504, "Past the request's deadline.");
+
+  private static ObjectNode errors(String schema, int... statuses) {
+    ObjectNode rs = F.objectNode();
+    for (int s : statuses) {
+      rs.set(String.valueOf(s), response(WHY.get(s), JSON, ref(schema)));
+    }
+    return rs;
+  }
+
+  /** The fields of completions and chat ({@code model} one of {@code models}); additional fields refused. */
+  private static ObjectNode sampling(List<String> models) {
+    return closed(obj(null,
+        "model", modelName(models),
+        "max_tokens", nullable(integer().put("minimum", 0)),
+        "temperature", nullable(number().put("minimum", 0).put("maximum", 2)),
+        "top_p", nullable(number().put("exclusiveMinimum", true).put("minimum", 0).put("maximum", 1)),
+        "top_k", nullable(integer().put("minimum", -1)),
+        "min_p", nullable(number().put("minimum", 0).put("maximum", 1)),
+        "seed", nullable(integer().put("format", "int64")),
+        "stop", nullable(oneOf(str().put("minLength", 1), array(str().put("minLength", 1)).put("maxItems", OpenAiRequest.MAX_STOPS))),
+        "n", nullable(integer().put("minimum", 1).put("maximum", OpenAiRequest.MAX_CHOICES)),
+        "stream", nullable(bool()),
+        "stream_options", nullable(obj(null, "include_usage", nullable(bool()))),
+        "user", nullable(str()),
+        "repetition_penalty", nullable(number().put("exclusiveMinimum", true).put("minimum", 0).put("maximum", 100))));
+  }
+
+  /** A string, strings, token ids, or lists of token ids. */
+  private static ObjectNode prompt() {
+    ObjectNode id = integer().put("minimum", 0);
+    return oneOf(str(), array(str()).put("minItems", 1), array(id).put("minItems", 1),
+        array(array(id).put("minItems", 1)).put("minItems", 1));
+  }
+
+  private static ObjectNode completionResponse(String object, boolean chat) {
+    ObjectNode choice = chat
+        ? obj(req("index", "message", "finish_reason"), "index", integer(), "message", obj(req("role", "content"),
+            "role", str(), "content", str()), "logprobs", nullable(obj(null)), "finish_reason", str())
+        : obj(req("index", "text", "finish_reason"), "index", integer(), "text", str(), "logprobs", nullable(obj(null)),
+            "finish_reason", str());
+    return obj(req("id", "object", "created", "model", "choices", "usage"), "id", str(), "object", str().set("enum", arr(object)),
+        "created", integer(), "model", str(), "choices", array(choice),
+        "usage", obj(req("prompt_tokens", "completion_tokens", "total_tokens"), "prompt_tokens", integer(),
+            "completion_tokens", integer(), "total_tokens", integer()));
+  }
+
+  private static ObjectNode tensorMetadata() {
+    return obj(req("name", "datatype", "shape"), "name", str(), "datatype", str(), "shape", array(integer()));
+  }
+
+  private static ObjectNode inferRequest() {
+    ObjectNode data = F.objectNode().put("description", "The row-major values, nested or flat; or absent with binary_data_size.");
+    ObjectNode input = obj(req("name", "shape", "datatype"), "name", str(), "shape", array(integer().put("minimum", 0)),
+        "datatype", str().set("enum", arr("BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "INT32", "INT64", "FP16",
+            "BF16", "FP32", "FP64")), "parameters", obj(null), "data", data);
+    ObjectNode output = obj(req("name"), "name", str(), "parameters", obj(null));
+    ObjectNode request = closed(obj(req("inputs"), "id", str(), "parameters", obj(null, "timeout", integer().put("minimum", 1),
+        "binary_data_output", bool(), "priority", integer()), "inputs", array(input).put("minItems", 1), "outputs", array(output)));
+    return request;
+  }
+
+  private static ObjectNode inferResponse() {
+    ObjectNode output = obj(req("name", "datatype", "shape"), "name", str(), "datatype", str(), "shape", array(integer()),
+        "data", array(F.objectNode()), "parameters", obj(null));
+    return obj(req("model_name", "outputs"), "model_name", str(), "model_version", str(), "id", str(), "parameters", obj(null),
+        "outputs", array(output));
+  }
+
+  // ------------------------------------------------------------------------------------------ JSON Schema
+
+  private static ObjectNode obj(ArrayNode required, Object... properties) {
+    ObjectNode o = F.objectNode().put("type", "object");
+    if (required != null) {
+      o.set("required", required);
+    }
+    if (properties.length > 0) {
+      ObjectNode p = o.putObject("properties");
+      for (int i = 0; i < properties.length; i += 2) {
+        p.set((String) properties[i], (JsonNode) properties[i + 1]);
+      }
+    }
+    return o;
+  }
+
+  private static ObjectNode props(ObjectNode schema) {
+    return (ObjectNode) schema.get("properties");
+  }
+
+  private static ObjectNode closed(ObjectNode schema) {
+    return schema.put("additionalProperties", false);
+  }
+
+  private static ArrayNode req(String... names) {
+    return arr((Object[]) names);
+  }
+
+  private static ArrayNode arr(Object... values) {
+    ArrayNode a = F.arrayNode();
+    for (Object v : values) {
+      if (v instanceof JsonNode n) {
+        a.add(n);
+      } else {
+        a.add(String.valueOf(v));
+      }
+    }
+    return a;
+  }
+
+  private static ObjectNode str() {
+    return F.objectNode().put("type", "string");
+  }
+
+  private static ObjectNode integer() {
+    return F.objectNode().put("type", "integer");
+  }
+
+  private static ObjectNode number() {
+    return F.objectNode().put("type", "number");
+  }
+
+  private static ObjectNode bool() {
+    return F.objectNode().put("type", "boolean");
+  }
+
+  private static ObjectNode array(ObjectNode items) {
+    ObjectNode a = F.objectNode().put("type", "array");
+    a.set("items", items);
+    return a;
+  }
+
+  private static ObjectNode oneOf(ObjectNode... schemas) {
+    ObjectNode o = F.objectNode();
+    o.set("oneOf", arr((Object[]) schemas));
+    return o;
+  }
+
+  private static ObjectNode nullable(ObjectNode schema) {
+    return schema.put("nullable", true);
+  }
+
+  private static ObjectNode ref(String to) {
+    return F.objectNode().put("$ref", to);
+  }
+}
