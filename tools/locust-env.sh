@@ -6,13 +6,4 @@
 #   venv: ${XLA_ACTORS_CACHE:-$HOME/.cache/xla-actors}/locust-venv-<locust version>
 set -euo pipefail
 locust_version=2.47.0
-cache="${XLA_ACTORS_CACHE:-$HOME/.cache/xla-actors}"
-venv="$cache/locust-venv-$locust_version"
-if [ ! -f "$venv/.complete" ]; then
-  rm -rf "$venv"
-  mkdir -p "$cache"
-  python3 -m venv "$venv"
-  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "locust==$locust_version" >&2
-  touch "$venv/.complete"
-fi
-echo "$venv/bin/python"
+exec bash "$(dirname "${BASH_SOURCE[0]}")/pinned-venv.sh" "locust-venv-$locust_version" python3 "locust==$locust_version"

@@ -6,13 +6,4 @@
 #   venv: ${XLA_ACTORS_CACHE:-$HOME/.cache/xla-actors}/openai-venv-<openai version>
 set -euo pipefail
 openai_version=3.51.0
-cache="${XLA_ACTORS_CACHE:-$HOME/.cache/xla-actors}"
-venv="$cache/openai-venv-$openai_version"
-if [ ! -f "$venv/.complete" ]; then
-  rm -rf "$venv"
-  mkdir -p "$cache"
-  python3 -m venv "$venv"
-  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "openai==$openai_version" >&2
-  touch "$venv/.complete"
-fi
-echo "$venv/bin/python"
+exec bash "$(dirname "${BASH_SOURCE[0]}")/pinned-venv.sh" "openai-venv-$openai_version" python3 "openai==$openai_version"

@@ -26,13 +26,5 @@ for c in "${candidates[@]}"; do
   fi
 done
 python_version="$("$python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
-cache="${XLA_ACTORS_CACHE:-$HOME/.cache/xla-actors}"
-venv="$cache/schemathesis-venv-$schemathesis_version-py$python_version"
-if [ ! -f "$venv/.complete" ]; then
-  rm -rf "$venv"
-  mkdir -p "$cache"
-  "$python" -m venv "$venv"
-  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "schemathesis==$schemathesis_version" >&2
-  touch "$venv/.complete"
-fi
-echo "$venv/bin/python"
+exec bash "$(dirname "${BASH_SOURCE[0]}")/pinned-venv.sh" "schemathesis-venv-$schemathesis_version-py$python_version" "$python" \
+  "schemathesis==$schemathesis_version"

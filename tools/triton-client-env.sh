@@ -7,13 +7,5 @@
 set -euo pipefail
 tritonclient_version=2.73.0
 numpy_version=2.3.5
-cache="${XLA_ACTORS_CACHE:-$HOME/.cache/xla-actors}"
-venv="$cache/triton-client-venv-$tritonclient_version"
-if [ ! -f "$venv/.complete-numpy$numpy_version" ]; then
-  rm -rf "$venv"
-  python3 -m venv "$venv"
-  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
-    "tritonclient[http]==$tritonclient_version" "numpy==$numpy_version" >&2
-  touch "$venv/.complete-numpy$numpy_version"
-fi
-echo "$venv/bin/python"
+exec bash "$(dirname "${BASH_SOURCE[0]}")/pinned-venv.sh" "triton-client-venv-$tritonclient_version" python3 \
+  "tritonclient[http]==$tritonclient_version" "numpy==$numpy_version"
