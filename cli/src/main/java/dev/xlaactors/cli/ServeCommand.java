@@ -13,6 +13,7 @@ import dev.xlaactors.http.InferenceEndpoint;
 import dev.xlaactors.http.OpenAiRoutes;
 import dev.xlaactors.http.OpenApiDocument;
 import dev.xlaactors.http.ServingRoutes;
+import dev.xlaactors.http.TextCodec;
 import dev.xlaactors.lm.EmbeddingModel;
 import dev.xlaactors.lm.LanguageModel;
 import dev.xlaactors.lm.PackageSlotDecoder;
@@ -124,7 +125,7 @@ final class ServeCommand {
             PackageSlotDecoder decoder = lm.decoder(slots.get(slots.size() - 1)); // the server owns and closes it
             ActorRef<GenerationServer.Command> server = session.system().systemActorOf(
                 GenerationServer.create(pkg.name(), decoder, registry), "generate-" + pkg.name(), Props.empty());
-            generation.add(GenerationEndpoint.of(pkg.name(), server, decoder, new TokenizerTextCodec(lm)));
+            generation.add(GenerationEndpoint.of(pkg.name(), server, decoder, TextCodec.of(lm)));
             completions.add(CompletionEndpoint.of(new TextGenerator(lm, server, session.system()), decoder));
           } else {
             LoadedPackage loaded;

@@ -137,7 +137,7 @@ public final class Serve {
       gptModel = LanguageModel.load(ModelPackage.open(gpt.directory()), client.devices().get(0), callbacks);
       List<Integer> slotCounts = gptModel.slotCounts();
       PackageSlotDecoder decoder = gptModel.decoder(slotCounts.get(slotCounts.size() - 1)); // all its slots; the server closes it
-      TextCodec text = new TokenizerCodec(gptModel);
+      TextCodec text = TextCodec.of(gptModel);
       ActorRef<GenerationServer.Command> gptServer = system.systemActorOf(GenerationServer.create("gpt", decoder, registry), "gpt",
           Props.empty());
       HttpSettings settings = HttpSettings.create(system);
@@ -186,28 +186,6 @@ public final class Serve {
       client.close();
     }
     System.exit(status);
-  }
-
-  /**
-   * The language model's tokenizer as the generation route's {@link TextCodec}: prompts encoded as the model
-   * encodes them, and each token's own bytes ({@code Tokenizer.decodeBytes}), so a character that GPT-2's
-   * byte-level tokens split arrives whole once its last token does. Thread-safe, as the tokenizer is.
-   */
-  private record TokenizerCodec(LanguageModel model) implements TextCodec {
-    @Override
-    public int[] encode(String text) {
-      return model.encode(text);
-    }
-
-    @Override
-    public String decode(int token) {
-      return model.tokenizer().decode(new int[] {token});
-    }
-
-    @Override
-    public byte[] decodeBytes(int token) {
-      return model.tokenizer().decodeBytes(new int[] {token});
-    }
   }
 
   /** The curl commands printed (and, for --self-test, the same requests): {command, method, path, body}. */

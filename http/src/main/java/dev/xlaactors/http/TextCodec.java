@@ -1,5 +1,7 @@
 package dev.xlaactors.http;
 
+import dev.xlaactors.lm.LanguageModel;
+
 /**
  * Text to token ids and back for a generation endpoint (a tokenizer): with one, {@code POST .../generate}
  * takes {@code "prompt": "text"} and each streamed token carries its {@code "text"}; without, requests give
@@ -19,5 +21,29 @@ public interface TextCodec {
    */
   default byte[] decodeBytes(int token) {
     return decode(token).getBytes(java.nio.charset.StandardCharsets.UTF_8);
+  }
+
+  /**
+   * The codec of a language model's tokenizer: prompts encoded as the model encodes them ({@link
+   * LanguageModel#encode}: its special tokens and BOS), and each token's own bytes, so a character that
+   * byte-level tokens split arrives whole once its last token does. Thread-safe, as the tokenizer is.
+   */
+  static TextCodec of(LanguageModel model) {
+    return new TextCodec() {
+      @Override
+      public int[] encode(String text) {
+        return model.encode(text);
+      }
+
+      @Override
+      public String decode(int token) {
+        return model.tokenizer().decode(new int[] {token});
+      }
+
+      @Override
+      public byte[] decodeBytes(int token) {
+        return model.tokenizer().decodeBytes(new int[] {token});
+      }
+    };
   }
 }
