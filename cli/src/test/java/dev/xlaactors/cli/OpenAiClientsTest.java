@@ -89,6 +89,7 @@ class OpenAiClientsTest {
         Files.getLastModifiedTime(HOME.resolve("tools/hf_import.py"))) > 0) {
       return pkg;
     }
+    deleteTree(pkg); // made by an older importer: import refuses a non-empty --out
     ByteArrayOutputStream out = new ByteArrayOutputStream();
     ByteArrayOutputStream err = new ByteArrayOutputStream();
     int status = XlaActorsCli.run(List.of("import", "hf", FIXTURES.resolve(name).toString(), "--out", pkg.toString()),
@@ -97,6 +98,16 @@ class OpenAiClientsTest {
       fail("import hf " + name + " exited " + status + ":\n" + err.toString(StandardCharsets.UTF_8) + out.toString(StandardCharsets.UTF_8));
     }
     return pkg;
+  }
+
+  private static void deleteTree(Path dir) throws IOException {
+    if (Files.exists(dir)) {
+      try (var paths = Files.walk(dir)) {
+        for (Path p : paths.sorted(java.util.Comparator.reverseOrder()).toList()) {
+          Files.delete(p);
+        }
+      }
+    }
   }
 
   // ------------------------------------------------------------------------------------------ openai-python
