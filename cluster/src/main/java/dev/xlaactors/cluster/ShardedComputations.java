@@ -289,6 +289,8 @@ public final class ShardedComputations {
     private Failed refusal;
     /** Whether a refused entity passivates, so that the next run starts afresh (an unknown id, a failed load). */
     private boolean passivateAfterRefusal;
+    /** Whether the model's load failed: the entity is passivating, and a run that reaches it first is not answered. */
+    private boolean loadFailed;
     /** Runs accepted while the model loads, served (or failed) when it is loaded. */
     private final List<Run> waiting = new java.util.ArrayList<>();
     private final Map<RunKey, Boolean> accepted = new LinkedHashMap<>() {
@@ -380,6 +382,12 @@ public final class ShardedComputations {
     }
 
     private Behavior<Command> onRun(Run run) {
+      if (loadFailed) {
+        // A failed load is not kept: the passivation asked for when the failure was answered is on its way, so
+        // this run is left unaccepted; its requester sends it again (ComputationRequester.RESEND_INTERVAL) to
+        // the next entity, which loads the model again. Answering it here would repeat the old failure.
+        return this;
+      }
       if (refusal != null) {
         run.replyTo().tell(new Failed(run.requestId(), refusal.code(), refusal.message()));
         if (passivateAfterRefusal) {
@@ -413,6 +421,7 @@ public final class ShardedComputations {
             ? c.getCause() : loaded.failure();
         refuse(new Failed(0, ErrorCode.FAILED_PRECONDITION, "model '" + id + "' could not be loaded on node " + node
             + ": " + (e instanceof XlaException ? e.getMessage() : e.toString())), true);
+        loadFailed = true;
       }
       List<Run> runs = List.copyOf(waiting);
       waiting.clear();
