@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Fetches the pinned XLA CPU PJRT plugin (with its pjrt_c_api.h) and the XLA FFI headers (from jaxlib)
-# into a cache outside the repository, verifying each wheel's sha256. Idempotent: a complete cache is reused.
+# Fetches the pinned XLA CPU PJRT plugin (xla-cpu-pjrt, with its pjrt_c_api.h), the build named by
+# XLA_ACTORS_PLUGIN_BUILD when that is another supported one (third-party.properties, cpu_plugin.builds), and the
+# XLA FFI headers (from jaxlib) into a cache outside the repository, verifying each wheel's sha256 and each
+# plugin file's. Idempotent: a complete cache is reused.
 #
 #   cache: ${XLA_ACTORS_CACHE:-$HOME/.cache/xla-actors}; headers for the build under $cache/include
 #   prints the cache directory on its last line (not with --no-print, which the Maven build passes).
@@ -8,9 +10,8 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 prop() { sed -n "s/^$1=//p" "$here/third-party.properties"; }
 cache="${XLA_ACTORS_CACHE:-$HOME/.cache/xla-actors}"
-pjrt_version="$(prop xla_cpu_pjrt.version)"
 jaxlib_version="$(prop jaxlib.version)"
-plugin_dir="$cache/xla-cpu-pjrt-$pjrt_version"
+plugin_dir="$cache/xla-cpu-pjrt-$(prop cpu_plugin.xla-cpu-pjrt.version)"  # holds the PJRT C API header
 ffi_dir="$cache/jaxlib-$jaxlib_version"
 
 # fetch_wheel NAME VERSION SHA256 PYTHON PLATFORM -> prints the verified wheel's path
@@ -48,42 +49,62 @@ fetch_wheel() {
   echo "$wheel"
 }
 
-# The unpacked plugin against its own pin: a cut-short or changed .so is unpacked again from the wheel.
-# A checked plugin gets xla_cpu_pjrt.so.pin beside it (size and sha256), which Plugin.load checks before dlopen.
-so="$plugin_dir/xla_cpu_pjrt.so"
-so_pin="$so.pin"
-so_sha="$(prop xla_cpu_pjrt.so.sha256)"
-so_size="$(prop xla_cpu_pjrt.so.size)"
-write_pin() { printf 'sha256=%s\nsize=%s\n' "$so_sha" "$so_size" > "$so_pin.tmp" && mv "$so_pin.tmp" "$so_pin"; }
-if [ -f "$plugin_dir/.complete" ] && { [ ! -f "$so_pin" ] || [ "$(stat -c %s "$so" 2>/dev/null)" != "$so_size" ] || [ "$so" -nt "$so_pin" ]; }; then
-  if echo "$so_sha  $so" | sha256sum -c --status 2>/dev/null; then
-    write_pin
-  else
-    echo "$so is not the pinned plugin (cut short or changed); unpacking it again" >&2
-    rm -f "$plugin_dir/.complete" "$so_pin"
+# fetch_plugin BUILD: the build's plugin file, unpacked from its wheel into $cache/<build>-<version>/ and
+# checked against its own pin; a cut-short or changed file is unpacked again. A checked plugin gets <file>.pin
+# beside it (size and sha256), which Plugin.load checks before dlopen. The xla-cpu-pjrt wheel also gives the
+# PJRT C API header the native bridge compiles against.
+fetch_plugin() {
+  local build="$1"
+  local version member so_sha so_size dir so pin wheel tmp
+  version="$(prop "cpu_plugin.$build.version")"
+  if [ -z "$version" ]; then
+    echo "XLA_ACTORS_PLUGIN_BUILD=$build is not a supported XLA CPU plugin build; supported: $(prop cpu_plugin.builds)" >&2
+    exit 2
   fi
-fi
-
-if [ ! -f "$plugin_dir/.complete" ]; then
-  wheel="$(fetch_wheel xla-cpu-pjrt "$pjrt_version" "$(prop xla_cpu_pjrt.sha256)" 3.11 "$(prop xla_cpu_pjrt.platform)")"
-  tmp="$(mktemp -d)"
-  python3 - "$wheel" "$tmp" <<'PY'
+  member="$(prop "cpu_plugin.$build.member")"
+  so_sha="$(prop "cpu_plugin.$build.so.sha256")"
+  so_size="$(prop "cpu_plugin.$build.so.size")"
+  dir="$cache/$build-$version"
+  so="$dir/$(basename "$member")"
+  pin="$so.pin"
+  if [ -f "$dir/.complete" ] && { [ ! -f "$pin" ] || [ "$(stat -c %s "$so" 2>/dev/null)" != "$so_size" ] || [ "$so" -nt "$pin" ]; }; then
+    if echo "$so_sha  $so" | sha256sum -c --status 2>/dev/null; then
+      printf 'sha256=%s\nsize=%s\n' "$so_sha" "$so_size" > "$pin.tmp" && mv "$pin.tmp" "$pin"
+    else
+      echo "$so is not the pinned plugin (cut short or changed); unpacking it again" >&2
+      rm -f "$dir/.complete" "$pin"
+    fi
+  fi
+  if [ ! -f "$dir/.complete" ]; then
+    wheel="$(fetch_wheel "$build" "$version" "$(prop "cpu_plugin.$build.sha256")" 3.11 "$(prop "cpu_plugin.$build.platform")")"
+    tmp="$(mktemp -d)"
+    python3 - "$wheel" "$tmp" "$member" <<'PY'
 import sys, zipfile
 with zipfile.ZipFile(sys.argv[1]) as z:
-    for m in ("xla_plugins/xla_cpu_pjrt/xla_cpu_pjrt.so", "xla_plugins/xla_cpu_pjrt/include/pjrt_c_api.h"):
-        z.extract(m, sys.argv[2])
+    z.extract(sys.argv[3], sys.argv[2])
+    header = "xla_plugins/xla_cpu_pjrt/include/pjrt_c_api.h"
+    if header in z.namelist():
+        z.extract(header, sys.argv[2])
 PY
-  mkdir -p "$plugin_dir/include/xla/pjrt/c"
-  mv "$tmp/xla_plugins/xla_cpu_pjrt/xla_cpu_pjrt.so" "$plugin_dir/"
-  mv "$tmp/xla_plugins/xla_cpu_pjrt/include/pjrt_c_api.h" "$plugin_dir/include/xla/pjrt/c/"
-  rm -rf "$tmp"
-  if ! echo "$so_sha  $so" | sha256sum -c --status; then
-    echo "sha256 mismatch for $so unpacked from $wheel: expected $so_sha, got $(sha256sum "$so" | cut -d' ' -f1)" >&2
-    exit 1
+    mkdir -p "$dir"
+    mv "$tmp/$member" "$so"
+    if [ -f "$tmp/xla_plugins/xla_cpu_pjrt/include/pjrt_c_api.h" ]; then
+      mkdir -p "$dir/include/xla/pjrt/c"
+      mv "$tmp/xla_plugins/xla_cpu_pjrt/include/pjrt_c_api.h" "$dir/include/xla/pjrt/c/"
+    fi
+    rm -rf "$tmp"
+    if ! echo "$so_sha  $so" | sha256sum -c --status; then
+      echo "sha256 mismatch for $so unpacked from $wheel: expected $so_sha, got $(sha256sum "$so" | cut -d' ' -f1)" >&2
+      exit 1
+    fi
+    printf 'sha256=%s\nsize=%s\n' "$so_sha" "$so_size" > "$pin.tmp" && mv "$pin.tmp" "$pin"
+    touch "$dir/.complete"
   fi
-  write_pin
-  touch "$plugin_dir/.complete"
-fi
+}
+
+fetch_plugin xla-cpu-pjrt
+selected="${XLA_ACTORS_PLUGIN_BUILD:-$(prop cpu_plugin.default)}"
+[ "$selected" = xla-cpu-pjrt ] || fetch_plugin "$selected"
 
 if [ ! -f "$ffi_dir/.complete" ]; then
   wheel="$(fetch_wheel jaxlib "$jaxlib_version" "$(prop jaxlib.sha256)" "$(prop jaxlib.python)" "$(prop jaxlib.platform)")"

@@ -11,6 +11,7 @@ import org.bytedeco.javacpp.BytePointer;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.Map;
+import java.util.Optional;
 import java.util.concurrent.ConcurrentHashMap;
 
 /**
@@ -31,11 +32,11 @@ public final class Plugin {
   private final boolean ffiHandlers;
   private final String ffiProblem;
   private final Map<String, Object> attributes;
-  private final boolean pinnedCpuPlugin;
+  private final Optional<PluginBuild> build;
 
   private Plugin(Path path, PJRT_Api table) {
     this.path = path;
-    this.pinnedCpuPlugin = isPinnedCpuPlugin(path);
+    this.build = PluginBuild.pinnedAs(path);
     this.api = new PjrtApi(table, path.getFileName().toString());
     byte[] error = new byte[1024];
     int registered = XlaActors_RegisterFfiHandlers(table, error, error.length);
@@ -49,14 +50,14 @@ public final class Plugin {
   }
 
   /**
-   * The plugin named by the settings. When that is the default path and the file is missing, the pinned
-   * plugin is fetched there first ({@link PluginFetcher}); a path set by the environment variable or the
-   * config key is never fetched.
+   * The plugin named by the settings. When that is a supported build's own path ({@link PluginBuild#path()})
+   * and the file is missing, that build is fetched there first ({@link PluginFetcher}); a path set by the
+   * environment variable or the config key is never fetched.
    */
   public static Plugin load(RuntimeSettings settings) {
     try {
-      if (settings.pluginPath().equals(RuntimeSettings.defaultPluginPath()) && !Files.exists(settings.pluginPath())) {
-        PluginFetcher.ensureDefaultPlugin();
+      if (!Files.exists(settings.pluginPath())) {
+        PluginBuild.atPath(settings.pluginPath()).ifPresent(PluginFetcher::ensure);
       }
       return load(settings.pluginPath());
     } catch (PluginException e) {
@@ -70,8 +71,10 @@ public final class Plugin {
     if (env != null && !env.isBlank() && Path.of(env.trim()).equals(path)) {
       return "the environment variable " + RuntimeSettings.PLUGIN_ENV + "=" + env.trim();
     }
-    if (path.equals(RuntimeSettings.defaultPluginPath())) {
-      return "the default location (" + RuntimeSettings.PLUGIN_PATH_KEY + " is empty)";
+    Optional<PluginBuild> build = PluginBuild.atPath(path);
+    if (build.isPresent()) {
+      return "the location of the build " + build.get() + " (" + RuntimeSettings.PLUGIN_PATH_KEY + " is empty; "
+          + PluginBuild.CONFIG_KEY + " or " + PluginBuild.ENV + " selects the build)";
     }
     return "the config key " + RuntimeSettings.PLUGIN_PATH_KEY;
   }
@@ -187,21 +190,12 @@ public final class Plugin {
   }
 
   /**
-   * Whether this is the pinned CPU plugin (xla-cpu-pjrt 0.0.1): its pin file beside it names the pinned sha256
-   * ({@link PluginFile} checked the file against its pin before loading it).
+   * The supported build this plugin is ({@link PluginBuild#pinnedAs}: the fetch step's pin beside it names the
+   * build's sha256, and {@link PluginFile} checked the file against that pin before loading it); empty for any
+   * other plugin file.
    */
-  boolean isPinnedCpuPlugin() {
-    return pinnedCpuPlugin;
-  }
-
-  private static boolean isPinnedCpuPlugin(Path path) {
-    Path pin = PluginFile.pinOf(path);
-    try {
-      String pinned = PluginFetcher.pins().getProperty("xla_cpu_pjrt.so.sha256");
-      return Files.isRegularFile(pin) && pinned != null && pinned.equalsIgnoreCase(PluginFile.readPin(pin).get("sha256"));
-    } catch (java.io.IOException | RuntimeException e) {
-      return false;
-    }
+  public Optional<PluginBuild> build() {
+    return build;
   }
 
   PjrtApi api() {

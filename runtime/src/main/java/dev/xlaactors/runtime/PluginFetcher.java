@@ -19,50 +19,53 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * Fetches the pinned XLA CPU plugin into the user cache ({@link RuntimeSettings#defaultPluginPath()}) when
- * it is missing, the way the build's {@code native/fetch-third-party.sh} does, so a program depending on
+ * Fetches a pinned XLA CPU plugin build ({@link PluginBuild}) into the user cache ({@link PluginBuild#path()})
+ * when it is missing, the way the build's {@code native/fetch-third-party.sh} does, so a program depending on
  * the installed jars finds its plugin without the source tree: {@code pip download} of the pinned wheel
- * (version, platform and sha256 from {@code third-party.properties}, packed in the native jar), its
- * sha256 checked, and the plugin file extracted. Used only for the default path; a path set by {@code
- * XLA_ACTORS_PLUGIN} or {@code xla-actors.runtime.plugin-path} is never fetched. Without pip or a
- * reachable package index, the error gives the exact command to run instead.
+ * (version, platform and sha256 from {@code third-party.properties}, packed in the native jar), its sha256
+ * checked, the plugin file extracted and checked against its pinned sha256, and its pin written beside it.
+ * Used only for a build's own path; a path set by {@code XLA_ACTORS_PLUGIN} or {@code
+ * xla-actors.runtime.plugin-path} is never fetched. Without pip or a reachable package index, the error gives
+ * the exact command to run instead.
  *
- * <p>Run it ahead of time with {@code java -cp <classpath> dev.xlaactors.runtime.PluginFetcher}.
+ * <p>Run it ahead of time with {@code java -cp <classpath> dev.xlaactors.runtime.PluginFetcher [BUILD]}.
  */
 public final class PluginFetcher {
   private static final Logger LOG = LoggerFactory.getLogger(PluginFetcher.class);
   private static final String PROPERTIES = "/dev/xlaactors/nativebridge/third-party.properties";
-  private static final String PLUGIN_ENTRY = "xla_plugins/xla_cpu_pjrt/xla_cpu_pjrt.so";
 
   private PluginFetcher() {}
 
-  /** Fetches the default plugin if it is missing and prints where it is. */
+  /** Fetches the build named by the first argument (default: the selected one) if it is missing and prints where it is. */
   public static void main(String[] args) {
-    System.out.println(ensureDefaultPlugin());
+    PluginBuild build = args.length > 0 ? PluginBuild.named(args[0], "the argument") : selected();
+    System.out.println(ensure(build));
   }
 
-  /** The default plugin's path, fetched first if it is missing (once per process at a time). */
-  public static synchronized Path ensureDefaultPlugin() {
-    Path plugin = RuntimeSettings.defaultPluginPath();
+  /** The default plugin's path, fetched first if it is missing. */
+  public static Path ensureDefaultPlugin() {
+    return ensure(PluginBuild.defaultBuild());
+  }
+
+  private static PluginBuild selected() {
+    String env = System.getenv(PluginBuild.ENV);
+    return env == null || env.isBlank() ? PluginBuild.defaultBuild() : PluginBuild.named(env.trim(), "the environment variable " + PluginBuild.ENV);
+  }
+
+  /** {@code build}'s plugin file, fetched first if it is missing (once per process at a time). */
+  public static synchronized Path ensure(PluginBuild build) {
+    Path plugin = build.path();
     if (Files.isRegularFile(plugin)) {
       return plugin;
     }
-    Properties pins = pins();
-    String version = pins.getProperty("xla_cpu_pjrt.version");
-    String platform = pins.getProperty("xla_cpu_pjrt.platform");
-    String sha256 = pins.getProperty("xla_cpu_pjrt.sha256");
     Path wheels = plugin.getParent().getParent().resolve("wheels");
     List<String> pip = List.of("python3", "-m", "pip", "download", "--disable-pip-version-check", "--no-deps",
-        "--only-binary=:all:", "--python-version", "3.11", "--platform", platform, "-d", wheels.toString(),
-        "xla-cpu-pjrt==" + version);
-    String byHand = "run: " + String.join(" ", pip) + " && check that the wheel's sha256 is " + sha256
-        + ", then unzip " + PLUGIN_ENTRY + " from it to " + plugin
+        "--only-binary=:all:", "--python-version", "3.11", "--platform", build.platform(), "-d", wheels.toString(),
+        build.name() + "==" + build.version());
+    String byHand = "run: " + String.join(" ", pip) + " && check that the wheel's sha256 is " + build.wheelSha256()
+        + ", then unzip " + build.member() + " from it to " + plugin
         + " (or set " + RuntimeSettings.PLUGIN_ENV + " to a plugin file you have)";
-    if (!version.equals(RuntimeSettings.DEFAULT_PLUGIN_VERSION)) {
-      throw new PluginException(ErrorCode.INTERNAL, "the native jar pins xla-cpu-pjrt " + version
-          + " but the runtime expects " + RuntimeSettings.DEFAULT_PLUGIN_VERSION + ": mixed xla-actors versions on the classpath?");
-    }
-    LOG.warn("the XLA CPU plugin is not in {}: fetching xla-cpu-pjrt=={} (about 63 MB) with pip, sha256-checked", plugin, version);
+    LOG.warn("the XLA CPU plugin {} is not in {}: fetching it with pip (about 63 MB), sha256-checked", build, plugin);
     try {
       Files.createDirectories(wheels);
       Process process = new ProcessBuilder(pip).redirectErrorStream(true).start();
@@ -73,33 +76,41 @@ public final class PluginFetcher {
       }
       Path wheel;
       try (var found = Files.list(wheels)) {
-        wheel = found.filter(p -> p.getFileName().toString().startsWith("xla_cpu_pjrt-" + version + "-"))
+        wheel = found.filter(p -> p.getFileName().toString().startsWith(build.wheelPrefix()))
             .findFirst()
             .orElseThrow(() -> new PluginException(ErrorCode.NOT_FOUND,
-                "pip reported success but left no xla_cpu_pjrt-" + version + " wheel in " + wheels + "; " + byHand));
+                "pip reported success but left no " + build.wheelPrefix() + "* wheel in " + wheels + "; " + byHand));
       }
       String actual = sha256(wheel);
-      if (!actual.equals(sha256)) {
+      if (!actual.equals(build.wheelSha256())) {
         Files.delete(wheel);
         throw new PluginException(ErrorCode.DATA_LOSS, "the downloaded " + wheel.getFileName() + " has sha256 " + actual
-            + ", expected " + sha256 + "; deleted it. " + byHand);
+            + ", expected " + build.wheelSha256() + "; deleted it. " + byHand);
       }
       Files.createDirectories(plugin.getParent());
       // A file of its own, moved into place whole: another process fetching at the same time cannot see
       // a half-written plugin.
       Path partial = Files.createTempFile(plugin.getParent(), plugin.getFileName().toString(), ".partial");
       try (ZipFile zip = new ZipFile(wheel.toFile())) {
-        ZipEntry entry = zip.getEntry(PLUGIN_ENTRY);
+        ZipEntry entry = zip.getEntry(build.member());
         if (entry == null) {
-          throw new PluginException(ErrorCode.DATA_LOSS, wheel + " has no " + PLUGIN_ENTRY);
+          throw new PluginException(ErrorCode.DATA_LOSS, wheel + " has no " + build.member());
         }
         try (InputStream in = zip.getInputStream(entry)) {
           Files.copy(in, partial, StandardCopyOption.REPLACE_EXISTING);
         }
       }
+      String unpacked = sha256(partial);
+      if (!unpacked.equals(build.fileSha256())) {
+        Files.delete(partial);
+        throw new PluginException(ErrorCode.DATA_LOSS, build.member() + " in " + wheel.getFileName() + " has sha256 "
+            + unpacked + ", expected " + build.fileSha256() + "; " + byHand);
+      }
+      Path pin = PluginFile.pinOf(plugin);
+      Files.writeString(pin, "sha256=" + build.fileSha256() + "\nsize=" + build.fileSize() + "\n");
       Files.move(partial, plugin, StandardCopyOption.ATOMIC_MOVE);
       Files.delete(wheel); // unpacked: keep the cache small, as fetch-third-party.sh does
-      LOG.warn("fetched the XLA CPU plugin into {}", plugin);
+      LOG.warn("fetched the XLA CPU plugin {} into {}", build, plugin);
       return plugin;
     } catch (IOException e) {
       throw new PluginException(ErrorCode.NOT_FOUND, "PJRT plugin not found at " + plugin + ", and fetching it failed ("

@@ -32,9 +32,6 @@ public record RuntimeSettings(
   /** Version of the {@code jax-cuda13-pjrt} wheel fetch-cuda-plugin.sh fetches; keep in step with third-party.properties. */
   static final String DEFAULT_GPU_PLUGIN_VERSION = "0.12.0.1";
 
-  /** Version of the {@code xla-cpu-pjrt} wheel the build fetches; keep in step with third-party.properties. */
-  static final String DEFAULT_PLUGIN_VERSION = "0.0.1";
-
   /** The most compiled programs a client's cache may keep. */
   static final int MAX_COMPILE_CACHE = 100_000;
   /** The largest host-memory pool: 1 TiB. */
@@ -54,6 +51,8 @@ public record RuntimeSettings(
     try {
       Config c = config.getConfig("xla-actors.runtime");
       String path = c.getString("plugin-path").trim();
+      String build = c.getString("plugin-build").trim();
+      PluginBuild selected = build.isEmpty() ? PluginBuild.defaultBuild() : PluginBuild.named(build, buildOrigin(c));
       int cacheSize = c.getInt("compile-cache-size");
       if (cacheSize < 0) {
         throw new XlaException(
@@ -63,7 +62,7 @@ public record RuntimeSettings(
       SettingRanges.check(cacheSize, "xla-actors.runtime.compile-cache-size", Integer.toString(cacheSize), 0, MAX_COMPILE_CACHE,
           "compiled programs kept; each holds its machine code");
       return new RuntimeSettings(
-          path.isEmpty() ? defaultPluginPath() : Path.of(path),
+          path.isEmpty() ? selected.path() : Path.of(path),
           c.getBoolean("client-asynchronous"),
           cacheSize,
           hostMemoryPoolBytes(config));
@@ -94,9 +93,19 @@ public record RuntimeSettings(
     return bytes;
   }
 
-  /** Where fetch-third-party.sh puts the plugin: {@code $XLA_ACTORS_CACHE} or {@code ~/.cache/xla-actors}. */
+  /**
+   * Where fetch-third-party.sh puts the default build's plugin ({@link PluginBuild#defaultBuild()}): under {@code
+   * $XLA_ACTORS_CACHE} or {@code ~/.cache/xla-actors}.
+   */
   public static Path defaultPluginPath() {
-    return cacheRoot().resolve("xla-cpu-pjrt-" + DEFAULT_PLUGIN_VERSION).resolve("xla_cpu_pjrt.so");
+    return PluginBuild.defaultBuild().path();
+  }
+
+  private static String buildOrigin(Config runtime) {
+    String env = System.getenv(PluginBuild.ENV);
+    return env != null && env.trim().equals(runtime.getString("plugin-build").trim())
+        ? "the environment variable " + PluginBuild.ENV
+        : PluginBuild.CONFIG_KEY + " (" + runtime.getValue("plugin-build").origin().description() + ")";
   }
 
   /**
@@ -111,7 +120,8 @@ public record RuntimeSettings(
     return cacheRoot().resolve("jax-cuda13-pjrt-" + DEFAULT_GPU_PLUGIN_VERSION).resolve("xla_cuda_plugin.so");
   }
 
-  private static Path cacheRoot() {
+  /** The cache the fetch steps fill: {@code $XLA_ACTORS_CACHE}, else {@code ~/.cache/xla-actors}. */
+  static Path cacheRoot() {
     String cache = System.getenv("XLA_ACTORS_CACHE");
     return cache != null && !cache.isBlank()
         ? Path.of(cache)

@@ -24,21 +24,22 @@ import java.util.TreeSet;
  * variable, the flag, its value, why and the fix.
  *
  * <p>For every plugin: the syntax (a token starting with a single {@code -}, an unreadable flags file) and
- * the {@link #CRASHES known crashes} (a copy of the pinned plugin without its pin is the same build). For the
- * pinned CPU plugin ({@code xla-cpu-pjrt 0.0.1}) also each flag's name and value, from the table in {@code
- * xla-cpu-pjrt-0.0.1.flags} (measured on that plugin).
+ * the {@link #CRASHES known crashes} (a copy of a supported build without its pin is the same build). For a
+ * supported build ({@link PluginBuild}, identified by its pin) also each flag's name and value, from its table
+ * {@code <build>-<version>.flags} (measured on that build by {@code tools/xla_flags_table.py}).
  */
 final class XlaFlags {
   /** The environment variable XLA reads its debug flags from. */
   static final String ENV = "XLA_FLAGS";
 
-  private static final String TABLE = "xla-cpu-pjrt-0.0.1.flags";
-
   /** One {@code --name[=value]} token, as XLA splits the variable; {@code value} is null for a bare {@code --name}. */
   record Token(String name, String value, String text) {}
 
-  /** A list flag whose value, once it holds all of {@code together} (upper case), crashes the plugin. */
-  record Crash(String flag, Set<String> together, String why, String fix) {}
+  /**
+   * A list flag whose value, once it holds all of {@code together} (upper case), crashes the supported builds
+   * named in {@code builds} (and any plugin that is not a known build).
+   */
+  record Crash(String flag, Set<String> together, Set<String> builds, String why, String fix) {}
 
   /**
    * The accepted values measured to crash the pinned CPU plugin; only those seen to crash. {@code
@@ -47,12 +48,12 @@ final class XlaFlags {
    * with dot, it runs (and so do the xnn and onednn fusion types with both).
    */
   static final List<Crash> CRASHES = List.of(new Crash("xla_cpu_experimental_ynn_fusion_type",
-      Set.of("ELTWISE", "REDUCE"),
+      Set.of("ELTWISE", "REDUCE"), Set.of("xla-cpu-pjrt"),
       "with both eltwise and reduce, xla-cpu-pjrt 0.0.1 crashes the process (SIGSEGV in ynn_set_external_value_data)"
           + " at the first run of a program with a reduce",
       "drop reduce or eltwise from it (dot,eltwise and dot,reduce run)"));
 
-  private static volatile Map<String, String[]> table;
+  private static final Map<String, Map<String, String[]>> TABLES = new java.util.concurrent.ConcurrentHashMap<>();
 
   private XlaFlags() {}
 
@@ -63,12 +64,15 @@ final class XlaFlags {
   static void checkEnvironment(Plugin plugin) {
     String value = System.getenv(ENV);
     if (value != null) {
-      check(value, plugin.isPinnedCpuPlugin());
+      check(value, plugin.build());
     }
   }
 
-  /** As {@link #checkEnvironment}, for the variable's value {@code value}; names and values only when {@code pinnedCpuPlugin}, known crashes always. */
-  static void check(String value, boolean pinnedCpuPlugin) {
+  /**
+   * As {@link #checkEnvironment}, for the variable's value {@code value}: names and values only when the
+   * plugin is a supported {@code build}; the known crashes of that build, or all of them for another plugin.
+   */
+  static void check(String value, java.util.Optional<PluginBuild> build) {
     String text = value;
     String where = ENV + "='" + value + "'";
     String trimmed = value.replaceAll("^[ \\t\\n\\r]+|[ \\t\\n\\r]+$", "");
@@ -95,15 +99,18 @@ final class XlaFlags {
         throw refused(where + ": '" + token.text() + "' starts with a single '-'; XLA knows only '--name=value' (and"
             + " '--name' for a boolean), and ends the process on this. Fix: write --" + token.text().replaceFirst("^-+", ""));
       }
-      if (pinnedCpuPlugin) {
-        checkKnown(where, token, lists);
+      if (build.isPresent()) {
+        checkKnown(where, token, lists, build.get());
       } else if (token.value() != null && CRASHES.stream().anyMatch(c -> c.flag().equals(token.name()))) {
         // A plugin that is not the pinned file may still be that build (a copy without its pin crashed a JVM
         // so): follow the crash flags' lists for every plugin; an unparsable list is the plugin's to judge.
-        applyList(token, table().get(token.name()), lists);
+        applyList(token, table(PluginBuild.defaultBuild()).get(token.name()), lists);
       }
     }
     for (Crash crash : CRASHES) {
+      if (build.isPresent() && !crash.builds().contains(build.get().name())) {
+        continue;
+      }
       Set<String> types = lists.get(crash.flag());
       if (types != null && types.containsAll(crash.together())) {
         throw refused(where + " sets --" + crash.flag() + " so that it holds " + types + ": " + crash.why()
@@ -112,13 +119,19 @@ final class XlaFlags {
     }
   }
 
-  private static void checkKnown(String where, Token token, Map<String, Set<String>> lists) {
-    String[] entry = table().get(token.name());
+  private static void checkKnown(String where, Token token, Map<String, Set<String>> lists, PluginBuild build) {
+    String[] entry = table(build).get(token.name());
     if (entry == null) {
-      throw refused(where + ": --" + token.name() + " is not a flag of xla-cpu-pjrt 0.0.1, and the plugin ends the"
+      throw refused(where + ": --" + token.name() + " is not a flag of " + build + ", and the plugin ends the"
           + " process on an unknown flag (\"Unknown flag in XLA_FLAGS\"). Fix: remove it or correct its name");
     }
     String kind = entry[0];
+    if (kind.equals("unmeasured")) {
+      throw refused(where + ": --" + token.name() + " is a flag of " + build + ", but none of the values"
+          + " tools/xla_flags_table.py tried (booleans, integers, numbers, text) parses, so its syntax is not known"
+          + " and a wrong value would end the process. Fix: remove it, or load the plugin by another path"
+          + " (xla-actors.runtime.plugin-path) to pass it unchecked");
+    }
     String value = token.value();
     if (value == null) {
       if (!kind.equals("bool")) {
@@ -302,32 +315,33 @@ final class XlaFlags {
     return c == ' ' || c == '\t' || c == '\n' || c == '\r';
   }
 
-  private static Map<String, String[]> table() {
-    Map<String, String[]> loaded = table;
-    if (loaded == null) {
-      loaded = new HashMap<>();
-      try (InputStream in = XlaFlags.class.getResourceAsStream(TABLE)) {
-        if (in == null) {
-          throw new IllegalStateException(TABLE + " is missing from the runtime jar");
-        }
-        for (String line : new String(in.readAllBytes(), StandardCharsets.UTF_8).split("\n")) {
-          if (line.isBlank() || line.startsWith("#")) {
-            continue;
-          }
-          String[] words = line.strip().split("\\s+");
-          loaded.put(words[0], List.of(words).subList(1, words.length).toArray(String[]::new));
-        }
-      } catch (IOException e) {
-        throw new UncheckedIOException(e);
-      }
-      table = loaded;
-    }
-    return loaded;
+  /** The measured table of {@code build}: flag name to kind and values. */
+  private static Map<String, String[]> table(PluginBuild build) {
+    return TABLES.computeIfAbsent(build.flagsTable(), XlaFlags::readTable);
   }
 
-  /** The flags of the pinned CPU plugin the table knows (for tests). */
-  static Set<String> knownFlags() {
-    return table().keySet();
+  private static Map<String, String[]> readTable(String name) {
+    Map<String, String[]> loaded = new HashMap<>();
+    try (InputStream in = XlaFlags.class.getResourceAsStream(name)) {
+      if (in == null) {
+        throw new IllegalStateException(name + " is missing from the runtime jar");
+      }
+      for (String line : new String(in.readAllBytes(), StandardCharsets.UTF_8).split("\n")) {
+        if (line.isBlank() || line.startsWith("#")) {
+          continue;
+        }
+        String[] words = line.strip().split("\\s+");
+        loaded.put(words[0], List.of(words).subList(1, words.length).toArray(String[]::new));
+      }
+    } catch (IOException e) {
+      throw new UncheckedIOException(e);
+    }
+    return Map.copyOf(loaded);
+  }
+
+  /** The flags of {@code build} its table knows (for tests). */
+  static Set<String> knownFlags(PluginBuild build) {
+    return table(build).keySet();
   }
 
   private static PluginException refused(String message) {

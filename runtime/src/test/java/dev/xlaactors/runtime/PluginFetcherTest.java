@@ -37,17 +37,20 @@ class PluginFetcherTest {
     builder.environment().put("XLA_ACTORS_CACHE", cache.toString());
     builder.environment().put("PATH", cache.toString()); // no python3 here
     builder.environment().remove("XLA_ACTORS_PLUGIN");
+    builder.environment().remove(PluginBuild.ENV);
+    PluginBuild build = PluginBuild.defaultBuild();
+    Path file = cache.resolve(build.name() + "-" + build.version()).resolve(Path.of(build.member()).getFileName());
     Path log = cache.resolve("child.log");
     Process child = builder.redirectErrorStream(true).redirectOutput(log.toFile()).start();
     assertTrue(child.waitFor(60, TimeUnit.SECONDS), "the child did not finish");
     String out = Files.readString(log);
     assertEquals(0, child.exitValue(), out);
-    assertTrue(out.contains("REFUSED NOT_FOUND PJRT plugin not found at " + cache.resolve("xla-cpu-pjrt-0.0.1/xla_cpu_pjrt.so")
-        + ", and fetching it failed"), out);
+    assertTrue(out.contains("REFUSED NOT_FOUND PJRT plugin not found at " + file + ", and fetching it failed"), out);
     assertTrue(out.contains("python3 -m pip download --disable-pip-version-check --no-deps --only-binary=:all:"
-        + " --python-version 3.11 --platform manylinux_2_27_x86_64 -d " + cache.resolve("wheels") + " xla-cpu-pjrt==0.0.1"), out);
-    assertTrue(out.contains("55837b6b7b47daa717f2d9a5a03563ea0ceaa338d06a81a1e2d3f060d960decc"), "the pinned sha256: " + out);
+        + " --python-version 3.11 --platform " + build.platform() + " -d " + cache.resolve("wheels") + " " + build.name()
+        + "==" + build.version()), out);
+    assertTrue(out.contains(build.wheelSha256()), "the pinned sha256: " + out);
     assertTrue(out.contains(RuntimeSettings.PLUGIN_ENV), out);
-    assertFalse(Files.exists(cache.resolve("xla-cpu-pjrt-0.0.1/xla_cpu_pjrt.so")), "no plugin file left behind");
+    assertFalse(Files.exists(file), "no plugin file left behind");
   }
 }

@@ -103,9 +103,26 @@ class PluginTest {
 
   @Test
   void emptyPluginPathMeansTheFetchedDefault() {
-    var config =
-        ConfigFactory.parseMap(Map.of("xla-actors.runtime.plugin-path", "")).withFallback(ConfigFactory.load());
+    var config = ConfigFactory.parseMap(Map.of("xla-actors.runtime.plugin-path", "", "xla-actors.runtime.plugin-build", ""))
+        .withFallback(ConfigFactory.load());
     assertEquals(RuntimeSettings.defaultPluginPath(), RuntimeSettings.fromConfig(config).pluginPath());
+  }
+
+  @Test
+  void pluginBuildSelectsASupportedBuildsFetchedFileAndAnUnknownOneIsRefusedNamingThem() {
+    for (PluginBuild build : PluginBuild.supported()) {
+      var config = ConfigFactory.parseMap(Map.of("xla-actors.runtime.plugin-path", "", "xla-actors.runtime.plugin-build", build.name()))
+          .withFallback(ConfigFactory.load());
+      assertEquals(build.path(), RuntimeSettings.fromConfig(config).pluginPath());
+      assertEquals(java.util.Optional.of(build), PluginBuild.atPath(build.path()));
+    }
+    assertEquals(3, PluginBuild.supported().size(), PluginBuild.supported().toString());
+    var config = ConfigFactory.parseMap(Map.of("xla-actors.runtime.plugin-build", "xla-cpu-pjrt-0.0.2"))
+        .withFallback(ConfigFactory.load());
+    XlaException e = assertThrows(XlaException.class, () -> RuntimeSettings.fromConfig(config));
+    assertTrue(e.getMessage().startsWith("xla-actors.runtime.plugin-build"), e.getMessage());
+    assertTrue(e.getMessage().contains("names the XLA CPU plugin build 'xla-cpu-pjrt-0.0.2', which is not supported; expected one of"
+        + " [xla-cpu-pjrt, fastatomstruct-xla-cpu, lammps-jax-pjrt-cpu]"), e.getMessage());
   }
 
   @Test

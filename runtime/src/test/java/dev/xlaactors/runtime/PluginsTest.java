@@ -53,9 +53,16 @@ class PluginsTest {
   @Test
   void clientOptionsOfEveryKindReachThePluginAndOtherValueTypesAreRefused() {
     Plugin plugin = Plugin.load(RuntimeSettings.load());
-    // The CPU plugin ignores option names it does not know (the CUDA plugin refuses them).
-    Map<String, Object> options =
+    // xla-cpu-pjrt and fastatomstruct-xla-cpu ignore option names they do not know; lammps-jax-pjrt-cpu (and the
+    // CUDA plugin) refuse them, naming the option (measured).
+    Map<String, Object> allKinds =
         Map.of("asynchronous", false, "cpu_device_count", 2L, "a_string", "x", "a_float", 1.5f, "a_list", new long[] {1, 2});
+    Map<String, Object> options = allKinds;
+    if (plugin.build().map(b -> b.name().equals("lammps-jax-pjrt-cpu")).orElse(false)) {
+      var unknown = assertThrows(dev.xlaactors.error.PluginException.class, () -> XlaClient.create(plugin, allKinds, 0));
+      assertTrue(unknown.getMessage().contains("Unexpected option name passed to PJRT_Client_Create: a_"), unknown.getMessage());
+      options = Map.of("asynchronous", false, "cpu_device_count", 2L);
+    }
     try (XlaClient client = XlaClient.create(plugin, options, 0)) {
       assertEquals(2, client.devices().size(), "cpu_device_count reached the plugin");
     }
