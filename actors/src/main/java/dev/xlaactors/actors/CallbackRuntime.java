@@ -7,6 +7,7 @@ import dev.xlaactors.error.XlaException;
 import dev.xlaactors.graph.Graph;
 import dev.xlaactors.graph.SegmentationOptions;
 import dev.xlaactors.graph.SegmentedProgram;
+import dev.xlaactors.runtime.DeviceBuffer;
 import dev.xlaactors.runtime.Executable;
 import dev.xlaactors.runtime.HostCall;
 import dev.xlaactors.runtime.HostCallback;
@@ -15,8 +16,8 @@ import dev.xlaactors.runtime.HostTensor;
 import dev.xlaactors.runtime.RunContext;
 import dev.xlaactors.runtime.TensorType;
 import dev.xlaactors.runtime.XlaClient;
-import dev.xlaactors.runtime.DeviceBuffer;
 import dev.xlaactors.runtime.model.Argument;
+import dev.xlaactors.runtime.model.BoundProgram;
 import dev.xlaactors.runtime.model.Model;
 import dev.xlaactors.runtime.model.ModelPackage;
 import dev.xlaactors.runtime.model.SegmentedModel;
@@ -57,11 +58,17 @@ import org.slf4j.MDC;
  * CallbackRuntime callbacks = CallbackRuntime.create(system, client);
  * callbacks.register("double", List.of(TensorType.of(F32, 4)), null, (in, s) -> List.of(twice(in.get(0))))
  *     .toCompletableFuture().join();
- * List<HostTensor> out = callbacks.run(executable, List.of(x));
+ * try (Model model = Model.of(executable)) {
+ *   List<HostTensor> out = callbacks.run(model, Argument.of(List.of(x)));
+ * }
  * }</pre>
  *
- * <p>Graphs run fused (Phase 1) or segmented (Phase 2, {@link RunMode}), chosen per run or by {@code
- * xla-actors.actors.runs.mode}; both use this runtime's registry, timeouts and supervision.
+ * <p>Every run takes one handle, a {@link BoundProgram}: a {@link Model} (one fused program, weights
+ * bound or not) or a {@link SegmentedModel} (stages with host calls between them), run four ways: {@link
+ * #run} and {@link #start} with outputs on the host, {@link #runOnDevice} and {@link #startOnDevice}
+ * with outputs left on the device. A graph becomes one by {@link #compile(Graph, RunMode)}, fused
+ * (Phase 1) or segmented (Phase 2), chosen per graph or by {@code xla-actors.actors.runs.mode}; both use
+ * this runtime's registry, timeouts and supervision.
  *
  * <p>Thread-safe. Closing it stops the dispatcher; the actor system and the client stay the caller's.
  */
@@ -288,60 +295,72 @@ public final class CallbackRuntime implements AutoCloseable {
         system.scheduler());
   }
 
-  /**
-   * Starts a run of {@code executable} on {@code inputs} on the run dispatcher; returns at once. The run
-   * waits for a run thread if all are busy (its timeout starts when it executes); past {@code
-   * xla-actors.actors.runs.queue-capacity} waiting runs it is refused with RESOURCE_EXHAUSTED.
-   */
-  public RunHandle start(Executable executable, List<HostTensor> inputs) {
-    Started<List<HostTensor>> run = startQueued(KEEP, context -> executable.run(inputs, context));
-    return new RunHandle(run.runId(), run.state());
-  }
-
-  /**
-   * Runs {@code executable} on {@code inputs} on the calling thread and returns its outputs, as JAX does:
-   * no hand-off to another thread and back. The run is bounded all the same (run and callback timeouts,
-   * native backstop). Throws a {@link CallbackException} when a callback aborted the run, or another
-   * {@link XlaException}. An aborted run never returns outputs; but XLA cannot be stopped mid-computation,
-   * so if the run is aborted while XLA computes without calling back, this returns (throwing the cause)
-   * only when XLA gives the thread back: use {@link #start} to learn of the abort at once. Do not call it
-   * from an actor's thread: it blocks.
-   */
-  public List<HostTensor> run(Executable executable, List<HostTensor> inputs) {
-    return runHere(KEEP, context -> executable.run(inputs, context));
-  }
-
   // ---------------------------------------------------------------------------------------------
-  // Models: bound parameters, device-buffer inputs, outputs left on the device
+  // Runs: one program handle (a Model or a SegmentedModel), outputs on the host or left on the device
 
   /**
-   * Starts a run of {@code model} on its per-request {@code inputs} (host tensors, device buffers, donated
-   * buffers: see {@link Argument}), supervised as {@link #start(Executable, List)}; the outputs are
-   * downloaded to the host. The bound parameters stay on the device and are not sent again.
+   * Starts a run of {@code program} on its per-request {@code inputs} (host tensors, device buffers,
+   * donated buffers: see {@link Argument}; {@link Argument#of(List)} turns host tensors into arguments) on
+   * the run dispatcher; returns at once, and the handle's result gives the outputs on the host. The bound
+   * parameters stay on the device and are not sent again; a segmented program can be cancelled between
+   * stages. The run waits for a run thread if all are busy (its timeout starts when it executes); past
+   * {@code xla-actors.actors.runs.queue-capacity} waiting runs it is refused with RESOURCE_EXHAUSTED.
    */
-  public RunHandle start(Model model, List<Argument> inputs) {
-    Started<List<HostTensor>> run = startQueued(KEEP, context -> model.run(inputs, context));
+  public RunHandle start(BoundProgram program, List<Argument> inputs) {
+    Started<List<HostTensor>> run = startQueued(KEEP, toHost(program, inputs));
     return new RunHandle(run.runId(), run.state());
   }
 
-  /** Runs {@code model} on the calling thread, as {@link #run(Executable, List)}; outputs on the host. */
-  public List<HostTensor> run(Model model, List<Argument> inputs) {
-    return runHere(KEEP, context -> model.run(inputs, context));
+  /**
+   * Runs {@code program} on {@code inputs} on the calling thread and returns its outputs on the host, as
+   * JAX does: no hand-off to another thread and back. The run is bounded all the same (run and callback
+   * timeouts, native backstop). Throws a {@link CallbackException} when a callback aborted the run, or
+   * another {@link XlaException}. An aborted run never returns outputs; but XLA cannot be stopped
+   * mid-computation, so if the run is aborted while XLA computes without calling back, this returns
+   * (throwing the cause) only when XLA gives the thread back: use {@link #start} to learn of the abort at
+   * once. Do not call it from an actor's thread: it blocks. Called from a callback (a nested run), another
+   * thread serves callbacks while this one waits.
+   */
+  public List<HostTensor> run(BoundProgram program, List<Argument> inputs) {
+    return runHere(KEEP, toHost(program, inputs));
   }
 
   /**
-   * Starts a run of {@code model} whose outputs stay on the device: the handle's result gives buffers the
-   * caller owns and closes (one run's output can be the next run's input, with no host round trip). A
-   * run that fails or is cancelled gives no buffers: outputs XLA produced after the abort are freed.
+   * Starts a run of {@code program} whose outputs stay on the device: the handle's result gives buffers
+   * the caller owns and closes (one run's output can be the next run's input, with no host round trip).
+   * A run that fails or is cancelled gives no buffers: outputs XLA produced after the abort are freed.
    */
-  public DeviceRunHandle startOnDevice(Model model, List<Argument> inputs) {
-    Started<List<DeviceBuffer>> run = startQueued(CLOSE, context -> model.execute(inputs, context));
+  public DeviceRunHandle startOnDevice(BoundProgram program, List<Argument> inputs) {
+    Started<List<DeviceBuffer>> run = startQueued(CLOSE, onDevice(program, inputs));
     return new DeviceRunHandle(run.runId(), run.state());
   }
 
-  /** Runs {@code model} on the calling thread with its outputs left on the device (see {@link #startOnDevice}). */
-  public List<DeviceBuffer> runOnDevice(Model model, List<Argument> inputs) {
-    return runHere(CLOSE, context -> model.execute(inputs, context));
+  /**
+   * Runs {@code program} on the calling thread, as {@link #run}, with its outputs left on the device (see
+   * {@link #startOnDevice}): the caller owns and closes them.
+   */
+  public List<DeviceBuffer> runOnDevice(BoundProgram program, List<Argument> inputs) {
+    return runHere(CLOSE, onDevice(program, inputs));
+  }
+
+  /** The body of a run of {@code program} whose outputs are downloaded to the host. */
+  private RunBody<List<HostTensor>> toHost(BoundProgram program, List<Argument> inputs) {
+    Objects.requireNonNull(program, "program");
+    if (program instanceof SegmentedModel segmented) {
+      return (runId, state) -> executeSegmented(invoker -> segmented.run(inputs, invoker).outputs(), runId, state);
+    }
+    Model model = (Model) program;
+    return (runId, state) -> execute(context -> model.run(inputs, context), runId, state);
+  }
+
+  /** The body of a run of {@code program} whose outputs stay on the device, the caller's. */
+  private RunBody<List<DeviceBuffer>> onDevice(BoundProgram program, List<Argument> inputs) {
+    Objects.requireNonNull(program, "program");
+    if (program instanceof SegmentedModel segmented) {
+      return (runId, state) -> executeSegmented(invoker -> segmented.execute(inputs, invoker).outputs(), runId, state);
+    }
+    Model model = (Model) program;
+    return (runId, state) -> execute(context -> model.execute(inputs, context), runId, state);
   }
 
   private static final Consumer<List<HostTensor>> KEEP = outputs -> {}; // host outputs: the GC takes them
@@ -350,25 +369,20 @@ public final class CallbackRuntime implements AutoCloseable {
   /** A started run: its id and its state (its eventual outcome, its supervisor when it needs one). */
   private record Started<T>(long runId, RunState<T> state) {}
 
-  /** The body of a run, on the thread that executes it, given the run's context for host calls. */
+  /** The body of a run, on the thread that executes it, given the run's id and state. */
   private interface RunBody<T> {
     T execute(long runId, RunState<T> state);
   }
 
-  private <T> T runHere(Consumer<? super T> discard, Function<RunContext, T> body) {
+  private <T> T runHere(Consumer<? super T> discard, RunBody<T> body) {
     // Called from a callback (a nested run): another thread serves callbacks while this one waits.
     return callbackThreads.whileWaiting(() -> {
       long runId = RUN_IDS.incrementAndGet();
       RunState<T> state = newRunState(runId, discard);
       state.executing(settings.runTimeout());
-      return execute(body, runId, state);
+      return body.execute(runId, state);
     });
   }
-
-  private <T> Started<T> startQueued(Consumer<? super T> discard, Function<RunContext, T> body) {
-    return startQueued(discard, (RunBody<T>) (runId, state) -> execute(body, runId, state));
-  }
-
   private <T> Started<T> startQueued(Consumer<? super T> discard, RunBody<T> body) {
     if (queuedRuns.incrementAndGet() > settings.runQueueCapacity()) {
       queuedRuns.decrementAndGet();
@@ -517,166 +531,57 @@ public final class CallbackRuntime implements AutoCloseable {
   // ---------------------------------------------------------------------------------------------
   // Graphs, fused or segmented
 
-  /** Runs {@code graph} in the mode of {@code xla-actors.actors.runs.mode}; see {@link #run(Graph, List, RunMode)}. */
-  public List<HostTensor> run(Graph graph, List<HostTensor> inputs) {
-    return run(graph, inputs, settings.runMode());
+  /** {@code graph} ready to run in the mode of {@code xla-actors.actors.runs.mode}; see {@link #compile(Graph, RunMode)}. */
+  public BoundProgram compile(Graph graph) {
+    return compile(graph, settings.runMode());
   }
 
   /**
-   * Runs {@code graph} on {@code inputs} on the calling thread, fused (one compiled program) or segmented
-   * (stages on this runtime's client's first device, callbacks through the dispatcher between them). The
-   * outputs are equal; the callbacks must be registered either way. Do not call it from an actor's thread.
+   * {@code graph} ready to run on this runtime's client: {@link RunMode#FUSED} compiles it into one
+   * program ({@link Model#of}); {@link RunMode#SEGMENTED} cuts it at its host calls into stages on the
+   * client's first device, with the callbacks served through the dispatcher between them ({@link
+   * SegmentedModel#of}; the segmented program is made once per graph and kept until this runtime closes).
+   * The outputs of a run are equal either way, and the callbacks must be registered either way. The
+   * caller closes what it gets. A graph that cannot be segmented (one parsed from StableHLO text) is
+   * refused here with INVALID_ARGUMENT.
    */
-  public List<HostTensor> run(Graph graph, List<HostTensor> inputs, RunMode mode) {
+  public BoundProgram compile(Graph graph, RunMode mode) {
+    Objects.requireNonNull(graph, "graph");
+    Objects.requireNonNull(mode, "mode");
     if (mode == RunMode.FUSED) {
       try (Executable exe = graph.compile(client)) {
-        return run(exe, inputs);
+        return Model.of(exe);
       }
     }
-    return runSegmented(segmented(graph), inputs).outputs();
-  }
-
-  /** Starts a run of {@code graph} in {@code mode} on the run dispatcher; returns at once. */
-  public RunHandle start(Graph graph, List<HostTensor> inputs, RunMode mode) {
-    if (mode == RunMode.FUSED) {
-      Executable exe = graph.compile(client);
-      RunHandle handle = start(exe, inputs);
-      handle.result().whenComplete((r, e) -> exe.close());
-      return handle;
-    }
-    return start(segmented(graph), inputs);
-  }
-
-  /**
-   * Runs a segmented program (with the placement it was built with) on the calling thread, supervised
-   * like a fused run; returns the outputs and what crossed between host and devices.
-   */
-  public SegmentedProgram.Result runSegmented(SegmentedProgram program, List<HostTensor> inputs) {
-    return runSegmentedArguments(program, hostArguments(inputs));
-  }
-
-  /** Host tensors as arguments; a null list or element stays null, for the program's own error message. */
-  private static List<Argument> hostArguments(List<HostTensor> inputs) {
-    if (inputs == null) {
-      return null;
-    }
-    List<Argument> arguments = new java.util.ArrayList<>(inputs.size());
-    for (HostTensor t : inputs) {
-      arguments.add(t == null ? null : Argument.of(t));
-    }
-    return arguments;
-  }
-
-  /**
-   * As {@link #runSegmented}, with inputs that may be device buffers (weights kept on the device between
-   * runs): a stage on the buffer's device reads it with no upload, and it stays the caller's. A donated
-   * buffer is taken only by a parameter the graph was cut to donate (see {@link SegmentedProgram#runArguments}).
-   */
-  public SegmentedProgram.Result runSegmentedArguments(SegmentedProgram program, List<Argument> inputs) {
-    long runId = RUN_IDS.incrementAndGet();
-    RunState<List<HostTensor>> state = newRunState(runId, KEEP);
-    state.executing(settings.runTimeout());
-    return executeSegmented(program, inputs, runId, state);
-  }
-
-  /** Starts a run of a segmented program on the run dispatcher; returns at once. See {@link #start(Executable, List)}. */
-  public RunHandle start(SegmentedProgram program, List<HostTensor> inputs) {
-    Started<List<HostTensor>> run = startQueued(KEEP,
-        (RunBody<List<HostTensor>>) (runId, state) ->
-            executeSegmented(program, hostArguments(inputs), runId, state).outputs());
-    return new RunHandle(run.runId(), run.state());
-  }
-
-  /**
-   * The segmented program of {@code graph} on this runtime's client (all stages on its first device),
-   * made once per graph and kept until the runtime closes.
-   */
-  public SegmentedProgram segmented(Graph graph) {
-    return segmentedPrograms.computeIfAbsent(graph,
+    SegmentedProgram program = segmentedPrograms.computeIfAbsent(graph,
         g -> new SegmentedProgram(g.segment(SegmentationOptions.defaults()), SegmentedProgram.Placement.on(client)));
-  }
-
-  private SegmentedProgram.Result executeSegmented(
-      SegmentedProgram program, List<Argument> inputs, long runId, RunState<List<HostTensor>> state) {
-    return executeSegmented(invoker -> program.runArguments(inputs, invoker), SegmentedProgram.Result::outputs,
-        runId, state);
+    return SegmentedModel.of(program);
   }
 
   /**
-   * A segmented run's body, given the supervised host calls; {@code outputs} is what the run's state
-   * records. The run's {@link RunState#executing} was called: its deadline is set.
+   * A segmented run's body, given the supervised host calls. The run's {@link RunState#executing} was
+   * called: its deadline is set.
    */
-  private <R, T> R executeSegmented(
-      Function<SegmentedProgram.HostCallInvoker, R> body, Function<R, T> outputs, long runId, RunState<T> state) {
+  private <T> T executeSegmented(Function<SegmentedProgram.HostCallInvoker, T> body, long runId, RunState<T> state) {
     long runDeadline = state.deadlineNanos();
     MDC.put("runId", Long.toString(runId));
     watchdog.watch(state);
     try {
-      R result;
+      T outputs;
       try {
-        result = body.apply(new SupervisedHostCalls(runId, state,
+        outputs = body.apply(new SupervisedHostCalls(runId, state,
             name -> nativeBackstop(name, runDeadline), metrics, call -> dispatchDirectly(call, state),
             settings.callbackSpin()));
       } catch (RuntimeException e) {
         throw state.failed(e);
       }
-      state.succeeded(outputs.apply(result));
-      return result;
+      return state.succeeded(outputs);
     } finally {
       watchdog.unwatch(state);
       state.ended();
       MDC.remove("runId");
     }
   }
-
-  // ---------------------------------------------------------------------------------------------
-  // Segmented models: a segmented program with bound parameters
-
-  /**
-   * Runs a segmented model on its per-request {@code inputs} (host tensors, device buffers, donated
-   * buffers) on the calling thread, supervised like {@link #runSegmented}; the bound weights stay on the
-   * device and are not sent again. Returns the outputs on the host and what the run moved.
-   */
-  public SegmentedProgram.Result runSegmented(SegmentedModel model, List<Argument> inputs) {
-    long runId = RUN_IDS.incrementAndGet();
-    RunState<List<HostTensor>> state = newRunState(runId, KEEP);
-    state.executing(settings.runTimeout());
-    return executeSegmented(invoker -> model.run(inputs, invoker), SegmentedProgram.Result::outputs, runId, state);
-  }
-
-  /** Starts a run of a segmented model on the run dispatcher (see {@link #start(Model, List)}); outputs on the host. */
-  public RunHandle start(SegmentedModel model, List<Argument> inputs) {
-    Started<List<HostTensor>> run = startQueued(KEEP,
-        (RunBody<List<HostTensor>>) (runId, state) ->
-            executeSegmented(invoker -> model.run(inputs, invoker), SegmentedProgram.Result::outputs, runId, state)
-                .outputs());
-    return new RunHandle(run.runId(), run.state());
-  }
-
-  /**
-   * Runs a segmented model on the calling thread with its outputs left on the device: the caller owns
-   * and closes them (see {@link SegmentedProgram#executeArguments}).
-   */
-  public List<DeviceBuffer> runOnDevice(SegmentedModel model, List<Argument> inputs) {
-    long runId = RUN_IDS.incrementAndGet();
-    RunState<List<DeviceBuffer>> state = newRunState(runId, CLOSE);
-    state.executing(settings.runTimeout());
-    return executeSegmented(invoker -> model.execute(inputs, invoker), SegmentedProgram.DeviceResult::outputs, runId,
-        state).outputs();
-  }
-
-  /**
-   * Starts a run of a segmented model whose outputs stay on the device (see {@link #startOnDevice(Model,
-   * List)}); a run that fails or is cancelled gives no buffers.
-   */
-  public DeviceRunHandle startOnDevice(SegmentedModel model, List<Argument> inputs) {
-    Started<List<DeviceBuffer>> run = startQueued(CLOSE,
-        (RunBody<List<DeviceBuffer>>) (runId, state) ->
-            executeSegmented(invoker -> model.execute(inputs, invoker), SegmentedProgram.DeviceResult::outputs, runId,
-                state).outputs());
-    return new DeviceRunHandle(run.runId(), run.state());
-  }
-
   private static Duration min(Duration a, Duration b) {
     return a.compareTo(b) <= 0 ? a : b;
   }

@@ -11,11 +11,12 @@ import com.typesafe.config.ConfigFactory;
 import dev.xlaactors.error.CallbackException;
 import dev.xlaactors.error.ErrorCode;
 import dev.xlaactors.runtime.DType;
-import dev.xlaactors.runtime.Executable;
 import dev.xlaactors.runtime.HostCallback;
 import dev.xlaactors.runtime.HostTensor;
 import dev.xlaactors.runtime.TensorType;
 import dev.xlaactors.runtime.XlaClient;
+import dev.xlaactors.runtime.model.Argument;
+import dev.xlaactors.runtime.model.Model;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
@@ -62,9 +63,9 @@ class BorrowedInputsTest {
   }
 
   /** {@code 2 * f(x + 1)}: the callback's input is a buffer XLA computed in this run. */
-  private Executable program(String callback) {
+  private Model program(String callback) {
     String t = "tensor<" + N + "xf32>";
-    return client.compile(Programs.lines(
+    return Model.compile(client, Programs.lines(
         "func.func @main(%x: " + t + ") -> " + t + " {",
         "  %one = stablehlo.constant dense<1.0> : " + t,
         "  %a = stablehlo.add %x, %one : " + t,
@@ -78,9 +79,9 @@ class BorrowedInputsTest {
    * {@code g(f(x + 1) + 1)}: after the call of {@code f}, XLA computes {@code f(x + 1) + 1} into a new
    * buffer, which may take the memory of {@code f}'s (now dead) input.
    */
-  private Executable twoCalls(String f, String g) {
+  private Model twoCalls(String f, String g) {
     String t = "tensor<" + N + "xf32>";
-    return client.compile(Programs.lines(
+    return Model.compile(client, Programs.lines(
         "func.func @main(%x: " + t + ") -> " + t + " {",
         "  %one = stablehlo.constant dense<1.0> : " + t,
         "  %a = stablehlo.add %x, %one : " + t,
@@ -128,8 +129,8 @@ class BorrowedInputsTest {
         return in;
       }), options).toCompletableFuture().get(5, TimeUnit.SECONDS);
       float[] x = ramp(3);
-      try (Executable exe = program(name)) {
-        List<HostTensor> out = callbacks.run(exe, List.of(HostTensor.ofFloats(x)));
+      try (Model exe = program(name)) {
+        List<HostTensor> out = callbacks.run(exe, Argument.of(List.of(HostTensor.ofFloats(x))));
         assertArrayEquals(times2(plus(x, 1)), out.get(0).toFloatArray(), 0f, name);
       }
       assertTrue(seen.get().startsWith("true 11.0 "), seen.get());
@@ -148,8 +149,8 @@ class BorrowedInputsTest {
       return List.of(in.get(0).copy());
     }), CallbackOptions.DEFAULT.withBorrowedInputs()).toCompletableFuture().get(5, TimeUnit.SECONDS);
     float[] x = ramp(-5);
-    try (Executable exe = program("keeper")) {
-      assertArrayEquals(times2(plus(x, 1)), callbacks.run(exe, List.of(HostTensor.ofFloats(x))).get(0).toFloatArray(), 0f);
+    try (Model exe = program("keeper")) {
+      assertArrayEquals(times2(plus(x, 1)), callbacks.run(exe, Argument.of(List.of(HostTensor.ofFloats(x)))).get(0).toFloatArray(), 0f);
     }
     IllegalStateException late = assertThrows(IllegalStateException.class, () -> kept.get(0).toFloatArray());
     assertTrue(late.getMessage().contains("input 0 of host callback 'keeper'")
@@ -158,8 +159,8 @@ class BorrowedInputsTest {
     // Returning a borrowed input after its call has ended fails the new call, saying why.
     callbacks.register(new HostCallback("stale", List.of(F32_N), null, (in, s) -> List.of(kept.get(0))))
         .toCompletableFuture().get(5, TimeUnit.SECONDS);
-    try (Executable exe = program("stale")) {
-      Exception e = assertThrows(Exception.class, () -> callbacks.run(exe, List.of(HostTensor.ofFloats(x))));
+    try (Model exe = program("stale")) {
+      Exception e = assertThrows(Exception.class, () -> callbacks.run(exe, Argument.of(List.of(HostTensor.ofFloats(x)))));
       CallbackException cause = assertInstanceOf(CallbackException.class, e instanceof CallbackException ? e : e.getCause(), e::toString);
       assertEquals(ErrorCode.INVALID_ARGUMENT, cause.code(), cause.getMessage());
       assertTrue(cause.getMessage().contains("output 0 can no longer be read")
@@ -213,11 +214,11 @@ class BorrowedInputsTest {
     }), CallbackOptions.DEFAULT.withBorrowedInputs()).toCompletableFuture().get(5, TimeUnit.SECONDS);
     callbacks.register(new HostCallback("then", List.of(F32_N), null, (in, s) -> in)).toCompletableFuture().get(5, TimeUnit.SECONDS);
     int runs = 30;
-    try (Executable exe = twoCalls("raced", "then")) {
+    try (Model exe = twoCalls("raced", "then")) {
       for (int run = 0; run < runs; run++) {
         float[] x = ramp(run * 1000f);
         expected.set(plus(x, 1));
-        assertArrayEquals(plus(x, 2), callbacks.run(exe, List.of(HostTensor.ofFloats(x))).get(0).toFloatArray(), 0f);
+        assertArrayEquals(plus(x, 2), callbacks.run(exe, Argument.of(List.of(HostTensor.ofFloats(x)))).get(0).toFloatArray(), 0f);
       }
     }
     for (Thread reader : readers) {
@@ -251,9 +252,9 @@ class BorrowedInputsTest {
       }
       return in;
     }), CallbackOptions.DEFAULT.withBorrowedInputs()).toCompletableFuture().get(5, TimeUnit.SECONDS);
-    try (Executable exe = program("slow-reader")) {
+    try (Model exe = program("slow-reader")) {
       long t0 = System.nanoTime();
-      Exception e = assertThrows(Exception.class, () -> callbacks.run(exe, List.of(HostTensor.ofFloats(ramp(0)))));
+      Exception e = assertThrows(Exception.class, () -> callbacks.run(exe, Argument.of(List.of(HostTensor.ofFloats(ramp(0))))));
       long failedAfterMs = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - t0);
       CallbackException cause = assertInstanceOf(CallbackException.class, e instanceof CallbackException ? e : e.getCause(), e::toString);
       assertEquals(ErrorCode.DEADLINE_EXCEEDED, cause.code(), cause.getMessage());
@@ -276,8 +277,8 @@ class BorrowedInputsTest {
       return in;
     })).toCompletableFuture().get(5, TimeUnit.SECONDS);
     float[] x = ramp(1);
-    try (Executable exe = program("copied")) {
-      assertArrayEquals(times2(plus(x, 1)), callbacks.run(exe, List.of(HostTensor.ofFloats(x))).get(0).toFloatArray(), 0f);
+    try (Model exe = program("copied")) {
+      assertArrayEquals(times2(plus(x, 1)), callbacks.run(exe, Argument.of(List.of(HostTensor.ofFloats(x)))).get(0).toFloatArray(), 0f);
     }
     assertFalse(borrowed.get());
   }

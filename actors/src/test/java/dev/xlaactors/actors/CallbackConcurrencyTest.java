@@ -4,10 +4,11 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.xlaactors.runtime.DType;
-import dev.xlaactors.runtime.Executable;
 import dev.xlaactors.runtime.HostTensor;
 import dev.xlaactors.runtime.TensorType;
 import dev.xlaactors.runtime.XlaClient;
+import dev.xlaactors.runtime.model.Argument;
+import dev.xlaactors.runtime.model.Model;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
@@ -95,10 +96,10 @@ class CallbackConcurrencyTest {
   @Test
   void thirtyTwoConcurrentRunsWithFifteenCallbacksEachAreAllCorrectAndInOrder() throws Exception {
     stepsByRun.clear();
-    try (Executable exe = client.compile(LOOP)) {
+    try (Model exe = Model.compile(client, LOOP)) {
       List<CompletableFuture<List<HostTensor>>> runs = new ArrayList<>();
       for (int r = 0; r < 32; r++) {
-        runs.add(callbacks.start(exe, List.of(HostTensor.scalar(1000f * r))).result().toCompletableFuture());
+        runs.add(callbacks.start(exe, Argument.of(List.of(HostTensor.scalar(1000f * r)))).result().toCompletableFuture());
       }
       for (int r = 0; r < 32; r++) {
         assertEquals(1000f * r + 15, runs.get(r).get(60, TimeUnit.SECONDS).get(0).toFloatArray()[0], "run " + r);
@@ -122,10 +123,10 @@ class CallbackConcurrencyTest {
     peak.set(0);
     int runs = 2 * parallelism;
     long start = System.nanoTime();
-    try (Executable exe = client.compile(ONE_SLEEP)) {
+    try (Model exe = Model.compile(client, ONE_SLEEP)) {
       List<CompletableFuture<List<HostTensor>>> futures = new ArrayList<>();
       for (int r = 0; r < runs; r++) {
-        futures.add(callbacks.start(exe, List.of(HostTensor.scalar((float) r))).result().toCompletableFuture());
+        futures.add(callbacks.start(exe, Argument.of(List.of(HostTensor.scalar((float) r)))).result().toCompletableFuture());
       }
       for (int r = 0; r < runs; r++) {
         assertEquals((float) r, futures.get(r).get(30, TimeUnit.SECONDS).get(0).toFloatArray()[0]);

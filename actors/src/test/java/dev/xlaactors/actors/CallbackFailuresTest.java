@@ -9,12 +9,13 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import dev.xlaactors.error.CallbackException;
 import dev.xlaactors.error.ErrorCode;
 import dev.xlaactors.runtime.DType;
-import dev.xlaactors.runtime.Executable;
 import dev.xlaactors.runtime.HostCall;
 import dev.xlaactors.runtime.HostFunction;
 import dev.xlaactors.runtime.HostTensor;
 import dev.xlaactors.runtime.TensorType;
 import dev.xlaactors.runtime.XlaClient;
+import dev.xlaactors.runtime.model.Argument;
+import dev.xlaactors.runtime.model.Model;
 import java.time.Duration;
 import java.util.List;
 import java.util.concurrent.CountDownLatch;
@@ -87,14 +88,14 @@ class CallbackFailuresTest {
   }
 
   private static CallbackException failingRun(String callback) {
-    try (Executable exe = client.compile(Programs.oneCall(callback, "tensor<4xf32>"))) {
-      return assertThrows(CallbackException.class, () -> callbacks.run(exe, List.of(INPUT)));
+    try (Model exe = Model.compile(client, Programs.oneCall(callback, "tensor<4xf32>"))) {
+      return assertThrows(CallbackException.class, () -> callbacks.run(exe, Argument.of(List.of(INPUT))));
     }
   }
 
   private static void assertNextRunWorks() {
-    try (Executable exe = client.compile(Programs.oneCall("identity", "tensor<4xf32>"))) {
-      assertArrayEquals(new float[] {3, 6, 9, 12}, callbacks.run(exe, List.of(INPUT)).get(0).toFloatArray(), 0f);
+    try (Model exe = Model.compile(client, Programs.oneCall("identity", "tensor<4xf32>"))) {
+      assertArrayEquals(new float[] {3, 6, 9, 12}, callbacks.run(exe, Argument.of(List.of(INPUT))).get(0).toFloatArray(), 0f);
     }
   }
 
@@ -163,9 +164,9 @@ class CallbackFailuresTest {
 
   @Test
   void programDeclaringOtherOutputsThanTheTemplateIsRefused() {
-    try (Executable exe = client.compile(Programs.oneCall("identity", "tensor<2xf32>"))) {
+    try (Model exe = Model.compile(client, Programs.oneCall("identity", "tensor<2xf32>"))) {
       CallbackException e =
-          assertThrows(CallbackException.class, () -> callbacks.run(exe, List.of(HostTensor.ofFloats(new float[2]))));
+          assertThrows(CallbackException.class, () -> callbacks.run(exe, Argument.of(List.of(HostTensor.ofFloats(new float[2])))));
       assertTrue(e.getMessage().contains("registered with output template [f32[4]], but the program expects [f32[2]]"), e.getMessage());
     }
   }
@@ -210,15 +211,15 @@ class CallbackFailuresTest {
                     })
                 .build());
     callbacks.registerServer("plus-100", F32_4, server).toCompletableFuture().join();
-    try (Executable exe = client.compile(Programs.oneCall("plus-100", "tensor<4xf32>"))) {
-      assertArrayEquals(new float[] {303, 306, 309, 312}, callbacks.run(exe, List.of(INPUT)).get(0).toFloatArray(), 0f);
+    try (Model exe = Model.compile(client, Programs.oneCall("plus-100", "tensor<4xf32>"))) {
+      assertArrayEquals(new float[] {303, 306, 309, 312}, callbacks.run(exe, Argument.of(List.of(INPUT))).get(0).toFloatArray(), 0f);
     }
   }
 
   @Test
   void cancellingARunFailsItsPendingCallbackAtOnce() throws Exception {
-    try (Executable exe = client.compile(Programs.oneCall("hangs", "tensor<4xf32>"))) {
-      RunHandle run = callbacks.start(exe, List.of(INPUT));
+    try (Model exe = Model.compile(client, Programs.oneCall("hangs", "tensor<4xf32>"))) {
+      RunHandle run = callbacks.start(exe, Argument.of(List.of(INPUT)));
       long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(2);
       while (HostCall.pendingCount() == 0 && System.nanoTime() < deadline) {
         Thread.sleep(5);

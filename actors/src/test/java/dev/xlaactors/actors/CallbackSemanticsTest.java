@@ -9,6 +9,8 @@ import dev.xlaactors.runtime.HostFunction;
 import dev.xlaactors.runtime.HostTensor;
 import dev.xlaactors.runtime.TensorType;
 import dev.xlaactors.runtime.XlaClient;
+import dev.xlaactors.runtime.model.Argument;
+import dev.xlaactors.runtime.model.Model;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.List;
@@ -76,8 +78,8 @@ class CallbackSemanticsTest {
   }
 
   private static List<HostTensor> run(String program, HostTensor... inputs) {
-    try (Executable exe = client.compile(program)) {
-      return callbacks.run(exe, List.of(inputs));
+    try (Model exe = Model.compile(client, program)) {
+      return callbacks.run(exe, Argument.of(List.of(inputs)));
     }
   }
 
@@ -259,10 +261,10 @@ class CallbackSemanticsTest {
         call("%a", "inc", "%x"),
         "  return %a : tensor<f32>",
         "}");
-    try (Executable square = client.compile(inner); Executable incInside = client.compile(innerWithCallback)) {
+    try (Executable square = client.compile(inner); Model incInside = Model.compile(client, innerWithCallback)) {
       register("square-on-xla", List.of(F32), null, (in, s) -> {
         HostTensor squared = square.run(in.get(0)).get(0);
-        return callbacks.run(incInside, List.of(squared)); // a nested run with its own callback
+        return callbacks.run(incInside, Argument.of(List.of(squared))); // a nested run with its own callback
       });
       String outer = Programs.lines(
           "func.func @main(%x: tensor<f32>) -> tensor<f32> {",

@@ -6,10 +6,11 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.xlaactors.actors.RunHandle.CancelOutcome;
 import dev.xlaactors.runtime.DType;
-import dev.xlaactors.runtime.Executable;
 import dev.xlaactors.runtime.HostTensor;
 import dev.xlaactors.runtime.TensorType;
 import dev.xlaactors.runtime.XlaClient;
+import dev.xlaactors.runtime.model.Argument;
+import dev.xlaactors.runtime.model.Model;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
@@ -62,29 +63,29 @@ class CancelOutcomeTest {
 
   @Test
   void eachOutcomeIsReported() throws Exception {
-    try (Executable echo = client.compile(Programs.oneCall("echo", "tensor<4xf32>"));
-        Executable blocks = client.compile(Programs.oneCall("blocks", "tensor<4xf32>"));
-        Executable fails = client.compile(Programs.oneCall("fails", "tensor<4xf32>"))) {
-      RunHandle finished = callbacks.start(echo, List.of(INPUT));
+    try (Model echo = Model.compile(client, Programs.oneCall("echo", "tensor<4xf32>"));
+        Model blocks = Model.compile(client, Programs.oneCall("blocks", "tensor<4xf32>"));
+        Model fails = Model.compile(client, Programs.oneCall("fails", "tensor<4xf32>"))) {
+      RunHandle finished = callbacks.start(echo, Argument.of(List.of(INPUT)));
       assertArrayEquals(new float[] {3, 6, 9, 12}, finished.result().toCompletableFuture().get().get(0).toFloatArray(), 0f);
       assertEquals(CancelOutcome.ALREADY_FINISHED, outcome(finished, "too late"));
 
-      RunHandle failed = callbacks.start(fails, List.of(INPUT));
+      RunHandle failed = callbacks.start(fails, Argument.of(List.of(INPUT)));
       failed.result().toCompletableFuture().handle((r, e) -> null).get();
       assertEquals(CancelOutcome.ALREADY_FAILED, outcome(failed, "too late"));
 
-      RunHandle blocked = callbacks.start(blocks, List.of(INPUT));
+      RunHandle blocked = callbacks.start(blocks, Argument.of(List.of(INPUT)));
       assertEquals(CancelOutcome.CANCELLED, outcome(blocked, "in time"));
     }
   }
 
   @Test
   void underARaceTheOutcomeAgreesWithTheResult() throws Exception {
-    try (Executable echo = client.compile(Programs.oneCall("echo", "tensor<4xf32>"))) {
+    try (Model echo = Model.compile(client, Programs.oneCall("echo", "tensor<4xf32>"))) {
       List<RunHandle> runs = new ArrayList<>();
       List<CompletableFuture<CancelOutcome>> outcomes = new ArrayList<>();
       for (int i = 0; i < 300; i++) {
-        RunHandle run = callbacks.start(echo, List.of(INPUT));
+        RunHandle run = callbacks.start(echo, Argument.of(List.of(INPUT)));
         if (i % 3 == 0) {
           Thread.onSpinWait();
         }

@@ -2,10 +2,11 @@ package dev.xlaactors.actors;
 
 import com.typesafe.config.ConfigFactory;
 import dev.xlaactors.runtime.DType;
-import dev.xlaactors.runtime.Executable;
 import dev.xlaactors.runtime.HostTensor;
 import dev.xlaactors.runtime.TensorType;
 import dev.xlaactors.runtime.XlaClient;
+import dev.xlaactors.runtime.model.Argument;
+import dev.xlaactors.runtime.model.Model;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
 import org.apache.pekko.actor.typed.ActorSystem;
@@ -28,32 +29,32 @@ public final class DirectMemoryChild {
     try (XlaClient client = XlaClient.create(); CallbackRuntime callbacks = CallbackRuntime.create(system, client)) {
       // 96 MiB of output from a scalar: more than the whole 64 MiB limit.
       long big = 24L << 20;
-      Executable wide = client.compile(Programs.lines(
+      Model wide = Model.compile(client, Programs.lines(
           "func.func @main(%x: tensor<f32>) -> tensor<" + big + "xf32> {",
           "  %y = stablehlo.broadcast_in_dim %x, dims = [] : (tensor<f32>) -> tensor<" + big + "xf32>",
           "  return %y : tensor<" + big + "xf32>",
           "}"));
-      report("BIG-OUTPUT", () -> callbacks.start(wide, List.of(HostTensor.scalar(2f))).result());
+      report("BIG-OUTPUT", () -> callbacks.start(wide, Argument.of(List.of(HostTensor.scalar(2f)))).result());
       // The same 96 MiB handed to a callback as its input.
       callbacks.register("sink", List.of(TensorType.of(DType.F32)), null,
           (in, s) -> List.of(HostTensor.scalar(in.get(0).toFloatArray()[0]))).toCompletableFuture().join();
-      Executable toCallback = client.compile(Programs.lines(
+      Model toCallback = Model.compile(client, Programs.lines(
           "func.func @main(%x: tensor<f32>) -> tensor<f32> {",
           "  %y = stablehlo.broadcast_in_dim %x, dims = [] : (tensor<f32>) -> tensor<" + big + "xf32>",
           "  " + Programs.call("%z", "sink", List.of("%y"), List.of("tensor<" + big + "xf32>"), List.of("tensor<f32>")),
           "  return %z : tensor<f32>",
           "}"));
-      report("BIG-INPUT", () -> callbacks.start(toCallback, List.of(HostTensor.scalar(3f))).result());
+      report("BIG-INPUT", () -> callbacks.start(toCallback, Argument.of(List.of(HostTensor.scalar(3f)))).result());
       // Runs that fit: 8 MiB outputs, closed as they come.
       long small = 2L << 20;
-      Executable fits = client.compile(Programs.lines(
+      Model fits = Model.compile(client, Programs.lines(
           "func.func @main(%x: tensor<f32>) -> tensor<" + small + "xf32> {",
           "  %y = stablehlo.broadcast_in_dim %x, dims = [] : (tensor<f32>) -> tensor<" + small + "xf32>",
           "  return %y : tensor<" + small + "xf32>",
           "}"));
       int ok = 0;
       for (int i = 0; i < 20; i++) {
-        List<HostTensor> out = callbacks.start(fits, List.of(HostTensor.scalar((float) i))).result()
+        List<HostTensor> out = callbacks.start(fits, Argument.of(List.of(HostTensor.scalar((float) i)))).result()
             .toCompletableFuture().get(60, TimeUnit.SECONDS);
         float[] values = out.get(0).toFloatArray();
         if (values.length == small && values[0] == i && values[values.length - 1] == i) {

@@ -4,6 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import dev.xlaactors.error.PluginException;
 import dev.xlaactors.graph.Composites;
 import dev.xlaactors.graph.Graph;
 import dev.xlaactors.graph.GraphBuilder;
@@ -13,7 +14,6 @@ import dev.xlaactors.graph.SegmentedGraph;
 import dev.xlaactors.graph.SegmentedProgram;
 import dev.xlaactors.graph.SegmentedProgram.Target;
 import dev.xlaactors.graph.Value;
-import dev.xlaactors.error.PluginException;
 import dev.xlaactors.runtime.DType;
 import dev.xlaactors.runtime.Device;
 import dev.xlaactors.runtime.DeviceBuffer;
@@ -24,6 +24,9 @@ import dev.xlaactors.runtime.Plugin;
 import dev.xlaactors.runtime.RuntimeSettings;
 import dev.xlaactors.runtime.TensorType;
 import dev.xlaactors.runtime.XlaClient;
+import dev.xlaactors.runtime.model.Argument;
+import dev.xlaactors.runtime.model.BoundProgram;
+import dev.xlaactors.runtime.model.SegmentedModel;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.List;
@@ -87,8 +90,8 @@ class DocFragmentsTest {
 
       callbacks.registerAll(graph.hostCallbacks()).toCompletableFuture().join();
       HostTensor input = HostTensor.ofFloats(new float[] {0.5f, 1f, 3f});
-      try (Executable exe = graph.compile(client)) {
-        List<HostTensor> out = callbacks.run(exe, List.of(input)); // or start(...) -> RunHandle
+      try (BoundProgram program = callbacks.compile(graph)) { // fused, or segmented: xla-actors.actors.runs.mode
+        List<HostTensor> out = callbacks.run(program, Argument.of(List.of(input))); // or start(...) -> RunHandle
         assertArrayEquals(new float[] {2f, 3f, 3.5f}, out.get(0).toFloatArray(), 0f);
       }
     } finally {
@@ -162,20 +165,25 @@ class DocFragmentsTest {
       Device gpuDevice = client.devices().get(1);
 
       callbacks.registerAll(graph.hostCallbacks()).toCompletableFuture().join();
-      List<HostTensor> a = callbacks.run(graph, inputs, RunMode.FUSED);
-      List<HostTensor> s = callbacks.run(graph, inputs, RunMode.SEGMENTED); // equal to a
-      List<HostTensor> c = callbacks.run(graph, inputs); // xla-actors.actors.runs.mode (default fused)
-      RunHandle h = callbacks.start(graph, inputs, RunMode.SEGMENTED); // cancellable between stages
-      assertArrayEquals(a.get(0).toFloatArray(), s.get(0).toFloatArray(), 0f);
-      assertArrayEquals(a.get(0).toFloatArray(), c.get(0).toFloatArray(), 0f);
-      assertArrayEquals(
-          a.get(0).toFloatArray(), h.result().toCompletableFuture().get(30, TimeUnit.SECONDS).get(0).toFloatArray(), 0f);
+      try (BoundProgram fused = callbacks.compile(graph, RunMode.FUSED);
+          BoundProgram segmented = callbacks.compile(graph, RunMode.SEGMENTED);
+          BoundProgram configured = callbacks.compile(graph)) { // xla-actors.actors.runs.mode (default fused)
+        List<HostTensor> a = callbacks.run(fused, Argument.of(inputs));
+        List<HostTensor> s = callbacks.run(segmented, Argument.of(inputs)); // equal to a
+        List<HostTensor> c = callbacks.run(configured, Argument.of(inputs));
+        RunHandle h = callbacks.start(segmented, Argument.of(inputs)); // cancellable between stages
+        assertArrayEquals(a.get(0).toFloatArray(), s.get(0).toFloatArray(), 0f);
+        assertArrayEquals(a.get(0).toFloatArray(), c.get(0).toFloatArray(), 0f);
+        assertArrayEquals(
+            a.get(0).toFloatArray(), h.result().toCompletableFuture().get(30, TimeUnit.SECONDS).get(0).toFloatArray(), 0f);
+      }
 
       SegmentedGraph plan = graph.segment(SegmentationOptions.defaults());
       System.out.println(plan.describe()); // the stages, host calls and Java-driven loops
-      try (SegmentedProgram p = new SegmentedProgram(plan, stage -> new Target(gpuClient, gpuDevice))) {
-        SegmentedProgram.Result r = callbacks.runSegmented(p, inputs); // outputs + what crossed
-        assertArrayEquals(new float[] {2f, 3f, 3.5f}, r.outputs().get(0).toFloatArray(), 0f);
+      try (SegmentedProgram p = new SegmentedProgram(plan, stage -> new Target(gpuClient, gpuDevice));
+          SegmentedModel onGpu = SegmentedModel.of(p)) {
+        List<HostTensor> out = callbacks.run(onGpu, Argument.of(inputs)); // supervised, stages where placed
+        assertArrayEquals(new float[] {2f, 3f, 3.5f}, out.get(0).toFloatArray(), 0f);
       }
       assertEquals(2, plan.stages().size(), plan.describe());
     } finally {

@@ -10,11 +10,12 @@ import dev.xlaactors.graph.Graph;
 import dev.xlaactors.graph.GraphBuilder;
 import dev.xlaactors.graph.Value;
 import dev.xlaactors.runtime.DType;
-import dev.xlaactors.runtime.Executable;
 import dev.xlaactors.runtime.HostCallback;
 import dev.xlaactors.runtime.HostTensor;
 import dev.xlaactors.runtime.TensorType;
 import dev.xlaactors.runtime.XlaClient;
+import dev.xlaactors.runtime.model.Argument;
+import dev.xlaactors.runtime.model.Model;
 import java.util.List;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.apache.pekko.actor.testkit.typed.javadsl.ActorTestKit;
@@ -60,8 +61,8 @@ class GraphHostCallTest {
     assertEquals(List.of(clip), graph.hostCallbacks());
 
     callbacks.registerAll(graph.hostCallbacks()).toCompletableFuture().join();
-    try (Executable exe = graph.compile(client)) {
-      List<HostTensor> out = callbacks.run(exe, List.of(HostTensor.ofFloats(new float[] {0.5f, 1f, 3f})));
+    try (Model exe = Model.compile(client, graph.stablehlo())) {
+      List<HostTensor> out = callbacks.run(exe, Argument.of(List.of(HostTensor.ofFloats(new float[] {0.5f, 1f, 3f}))));
       assertArrayEquals(new float[] {2f, 3f, 3.5f}, out.get(0).toFloatArray(), 0f);
     }
   }
@@ -78,8 +79,8 @@ class GraphHostCallTest {
     callbacks.registerAll(graph.hostCallbacks()).toCompletableFuture().join();
     assertEquals(TensorType.of(DType.F32), HostTensor.ofFloats(new float[] {2f}).type(), "one value without dims: a scalar");
     assertEquals(f32x1, HostTensor.vector(2f).type(), "vector(): always rank 1");
-    try (Executable exe = graph.compile(client)) {
-      List<HostTensor> out = callbacks.run(exe, List.of(HostTensor.vector(2f)));
+    try (Model exe = Model.compile(client, graph.stablehlo())) {
+      List<HostTensor> out = callbacks.run(exe, Argument.of(List.of(HostTensor.vector(2f))));
       assertArrayEquals(new float[] {6f}, out.get(0).toFloatArray(), 0f);
     }
   }
@@ -100,8 +101,8 @@ class GraphHostCallTest {
     assertEquals(TensorType.of(DType.S32, 2), unused.type());
     Graph graph = b.build(b.add(p, pair.get(0)), pair.get(1));
     callbacks.registerAll(graph.hostCallbacks()).toCompletableFuture().join();
-    try (Executable exe = graph.compile(client)) {
-      List<HostTensor> out = callbacks.run(exe, List.of(HostTensor.ofInts(new int[] {10, 20})));
+    try (Model exe = Model.compile(client, graph.stablehlo())) {
+      List<HostTensor> out = callbacks.run(exe, Argument.of(List.of(HostTensor.ofInts(new int[] {10, 20}))));
       assertArrayEquals(new int[] {14, 25}, out.get(0).toIntArray());
       assertArrayEquals(new double[] {0.25}, out.get(1).toDoubleArray(), 0);
     }

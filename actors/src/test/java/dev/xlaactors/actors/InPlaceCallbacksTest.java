@@ -17,6 +17,8 @@ import dev.xlaactors.runtime.HostCallback;
 import dev.xlaactors.runtime.HostTensor;
 import dev.xlaactors.runtime.TensorType;
 import dev.xlaactors.runtime.XlaClient;
+import dev.xlaactors.runtime.model.Argument;
+import dev.xlaactors.runtime.model.Model;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
@@ -111,13 +113,14 @@ class InPlaceCallbacksTest {
       }
     }
     for (boolean inPlace : new boolean[] {false, true}) {
-      try (Executable a = loop(plusOne, 4, inPlace).compile(client); Executable b = loop(echo, 4, inPlace).compile(client)) {
+      try (Executable a = loop(plusOne, 4, inPlace).compile(client); Executable b = loop(echo, 4, inPlace).compile(client);
+          Model aModel = Model.of(a); Model bModel = Model.of(b)) {
         // In place, the call's output is the loop's own buffer: XLA plans no 4 MiB buffer for it per run.
         long temp = a.compiledMemoryStats().tempBytes();
         assertTrue(inPlace ? temp < N : temp >= 4L * N, "in place: " + inPlace + ", temporary bytes per run: " + temp);
-        assertArrayEquals(plusOneExpected, callbacks.run(a, List.of(HostTensor.ofFloats(x))).get(0).toFloatArray(), 0f,
+        assertArrayEquals(plusOneExpected, callbacks.run(aModel, Argument.of(List.of(HostTensor.ofFloats(x)))).get(0).toFloatArray(), 0f,
             "copied inputs, in place: " + inPlace);
-        assertArrayEquals(echoExpected, callbacks.run(b, List.of(HostTensor.ofFloats(x))).get(0).toFloatArray(), 0f,
+        assertArrayEquals(echoExpected, callbacks.run(bModel, Argument.of(List.of(HostTensor.ofFloats(x)))).get(0).toFloatArray(), 0f,
             "borrowed inputs, in place: " + inPlace);
       }
     }
@@ -141,8 +144,8 @@ class InPlaceCallbacksTest {
     Value negated = b.hostCallInPlace(negate, Map.of(0, 0), doubled).get(0);
     // XLA must copy `doubled` before the call writes over it, since the sum reads it afterwards.
     Graph graph = b.build(negated, b.add(doubled, b.constant(1f)));
-    try (Executable exe = graph.compile(client)) {
-      List<HostTensor> out = callbacks.run(exe, List.of(HostTensor.ofFloats(new float[] {1, 2, 3, 4})));
+    try (Model exe = Model.compile(client, graph.stablehlo())) {
+      List<HostTensor> out = callbacks.run(exe, Argument.of(List.of(HostTensor.ofFloats(new float[] {1, 2, 3, 4}))));
       assertArrayEquals(new float[] {-2, -4, -6, -8}, out.get(0).toFloatArray(), 0f);
       assertArrayEquals(new float[] {3, 5, 7, 9}, out.get(1).toFloatArray(), 0f);
     }
@@ -171,9 +174,9 @@ class InPlaceCallbacksTest {
     }
     float[] y1s = new float[N];
     Arrays.fill(y1s, 8f);
-    try (Executable exe = graph.compile(client)) {
+    try (Model exe = Model.compile(client, graph.stablehlo())) {
       for (int run = 0; run < 3; run++) {
-        List<HostTensor> out = callbacks.run(exe, List.of(HostTensor.ofFloats(xs), HostTensor.ofFloats(ys)));
+        List<HostTensor> out = callbacks.run(exe, Argument.of(List.of(HostTensor.ofFloats(xs), HostTensor.ofFloats(ys))));
         assertArrayEquals(y1s, out.get(0).toFloatArray(), 0f);
         assertArrayEquals(x1s, out.get(1).toFloatArray(), 0f);
       }
@@ -215,7 +218,7 @@ class InPlaceCallbacksTest {
           Graph graph = b.build(out.get(0), out.get(1));
           for (RunMode mode : RunMode.values()) {
             for (int run = 0; run < 2; run++) {
-              List<HostTensor> result = callbacks.run(graph, List.of(HostTensor.ofFloats(xs), HostTensor.ofFloats(ys)), mode);
+              List<HostTensor> result = SegmentedRunTest.run(callbacks, graph, List.of(HostTensor.ofFloats(xs), HostTensor.ofFloats(ys)), mode);
               float[] expected = which == 0 ? x1s : y1s;
               assertArrayEquals(expected, result.get(0).toFloatArray(), 0f, name + " " + aliases + " " + mode + ": output 0");
               assertArrayEquals(expected, result.get(1).toFloatArray(), 0f, name + " " + aliases + " " + mode + ": output 1");
@@ -250,7 +253,7 @@ class InPlaceCallbacksTest {
         List<Value> out = b.hostCallInPlace(dup, aliases, b.add(x, b.constant(1f)));
         Graph graph = b.build(out.get(0), out.get(1));
         for (RunMode mode : RunMode.values()) {
-          List<HostTensor> result = callbacks.run(graph, List.of(HostTensor.ofFloats(xs)), mode);
+          List<HostTensor> result = SegmentedRunTest.run(callbacks, graph, List.of(HostTensor.ofFloats(xs)), mode);
           assertArrayEquals(x1s, result.get(0).toFloatArray(), 0f, name + " " + aliases + " " + mode + ": output 0");
           assertArrayEquals(x1s, result.get(1).toFloatArray(), 0f, name + " " + aliases + " " + mode + ": output 1");
         }
@@ -308,11 +311,11 @@ class InPlaceCallbacksTest {
     Graph graph = b.build(b.hostCallInPlace(sevens, Map.of(0, 0), xPlusRun).get(0));
     float[] seven = new float[N];
     Arrays.fill(seven, 7f);
-    try (Executable exe = graph.compile(client)) {
+    try (Model exe = Model.compile(client, graph.stablehlo())) {
       for (int run = 0; run < 20; run++) {
         float[] xs = new float[N];
         Arrays.fill(xs, run);
-        assertArrayEquals(seven, callbacks.run(exe, List.of(HostTensor.ofFloats(xs))).get(0).toFloatArray(), 0f);
+        assertArrayEquals(seven, callbacks.run(exe, Argument.of(List.of(HostTensor.ofFloats(xs)))).get(0).toFloatArray(), 0f);
       }
     }
     for (Thread reader : readers) {

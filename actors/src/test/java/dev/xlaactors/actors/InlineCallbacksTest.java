@@ -11,11 +11,12 @@ import dev.xlaactors.error.CallbackException;
 import dev.xlaactors.error.ErrorCode;
 import dev.xlaactors.error.XlaException;
 import dev.xlaactors.runtime.DType;
-import dev.xlaactors.runtime.Executable;
 import dev.xlaactors.runtime.HostCallback;
 import dev.xlaactors.runtime.HostTensor;
 import dev.xlaactors.runtime.TensorType;
 import dev.xlaactors.runtime.XlaClient;
+import dev.xlaactors.runtime.model.Argument;
+import dev.xlaactors.runtime.model.Model;
 import java.util.List;
 import java.util.Set;
 import java.util.concurrent.CompletionException;
@@ -57,14 +58,14 @@ class InlineCallbacksTest {
   }
 
   /** K calls of {@code name} in sequence, each adding what the function returns to the running value. */
-  private Executable chain(String name, int k) {
+  private Model chain(String name, int k) {
     StringBuilder body = new StringBuilder();
     String x = "%x";
     for (int i = 0; i < k; i++) {
       body.append(Programs.call("%c" + i, name, List.of(x), List.of("tensor<f32>"), List.of("tensor<f32>"))).append('\n');
       x = "%c" + i;
     }
-    return client.compile("func.func @main(%x: tensor<f32>) -> tensor<f32> {\n" + body + "  return " + x + " : tensor<f32>\n}");
+    return Model.compile(client, "func.func @main(%x: tensor<f32>) -> tensor<f32> {\n" + body + "  return " + x + " : tensor<f32>\n}");
   }
 
   @Test
@@ -76,9 +77,9 @@ class InlineCallbacksTest {
       calls.incrementAndGet();
       return List.of(HostTensor.scalar(in.get(0).toFloatArray()[0] * 2));
     })).toCompletableFuture().get(5, TimeUnit.SECONDS);
-    try (Executable exe = chain("double", 10)) {
+    try (Model exe = chain("double", 10)) {
       for (int run = 0; run < 20; run++) {
-        List<HostTensor> out = callbacks.run(exe, List.of(HostTensor.scalar((float) run)));
+        List<HostTensor> out = callbacks.run(exe, Argument.of(List.of(HostTensor.scalar((float) run))));
         assertEquals(run * 1024f, out.get(0).toFloatArray()[0], "run " + run);
       }
     }
@@ -103,9 +104,9 @@ class InlineCallbacksTest {
       returned.incrementAndGet();
       return List.of(in.get(0));
     })).toCompletableFuture().get(5, TimeUnit.SECONDS);
-    try (Executable exe = chain("slow", 1)) {
+    try (Model exe = chain("slow", 1)) {
       long t0 = System.nanoTime();
-      RunHandle handle = callbacks.start(exe, List.of(HostTensor.scalar(1f)));
+      RunHandle handle = callbacks.start(exe, Argument.of(List.of(HostTensor.scalar(1f))));
       CompletionException e = assertThrows(CompletionException.class, () -> handle.result().toCompletableFuture().join());
       long failedAfterMs = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - t0);
       CallbackException cause = assertInstanceOf(CallbackException.class, e.getCause());

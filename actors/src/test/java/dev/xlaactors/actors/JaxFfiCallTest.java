@@ -8,6 +8,8 @@ import dev.xlaactors.runtime.Executable;
 import dev.xlaactors.runtime.HostTensor;
 import dev.xlaactors.runtime.TensorType;
 import dev.xlaactors.runtime.XlaClient;
+import dev.xlaactors.runtime.model.Argument;
+import dev.xlaactors.runtime.model.Model;
 import java.io.IOException;
 import java.io.InputStream;
 import java.nio.charset.StandardCharsets;
@@ -51,8 +53,8 @@ class JaxFfiCallTest {
           .join();
       float[] x = {0f, 0.5f, 1f, -2f};
       assertEquals(fixture.endsWith("in_place"), text.contains("output_operand_aliases"), fixture);
-      try (Executable exe = ImportedProgram.fromText(fixture, text).compile(client)) {
-        float[] out = callbacks.run(exe, List.of(HostTensor.ofFloats(x))).get(0).toFloatArray();
+      try (Executable compiled = ImportedProgram.fromText(fixture, text).compile(client); Model exe = Model.of(compiled)) {
+        float[] out = callbacks.run(exe, Argument.of(List.of(HostTensor.ofFloats(x)))).get(0).toFloatArray();
         for (int i = 0; i < x.length; i++) {
           assertEquals(2 * ((float) Math.sin(x[i]) + 10), out[i], 1e-5f, "element " + i);
         }

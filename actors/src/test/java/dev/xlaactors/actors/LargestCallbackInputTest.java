@@ -50,7 +50,7 @@ class LargestCallbackInputTest {
       String[] messages = new String[2];
       int m = 0;
       for (RunMode mode : List.of(RunMode.FUSED, RunMode.SEGMENTED)) {
-        XlaException e = assertThrows(XlaException.class, () -> callbacks.run(graph, List.of(HostTensor.scalar(1f)), mode));
+        XlaException e = assertThrows(XlaException.class, () -> SegmentedRunTest.run(callbacks, graph, List.of(HostTensor.scalar(1f)), mode));
         assertTrue(e.getMessage().contains(expected), mode + ": " + e.getMessage());
         messages[m++] = e.code() + " " + e.getClass().getSimpleName() + " " + e.getMessage();
       }

@@ -87,8 +87,8 @@ class LazySupervisorTest {
     }).toCompletableFuture().join();
   }
 
-  private static Executable oneCall(String name) {
-    return client.compile(Programs.oneCall(name, "tensor<4xf32>"));
+  private static Model oneCall(String name) {
+    return Model.compile(client, Programs.oneCall(name, "tensor<4xf32>"));
   }
 
   private static Throwable failureOf(CompletableFuture<?> f) throws Exception {
@@ -103,22 +103,23 @@ class LazySupervisorTest {
   @Test
   void runsWhoseCallbacksGoStraightToTheirFunctionsSpawnNoSupervisor() throws Exception {
     runtime("");
-    try (Executable echo = oneCall("echo");
-        Executable noCalls = client.compile(Programs.lines(
+    try (Executable echoProgram = client.compile(Programs.oneCall("echo", "tensor<4xf32>"));
+        Model echo = Model.of(echoProgram);
+        Model noCalls = Model.compile(client, Programs.lines(
             "func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {",
             "  %y = stablehlo.add %x, %x : tensor<4xf32>",
             "  return %y : tensor<4xf32>",
             "}"));
-        Model model = Model.load(echo, List.of("x"), Map.of(), client.devices().get(0))) {
+        Model model = Model.load(echoProgram, List.of("x"), Map.of(), client.devices().get(0))) {
       for (int i = 0; i < 10; i++) {
-        assertArrayEquals(TRIPLED, callbacks.run(echo, List.of(INPUT)).get(0).toFloatArray(), 0f);
+        assertArrayEquals(TRIPLED, callbacks.run(echo, Argument.of(List.of(INPUT))).get(0).toFloatArray(), 0f);
         assertArrayEquals(TRIPLED, callbacks.run(model, List.of(Argument.of(INPUT))).get(0).toFloatArray(), 0f);
         assertArrayEquals(TRIPLED,
-            callbacks.start(echo, List.of(INPUT)).result().toCompletableFuture().get(20, TimeUnit.SECONDS).get(0).toFloatArray(), 0f);
+            callbacks.start(echo, Argument.of(List.of(INPUT))).result().toCompletableFuture().get(20, TimeUnit.SECONDS).get(0).toFloatArray(), 0f);
         try (DeviceBuffer out = callbacks.runOnDevice(model, List.of(Argument.of(INPUT))).get(0)) {
           assertArrayEquals(TRIPLED, out.toHost().toFloatArray(), 0f);
         }
-        assertArrayEquals(new float[] {2, 4, 6, 8}, callbacks.run(noCalls, List.of(INPUT)).get(0).toFloatArray(), 0f);
+        assertArrayEquals(new float[] {2, 4, 6, 8}, callbacks.run(noCalls, Argument.of(List.of(INPUT))).get(0).toFloatArray(), 0f);
       }
     }
     RuntimeMetrics metrics = callbacks.metrics();
@@ -135,10 +136,10 @@ class LazySupervisorTest {
       r.replyTo().tell(new CallbackServer.Response(r.call().tag(), r.call().inputs(), null));
       return Behaviors.same();
     }))).toCompletableFuture().join();
-    try (Executable served = oneCall("served")) {
-      assertArrayEquals(TRIPLED, callbacks.run(served, List.of(INPUT)).get(0).toFloatArray(), 0f);
+    try (Model served = oneCall("served")) {
+      assertArrayEquals(TRIPLED, callbacks.run(served, Argument.of(List.of(INPUT))).get(0).toFloatArray(), 0f);
       assertArrayEquals(TRIPLED,
-          callbacks.start(served, List.of(INPUT)).result().toCompletableFuture().get(20, TimeUnit.SECONDS).get(0).toFloatArray(), 0f);
+          callbacks.start(served, Argument.of(List.of(INPUT))).result().toCompletableFuture().get(20, TimeUnit.SECONDS).get(0).toFloatArray(), 0f);
     }
     assertEquals(2, callbacks.metrics().supervisedRuns(), callbacks.metrics().toString());
     assertEquals(2, callbacks.metrics().callbacks().get("served").count());
@@ -147,9 +148,9 @@ class LazySupervisorTest {
   @Test
   void aDirectCallbackThatThrowsAbortsTheRunThroughASupervisorSpawnedForIt() throws Exception {
     runtime("");
-    try (Executable fails = oneCall("fails")) {
+    try (Model fails = oneCall("fails")) {
       CallbackException e = assertInstanceOf(CallbackException.class,
-          org.junit.jupiter.api.Assertions.assertThrows(CallbackException.class, () -> callbacks.run(fails, List.of(INPUT))));
+          org.junit.jupiter.api.Assertions.assertThrows(CallbackException.class, () -> callbacks.run(fails, Argument.of(List.of(INPUT)))));
       assertEquals("fails", e.callbackName());
       assertEquals(ErrorCode.ABORTED, e.code());
       assertTrue(e.getMessage().contains("IllegalStateException: broken on purpose"), e.getMessage());
@@ -165,9 +166,9 @@ class LazySupervisorTest {
     // The callback's own timeout (30 s) is far away; only the run's deadline, which no actor timer
     // watches until the watchdog spawns the supervisor, can end the run.
     runtime("xla-actors.actors.runs.timeout = 500ms");
-    try (Executable sleeps = oneCall("sleeps")) {
+    try (Model sleeps = oneCall("sleeps")) {
       long start = System.nanoTime();
-      Throwable failure = failureOf(callbacks.start(sleeps, List.of(INPUT)).result().toCompletableFuture());
+      Throwable failure = failureOf(callbacks.start(sleeps, Argument.of(List.of(INPUT))).result().toCompletableFuture());
       long tookMillis = (System.nanoTime() - start) / 1_000_000;
       CallbackException e = assertInstanceOf(CallbackException.class, failure);
       assertEquals(ErrorCode.DEADLINE_EXCEEDED, e.code(), e.getMessage());
@@ -175,7 +176,7 @@ class LazySupervisorTest {
       assertTrue(tookMillis < 4_000, "the run's 500ms timeout ended it after " + tookMillis + " ms, not the 5 s callback");
       // The blocking form throws the same once XLA gets its thread back (the call is failed at once).
       CallbackException blocking = org.junit.jupiter.api.Assertions.assertThrows(CallbackException.class,
-          () -> callbacks.run(sleeps, List.of(INPUT)));
+          () -> callbacks.run(sleeps, Argument.of(List.of(INPUT))));
       assertEquals(ErrorCode.DEADLINE_EXCEEDED, blocking.code(), blocking.getMessage());
     }
     RuntimeMetrics metrics = callbacks.metrics();
@@ -187,9 +188,9 @@ class LazySupervisorTest {
   @Test
   void anOverdueDirectCallTimesOutNamingItsKey() throws Exception {
     runtime("xla-actors.actors.callbacks.timeouts.sleeps = 300ms");
-    try (Executable sleeps = oneCall("sleeps")) {
+    try (Model sleeps = oneCall("sleeps")) {
       CallbackException e = org.junit.jupiter.api.Assertions.assertThrows(CallbackException.class,
-          () -> callbacks.run(sleeps, List.of(INPUT)));
+          () -> callbacks.run(sleeps, Argument.of(List.of(INPUT))));
       assertEquals(ErrorCode.DEADLINE_EXCEEDED, e.code(), e.getMessage());
       assertEquals("sleeps", e.callbackName());
       assertTrue(e.getMessage().contains("xla-actors.actors.callbacks.timeouts.sleeps"), e.getMessage());
@@ -202,13 +203,13 @@ class LazySupervisorTest {
   @Test
   void cancelSpawnsTheSupervisorOnlyWhileTheRunIsInProgress() throws Exception {
     runtime("");
-    try (Executable echo = oneCall("echo"); Executable blocks = oneCall("blocks")) {
-      RunHandle finished = callbacks.start(echo, List.of(INPUT));
+    try (Model echo = oneCall("echo"); Model blocks = oneCall("blocks")) {
+      RunHandle finished = callbacks.start(echo, Argument.of(List.of(INPUT)));
       finished.result().toCompletableFuture().get(20, TimeUnit.SECONDS);
       assertEquals(CancelOutcome.ALREADY_FINISHED, finished.cancel("too late").toCompletableFuture().get(20, TimeUnit.SECONDS));
       assertEquals(0, callbacks.metrics().supervisedRuns(), "a cancel after the end needs no actor");
 
-      RunHandle blocked = callbacks.start(blocks, List.of(INPUT));
+      RunHandle blocked = callbacks.start(blocks, Argument.of(List.of(INPUT)));
       assertEquals(CancelOutcome.CANCELLED, blocked.cancel("in time").toCompletableFuture().get(20, TimeUnit.SECONDS));
       CallbackException e = assertInstanceOf(CallbackException.class, failureOf(blocked.result().toCompletableFuture()));
       assertEquals(ErrorCode.CANCELLED, e.code());
@@ -220,8 +221,8 @@ class LazySupervisorTest {
   @Test
   void theSupervisorOfARunThatEndedWithoutOneStopsAtOnce() throws Exception {
     runtime("");
-    try (Executable echo = oneCall("echo")) {
-      RunHandle run = callbacks.start(echo, List.of(INPUT));
+    try (Model echo = oneCall("echo")) {
+      RunHandle run = callbacks.start(echo, Argument.of(List.of(INPUT)));
       run.result().toCompletableFuture().get(20, TimeUnit.SECONDS);
       TestProbe<Object> probe = testKit.createTestProbe();
       probe.expectTerminated(run.supervisor(), Duration.ofSeconds(10));
@@ -232,10 +233,7 @@ class LazySupervisorTest {
   @Test
   void deviceRunHandleCancelReportsItsOutcome() throws Exception {
     runtime("");
-    try (Executable echo = oneCall("echo"); Executable blocks = oneCall("blocks"); Executable fails = oneCall("fails");
-        Model echoModel = Model.load(echo, List.of("x"), Map.of(), client.devices().get(0));
-        Model blocksModel = Model.load(blocks, List.of("x"), Map.of(), client.devices().get(0));
-        Model failsModel = Model.load(fails, List.of("x"), Map.of(), client.devices().get(0))) {
+    try (Model echoModel = oneCall("echo"); Model blocksModel = oneCall("blocks"); Model failsModel = oneCall("fails")) {
       DeviceRunHandle finished = callbacks.startOnDevice(echoModel, List.of(Argument.of(INPUT)));
       List<DeviceBuffer> outputs = finished.result().toCompletableFuture().get(20, TimeUnit.SECONDS);
       assertEquals(CancelOutcome.ALREADY_FINISHED, finished.cancel("too late").toCompletableFuture().get(20, TimeUnit.SECONDS));

@@ -5,13 +5,14 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import com.typesafe.config.ConfigFactory;
 import dev.xlaactors.runtime.DType;
-import dev.xlaactors.runtime.Executable;
 import dev.xlaactors.runtime.HostTensor;
 import dev.xlaactors.runtime.InFlightExecutions;
 import dev.xlaactors.runtime.Plugin;
 import dev.xlaactors.runtime.RuntimeSettings;
 import dev.xlaactors.runtime.TensorType;
 import dev.xlaactors.runtime.XlaClient;
+import dev.xlaactors.runtime.model.Argument;
+import dev.xlaactors.runtime.model.Model;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
@@ -95,12 +96,12 @@ class NestedCallbacksTest {
   /** Programs 0 to depth, where program d (d >= 1) calls nest-d, which runs program d - 1 and adds 1. */
   private static final class Chain implements AutoCloseable {
     final CallbackRuntime callbacks;
-    final List<Executable> programs = new ArrayList<>();
+    final List<Model> programs = new ArrayList<>();
 
     Chain(ActorTestKit kit, XlaClient client, int depth) {
       callbacks = CallbackRuntime.create(kit.system(), client);
       TensorType s32 = TensorType.of(DType.S32);
-      programs.add(client.compile(Programs.lines(
+      programs.add(Model.compile(client, Programs.lines(
           "func.func @main(%x: tensor<i32>) -> tensor<i32> {",
           "  %z = stablehlo.constant dense<0> : tensor<i32>",
           "  return %z : tensor<i32>",
@@ -108,10 +109,10 @@ class NestedCallbacksTest {
       for (int d = 1; d <= depth; d++) {
         int level = d;
         callbacks.register("nest-" + d, List.of(s32), null, (in, s) -> {
-          int inner = callbacks.run(programs.get(level - 1), in).get(0).toIntArray()[0];
+          int inner = callbacks.run(programs.get(level - 1), Argument.of(in)).get(0).toIntArray()[0];
           return List.of(HostTensor.ofInts(new int[] {inner + 1}, new long[0]));
         }).toCompletableFuture().join();
-        programs.add(client.compile(Programs.lines(
+        programs.add(Model.compile(client, Programs.lines(
             "func.func @main(%x: tensor<i32>) -> tensor<i32> {",
             "  " + Programs.call("%y", "nest-" + d, List.of("%x"), List.of("tensor<i32>"), List.of("tensor<i32>")),
             "  return %y : tensor<i32>",
@@ -123,7 +124,7 @@ class NestedCallbacksTest {
     List<Object> startAll(int depth, int concurrent) throws Exception {
       List<RunHandle> runs = new ArrayList<>();
       for (int i = 0; i < concurrent; i++) {
-        runs.add(callbacks.start(programs.get(depth), List.of(HostTensor.ofInts(new int[] {i}, new long[0]))));
+        runs.add(callbacks.start(programs.get(depth), Argument.of(List.of(HostTensor.ofInts(new int[] {i}, new long[0])))));
       }
       List<Object> outcomes = new ArrayList<>();
       for (RunHandle run : runs) {
@@ -149,7 +150,7 @@ class NestedCallbacksTest {
 
     @Override
     public void close() {
-      programs.forEach(Executable::close);
+      programs.forEach(Model::close);
       callbacks.close();
     }
   }

@@ -9,10 +9,11 @@ import ch.qos.logback.classic.spi.ILoggingEvent;
 import ch.qos.logback.core.read.ListAppender;
 import dev.xlaactors.error.CallbackException;
 import dev.xlaactors.runtime.DType;
-import dev.xlaactors.runtime.Executable;
 import dev.xlaactors.runtime.HostTensor;
 import dev.xlaactors.runtime.TensorType;
 import dev.xlaactors.runtime.XlaClient;
+import dev.xlaactors.runtime.model.Argument;
+import dev.xlaactors.runtime.model.Model;
 import java.util.List;
 import java.util.concurrent.CountDownLatch;
 import org.apache.pekko.actor.testkit.typed.javadsl.ActorTestKit;
@@ -58,8 +59,8 @@ class ObservabilityTest {
     ListAppender<ILoggingEvent> appender = new ListAppender<>();
     appender.start();
     logger.addAppender(appender);
-    try (Executable exe = client.compile(Programs.oneCall("logs", "tensor<4xf32>"))) {
-      RunHandle run = callbacks.start(exe, List.of(HostTensor.ofFloats(new float[4])));
+    try (Model exe = Model.compile(client, Programs.oneCall("logs", "tensor<4xf32>"))) {
+      RunHandle run = callbacks.start(exe, Argument.of(List.of(HostTensor.ofFloats(new float[4]))));
       run.result().toCompletableFuture().join();
       ILoggingEvent event = appender.list.get(0);
       assertEquals("inside the callback", event.getFormattedMessage());
@@ -72,13 +73,13 @@ class ObservabilityTest {
 
   @Test
   void metricsCountCallsFailuresTimeoutsAndLatencies() {
-    try (Executable ok = client.compile(Programs.oneCall("logs", "tensor<4xf32>"));
-        Executable slow = client.compile(Programs.oneCall("sleepy", "tensor<4xf32>"))) {
+    try (Model ok = Model.compile(client, Programs.oneCall("logs", "tensor<4xf32>"));
+        Model slow = Model.compile(client, Programs.oneCall("sleepy", "tensor<4xf32>"))) {
       long runsBefore = callbacks.metrics().runs().count();
       for (int i = 0; i < 3; i++) {
-        callbacks.run(ok, List.of(HostTensor.ofFloats(new float[4])));
+        callbacks.run(ok, Argument.of(List.of(HostTensor.ofFloats(new float[4]))));
       }
-      assertThrows(CallbackException.class, () -> callbacks.run(slow, List.of(HostTensor.ofFloats(new float[4]))));
+      assertThrows(CallbackException.class, () -> callbacks.run(slow, Argument.of(List.of(HostTensor.ofFloats(new float[4])))));
       RuntimeMetrics.Snapshot logs = callbacks.metrics().callbacks().get("logs");
       assertTrue(logs.count() >= 3);
       assertEquals(0, logs.failures());

@@ -135,10 +135,10 @@ class RandomSegmentationTest {
       HostTensor in = HostTensor.ofFloats(new float[] {0.5f, -1.25f, 2f, -0.125f});
       try {
         journal.clear();
-        List<HostTensor> fused = callbacks.run(g, List.of(in), RunMode.FUSED);
+        List<HostTensor> fused = SegmentedRunTest.run(callbacks, g, List.of(in), RunMode.FUSED);
         List<String> fusedCalls = List.copyOf(journal);
         journal.clear();
-        List<HostTensor> segmented = callbacks.run(g, List.of(in), RunMode.SEGMENTED);
+        List<HostTensor> segmented = SegmentedRunTest.run(callbacks, g, List.of(in), RunMode.SEGMENTED);
         SegmentedRunTest.assertSame(fused, segmented, 1e-5);
         assertEquals(fusedCalls.size(), journal.size(), "number of callbacks called");
         // Host-call sites: every remaining call site counted, none invented.

@@ -10,10 +10,11 @@ import dev.xlaactors.error.CallbackException;
 import dev.xlaactors.error.ErrorCode;
 import dev.xlaactors.error.XlaException;
 import dev.xlaactors.runtime.DType;
-import dev.xlaactors.runtime.Executable;
 import dev.xlaactors.runtime.HostTensor;
 import dev.xlaactors.runtime.TensorType;
 import dev.xlaactors.runtime.XlaClient;
+import dev.xlaactors.runtime.model.Argument;
+import dev.xlaactors.runtime.model.Model;
 import io.micrometer.core.instrument.FunctionCounter;
 import io.micrometer.core.instrument.Gauge;
 import io.micrometer.core.instrument.Tags;
@@ -61,16 +62,16 @@ class RuntimeMetersTest {
   }
 
   private static void run(String callback, int times) {
-    try (Executable exe = client.compile(Programs.oneCall(callback, "tensor<4xf32>"))) {
+    try (Model exe = Model.compile(client, Programs.oneCall(callback, "tensor<4xf32>"))) {
       for (int i = 0; i < times; i++) {
-        callbacks.run(exe, INPUT);
+        callbacks.run(exe, Argument.of(INPUT));
       }
     }
   }
 
   private static void runFailing(String callback) {
-    try (Executable exe = client.compile(Programs.oneCall(callback, "tensor<4xf32>"))) {
-      assertThrows(CallbackException.class, () -> callbacks.run(exe, INPUT));
+    try (Model exe = Model.compile(client, Programs.oneCall(callback, "tensor<4xf32>"))) {
+      assertThrows(CallbackException.class, () -> callbacks.run(exe, Argument.of(INPUT)));
     }
   }
 

@@ -107,9 +107,9 @@ class SegmentedModelRunTest {
       int calls = reluCalls.get();
       long uploads = client.uploadCount();
       // On the host, on the calling thread and started on the run dispatcher.
-      SegmentedProgram.Result here = callbacks.runSegmented(model,
+      List<HostTensor> here = callbacks.run(model,
           List.of(Argument.of(HostTensor.ofFloats(zero, 1, D)), Argument.of(HostTensor.ofFloats(x, 1, D))));
-      assertArrayEquals(expected, here.outputs().get(0).toFloatArray(), 1e-4f);
+      assertArrayEquals(expected, here.get(0).toFloatArray(), 1e-4f);
       RunHandle started = callbacks.start(model,
           List.of(Argument.of(HostTensor.ofFloats(zero, 1, D)), Argument.of(HostTensor.ofFloats(x, 1, D))));
       assertArrayEquals(expected, started.result().toCompletableFuture().get(60, TimeUnit.SECONDS).get(0).toFloatArray(), 1e-4f);

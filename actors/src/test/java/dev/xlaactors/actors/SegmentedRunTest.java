@@ -23,6 +23,9 @@ import dev.xlaactors.runtime.HostCallback;
 import dev.xlaactors.runtime.HostTensor;
 import dev.xlaactors.runtime.TensorType;
 import dev.xlaactors.runtime.XlaClient;
+import dev.xlaactors.runtime.model.Argument;
+import dev.xlaactors.runtime.model.BoundProgram;
+import dev.xlaactors.runtime.model.SegmentedModel;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Collections;
@@ -107,13 +110,35 @@ class SegmentedRunTest {
     testKit.shutdownTestKit();
   }
 
+  /** Runs {@code g} on {@code inputs} once, compiled by {@code runtime} in {@code mode}. */
+  static List<HostTensor> run(CallbackRuntime runtime, Graph g, List<HostTensor> inputs, RunMode mode) {
+    try (BoundProgram program = runtime.compile(g, mode)) {
+      return runtime.run(program, Argument.of(inputs));
+    }
+  }
+
+  /** Starts a run of {@code g} compiled in {@code mode}; the program is closed when the run has ended. */
+  static RunHandle start(Graph g, List<HostTensor> inputs, RunMode mode) {
+    BoundProgram program = callbacks.compile(g, mode);
+    RunHandle handle = callbacks.start(program, Argument.of(inputs));
+    handle.ended().whenComplete((done, failure) -> program.close());
+    return handle;
+  }
+
+  /** The segmented program the runtime made of {@code g} (kept until the runtime closes). */
+  static SegmentedProgram segmented(Graph g) {
+    try (SegmentedModel model = (SegmentedModel) callbacks.compile(g, RunMode.SEGMENTED)) {
+      return model.program();
+    }
+  }
+
   /** Runs {@code g} fused, then segmented; asserts equal outputs and callback journals; returns them. */
   static List<HostTensor> bothEqual(Graph g, HostTensor... inputs) {
     journal.clear();
-    List<HostTensor> fused = callbacks.run(g, List.of(inputs), RunMode.FUSED);
+    List<HostTensor> fused = run(callbacks, g, List.of(inputs), RunMode.FUSED);
     List<String> fusedJournal = List.copyOf(journal);
     journal.clear();
-    List<HostTensor> segmented = callbacks.run(g, List.of(inputs), RunMode.SEGMENTED);
+    List<HostTensor> segmented = run(callbacks, g, List.of(inputs), RunMode.SEGMENTED);
     assertSame(fused, segmented, 0);
     assertEquals(fusedJournal, List.copyOf(journal), "callbacks called in the same order with the same inputs");
     assertEquals(0, HostCall.pendingCount());
@@ -186,9 +211,9 @@ class SegmentedRunTest {
     b.hostCall(EFFECT, x);
     Graph g = b.build(b.add(x, b.constant(1f)));
     effects.set(0);
-    callbacks.run(g, List.of(HostTensor.scalar(1f)), RunMode.FUSED);
+    run(callbacks, g, List.of(HostTensor.scalar(1f)), RunMode.FUSED);
     assertEquals(1, effects.get());
-    callbacks.run(g, List.of(HostTensor.scalar(1f)), RunMode.SEGMENTED);
+    run(callbacks, g, List.of(HostTensor.scalar(1f)), RunMode.SEGMENTED);
     assertEquals(2, effects.get());
   }
 
@@ -269,14 +294,14 @@ class SegmentedRunTest {
     Value x = b.parameter(F);
     Graph g = b.build(b.hostCall(THROWS, b.add(x, b.constant(1f))).get(0));
     CallbackException fused = assertThrows(CallbackException.class,
-        () -> callbacks.run(g, List.of(HostTensor.scalar(1f)), RunMode.FUSED));
+        () -> run(callbacks, g, List.of(HostTensor.scalar(1f)), RunMode.FUSED));
     CallbackException segmented = assertThrows(CallbackException.class,
-        () -> callbacks.run(g, List.of(HostTensor.scalar(1f)), RunMode.SEGMENTED));
+        () -> run(callbacks, g, List.of(HostTensor.scalar(1f)), RunMode.SEGMENTED));
     assertEquals(fused.getMessage(), segmented.getMessage());
     assertEquals("seg-throws", segmented.callbackName());
     assertInstanceOf(IllegalStateException.class, segmented.getCause());
     assertEquals(0, HostCall.pendingCount());
-    assertEquals(0, callbacks.segmented(g).openBuffers());
+    assertEquals(0, segmented(g).openBuffers());
   }
 
   @Test
@@ -285,10 +310,10 @@ class SegmentedRunTest {
     Value x = b.parameter(F);
     Graph g = b.build(b.hostCall(HANGS, x).get(0));
     CallbackException fused = assertThrows(CallbackException.class,
-        () -> callbacks.run(g, List.of(HostTensor.scalar(1f)), RunMode.FUSED));
+        () -> run(callbacks, g, List.of(HostTensor.scalar(1f)), RunMode.FUSED));
     long start = System.nanoTime();
     CallbackException segmented = assertThrows(CallbackException.class,
-        () -> callbacks.run(g, List.of(HostTensor.scalar(1f)), RunMode.SEGMENTED));
+        () -> run(callbacks, g, List.of(HostTensor.scalar(1f)), RunMode.SEGMENTED));
     assertTrue(System.nanoTime() - start < Duration.ofSeconds(3).toNanos());
     assertEquals(ErrorCode.DEADLINE_EXCEEDED, segmented.code());
     assertEquals(fused.getMessage(), segmented.getMessage());
@@ -303,7 +328,7 @@ class SegmentedRunTest {
     List<Value> r = b.whileLoop(List.of(b.constant(0), x), (c, v) -> c.less(v.get(0), c.constant(100_000)),
         (c, v) -> List.of(c.add(v.get(0), c.constant(1)), c.hostCall(SLEEPS, v.get(1)).get(0)));
     Graph g = b.build(r.get(1));
-    RunHandle handle = callbacks.start(g, List.of(HostTensor.scalar(1f)), RunMode.SEGMENTED);
+    RunHandle handle = start(g, List.of(HostTensor.scalar(1f)), RunMode.SEGMENTED);
     Thread.sleep(200);
     long start = System.nanoTime();
     handle.cancel("test is done");
@@ -317,10 +342,10 @@ class SegmentedRunTest {
     // The caller got the cancellation at once; the orchestrating thread stops at the next stage boundary
     // and frees what the run made.
     long deadline = System.nanoTime() + Duration.ofSeconds(5).toNanos();
-    while (callbacks.segmented(g).openBuffers() != 0 && System.nanoTime() < deadline) {
+    while (segmented(g).openBuffers() != 0 && System.nanoTime() < deadline) {
       Thread.sleep(10);
     }
-    assertEquals(0, callbacks.segmented(g).openBuffers(), "the cancelled run freed every buffer it made");
+    assertEquals(0, segmented(g).openBuffers(), "the cancelled run freed every buffer it made");
   }
 
   @Test
@@ -336,7 +361,7 @@ class SegmentedRunTest {
           (c, v) -> List.of(c.add(v.get(0), c.constant(1)), c.hostCall(SLEEPS, v.get(1)).get(0)));
       long start = System.nanoTime();
       CallbackException e = assertThrows(CallbackException.class,
-          () -> shortRuns.run(b.build(r.get(1)), List.of(HostTensor.scalar(1f)), RunMode.SEGMENTED));
+          () -> run(shortRuns, b.build(r.get(1)), List.of(HostTensor.scalar(1f)), RunMode.SEGMENTED));
       long ms = (System.nanoTime() - start) / 1_000_000;
       assertEquals(ErrorCode.DEADLINE_EXCEEDED, e.code());
       assertTrue(e.getMessage().contains("xla-actors.actors.runs.timeout"), e.getMessage());
@@ -360,8 +385,10 @@ class SegmentedRunTest {
           return %x : tensor<f32>
         }""", List.of());
     try (CallbackRuntime segmentedByDefault = CallbackRuntime.create(testKit.system(), client, settings)) {
-      assertThrows(InvalidArgumentException.class, () -> segmentedByDefault.run(fromText, List.of(HostTensor.scalar(1f))));
-      assertEquals(2f, callbacks.run(fromText, List.of(HostTensor.scalar(2f))).get(0).toFloatArray()[0]);
+      assertThrows(InvalidArgumentException.class, () -> segmentedByDefault.compile(fromText));
+      try (BoundProgram fused = callbacks.compile(fromText)) {
+        assertEquals(2f, callbacks.run(fused, Argument.of(List.of(HostTensor.scalar(2f)))).get(0).toFloatArray()[0]);
+      }
     }
   }
 
@@ -371,10 +398,13 @@ class SegmentedRunTest {
     org.junit.jupiter.api.Assumptions.assumeTrue(devices >= 2, "the CPU client reports one device");
     Graph g = loopWithTwoCallbacks();
     try (SegmentedProgram p = new SegmentedProgram(g.segment(SegmentationOptions.defaults()),
-        st -> SegmentedProgram.Target.of(client, st.index() % devices))) {
+        st -> SegmentedProgram.Target.of(client, st.index() % devices));
+        SegmentedModel placed = SegmentedModel.of(p)) {
       List<HostTensor> in = List.of(HostTensor.scalar(1f), HostTensor.scalar(3));
-      SegmentedProgram.Result r = callbacks.runSegmented(p, in);
-      assertSame(callbacks.run(g, in, RunMode.FUSED), r.outputs(), 0);
+      assertSame(run(callbacks, g, in, RunMode.FUSED), callbacks.run(placed, Argument.of(in)), 0);
+      assertEquals(0, p.openBuffers());
+      // Where the stages ran is the program's placement, whoever answers the host calls.
+      SegmentedProgram.Result r = p.run(in, SegmentedProgram.HostCallInvoker.direct());
       for (SegmentedProgram.Executed e : r.stats().stageExecutions()) {
         assertEquals(e.stage() % devices, e.target().device().index(), e.toString());
       }
@@ -390,10 +420,11 @@ class SegmentedRunTest {
       SegmentedProgram.Placement odd = st -> st.index() % 2 == 1
           ? new SegmentedProgram.Target(other, other.devices().get(0))
           : new SegmentedProgram.Target(client, client.devices().get(0));
-      try (SegmentedProgram p = new SegmentedProgram(s, odd)) {
+      try (SegmentedProgram p = new SegmentedProgram(s, odd); SegmentedModel placed = SegmentedModel.of(p)) {
         List<HostTensor> in = List.of(HostTensor.scalar(1f), HostTensor.scalar(3));
-        SegmentedProgram.Result r = callbacks.runSegmented(p, in);
-        assertSame(callbacks.run(g, in, RunMode.FUSED), r.outputs(), 0);
+        assertSame(run(callbacks, g, in, RunMode.FUSED), callbacks.run(placed, Argument.of(in)), 0);
+        // Where the stages ran is the program's placement, whoever answers the host calls.
+        SegmentedProgram.Result r = p.run(in, SegmentedProgram.HostCallInvoker.direct());
         assertTrue(r.stats().stageExecutions().stream().anyMatch(e -> e.target().client() == other));
         for (SegmentedProgram.Executed e : r.stats().stageExecutions()) {
           assertTrue(e.target().client() == (e.stage() % 2 == 1 ? other : client), e.toString());

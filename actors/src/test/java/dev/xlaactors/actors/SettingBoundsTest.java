@@ -10,11 +10,12 @@ import com.typesafe.config.ConfigFactory;
 import dev.xlaactors.actors.jobs.JobSettings;
 import dev.xlaactors.error.XlaException;
 import dev.xlaactors.runtime.DType;
-import dev.xlaactors.runtime.Executable;
 import dev.xlaactors.runtime.HostTensor;
 import dev.xlaactors.runtime.SettingRanges;
 import dev.xlaactors.runtime.TensorType;
 import dev.xlaactors.runtime.XlaClient;
+import dev.xlaactors.runtime.model.Argument;
+import dev.xlaactors.runtime.model.Model;
 import java.time.Duration;
 import java.util.List;
 import java.util.Map;
@@ -115,8 +116,8 @@ class SettingBoundsTest {
     ActorTestKit kit = ActorTestKit.create(config);
     try (XlaClient client = XlaClient.create();
         CallbackRuntime callbacks = CallbackRuntime.create(kit.system(), client);
-        Executable identity = client.compile(Programs.oneCall("twice", "tensor<2xf32>"));
-        Executable slow = client.compile(Programs.oneCall("slow", "tensor<2xf32>"))) {
+        Model identity = Model.compile(client, Programs.oneCall("twice", "tensor<2xf32>"));
+        Model slow = Model.compile(client, Programs.oneCall("slow", "tensor<2xf32>"))) {
       TensorType f32x2 = TensorType.of(DType.F32, 2);
       callbacks.register("twice", List.of(f32x2), null, (in, s) -> List.of(HostTensor.ofFloats(new float[] {2, 4})))
           .toCompletableFuture().join();
@@ -125,11 +126,11 @@ class SettingBoundsTest {
         return in;
       }).toCompletableFuture().join();
       for (int i = 0; i < 40; i++) {
-        assertArrayEquals(new float[] {6, 12}, callbacks.start(identity, List.of(HostTensor.ofFloats(new float[] {1, 2})))
+        assertArrayEquals(new float[] {6, 12}, callbacks.start(identity, Argument.of(List.of(HostTensor.ofFloats(new float[] {1, 2}))))
             .result().toCompletableFuture().get().get(0).toFloatArray(), 0f);
       }
       long start = System.nanoTime();
-      XlaException timedOut = assertThrows(XlaException.class, () -> callbacks.run(slow, List.of(HostTensor.ofFloats(new float[2]))));
+      XlaException timedOut = assertThrows(XlaException.class, () -> callbacks.run(slow, Argument.of(List.of(HostTensor.ofFloats(new float[2])))));
       assertTrue(timedOut.getMessage().contains("callbacks.timeouts.slow"), timedOut.getMessage());
       assertTrue(System.nanoTime() - start < 4_000_000_000L, "the callback timeout was enforced");
     } finally {

@@ -8,11 +8,12 @@ import com.typesafe.config.ConfigFactory;
 import dev.xlaactors.error.CallbackException;
 import dev.xlaactors.error.ErrorCode;
 import dev.xlaactors.runtime.DType;
-import dev.xlaactors.runtime.Executable;
 import dev.xlaactors.runtime.HostCall;
 import dev.xlaactors.runtime.HostTensor;
 import dev.xlaactors.runtime.TensorType;
 import dev.xlaactors.runtime.XlaClient;
+import dev.xlaactors.runtime.model.Argument;
+import dev.xlaactors.runtime.model.Model;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
@@ -69,12 +70,12 @@ class TimedOutCallbackPendingTest {
   @Test
   void aRunFailedByItsTimedOutCallbackHoldsNoPendingHostCallWhenItsCallerLearnsOfIt() throws Exception {
     List<String> counted = new ArrayList<>();
-    try (Executable exe = client.compile(Programs.oneCall("stubborn", "tensor<4xf32>"))) {
+    try (Model exe = Model.compile(client, Programs.oneCall("stubborn", "tensor<4xf32>"))) {
       // A first run warms the path up: on a cold JVM, spawning the first supervisor can take longer than
       // the callback's 150 ms, and its late answer then wins over the timeout.
-      callbacks.start(exe, List.of(INPUT)).result().toCompletableFuture().handle((outputs, failure) -> null).get(10, TimeUnit.SECONDS);
+      callbacks.start(exe, Argument.of(List.of(INPUT))).result().toCompletableFuture().handle((outputs, failure) -> null).get(10, TimeUnit.SECONDS);
       for (int i = 0; i < RUNS; i++) {
-        RunHandle run = callbacks.start(exe, List.of(INPUT));
+        RunHandle run = callbacks.start(exe, Argument.of(List.of(INPUT)));
         CompletableFuture<List<HostTensor>> result = run.result().toCompletableFuture();
         // Read at the very moment the failure is delivered (on the thread that completes the future) ...
         CompletableFuture<Integer> atFailure = result.handle((outputs, failure) -> HostCall.pendingCount());

@@ -12,10 +12,11 @@ import dev.xlaactors.error.CallbackException;
 import dev.xlaactors.error.ErrorCode;
 import dev.xlaactors.error.XlaException;
 import dev.xlaactors.runtime.DType;
-import dev.xlaactors.runtime.Executable;
 import dev.xlaactors.runtime.HostTensor;
 import dev.xlaactors.runtime.TensorType;
 import dev.xlaactors.runtime.XlaClient;
+import dev.xlaactors.runtime.model.Argument;
+import dev.xlaactors.runtime.model.Model;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
@@ -45,9 +46,9 @@ class TruthfulTimeoutsTest {
   private static final TensorType F32 = TensorType.of(DType.F32);
   private static final int N = 256;
   private static XlaClient client;
-  private static Executable busyLoop;
-  private static Executable busyThenCall;
-  private static Executable oneCall;
+  private static Model busyLoop;
+  private static Model busyThenCall;
+  private static Model oneCall;
   /** Loop iterations that keep XLA busy, without host calls, for about one second here. */
   private static int oneSecond;
 
@@ -77,21 +78,20 @@ class TruthfulTimeoutsTest {
   @BeforeAll
   static void compile() {
     client = XlaClient.create();
-    busyLoop = client.compile(BUSY_LOOP);
-    busyThenCall =
-        client.compile(
+    busyLoop = Model.compile(client, BUSY_LOOP);
+    busyThenCall = Model.compile(client, 
             BUSY_LOOP
                 .replace("  return %r#3 : tensor<256xf32>",
                     Programs.call("%c", "late", List.of("%r#3"), List.of("tensor<256xf32>"), List.of("tensor<256xf32>"))
                         + "\n  return %c : tensor<256xf32>"));
-    oneCall = client.compile(Programs.oneCall("work", "tensor<f32>"));
+    oneCall = Model.compile(client, Programs.oneCall("work", "tensor<f32>"));
     // Calibrate: the fastest of three runs of 2000 iterations, scaled to about one second. The fastest,
     // as a run slowed by a busy machine would make "one second" of work too short for the timeouts below.
-    busyLoop.run(busyInputs(200), null);
+    busyLoop.run(Argument.of(busyInputs(200)), null);
     double perIteration = Double.MAX_VALUE;
     for (int i = 0; i < 3; i++) {
       long start = System.nanoTime();
-      busyLoop.run(busyInputs(2000), null);
+      busyLoop.run(Argument.of(busyInputs(2000)), null);
       perIteration = Math.min(perIteration, (System.nanoTime() - start) / 2000.0);
     }
     oneSecond = (int) Math.max(200, Math.min(2_000_000, 1e9 / perIteration));
@@ -156,7 +156,7 @@ class TruthfulTimeoutsTest {
   @Test
   void cancelDuringAComputationWithoutCallbacksFailsTheRunAtOnceAndItNeverSucceeds() throws Exception {
     runtime("");
-    RunHandle handle = callbacks.start(busyLoop, busyInputs(2 * oneSecond));
+    RunHandle handle = callbacks.start(busyLoop, Argument.of(busyInputs(2 * oneSecond)));
     Thread.sleep(200);
     long cancelled = System.nanoTime();
     handle.cancel("the user changed their mind");
@@ -178,7 +178,7 @@ class TruthfulTimeoutsTest {
   void theRunTimeoutFailsARunThatMakesNoCallsAtTheTimeout() {
     runtime("xla-actors.actors.runs.timeout = 500ms");
     long start = System.nanoTime();
-    RunHandle handle = callbacks.start(busyLoop, busyInputs(3 * oneSecond));
+    RunHandle handle = callbacks.start(busyLoop, Argument.of(busyInputs(3 * oneSecond)));
     Throwable failure = failureOf(handle.result().toCompletableFuture(), Duration.ofSeconds(2));
     long tookMillis = (System.nanoTime() - start) / 1_000_000;
     CallbackException e = assertInstanceOf(CallbackException.class, failure);
@@ -191,7 +191,7 @@ class TruthfulTimeoutsTest {
   @Test
   void aBlockingRunThatTimedOutThrowsWhenXlaReturnsAndNeverReturnsOutputs() {
     runtime("xla-actors.actors.runs.timeout = 300ms");
-    CallbackException e = assertThrows(CallbackException.class, () -> callbacks.run(busyLoop, busyInputs(3 * oneSecond)));
+    CallbackException e = assertThrows(CallbackException.class, () -> callbacks.run(busyLoop, Argument.of(busyInputs(3 * oneSecond))));
     assertEquals(ErrorCode.DEADLINE_EXCEEDED, e.code());
     assertEquals(1, callbacks.metrics().runs().failures());
   }
@@ -211,12 +211,12 @@ class TruthfulTimeoutsTest {
       return in;
     }).toCompletableFuture().join();
     List<HostTensor> oneSecondOfWork = busyInputs(oneSecond);
-    RunHandle first = callbacks.start(busyLoop, oneSecondOfWork);
+    RunHandle first = callbacks.start(busyLoop, Argument.of(oneSecondOfWork));
     Thread.sleep(100); // the first run holds the only run thread
-    RunHandle second = callbacks.start(busyLoop, oneSecondOfWork);
-    RunHandle third = callbacks.start(oneCall, List.of(HostTensor.scalar(1f)));
+    RunHandle second = callbacks.start(busyLoop, Argument.of(oneSecondOfWork));
+    RunHandle third = callbacks.start(oneCall, Argument.of(List.of(HostTensor.scalar(1f))));
     XlaException refused =
-        assertThrows(XlaException.class, () -> callbacks.start(oneCall, List.of(HostTensor.scalar(2f))));
+        assertThrows(XlaException.class, () -> callbacks.start(oneCall, Argument.of(List.of(HostTensor.scalar(2f)))));
     assertEquals(ErrorCode.RESOURCE_EXHAUSTED, refused.code());
     assertTrue(refused.getMessage().contains("xla-actors.actors.runs.queue-capacity = 2"), refused.getMessage());
     third.cancel("no longer needed");
@@ -229,7 +229,7 @@ class TruthfulTimeoutsTest {
     Thread.sleep(200);
     assertEquals(0, worked.get(), "a run cancelled while queued never executes");
     assertEquals(List.of(3f * 5f),
-        List.of(callbacks.start(oneCall, List.of(HostTensor.scalar(5f))).result().toCompletableFuture()
+        List.of(callbacks.start(oneCall, Argument.of(List.of(HostTensor.scalar(5f)))).result().toCompletableFuture()
             .get(20, TimeUnit.SECONDS).get(0).toFloatArray()[0]),
         "the queue has room again");
   }
@@ -274,11 +274,11 @@ class TruthfulTimeoutsTest {
     // Two runs hang both threads and ignore interrupts.
     List<CompletableFuture<List<HostTensor>>> hung = new ArrayList<>();
     for (int i = 0; i < 2; i++) {
-      hung.add(callbacks.start(oneCall, List.of(HostTensor.scalar(1f))).result().toCompletableFuture());
+      hung.add(callbacks.start(oneCall, Argument.of(List.of(HostTensor.scalar(1f)))).result().toCompletableFuture());
     }
     // A third run's call waits for a thread; the run is cancelled meanwhile: its function must never run.
     Thread.sleep(50);
-    RunHandle waiting = callbacks.start(oneCall, List.of(HostTensor.scalar(4f)));
+    RunHandle waiting = callbacks.start(oneCall, Argument.of(List.of(HostTensor.scalar(4f))));
     Thread.sleep(50);
     waiting.cancel("not needed");
     assertEquals(ErrorCode.CANCELLED,
@@ -291,11 +291,11 @@ class TruthfulTimeoutsTest {
     assertEquals(2, callbacks.metrics().stuckCallbackThreads(), "the two hung functions' threads are stuck; started " + seen);
     // Other runs are served by the threads that replaced the stuck ones.
     long start = System.nanoTime();
-    assertEquals(9f, callbacks.run(oneCall, List.of(HostTensor.scalar(3f))).get(0).toFloatArray()[0]);
+    assertEquals(9f, callbacks.run(oneCall, Argument.of(List.of(HostTensor.scalar(3f)))).get(0).toFloatArray()[0]);
     assertTrue(System.nanoTime() - start < 250_000_000L, "served at once, not after the hung ones");
     // A function that honours interrupts is interrupted when its call times out: no thread stays stuck.
     CallbackException sleepy =
-        assertThrows(CallbackException.class, () -> callbacks.run(oneCall, List.of(HostTensor.scalar(2f))));
+        assertThrows(CallbackException.class, () -> callbacks.run(oneCall, Argument.of(List.of(HostTensor.scalar(2f)))));
     assertEquals(ErrorCode.DEADLINE_EXCEEDED, sleepy.code());
     await(() -> interrupted.get() == 1, Duration.ofSeconds(2), "the sleeping function was interrupted");
     await(() -> callbacks.metrics().stuckCallbackThreads() == 2, Duration.ofSeconds(2), "only the two hung threads stay stuck");
@@ -320,7 +320,7 @@ class TruthfulTimeoutsTest {
       answered.countDown();
       return in;
     }).toCompletableFuture().join();
-    CallbackException e = assertThrows(CallbackException.class, () -> callbacks.run(oneCall, List.of(HostTensor.scalar(1f))));
+    CallbackException e = assertThrows(CallbackException.class, () -> callbacks.run(oneCall, Argument.of(List.of(HostTensor.scalar(1f)))));
     assertEquals(ErrorCode.DEADLINE_EXCEEDED, e.code());
     assertTrue(answered.await(5, TimeUnit.SECONDS));
     Thread.sleep(100);
@@ -337,7 +337,7 @@ class TruthfulTimeoutsTest {
     runtime("");
     ActorRef<CallbackServer.Request> first = testKit.spawn(echoServer(1f));
     callbacks.registerServer("work", List.of(F32), first).toCompletableFuture().join();
-    assertEquals(3f * 2f, callbacks.run(oneCall, List.of(HostTensor.scalar(1f))).get(0).toFloatArray()[0]);
+    assertEquals(3f * 2f, callbacks.run(oneCall, Argument.of(List.of(HostTensor.scalar(1f)))).get(0).toFloatArray()[0]);
     ActorRef<CallbackServer.Request> rival = testKit.spawn(echoServer(5f));
     CompletionException taken =
         assertThrows(CompletionException.class,
@@ -360,16 +360,16 @@ class TruthfulTimeoutsTest {
         Thread.sleep(20);
       }
     }
-    assertEquals(3f * 6f, callbacks.run(oneCall, List.of(HostTensor.scalar(1f))).get(0).toFloatArray()[0]);
+    assertEquals(3f * 6f, callbacks.run(oneCall, Argument.of(List.of(HostTensor.scalar(1f)))).get(0).toFloatArray()[0]);
 
     assertEquals("work", callbacks.unregister("work").toCompletableFuture().join().name());
-    CallbackException unknown = assertThrows(CallbackException.class, () -> callbacks.run(oneCall, List.of(HostTensor.scalar(1f))));
+    CallbackException unknown = assertThrows(CallbackException.class, () -> callbacks.run(oneCall, Argument.of(List.of(HostTensor.scalar(1f)))));
     assertEquals(ErrorCode.NOT_FOUND, unknown.code());
     CompletionException notThere =
         assertThrows(CompletionException.class, () -> callbacks.unregister("work").toCompletableFuture().join());
     assertEquals(ErrorCode.NOT_FOUND, assertInstanceOf(XlaException.class, notThere.getCause()).code());
     callbacks.register("work", List.of(F32), null, (in, s) -> in).toCompletableFuture().join();
-    assertEquals(3f, callbacks.run(oneCall, List.of(HostTensor.scalar(1f))).get(0).toFloatArray()[0], "re-bound to a function");
+    assertEquals(3f, callbacks.run(oneCall, Argument.of(List.of(HostTensor.scalar(1f)))).get(0).toFloatArray()[0], "re-bound to a function");
   }
 
   private static org.apache.pekko.actor.typed.Behavior<CallbackServer.Request> echoServer(float plus) {
@@ -392,7 +392,7 @@ class TruthfulTimeoutsTest {
     // 'late' is served by an actor that never answers (calls to actors go through the run's supervisor).
     callbacks.registerServer("late", List.of(TensorType.of(DType.F32, N)), testKit.spawn(Behaviors.ignore()))
         .toCompletableFuture().join();
-    RunHandle handle = callbacks.start(busyThenCall, busyInputs(Math.max(200, oneSecond / 2)));
+    RunHandle handle = callbacks.start(busyThenCall, Argument.of(busyInputs(Math.max(200, oneSecond / 2))));
     // Lose the run's supervisor before the call arrives, so no actor ever answers or times it out: only
     // the native wait's backstop (the call's 300ms + 200ms, not the 2h of another callback) ends the run.
     handle.supervisor().tell(new RunSupervisor.RunEnded());

@@ -8,12 +8,13 @@ import ch.qos.logback.classic.Logger;
 import ch.qos.logback.classic.spi.ILoggingEvent;
 import ch.qos.logback.core.read.ListAppender;
 import dev.xlaactors.runtime.DType;
-import dev.xlaactors.runtime.Executable;
 import dev.xlaactors.runtime.HostMemoryPool;
 import dev.xlaactors.runtime.HostTensor;
 import dev.xlaactors.runtime.RuntimeSettings;
 import dev.xlaactors.runtime.TensorType;
 import dev.xlaactors.runtime.XlaClient;
+import dev.xlaactors.runtime.model.Argument;
+import dev.xlaactors.runtime.model.Model;
 import java.lang.management.BufferPoolMXBean;
 import java.lang.management.ManagementFactory;
 import java.util.List;
@@ -60,7 +61,7 @@ class UnclosedCallbackInputsTest {
         float[] values = in.get(0).toFloatArray();
         return List.of(HostTensor.scalar(values[0] + values[values.length - 1]));
       }).toCompletableFuture().join();
-      try (Executable program = client.compile(Programs.lines(
+      try (Model program = Model.compile(client, Programs.lines(
           "func.func @main(%x: tensor<f32>) -> tensor<f32> {",
           "  %y = stablehlo.broadcast_in_dim %x, dims = [] : (tensor<f32>) -> tensor<" + FLOATS + "xf32>",
           "  " + Programs.call("%z", "leaky-sum", List.of("%y"), List.of("tensor<" + FLOATS + "xf32>"), List.of("tensor<f32>")),
@@ -68,7 +69,7 @@ class UnclosedCallbackInputsTest {
           "}"))) {
         long reclaimsBefore = pool.stats().reclaims();
         for (int i = 0; i < CALLS; i++) {
-          float got = callbacks.run(program, List.of(HostTensor.scalar((float) i))).get(0).toFloatArray()[0];
+          float got = callbacks.run(program, Argument.of(List.of(HostTensor.scalar((float) i)))).get(0).toFloatArray()[0];
           assertEquals(2f * i, got);
         }
         long inputBlock = 256 << 10;

@@ -14,6 +14,8 @@ import dev.xlaactors.runtime.RunContext;
 import dev.xlaactors.runtime.RuntimeSettings;
 import dev.xlaactors.runtime.TensorType;
 import dev.xlaactors.runtime.XlaClient;
+import dev.xlaactors.runtime.model.Argument;
+import dev.xlaactors.runtime.model.Model;
 import java.nio.ByteBuffer;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -139,18 +141,18 @@ public final class CallbacksBench {
   }
 
   /** The programs of both modes, compiled once per client. */
-  private record Programs(Executable loop, Executable single, Executable big, Executable bigBorrowed,
-      Executable bigInPlace, Executable bigBorrowedInPlace, Executable loopInline) {
+  private record Programs(Model loop, Model single, Model big, Model bigBorrowed,
+      Model bigInPlace, Model bigBorrowedInPlace, Model loopInline) {
     static Programs compile(XlaClient client) {
       String bigType = "tensor<" + BIG_ELEMENTS + "xf32>";
       return new Programs(
-          client.compile(loopProgram("echo8", "tensor<8xf32>", K)),
-          client.compile(singleProgram("echo8", "tensor<8xf32>")),
-          client.compile(loopProgram("echo16m", bigType, BIG_K)),
-          client.compile(loopProgram("echo16mborrowed", bigType, BIG_K)),
-          client.compile(loopProgram("echo16m", bigType, BIG_K, true)),
-          client.compile(loopProgram("echo16mborrowed", bigType, BIG_K, true)),
-          client.compile(loopProgram("echo8inline", "tensor<8xf32>", K)));
+          Model.compile(client, loopProgram("echo8", "tensor<8xf32>", K)),
+          Model.compile(client, singleProgram("echo8", "tensor<8xf32>")),
+          Model.compile(client, loopProgram("echo16m", bigType, BIG_K)),
+          Model.compile(client, loopProgram("echo16mborrowed", bigType, BIG_K)),
+          Model.compile(client, loopProgram("echo16m", bigType, BIG_K, true)),
+          Model.compile(client, loopProgram("echo16mborrowed", bigType, BIG_K, true)),
+          Model.compile(client, loopProgram("echo8inline", "tensor<8xf32>", K)));
     }
   }
 
@@ -233,19 +235,21 @@ public final class CallbacksBench {
       bench.check(programs.loopInline(), small, K);
 
       CallbackRuntime callbacks = bench.callbacks();
+      List<Argument> smallIn = Argument.of(List.of(small));
+      List<Argument> bigIn = Argument.of(List.of(big));
       long warmupEnd = System.nanoTime() + (long) (WARMUP_SECONDS * 1e9);
       while (System.nanoTime() < warmupEnd) {
-        callbacks.run(programs.loop(), List.of(small));
-        callbacks.run(programs.single(), List.of(small));
-        callbacks.run(programs.loopInline(), List.of(small));
+        callbacks.run(programs.loop(), smallIn);
+        callbacks.run(programs.single(), smallIn);
+        callbacks.run(programs.loopInline(), smallIn);
       }
       System.out.printf(Locale.ROOT, "INFO side=java warmup_seconds=%.0f%n", WARMUP_SECONDS);
       print(
-          LatencyProbe.measure("loop_f32x8", 0, LOOP, () -> callbacks.run(programs.loop(), List.of(small)))
+          LatencyProbe.measure("loop_f32x8", 0, LOOP, () -> callbacks.run(programs.loop(), smallIn))
               .perStep(K));
-      print(LatencyProbe.measure("single_f32x8", 0, SINGLE, () -> callbacks.run(programs.single(), List.of(small))));
+      print(LatencyProbe.measure("single_f32x8", 0, SINGLE, () -> callbacks.run(programs.single(), smallIn)));
       for (int threads : new int[] {1, 8}) {
-        double perSecond = throughput(threads, () -> callbacks.run(programs.loop(), List.of(small))) * K;
+        double perSecond = throughput(threads, () -> callbacks.run(programs.loop(), smallIn)) * K;
         System.out.printf(Locale.ROOT, "BENCH side=java name=throughput_%d cbps=%.1f threads=%d%n", threads, perSecond, threads);
       }
       // Each call copies 16 MiB out of XLA into Java and 16 MiB back: 2 copies per callback.
@@ -253,7 +257,7 @@ public final class CallbacksBench {
       print(
           LatencyProbe.measure(
                   "callback_16MiB", BIG_BYTES, 2, BIG,
-                  () -> callbacks.run(programs.big(), List.of(big)).forEach(HostTensor::close))
+                  () -> callbacks.run(programs.big(), bigIn).forEach(HostTensor::close))
               .perStep(BIG_K));
       bench.bigEcho().closeLast();
       // The same with the callback registered with borrowed inputs: it gets XLA's buffer, and its answer
@@ -261,7 +265,7 @@ public final class CallbacksBench {
       print(
           LatencyProbe.measure(
                   "callback_16MiB_borrowed", BIG_BYTES, 2, BIG,
-                  () -> callbacks.run(programs.bigBorrowed(), List.of(big)).forEach(HostTensor::close))
+                  () -> callbacks.run(programs.bigBorrowed(), bigIn).forEach(HostTensor::close))
               .perStep(BIG_K));
       // In place (the program's output_operand_aliases, GraphBuilder.hostCallInPlace): each call's output
       // is written over its input, in the loop's own buffer, so XLA no longer copies the result into the
@@ -271,13 +275,13 @@ public final class CallbacksBench {
       print(
           LatencyProbe.measure(
                   "callback_16MiB_in_place", BIG_BYTES, 2, BIG,
-                  () -> callbacks.run(programs.bigInPlace(), List.of(big)).forEach(HostTensor::close))
+                  () -> callbacks.run(programs.bigInPlace(), bigIn).forEach(HostTensor::close))
               .perStep(BIG_K));
       bench.bigEcho().closeLast();
       print(
           LatencyProbe.measure(
                   "callback_16MiB_borrowed_in_place", BIG_BYTES, 2, BIG,
-                  () -> callbacks.run(programs.bigBorrowedInPlace(), List.of(big)).forEach(HostTensor::close))
+                  () -> callbacks.run(programs.bigBorrowedInPlace(), bigIn).forEach(HostTensor::close))
               .perStep(BIG_K));
       ByteBuffer source = ByteBuffer.allocateDirect((int) BIG_BYTES);
       source.asFloatBuffer().put(bigValues);
@@ -288,7 +292,7 @@ public final class CallbacksBench {
       }
       // Bonus: the K-call program with its callback run inline on XLA's thread (registerInline).
       print(
-          LatencyProbe.measure("loop_f32x8_inline", 0, LOOP, () -> callbacks.run(programs.loopInline(), List.of(small)))
+          LatencyProbe.measure("loop_f32x8_inline", 0, LOOP, () -> callbacks.run(programs.loopInline(), smallIn))
               .perStep(K));
     } finally {
       bench.close();
@@ -363,9 +367,9 @@ public final class CallbacksBench {
       return new Bench(system, callbacks, echo, bigEcho, borrowedEcho, inlineEcho);
     }
 
-    void check(Executable program, HostTensor input, int expectedCalls) {
+    void check(Model program, HostTensor input, int expectedCalls) {
       long before = totalCalls();
-      List<HostTensor> out = callbacks.run(program, List.of(input));
+      List<HostTensor> out = callbacks.run(program, Argument.of(List.of(input)));
       long calls = totalCalls() - before;
       requireSame(input, out, calls, expectedCalls);
     }
@@ -443,13 +447,14 @@ public final class CallbacksBench {
         "pekko.actor.default-dispatcher { executor = affinity-pool-executor\n"
             + " affinity-pool-executor { parallelism-min = 2, parallelism-max = 2, idle-cpu-level = 10 } }"},
     };
+    List<Argument> smallIn = Argument.of(List.of(small));
     for (String[] variant : variants) {
       Config config = ConfigFactory.parseString(variant[1]).withFallback(ConfigFactory.load()).resolve();
       Bench bench = Bench.start(client, config);
       try {
         bench.check(programs.loop(), small, K);
         profileLine("actors", variant[0],
-            LatencyProbe.measure("p", 0, PROFILE, () -> bench.callbacks().run(programs.loop(), List.of(small))).perStep(K));
+            LatencyProbe.measure("p", 0, PROFILE, () -> bench.callbacks().run(programs.loop(), smallIn)).perStep(K));
       } finally {
         bench.close();
       }
@@ -496,14 +501,15 @@ public final class CallbacksBench {
   }
 
   private static LatencyProbe.Result rawLoop(
-      XlaClient client, Executable program, HostTensor input, Duration backstop, RawSink sink) throws Exception {
+      XlaClient client, Model program, HostTensor input, Duration backstop, RawSink sink) throws Exception {
     return rawRun(client, program, input, backstop, sink, PROFILE).perStep(K);
   }
 
   /** Runs {@code program} with a RunContext whose host calls go straight to {@code sink}: no actors. */
   private static LatencyProbe.Result rawRun(
-      XlaClient client, Executable program, HostTensor input, Duration backstop, RawSink sink, LatencyProbe.Budget budget)
+      XlaClient client, Model program, HostTensor input, Duration backstop, RawSink sink, LatencyProbe.Budget budget)
       throws Exception {
+    List<Argument> inputs = Argument.of(List.of(input));
     return LatencyProbe.measure(
         "p",
         0,
@@ -511,7 +517,7 @@ public final class CallbacksBench {
         () -> {
           try (RunContext context =
               RunContext.withHostCalls(client.plugin(), RAW_RUN_IDS.incrementAndGet(), sink::accept, backstop)) {
-            program.run(List.of(input), context).forEach(HostTensor::close);
+            program.run(inputs, context).forEach(HostTensor::close); // Executable.run's path
           }
         });
   }

@@ -4,9 +4,9 @@ import com.typesafe.config.Config;
 import com.typesafe.config.ConfigFactory;
 import dev.xlaactors.actors.CallbackRuntime;
 import dev.xlaactors.actors.jobs.Program;
+import dev.xlaactors.cluster.ClusterCallbacks;
 import dev.xlaactors.cluster.JobJournalSettings;
 import dev.xlaactors.cluster.ShardedBatchJobs;
-import dev.xlaactors.cluster.ClusterCallbacks;
 import dev.xlaactors.cluster.XlaCluster;
 import dev.xlaactors.graph.Graph;
 import dev.xlaactors.graph.GraphBuilder;
@@ -17,6 +17,8 @@ import dev.xlaactors.runtime.HostCallback;
 import dev.xlaactors.runtime.HostTensor;
 import dev.xlaactors.runtime.TensorType;
 import dev.xlaactors.runtime.XlaClient;
+import dev.xlaactors.runtime.model.Argument;
+import dev.xlaactors.runtime.model.Model;
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
 import java.net.InetAddress;
@@ -150,13 +152,14 @@ public final class ClusterBench {
     Graph graph = b.build(x);
     HostTensor input = HostTensor.zeros(type);
     double[] perCallUs = new double[RUNS];
-    try (Executable exe = graph.compile(client)) {
+    List<Argument> inputs = Argument.of(List.of(input));
+    try (Executable exe = graph.compile(client); Model model = Model.of(exe)) {
       for (int i = 0; i < WARMUP_RUNS; i++) {
-        check(runtime.run(exe, List.of(input)));
+        check(runtime.run(model, inputs));
       }
       for (int i = 0; i < RUNS; i++) {
         long t0 = System.nanoTime();
-        List<HostTensor> out = runtime.run(exe, List.of(input));
+        List<HostTensor> out = runtime.run(model, inputs);
         perCallUs[i] = (System.nanoTime() - t0) / 1e3 / K;
         check(out);
       }

@@ -19,6 +19,8 @@ import dev.xlaactors.runtime.HostCallback;
 import dev.xlaactors.runtime.HostTensor;
 import dev.xlaactors.runtime.TensorType;
 import dev.xlaactors.runtime.XlaClient;
+import dev.xlaactors.runtime.model.Argument;
+import dev.xlaactors.runtime.model.Model;
 import java.io.BufferedReader;
 import java.io.IOException;
 import java.io.InputStreamReader;
@@ -32,7 +34,6 @@ import java.sql.Connection;
 import java.sql.DriverManager;
 import java.sql.ResultSet;
 import java.sql.Statement;
-import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Locale;
@@ -491,8 +492,8 @@ public final class SoakBench {
     ActorSystem<Void> system = XlaCluster.start(workerConfig(port, url));
     XlaClient client = XlaClient.create();
     CallbackRuntime runtime = CallbackRuntime.create(system, client);
-    Executable program = program(runtime, client, callback(CALLBACK));
-    Executable slowProgram = program(runtime, client, callback(SLOW_CALLBACK));
+    Model program = program(runtime, client, callback(CALLBACK));
+    Model slowProgram = program(runtime, client, callback(SLOW_CALLBACK));
     GraphBuilder s = new GraphBuilder("soak_step");
     Value y = s.parameter(ITEM);
     Program step = Program.of(s.build(s.add(s.multiply(y, s.constant(2f)), s.constant(1f))));
@@ -521,19 +522,21 @@ public final class SoakBench {
   }
 
   /** The program of a run: its input through {@code callback}, registered with {@code runtime}. */
-  private static Executable program(CallbackRuntime runtime, XlaClient client, HostCallback callback) throws Exception {
+  private static Model program(CallbackRuntime runtime, XlaClient client, HostCallback callback) throws Exception {
     runtime.register(callback).toCompletableFuture().get(60, TimeUnit.SECONDS);
     GraphBuilder b = new GraphBuilder("soak_run");
     Value x = b.parameter(ITEM);
-    return b.build(b.hostCall(callback, x).get(0)).compile(client);
+    try (Executable exe = b.build(b.hostCall(callback, x).get(0)).compile(client)) {
+      return Model.of(exe);
+    }
   }
 
   /** One run with its fault; returns [outcome, item, kind, check] (check 1: a success had the right values). */
-  private static float[] runOnce(CallbackRuntime runtime, Executable program, Executable slowProgram, long seed, int job,
+  private static float[] runOnce(CallbackRuntime runtime, Model program, Model slowProgram, long seed, int job,
       long item) {
     Kind kind = Kind.of(seed, job, item);
     HostTensor input = HostTensor.ofFloats(new float[] {item, 0, kind.ordinal(), 0}, 4);
-    RunHandle run = runtime.start(kind == Kind.TIMEOUT ? slowProgram : program, List.of(input));
+    RunHandle run = runtime.start(kind == Kind.TIMEOUT ? slowProgram : program, Argument.of(List.of(input)));
     if (kind == Kind.CANCEL) {
       run.cancel("soak: injected cancel");
     }

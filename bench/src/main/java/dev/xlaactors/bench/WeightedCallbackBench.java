@@ -3,9 +3,9 @@ package dev.xlaactors.bench;
 import com.typesafe.config.Config;
 import com.typesafe.config.ConfigFactory;
 import dev.xlaactors.actors.CallbackRuntime;
+import dev.xlaactors.error.ErrorCode;
 import dev.xlaactors.runtime.DType;
 import dev.xlaactors.runtime.Executable;
-import dev.xlaactors.error.ErrorCode;
 import dev.xlaactors.runtime.HostCall;
 import dev.xlaactors.runtime.HostCallback;
 import dev.xlaactors.runtime.HostFunction;
@@ -106,9 +106,11 @@ public final class WeightedCallbackBench {
       List<String> names = List.of("w", "x");
       try (Model bound = Model.load(weighted, names, Map.of("w", weights), client.devices().get(0));
           Model boundInline = Model.load(weightedInline, names, Map.of("w", weights), client.devices().get(0));
-          Model bare = Model.load(matmul, names, Map.of("w", weights), client.devices().get(0))) {
+          Model bare = Model.load(matmul, names, Map.of("w", weights), client.devices().get(0));
+          Model hostOnly = Model.of(weighted)) {
+        List<Argument> weightsAndX = Argument.of(List.of(weights, x));
         List<Argument> xOnly = List.of(Argument.of(x));
-        float[] expected = callbacks.run(weighted, List.of(weights, x)).get(0).toFloatArray();
+        float[] expected = callbacks.run(hostOnly, weightsAndX).get(0).toFloatArray();
         check("bound", expected, callbacks.run(bound, xOnly).get(0).toFloatArray());
         check("bound inline", expected, callbacks.run(boundInline, xOnly).get(0).toFloatArray());
         float[] h = bare.run(xOnly, null).get(0).toFloatArray();
@@ -138,7 +140,7 @@ public final class WeightedCallbackBench {
         }));
         long before = client.uploadedBytes();
         print(LatencyProbe.measure("weighted_hostonly", 0, budget,
-            () -> callbacks.run(weighted, List.of(weights, x)).get(0).close()));
+            () -> callbacks.run(hostOnly, weightsAndX).get(0).close()));
         System.out.println("INFO side=java bound_uploads_per_run=1 (x only: " + boundRuns + " uploads over the bound runs)"
             + " hostonly_uploaded_mib=" + (client.uploadedBytes() - before) / (1 << 20));
       }

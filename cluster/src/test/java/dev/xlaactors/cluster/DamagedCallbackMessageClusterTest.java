@@ -14,9 +14,10 @@ import dev.xlaactors.error.ErrorCode;
 import dev.xlaactors.graph.Graph;
 import dev.xlaactors.graph.GraphBuilder;
 import dev.xlaactors.graph.Value;
-import dev.xlaactors.runtime.Executable;
 import dev.xlaactors.runtime.HostTensor;
 import dev.xlaactors.runtime.XlaClient;
+import dev.xlaactors.runtime.model.Argument;
+import dev.xlaactors.runtime.model.Model;
 import java.nio.file.Files;
 import java.time.Duration;
 import java.util.List;
@@ -57,7 +58,7 @@ class DamagedCallbackMessageClusterTest {
   private static ActorSystem<Void> system;
   private static XlaClient client;
   private static CallbackRuntime runtime;
-  private static Executable executable;
+  private static Model executable;
   private static int good;
 
   @BeforeAll
@@ -79,7 +80,7 @@ class DamagedCallbackMessageClusterTest {
     Value x = g.parameter(TestNodes.F32X3);
     Graph graph = g.build(g.hostCall(TestNodes.affine("A: never called here"), x).get(0));
     remote.callRemotely(runtime, graph.hostCallbacks()).toCompletableFuture().get(10, TimeUnit.SECONDS);
-    executable = graph.compile(client);
+    executable = Model.compile(client, graph.stablehlo());
     b.await(READY, Duration.ofSeconds(60));
     assertEquals(1, remote.awaitServers("affine-remote", 1).toCompletableFuture().get(30, TimeUnit.SECONDS));
     assertAGoodCallIsServed();
@@ -123,7 +124,7 @@ class DamagedCallbackMessageClusterTest {
     String a = XlaCluster.selfAddress(system);
     long start = System.nanoTime();
     ExecutionException e = assertThrows(ExecutionException.class,
-        () -> runtime.start(executable, List.of(HostTensor.vector(marker, 0f, 0f))).result().toCompletableFuture()
+        () -> runtime.start(executable, Argument.of(List.of(HostTensor.vector(marker, 0f, 0f)))).result().toCompletableFuture()
             .get(20, TimeUnit.SECONDS));
     long failedAfterMs = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - start);
     CallbackException cause = assertInstanceOf(CallbackException.class, e.getCause(), () -> String.valueOf(e.getCause()));
@@ -156,7 +157,7 @@ class DamagedCallbackMessageClusterTest {
   private static void assertAGoodCallIsServed() throws Exception {
     good++;
     float[] x = {good, 2f, 3f};
-    List<HostTensor> out = runtime.run(executable, List.of(HostTensor.vector(x)));
+    List<HostTensor> out = runtime.run(executable, Argument.of(List.of(HostTensor.vector(x))));
     assertArrayEquals(new float[] {3f * good + 1f, 7f, 10f}, out.get(0).toFloatArray(), 0f);
     assertTrue(b.output().contains("SERVED affine-remote [" + (float) good + ", 2.0, 3.0] on node-b"), b::output);
   }

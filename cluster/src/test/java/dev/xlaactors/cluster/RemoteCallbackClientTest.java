@@ -14,11 +14,12 @@ import dev.xlaactors.graph.Graph;
 import dev.xlaactors.graph.GraphBuilder;
 import dev.xlaactors.graph.Value;
 import dev.xlaactors.runtime.DType;
-import dev.xlaactors.runtime.Executable;
 import dev.xlaactors.runtime.HostCallback;
 import dev.xlaactors.runtime.HostTensor;
 import dev.xlaactors.runtime.TensorType;
 import dev.xlaactors.runtime.XlaClient;
+import dev.xlaactors.runtime.model.Argument;
+import dev.xlaactors.runtime.model.Model;
 import java.util.List;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutionException;
@@ -62,16 +63,16 @@ class RemoteCallbackClientTest {
   }
 
   /** A program {@code callback(x) + 1}, with {@code callback} called through a client. */
-  private static Executable program(HostCallback callback) throws Exception {
+  private static Model program(HostCallback callback) throws Exception {
     GraphBuilder b = new GraphBuilder("via_" + callback.name().replace('-', '_'));
     Value x = b.parameter(callback.outputTemplate().get(0));
     Graph graph = b.build(b.add(b.hostCall(callback, x).get(0), b.constant(1f)));
     remote.callRemotely(runtime, graph.hostCallbacks()).toCompletableFuture().get(10, TimeUnit.SECONDS);
-    return graph.compile(client);
+    return Model.compile(client, graph.stablehlo());
   }
 
-  private static CallbackException failure(Executable exe, HostTensor input) {
-    return assertThrows(CallbackException.class, () -> runtime.run(exe, List.of(input)));
+  private static CallbackException failure(Model exe, HostTensor input) {
+    return assertThrows(CallbackException.class, () -> runtime.run(exe, Argument.of(List.of(input))));
   }
 
   @Test
@@ -83,8 +84,8 @@ class RemoteCallbackClientTest {
     });
     remote.serve(square);
     assertEquals(1, remote.awaitServers("square-served", 1).toCompletableFuture().get(10, TimeUnit.SECONDS));
-    try (Executable exe = program(square)) {
-      assertArrayEquals(new float[] {10f, 5f}, runtime.run(exe, List.of(HostTensor.ofFloats(new float[] {3f, -2f}, 2))).get(0).toFloatArray(), 0f);
+    try (Model exe = program(square)) {
+      assertArrayEquals(new float[] {10f, 5f}, runtime.run(exe, Argument.of(List.of(HostTensor.ofFloats(new float[] {3f, -2f}, 2)))).get(0).toFloatArray(), 0f);
     }
   }
 
@@ -95,7 +96,7 @@ class RemoteCallbackClientTest {
     });
     remote.serve(boom);
     remote.awaitServers("boom-served", 1).toCompletableFuture().get(10, TimeUnit.SECONDS);
-    try (Executable exe = program(boom)) {
+    try (Model exe = program(boom)) {
       CallbackException e = failure(exe, HostTensor.vector(1f));
       assertEquals(ErrorCode.ABORTED, e.code());
       assertEquals("boom-served", e.callbackName());
@@ -110,7 +111,7 @@ class RemoteCallbackClientTest {
     HostCallback wrong = new HostCallback("wrong-served", List.of(f32x2), null, (in, s) -> List.of(HostTensor.vector(1f, 2f, 3f)));
     remote.serve(wrong);
     remote.awaitServers("wrong-served", 1).toCompletableFuture().get(10, TimeUnit.SECONDS);
-    try (Executable exe = program(wrong)) {
+    try (Model exe = program(wrong)) {
       CallbackException e = failure(exe, HostTensor.vector(1f, 2f));
       assertEquals(ErrorCode.INVALID_ARGUMENT, e.code());
       assertTrue(e.getMessage().startsWith("callback 'wrong-served' returned [f32[3]], expected [f32[2]]"), e.getMessage());
@@ -120,7 +121,7 @@ class RemoteCallbackClientTest {
   @Test
   void withNoNodeServingItTheCallFailsAtOnceWithUnavailable() throws Exception {
     HostCallback nobody = new HostCallback("nobody-serves", List.of(TensorType.of(DType.F32, 1)), null, (in, s) -> in);
-    try (Executable exe = program(nobody)) {
+    try (Model exe = program(nobody)) {
       long t0 = System.nanoTime();
       CallbackException e = failure(exe, HostTensor.vector(1f));
       assertEquals(ErrorCode.UNAVAILABLE, e.code());
@@ -142,8 +143,8 @@ class RemoteCallbackClientTest {
     ActorRef<RemoteCallbackServer.Request> server = testKit.spawn(RemoteCallbackServer.create(
         remote.settings(), stuck.name(), stuck.outputTemplate(), null, stuck.function()));
     remote.awaitServers("stuck-served", 1).toCompletableFuture().get(10, TimeUnit.SECONDS);
-    try (Executable exe = program(stuck)) {
-      RunHandle run = runtime.start(exe, List.of(HostTensor.vector(1f)));
+    try (Model exe = program(stuck)) {
+      RunHandle run = runtime.start(exe, Argument.of(List.of(HostTensor.vector(1f))));
       assertTrue(called.await(10, TimeUnit.SECONDS));
       testKit.stop(server);
       ExecutionException e = assertThrows(ExecutionException.class, () -> run.result().toCompletableFuture().get(10, TimeUnit.SECONDS));
@@ -164,7 +165,7 @@ class RemoteCallbackClientTest {
     });
     remote.serve(slow);
     remote.awaitServers("slow-served", 1).toCompletableFuture().get(10, TimeUnit.SECONDS);
-    try (Executable exe = program(slow)) {
+    try (Model exe = program(slow)) {
       CallbackException e = failure(exe, HostTensor.vector(1f));
       assertEquals(ErrorCode.DEADLINE_EXCEEDED, e.code());
       assertEquals("callback 'slow-served' did not answer within 300ms (xla-actors.actors.callbacks.timeouts.slow-served)",
@@ -178,7 +179,7 @@ class RemoteCallbackClientTest {
     HostCallback echo = new HostCallback("big-served", List.of(big), null, (in, s) -> in);
     remote.serve(echo);
     remote.awaitServers("big-served", 1).toCompletableFuture().get(10, TimeUnit.SECONDS);
-    try (Executable exe = program(echo)) {
+    try (Model exe = program(echo)) {
       CallbackException e = failure(exe, HostTensor.zeros(big));
       assertEquals(ErrorCode.RESOURCE_EXHAUSTED, e.code());
       assertEquals("callback 'big-served': its inputs take 65536 bytes, more than a message between nodes may carry "

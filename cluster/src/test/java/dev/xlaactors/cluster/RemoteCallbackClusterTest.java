@@ -13,9 +13,10 @@ import dev.xlaactors.error.ErrorCode;
 import dev.xlaactors.graph.Graph;
 import dev.xlaactors.graph.GraphBuilder;
 import dev.xlaactors.graph.Value;
-import dev.xlaactors.runtime.Executable;
 import dev.xlaactors.runtime.HostTensor;
 import dev.xlaactors.runtime.XlaClient;
+import dev.xlaactors.runtime.model.Argument;
+import dev.xlaactors.runtime.model.Model;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
@@ -56,7 +57,7 @@ class RemoteCallbackClusterTest {
   private static XlaClient client;
   private static CallbackRuntime runtime;
   private static ClusterCallbacks remote;
-  private static Executable executable;
+  private static Model executable;
   private static final Map<String, ChildJvms.Child> byAddress = new TreeMap<>();
 
   @BeforeAll
@@ -78,7 +79,7 @@ class RemoteCallbackClusterTest {
     Value served = g.hostCall(TestNodes.affine("A: never called here"), g.multiply(x, g.constant(2f))).get(0);
     Graph graph = g.build(g.add(served, g.constant(1f)));
     remote.callRemotely(runtime, graph.hostCallbacks()).toCompletableFuture().get(10, TimeUnit.SECONDS);
-    executable = graph.compile(client);
+    executable = Model.compile(client, graph.stablehlo());
 
     byAddress.put(b.await(READY, Duration.ofSeconds(60)), b);
     byAddress.put(c.await(READY, Duration.ofSeconds(60)), c);
@@ -129,7 +130,7 @@ class RemoteCallbackClusterTest {
   void aProgramOnThisNodeCallsACallbackServedByAnother() throws Exception {
     assertEquals(2, remote.awaitServers("affine-remote", 2).toCompletableFuture().get(30, TimeUnit.SECONDS));
     for (int i = 0; i < 4; i++) { // round robin: both B and C serve some of them
-      List<HostTensor> out = runtime.run(executable, List.of(HostTensor.ofFloats(new float[] {1f, 2f, 3f + i}, 3)));
+      List<HostTensor> out = runtime.run(executable, Argument.of(List.of(HostTensor.ofFloats(new float[] {1f, 2f, 3f + i}, 3))));
       assertArrayEquals(new float[] {8f, 14f, 20f + 6 * i}, out.get(0).toFloatArray(), 0f);
     }
     assertEquals(4, runtime.metrics().callbacks().get("affine-remote").count());
@@ -139,7 +140,7 @@ class RemoteCallbackClusterTest {
   @Order(3)
   void killingTheServingNodeFailsThatRunWithUnavailableAndTheNextRunIsServedByTheOther() throws Exception {
     assertEquals(2, remote.awaitServers("affine-remote", 2).toCompletableFuture().get(30, TimeUnit.SECONDS));
-    RunHandle slow = runtime.start(executable, List.of(HostTensor.ofFloats(new float[] {-1f, 0f, 0f}, 3)));
+    RunHandle slow = runtime.start(executable, Argument.of(List.of(HostTensor.ofFloats(new float[] {-1f, 0f, 0f}, 3))));
     String servingAddress = awaitCalled();
     ChildJvms.Child serving = byAddress.get(servingAddress);
     long killedAt = System.nanoTime();
@@ -155,7 +156,7 @@ class RemoteCallbackClusterTest {
     // Promptly: the failure detector's few seconds, far below the 20 s callback timeout.
     assertTrue(failedAfterMs < 10_000, "failed " + failedAfterMs + " ms after the kill");
 
-    List<HostTensor> out = runtime.run(executable, List.of(HostTensor.ofFloats(new float[] {1f, 2f, 3f}, 3)));
+    List<HostTensor> out = runtime.run(executable, Argument.of(List.of(HostTensor.ofFloats(new float[] {1f, 2f, 3f}, 3))));
     assertArrayEquals(new float[] {8f, 14f, 20f}, out.get(0).toFloatArray(), 0f);
     // The split brain resolver (TestNodes.config) downs the dead node; A and C carry on as a cluster of
     // two, and a run after that is served by C as well.
@@ -166,7 +167,7 @@ class RemoteCallbackClusterTest {
     }
     long removedAfterMs = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - killedAt);
     assertEquals(2, upMembers().size(), upMembers()::toString);
-    out = runtime.run(executable, List.of(HostTensor.ofFloats(new float[] {0f, 0f, 1f}, 3)));
+    out = runtime.run(executable, Argument.of(List.of(HostTensor.ofFloats(new float[] {0f, 0f, 1f}, 3))));
     assertArrayEquals(new float[] {2f, 2f, 8f}, out.get(0).toFloatArray(), 0f);
     System.err.printf("cluster test: node removed from the cluster %d ms after the kill%n", removedAfterMs);
     System.err.printf("cluster test: run failed %d ms after node %s was killed mid-call: %s%n",

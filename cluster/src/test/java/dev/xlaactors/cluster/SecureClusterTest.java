@@ -9,9 +9,10 @@ import dev.xlaactors.actors.CallbackRuntime;
 import dev.xlaactors.graph.Graph;
 import dev.xlaactors.graph.GraphBuilder;
 import dev.xlaactors.graph.Value;
-import dev.xlaactors.runtime.Executable;
 import dev.xlaactors.runtime.HostTensor;
 import dev.xlaactors.runtime.XlaClient;
+import dev.xlaactors.runtime.model.Argument;
+import dev.xlaactors.runtime.model.Model;
 import java.io.FileOutputStream;
 import java.io.IOException;
 import java.io.InputStream;
@@ -67,7 +68,7 @@ class SecureClusterTest {
   private static ActorSystem<Void> system;
   private static XlaClient client;
   private static CallbackRuntime runtime;
-  private static Executable executable;
+  private static Model executable;
 
   @BeforeAll
   static void startCluster() throws Exception {
@@ -102,7 +103,7 @@ class SecureClusterTest {
     Value x = g.parameter(TestNodes.F32X3);
     Graph graph = g.build(g.hostCall(TestNodes.affine("A: never called here"), x).get(0));
     remote.callRemotely(runtime, graph.hostCallbacks()).toCompletableFuture().get(10, TimeUnit.SECONDS);
-    executable = graph.compile(client);
+    executable = Model.compile(client, graph.stablehlo());
     bAddress = b.await(READY, Duration.ofSeconds(90));
     serverRef = b.await(SERVER, Duration.ofSeconds(5));
     assertEquals(1, remote.awaitServers("affine-remote", 1).toCompletableFuture().get(30, TimeUnit.SECONDS));
@@ -138,7 +139,7 @@ class SecureClusterTest {
     assertEquals("tls-tcp", system.settings().config().getString("pekko.remote.artery.transport"));
     assertEquals(Set.of(XlaCluster.selfAddress(system), bAddress), upMembers());
     for (int i = 0; i < 3; i++) {
-      List<HostTensor> out = runtime.run(executable, List.of(HostTensor.ofFloats(new float[] {1f, 2f, 3f + i}, 3)));
+      List<HostTensor> out = runtime.run(executable, Argument.of(List.of(HostTensor.ofFloats(new float[] {1f, 2f, 3f + i}, 3))));
       assertArrayEquals(new float[] {4f, 7f, 10f + 3 * i}, out.get(0).toFloatArray(), 0f);
     }
   }
@@ -173,7 +174,7 @@ class SecureClusterTest {
     assertEquals(Set.of(XlaCluster.selfAddress(system), bAddress), seen, "members seen while " + name + " tried");
     assertFalse(b.output().contains("SERVED affine-remote [777.0"), b::output);
     // The cluster still works for its members.
-    List<HostTensor> result = runtime.run(executable, List.of(HostTensor.ofFloats(new float[] {0f, 1f, 2f}, 3)));
+    List<HostTensor> result = runtime.run(executable, Argument.of(List.of(HostTensor.ofFloats(new float[] {0f, 1f, 2f}, 3))));
     assertArrayEquals(new float[] {1f, 4f, 7f}, result.get(0).toFloatArray(), 0f);
     long handshakeFailures = out.lines().filter(l -> l.contains("SSL") || l.contains("TLS") || l.contains("andshake")).count();
     System.err.printf("secure cluster test: intruder %s got nothing in %d s (%d log lines about TLS/handshakes)%n",

@@ -11,11 +11,12 @@ import dev.xlaactors.graph.Graph;
 import dev.xlaactors.graph.GraphBuilder;
 import dev.xlaactors.graph.Value;
 import dev.xlaactors.runtime.DType;
-import dev.xlaactors.runtime.Executable;
 import dev.xlaactors.runtime.HostCallback;
 import dev.xlaactors.runtime.HostTensor;
 import dev.xlaactors.runtime.TensorType;
 import dev.xlaactors.runtime.XlaClient;
+import dev.xlaactors.runtime.model.Argument;
+import dev.xlaactors.runtime.model.BoundProgram;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
@@ -123,13 +124,13 @@ public final class ClusterNode {
     Graph graph = b.build(b.hostCall(timesThreePlusOne("unused here"), x).get(0));
     try (XlaClient client = XlaClient.create();
         CallbackRuntime runtime = CallbackRuntime.create(system, client);
-        Executable program = graph.compile(client)) {
+        BoundProgram program = runtime.compile(graph)) {
       ClusterCallbacks.create(system).callRemotely(runtime, graph.hostCallbacks()).toCompletableFuture().get(10, TimeUnit.SECONDS);
       float step = 1;
       while (!system.getWhenTerminated().toCompletableFuture().isDone()) {
         float[] in = {step, step + 1, step + 2};
         try {
-          float[] out = runtime.run(program, List.of(HostTensor.ofFloats(in, 3))).get(0).toFloatArray();
+          float[] out = runtime.run(program, Argument.of(List.of(HostTensor.ofFloats(in, 3)))).get(0).toFloatArray();
           System.out.println("  3x+1 of " + Arrays.toString(in) + " = " + Arrays.toString(out));
         } catch (RuntimeException e) { // no node serves it yet, or the serving node went away mid-call
           System.out.println("  run failed: " + e.getMessage());

@@ -7,6 +7,8 @@ import dev.xlaactors.runtime.Executable;
 import dev.xlaactors.runtime.HostTensor;
 import dev.xlaactors.runtime.TensorType;
 import dev.xlaactors.runtime.XlaClient;
+import dev.xlaactors.runtime.model.Argument;
+import dev.xlaactors.runtime.model.Model;
 import java.nio.file.Path;
 import java.util.Arrays;
 import java.util.List;
@@ -33,7 +35,8 @@ public final class JaxModel {
     ActorSystem<Void> system = ActorSystem.create(Behaviors.empty(), "jax-model");
     try (XlaClient client = XlaClient.create();
         CallbackRuntime callbacks = CallbackRuntime.create(system, client);
-        Executable exe = program.compile(client)) {
+        Executable exe = program.compile(client);
+        Model jax = Model.of(exe)) {
       float ceiling = 1.5f;
       callbacks
           .register("calibrate", List.of(TensorType.of(DType.F32, 4, 16)), ceiling, (inputs, limit) -> {
@@ -55,7 +58,7 @@ public final class JaxModel {
       for (int i = 0; i < batch.length; i++) {
         batch[i] = (float) Math.sin(i * 0.7) * 2;
       }
-      HostTensor probabilities = callbacks.run(exe, List.of(HostTensor.ofFloats(batch, 4, 6))).get(0);
+      HostTensor probabilities = callbacks.run(jax, Argument.of(List.of(HostTensor.ofFloats(batch, 4, 6)))).get(0);
       float[] p = probabilities.toFloatArray();
       for (int row = 0; row < 4; row++) {
         float[] r = Arrays.copyOfRange(p, row * 3, row * 3 + 3);

@@ -6,11 +6,12 @@ import dev.xlaactors.graph.Graph;
 import dev.xlaactors.graph.GraphBuilder;
 import dev.xlaactors.graph.Value;
 import dev.xlaactors.runtime.DType;
-import dev.xlaactors.runtime.Executable;
 import dev.xlaactors.runtime.HostCallback;
 import dev.xlaactors.runtime.HostTensor;
 import dev.xlaactors.runtime.TensorType;
 import dev.xlaactors.runtime.XlaClient;
+import dev.xlaactors.runtime.model.Argument;
+import dev.xlaactors.runtime.model.BoundProgram;
 import java.util.Arrays;
 import java.util.List;
 import org.apache.pekko.actor.typed.ActorSystem;
@@ -54,7 +55,7 @@ public final class Quickstart {
     ActorSystem<Void> system = ActorSystem.create(Behaviors.empty(), "quickstart");
     try (XlaClient client = XlaClient.create();
         CallbackRuntime callbacks = CallbackRuntime.create(system, client);
-        Executable program = graph.compile(client)) {
+        BoundProgram program = callbacks.compile(graph)) {
       System.out.println("client:  " + client);
       System.out.println("program: " + graph);
       System.out.println("StableHLO that XLA compiled:");
@@ -64,7 +65,7 @@ public final class Quickstart {
       HostTensor ws = HostTensor.ofFloats(new float[] {0.5f, -0.3f, 0.1f, 0.2f, 0.4f, -0.6f, 0.3f, 0.1f, 0.9f, -0.2f, 0.5f, 0.05f}, 4, 3);
       System.out.println(rows("x = ", xs));
       System.out.println(rows("w = ", ws));
-      List<HostTensor> out = callbacks.run(program, List.of(xs, ws));
+      List<HostTensor> out = callbacks.run(program, Argument.of(List.of(xs, ws)));
       System.out.println(rows("softmax(4 h') = ", out.get(0)));
       System.out.println("metrics: " + callbacks.metrics());
     } finally {

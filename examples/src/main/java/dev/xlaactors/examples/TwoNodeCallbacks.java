@@ -9,11 +9,12 @@ import dev.xlaactors.graph.Graph;
 import dev.xlaactors.graph.GraphBuilder;
 import dev.xlaactors.graph.Value;
 import dev.xlaactors.runtime.DType;
-import dev.xlaactors.runtime.Executable;
 import dev.xlaactors.runtime.HostCallback;
 import dev.xlaactors.runtime.HostTensor;
 import dev.xlaactors.runtime.TensorType;
 import dev.xlaactors.runtime.XlaClient;
+import dev.xlaactors.runtime.model.Argument;
+import dev.xlaactors.runtime.model.BoundProgram;
 import java.net.InetAddress;
 import java.net.ServerSocket;
 import java.nio.file.Path;
@@ -90,14 +91,14 @@ public final class TwoNodeCallbacks {
     Graph graph = b.build(b.log(p));
     try (XlaClient client = XlaClient.create();
         CallbackRuntime runtime = CallbackRuntime.create(system, client);
-        Executable program = graph.compile(client)) {
+        BoundProgram program = runtime.compile(graph)) {
       ClusterCallbacks remote = ClusterCallbacks.create(system);
       remote.callRemotely(runtime, graph.hostCallbacks()).toCompletableFuture().get(10, TimeUnit.SECONDS);
       int servers = remote.awaitServers("normalize", 1).toCompletableFuture().get(60, TimeUnit.SECONDS);
       System.out.println("nodes serving 'normalize': " + servers);
       for (float[] values : List.of(new float[] {1f, 2f, 3f, 4f}, new float[] {0f, 0f, 0f, 0f})) {
         HostTensor in = HostTensor.ofFloats(values, 4);
-        List<HostTensor> out = runtime.run(program, List.of(in));
+        List<HostTensor> out = runtime.run(program, Argument.of(List.of(in)));
         System.out.println("  [node A] log_softmax(" + Arrays.toString(values) + ") = " + Arrays.toString(out.get(0).toFloatArray()));
       }
     } finally {

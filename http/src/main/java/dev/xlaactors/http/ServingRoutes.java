@@ -4,7 +4,6 @@ import com.fasterxml.jackson.databind.JsonNode;
 import dev.xlaactors.actors.serve.GenerationServer;
 import dev.xlaactors.actors.serve.GenerationSettings;
 import dev.xlaactors.actors.serve.ModelServer;
-import dev.xlaactors.actors.serve.TokenSampler;
 import dev.xlaactors.error.BatchFailedException;
 import dev.xlaactors.error.ErrorCode;
 import dev.xlaactors.error.InvalidArgumentException;
@@ -12,6 +11,8 @@ import dev.xlaactors.error.OverloadedException;
 import dev.xlaactors.error.RequestTimeoutException;
 import dev.xlaactors.error.ServingException;
 import dev.xlaactors.error.XlaException;
+import dev.xlaactors.lm.SamplingTokenSampler;
+import dev.xlaactors.lm.sampling.SamplingParams;
 import io.micrometer.prometheusmetrics.PrometheusMeterRegistry;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
@@ -250,15 +251,20 @@ public final class ServingRoutes extends AllDirectives {
     double temperature = 0;
     JsonNode temp = root.get("temperature");
     if (temp != null) {
-      if (!temp.isNumber() || !(temp.asDouble() >= 0) || temp.asDouble() > 100) {
-        throw new BadRequestException("temperature", "expected a number from 0 (greedy) to 100, got " + temp);
+      double t = temp.asDouble();
+      if (!temp.isNumber() || !(t >= 0) || t > 100 || (t > 0 && t < SamplingParams.MIN_TEMPERATURE)) {
+        throw new BadRequestException("temperature", "expected a number from 0 (greedy) to 100, and none between 0 and "
+            + SamplingParams.MIN_TEMPERATURE + " (dividing logits by less overflows their softmax), got " + temp
+            + ": use 0 for greedy decoding, or at least " + SamplingParams.MIN_TEMPERATURE);
       }
-      temperature = temp.asDouble();
+      temperature = t;
     }
     int topK = (int) whole(root, "top_k", 0, 0, ep.vocabulary());
     long seed = whole(root, "seed", 0, Long.MIN_VALUE, Long.MAX_VALUE);
     Duration timeout = timeout(root);
-    TokenSampler sampler = TokenSampler.sampling(temperature, topK, seed);
+    // Serving's one sampler (lm's): the route's fields are a subset of SamplingParams, checked above.
+    SamplingTokenSampler sampler = new SamplingTokenSampler(
+        SamplingParams.defaults().withTemperature(temperature).withTopK(topK).withSeed(seed), prompt);
 
     Source<GenerationServer.Event, NotUsed> events = GenerationServer.events(ep.server(), prompt, maxTokens, stops, sampler, timeout);
     // The first event decides the status: a refusal or an invalid request is an HTTP error, a token starts the stream.

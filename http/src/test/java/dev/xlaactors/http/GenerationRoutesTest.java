@@ -127,6 +127,39 @@ class GenerationRoutesTest {
     return out;
   }
 
+  /** The token ids of a generation's events, in order. */
+  private static List<Integer> tokens(HttpResponse<String> r) throws Exception {
+    assertEquals(200, r.statusCode(), r.body());
+    List<Integer> out = new ArrayList<>();
+    for (String e : events(r.body())) {
+      if (e.startsWith("token: ")) {
+        out.add(TensorJson.MAPPER.readTree(e.substring(7)).get("token").asInt());
+      }
+    }
+    return out;
+  }
+
+  @Test
+  void samplingIsLmsSamplerSeededAndCheckedNamingTheField() throws Exception {
+    // The decoder's logits are 1 for token t + 1 and 0 elsewhere: greedy from 4 is 5, 6, 7.
+    assertEquals(List.of(5, 6, 7), tokens(post("/v1/models/steps/generate", "{\"tokens\": [4], \"max_tokens\": 3}")));
+    // top_k 1 keeps the highest logit only: the greedy tokens at any temperature and seed.
+    assertEquals(List.of(5, 6, 7), tokens(post("/v1/models/steps/generate",
+        "{\"tokens\": [4], \"max_tokens\": 3, \"temperature\": 50, \"top_k\": 1, \"seed\": 7}")));
+    // Hot enough that every token is about as likely: a seed draws the same tokens every time.
+    String hot = "{\"tokens\": [4], \"max_tokens\": 8, \"temperature\": 50, \"seed\": 11}";
+    List<Integer> drawn = tokens(post("/v1/models/steps/generate", hot));
+    assertEquals(8, drawn.size());
+    assertEquals(drawn, tokens(post("/v1/models/steps/generate", hot)), "the same seed draws the same tokens");
+    // A temperature the sampler refuses is the client's mistake: 400 naming the field, its value and the fix.
+    HttpResponse<String> tooCold = post("/v1/models/steps/generate", "{\"tokens\": [4], \"temperature\": 0.005}");
+    assertEquals(400, tooCold.statusCode(), tooCold.body());
+    JsonNode body = json(tooCold);
+    assertEquals("temperature", body.get("field").asText(), tooCold.body());
+    String error = body.get("error").asText();
+    assertTrue(error.contains("got 0.005") && error.contains("use 0 for greedy decoding, or at least 0.01"), error);
+  }
+
   @Test
   void aCharacterSplitAcrossByteTokensIsSentWholeInTheTokenThatCompletesIt() throws Exception {
     // Prompt "b" (token 1): greedy tokens 2 (0xC3), 3 (0xA9), 4 ('e').

@@ -10,10 +10,11 @@ import dev.xlaactors.actors.RuntimeMeters;
 import dev.xlaactors.actors.RuntimeMetrics;
 import dev.xlaactors.error.CallbackException;
 import dev.xlaactors.runtime.DType;
-import dev.xlaactors.runtime.Executable;
 import dev.xlaactors.runtime.HostTensor;
 import dev.xlaactors.runtime.TensorType;
 import dev.xlaactors.runtime.XlaClient;
+import dev.xlaactors.runtime.model.Argument;
+import dev.xlaactors.runtime.model.Model;
 import io.micrometer.prometheusmetrics.PrometheusConfig;
 import io.micrometer.prometheusmetrics.PrometheusMeterRegistry;
 import java.net.URI;
@@ -91,9 +92,9 @@ class RuntimeMetricsRouteTest {
 
   @Test
   void metricsShowRunsAndCallbacksByOutcomeIncludingCallbacksFirstCalledLater() throws Exception {
-    try (Executable identity = client.compile(program("identity")); Executable throwing = client.compile(program("throws"))) {
+    try (Model identity = Model.compile(client, program("identity")); Model throwing = Model.compile(client, program("throws"))) {
       for (int i = 0; i < 3; i++) {
-        callbacks.run(identity, INPUT);
+        callbacks.run(identity, Argument.of(INPUT));
       }
       String first = scrape();
       assertLine(first, "# TYPE xla_runtime_runs_total counter");
@@ -106,7 +107,7 @@ class RuntimeMetricsRouteTest {
       assertTrue(first.contains("xla_runtime_runs_supervised_total "), first);
       assertFalse(first.contains("callback=\"throws\""), "not called yet:\n" + first);
 
-      assertThrows(CallbackException.class, () -> callbacks.run(throwing, INPUT));
+      assertThrows(CallbackException.class, () -> callbacks.run(throwing, Argument.of(INPUT)));
       String second = scrape();
       RuntimeMetrics.Snapshot throwsFigures = callbacks.metrics().callbacks().get("throws");
       assertEquals(1, throwsFigures.failures(), throwsFigures.toString());

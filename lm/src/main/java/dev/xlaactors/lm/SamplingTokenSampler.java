@@ -13,8 +13,10 @@ import java.util.concurrent.ConcurrentLinkedQueue;
  * its sequence state (random generator, tokens so far for the repetition penalty), and the samples it drew
  * in order, with their log-probabilities, for whoever streams the request's tokens ({@link #nextSample()}).
  * The server calls {@link #sample} from its background thread; the samples are read from another thread.
+ * The one sampler of serving: the library's generation, the OpenAI routes and the HTTP generate route
+ * all draw through it (partial selection, never a full sort of the vocabulary per token).
  */
-final class SamplingTokenSampler implements TokenSampler {
+public final class SamplingTokenSampler implements TokenSampler {
   /**
    * A {@link Sampler} per thread: its scratch buffers are not thread-safe. One shared by every request drew
    * garbage (wrong tokens, or index -1: a 500, found by serve-fuzz) when two generation servers sampled at once.
@@ -24,7 +26,11 @@ final class SamplingTokenSampler implements TokenSampler {
   private final SequenceState state;
   private final ConcurrentLinkedQueue<Sample> drawn = new ConcurrentLinkedQueue<>();
 
-  SamplingTokenSampler(SamplingParams params, int[] prompt) {
+  /**
+   * A sampler of one request drawing as {@code params} say (its seed, or a random one when null), whose
+   * repetition penalty counts the tokens of {@code prompt} and of every token drawn.
+   */
+  public SamplingTokenSampler(SamplingParams params, int[] prompt) {
     this.params = params;
     this.state = SequenceState.create(params, prompt);
   }

@@ -8,18 +8,17 @@ import dev.xlaactors.error.CompileException;
 import dev.xlaactors.error.ErrorCode;
 import dev.xlaactors.error.InvalidArgumentException;
 import dev.xlaactors.error.XlaException;
+import dev.xlaactors.graph.SegmentedProgram;
+import dev.xlaactors.runtime.DeviceBuffer;
 import dev.xlaactors.runtime.Executable;
 import dev.xlaactors.runtime.HostTensor;
 import dev.xlaactors.runtime.XlaClient;
-import dev.xlaactors.runtime.DeviceBuffer;
 import dev.xlaactors.runtime.model.Argument;
 import dev.xlaactors.runtime.model.LoadedPackage;
 import dev.xlaactors.runtime.model.Model;
 import dev.xlaactors.runtime.model.ModelPackage;
 import dev.xlaactors.runtime.model.Role;
 import dev.xlaactors.runtime.model.SegmentedModel;
-import dev.xlaactors.graph.SegmentedProgram;
-import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CancellationException;
 import java.util.concurrent.CompletableFuture;
@@ -318,14 +317,13 @@ public final class ComputationActor extends AbstractBehavior<ComputationActor.Co
     }
   }
 
-  /** The model argument runs use: the caller's, or one made once over the compiled executable. */
+  /**
+   * The model every run uses: the caller's, or one made once over the compiled executable ({@link
+   * Model#of}: a run of host tensors takes the executable's own path, as a program's runs always have).
+   */
   private Model model() {
     if (model == null) {
-      List<String> names = new ArrayList<>();
-      for (int i = 0; i < executable.parameterTypes().size(); i++) {
-        names.add("argument " + i);
-      }
-      model = Model.bind(executable, names, java.util.Map.of());
+      model = Model.of(executable);
     }
     return model;
   }
@@ -350,20 +348,14 @@ public final class ComputationActor extends AbstractBehavior<ComputationActor.Co
           outputs = CompletableFuture.supplyAsync(() -> m.execute(r.inputs(), null), blocking);
         }
       } else {
-        List<Argument> arguments = request instanceof RunArguments r ? r.inputs() : null;
-        List<HostTensor> hostInputs = request instanceof Run r ? r.inputs() : null;
-        if (program != null && hostInputs != null) {
-          outputs = startProgramRun(hostInputs); // the host-tensor path of a program, as before
+        Model m = model();
+        List<Argument> in = request instanceof RunArguments r ? r.inputs() : Argument.of(((Run) request).inputs());
+        if (supervised()) {
+          RunHandle handle = callbacks.start(m, in);
+          cancelCurrent = () -> handle.cancel(describe() + " stopped");
+          outputs = handle.result();
         } else {
-          Model m = model();
-          List<Argument> in = arguments != null ? arguments : hostInputs.stream().map(Argument::of).toList();
-          if (supervised()) {
-            RunHandle handle = callbacks.start(m, in);
-            cancelCurrent = () -> handle.cancel(describe() + " stopped");
-            outputs = handle.result();
-          } else {
-            outputs = CompletableFuture.supplyAsync(() -> m.run(in, null), blocking);
-          }
+          outputs = CompletableFuture.supplyAsync(() -> m.run(in, null), blocking);
         }
       }
     } catch (RuntimeException e) {
@@ -386,24 +378,13 @@ public final class ComputationActor extends AbstractBehavior<ComputationActor.Co
       return CompletableFuture.supplyAsync(() -> m.execute(r.inputs(), SegmentedProgram.HostCallInvoker.direct()).outputs(),
           blocking);
     }
-    List<Argument> in = request instanceof RunArguments r ? r.inputs()
-        : ((Run) request).inputs().stream().map(Argument::of).toList();
+    List<Argument> in = request instanceof RunArguments r ? r.inputs() : Argument.of(((Run) request).inputs());
     if (callbacks != null) {
       RunHandle handle = callbacks.start(m, in);
       cancelCurrent = () -> handle.cancel(describe() + " stopped");
       return handle.result();
     }
     return CompletableFuture.supplyAsync(() -> m.run(in, SegmentedProgram.HostCallInvoker.direct()).outputs(), blocking);
-  }
-
-  private CompletionStage<List<HostTensor>> startProgramRun(List<HostTensor> inputs) {
-    if (program.callsHost()) {
-      RunHandle handle = callbacks.start(executable, inputs);
-      cancelCurrent = () -> handle.cancel(program + " stopped");
-      return handle.result();
-    }
-    Executable exe = executable;
-    return CompletableFuture.supplyAsync(() -> exe.run(inputs, null), blocking);
   }
 
   private Behavior<Command> onCompiled(Compiled c) {

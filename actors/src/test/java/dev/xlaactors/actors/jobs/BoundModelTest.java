@@ -9,6 +9,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import dev.xlaactors.actors.CallbackRuntime;
 import dev.xlaactors.actors.DeviceRunHandle;
 import dev.xlaactors.actors.RunHandle;
+import dev.xlaactors.actors.RunMode;
 import dev.xlaactors.error.ErrorCode;
 import dev.xlaactors.error.XlaException;
 import dev.xlaactors.runtime.DType;
@@ -19,6 +20,7 @@ import dev.xlaactors.runtime.HostTensor;
 import dev.xlaactors.runtime.TensorType;
 import dev.xlaactors.runtime.XlaClient;
 import dev.xlaactors.runtime.model.Argument;
+import dev.xlaactors.runtime.model.BoundProgram;
 import dev.xlaactors.runtime.model.Model;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -361,21 +363,21 @@ class BoundModelTest {
     dev.xlaactors.runtime.HostCallback relu = new dev.xlaactors.runtime.HostCallback("relu", List.of(TensorType.of(DType.F32, 1, D)),
         null, (in, s) -> List.of(HostTensor.ofFloats(relu(in.get(0).toFloatArray()), 1, D)));
     dev.xlaactors.graph.Value y = b.hostCall(relu, b.matmul(xv, wv)).get(0);
-    dev.xlaactors.graph.SegmentedProgram program = callbacks.segmented(b.build(y));
-    try (DeviceBuffer weights = client.upload(HostTensor.ofFloats(w, D, D))) {
+    try (BoundProgram program = callbacks.compile(b.build(y), RunMode.SEGMENTED);
+        DeviceBuffer weights = client.upload(HostTensor.ofFloats(w, D, D))) {
       for (int run = 0; run < 3; run++) {
         float[] x = random(D, 90 + run, 1f);
         long uploads = client.uploadCount();
-        dev.xlaactors.graph.SegmentedProgram.Result result =
-            callbacks.runSegmentedArguments(program, List.of(Argument.of(weights), Argument.of(row(x))));
-        assertArrayEquals(expected(x), result.outputs().get(0).toFloatArray(), 1e-3f);
+        long uploaded = client.uploadedBytes();
+        List<HostTensor> result = callbacks.run(program, List.of(Argument.of(weights), Argument.of(row(x))));
+        assertArrayEquals(expected(x), result.get(0).toFloatArray(), 1e-3f);
         assertEquals(1, client.uploadCount() - uploads, "x only: the weight is read where it lives");
-        assertEquals(4L * D, result.stats().bytesToDevice(), "x's 8 KiB, not W's 16 MiB");
+        assertEquals(4L * D, client.uploadedBytes() - uploaded, "x's 8 KiB, not W's 16 MiB");
       }
       assertTrue(!weights.isClosed(), "the weight stays the caller's");
       XlaException donated = assertThrows(XlaException.class,
-          () -> callbacks.runSegmentedArguments(program, List.of(Argument.donated(weights), Argument.of(row(random(D, 99, 1f))))));
-      assertTrue(donated.getMessage().contains("does not take donated buffers"), donated.getMessage());
+          () -> callbacks.run(program, List.of(Argument.donated(weights), Argument.of(row(random(D, 99, 1f))))));
+      assertTrue(donated.getMessage().contains("was not segmented to donate it"), donated.getMessage());
     }
   }
 }

@@ -340,6 +340,7 @@ class GenerateOverHttpTest {
         {"{\"max_tokens\": 3}", "400", "tokens", "got neither"},
         {"{\"tokens\": [1], \"max_tokens\": 0}", "400", "max_tokens", "from 1 to 32"},
         {"{\"tokens\": [1], \"temperature\": -1}", "400", "temperature", "from 0 (greedy) to 100"},
+        {"{\"tokens\": [1], \"temperature\": 0.001}", "400", "temperature", "none between 0 and 0.01"},
         {"{\"tokens\": [1], \"stop_tokens\": [600]}", "400", "stop_tokens[0]", "token id 0..511"},
         {"{\"tokens\": [1], \"top_p\": 0.5}", "400", "top_p", "unknown field"},
         {"{\"tokens\": [1]", "400", "body", "malformed JSON"},

@@ -3,6 +3,9 @@ package dev.xlaactors.runtime.model;
 import dev.xlaactors.runtime.DeviceBuffer;
 import dev.xlaactors.runtime.HostTensor;
 import dev.xlaactors.runtime.TensorType;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.List;
 import java.util.Objects;
 
 /**
@@ -19,6 +22,20 @@ public sealed interface Argument {
   /** A host tensor, uploaded for the run. */
   static Argument of(HostTensor tensor) {
     return new Host(tensor);
+  }
+
+  /**
+   * Host tensors as arguments, in order: how a run on host inputs is written, {@code
+   * callbacks.run(model, Argument.of(List.of(x, y)))}. A null element stays null, so the program's check
+   * names its position.
+   */
+  static List<Argument> of(List<HostTensor> tensors) {
+    Objects.requireNonNull(tensors, "tensors");
+    List<Argument> arguments = new ArrayList<>(tensors.size());
+    for (HostTensor t : tensors) {
+      arguments.add(t == null ? null : new Host(t));
+    }
+    return Collections.unmodifiableList(arguments);
   }
 
   /** A device buffer, read by the run and left to its owner. */

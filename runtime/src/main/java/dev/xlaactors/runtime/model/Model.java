@@ -39,7 +39,7 @@ import java.util.concurrent.atomic.AtomicLong;
  * FAILED_PRECONDITION naming the model, and the bound buffers are freed when the last run ends. A bound
  * buffer cannot be donated (it is shared). Thread-safe.
  */
-public final class Model extends NativeHandle {
+public final class Model extends NativeHandle implements BoundProgram {
   private final String name;
   private final Executable executable;
   private final List<String> parameterNames;
@@ -48,12 +48,19 @@ public final class Model extends NativeHandle {
   private final List<String> inputNames;
   private final List<TensorType> inputTypes;
   private final Device device;
+  private final boolean anyDevice; // made by of(): a run of host inputs goes where Executable.run puts it
   private final AtomicLong runs = new AtomicLong();
 
   private Model(String name, Executable executable, List<String> parameterNames, DeviceBuffer[] boundByPosition,
       Device device) {
+    this(name, executable, parameterNames, boundByPosition, device, false);
+  }
+
+  private Model(String name, Executable executable, List<String> parameterNames, DeviceBuffer[] boundByPosition,
+      Device device, boolean anyDevice) {
     super(null, destroyer(executable, boundByPosition));
     this.name = name;
+    this.anyDevice = anyDevice;
     this.executable = executable;
     this.parameterNames = List.copyOf(parameterNames);
     this.boundByPosition = boundByPosition;
@@ -82,6 +89,35 @@ public final class Model extends NativeHandle {
       }
       executable.close();
     };
+  }
+
+  /**
+   * A model of {@code exe} with nothing bound: every parameter is a per-request input, named {@code arg0},
+   * {@code arg1}, ... as in the program's {@code @main}. It keeps its own view of the executable ({@link
+   * Executable#share()}), so the caller still closes theirs. A run whose inputs are all host tensors takes
+   * {@link Executable#run(List, RunContext)}'s path: no device buffer handles, and the least busy of the
+   * executable's devices when its first is saturated; {@link #device()} (the client's first device) is
+   * where every other run executes and where outputs left on the device live.
+   */
+  public static Model of(Executable exe) {
+    Objects.requireNonNull(exe, "exe");
+    int n = exe.parameterTypes().size();
+    List<String> names = new ArrayList<>(n);
+    for (int p = 0; p < n; p++) {
+      names.add("arg" + p);
+    }
+    return new Model(exe.name(), exe.share(), names, new DeviceBuffer[n], exe.client().devices().get(0), true);
+  }
+
+  /**
+   * The program {@code stablehlo} compiled on {@code client} (through its compile cache), as a model with
+   * nothing bound ({@link #of}) that owns its executable: closing the model frees it.
+   */
+  public static Model compile(XlaClient client, String stablehlo) {
+    Objects.requireNonNull(client, "client");
+    try (Executable exe = client.compile(stablehlo)) {
+      return of(exe);
+    }
   }
 
   /**
@@ -297,8 +333,22 @@ public final class Model extends NativeHandle {
     }
   }
 
-  /** As {@link #execute}, with every output downloaded to the host (the device buffers are freed). */
+  /**
+   * As {@link #execute}, with every output downloaded to the host (the device buffers are freed). A model
+   * made by {@link #of} given only host tensors runs them as {@link Executable#run(List, RunContext)} does.
+   */
   public List<HostTensor> run(List<Argument> inputs, RunContext context) {
+    Objects.requireNonNull(inputs, "inputs");
+    if (anyDevice && allOnHost(inputs)) {
+      try (Lease run = lease()) { // a closed model refuses here, naming itself
+        runs.incrementAndGet();
+        List<HostTensor> tensors = new ArrayList<>(inputs.size());
+        for (Argument a : inputs) {
+          tensors.add(a == null ? null : ((Argument.Host) a).tensor());
+        }
+        return executable.run(tensors, context);
+      }
+    }
     List<DeviceBuffer> outputs = execute(inputs, context);
     List<HostTensor> result = new ArrayList<>(outputs.size());
     try {
@@ -312,6 +362,15 @@ public final class Model extends NativeHandle {
     } finally {
       outputs.forEach(DeviceBuffer::close);
     }
+  }
+
+  private static boolean allOnHost(List<Argument> inputs) {
+    for (Argument a : inputs) {
+      if (a != null && !(a instanceof Argument.Host)) { // a null is named by Executable.run's check
+        return false;
+      }
+    }
+    return true;
   }
 
   private void checkInputs(List<Argument> inputs) {

@@ -50,7 +50,7 @@ import java.util.concurrent.atomic.AtomicLong;
  * Every run holds a reference on the model; {@link #close()} while runs are in flight is safe (they
  * finish, later runs fail naming the model, the buffers are freed when the last run ends). Thread-safe.
  */
-public final class SegmentedModel extends NativeHandle {
+public final class SegmentedModel extends NativeHandle implements BoundProgram {
   private final String name;
   private final SegmentedProgram program;
   private final List<String> parameterNames;
@@ -103,6 +103,21 @@ public final class SegmentedModel extends NativeHandle {
   }
 
   /**
+   * A model of {@code program} with nothing bound: every graph parameter is a per-request input, named
+   * {@code arg0}, {@code arg1}, ... in order; outputs left on the device live on the first stage's target.
+   * Like every segmented model it does not own the program, which must stay open while the model is used.
+   */
+  public static SegmentedModel of(SegmentedProgram program) {
+    Objects.requireNonNull(program, "program");
+    int n = program.graph().graph().parameterTypes().size();
+    List<String> names = new ArrayList<>(n);
+    for (int p = 0; p < n; p++) {
+      names.add("arg" + p);
+    }
+    return bind(program, names, Map.of());
+  }
+
+  /**
    * A model of {@code program} whose graph parameters are named {@code parameterNames} (one per
    * parameter, in order), each parameter named in {@code bound} bound to that buffer (shared: the caller
    * still owns and closes theirs, and may bind it to other models too). The buffers must live on one
@@ -122,7 +137,9 @@ public final class SegmentedModel extends NativeHandle {
       device = b.device();
     }
     checkBinding(program, parameterNames, types, "bound buffer");
-    Target home = device != null ? new Target(device.client(), device) : program.target(0);
+    // A program of host calls only has no stage, so no device: its runs are all on the host.
+    Target home = device != null ? new Target(device.client(), device)
+        : program.graph().stages().isEmpty() ? null : program.target(0);
     DeviceBuffer[] byPosition = new DeviceBuffer[parameterNames.size()];
     Map<Integer, Map<Target, DeviceBuffer>> copies = new HashMap<>();
     try {
@@ -250,8 +267,15 @@ public final class SegmentedModel extends NativeHandle {
     return program.graph().graph().outputTypes();
   }
 
-  /** The device the bound buffers live on, where outputs that are not a stage's are uploaded. */
+  /**
+   * The device the bound buffers live on, where outputs that are not a stage's are uploaded. A program of
+   * host calls only (no stage, nothing bound) has none: refused with FAILED_PRECONDITION naming it.
+   */
   public Device device() {
+    if (home == null) {
+      throw new XlaException(ErrorCode.FAILED_PRECONDITION, "segmented model '" + name + "' has no stage, so no device: "
+          + "its graph is host calls only and runs on the host; run it with outputs on the host");
+    }
     return home.device();
   }
 
