@@ -144,7 +144,13 @@ final class ServeCommand {
       overrides.put("pekko.cluster.downing-provider-class", "org.apache.pekko.cluster.sbr.SplitBrainResolverProvider");
     }
     Config config = ConfigFactory.parseMap(overrides, "serve --cluster").withFallback(base);
-    if (!ClusterSettings.fromConfig(config).clustered()) {
+    ClusterSettings settings;
+    try {
+      settings = ClusterSettings.fromConfig(config);
+    } catch (dev.xlaactors.error.XlaException e) { // a malformed --seed, most likely: the message names the key and the value
+      throw new UsageException("serve: " + e.getMessage());
+    }
+    if (!settings.clustered()) {
       throw new UsageException("serve: --cluster needs the cluster's seed nodes: give --seed HOST:PORT (the same list, in the same order, "
           + "on every node) or set xla-actors.cluster.seed-nodes");
     }

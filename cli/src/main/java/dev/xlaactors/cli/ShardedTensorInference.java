@@ -2,6 +2,7 @@ package dev.xlaactors.cli;
 
 import dev.xlaactors.actors.serve.ModelServer;
 import dev.xlaactors.actors.serve.ServeSettings;
+import dev.xlaactors.cluster.ClusterSettings;
 import dev.xlaactors.cluster.ShardedComputations;
 import dev.xlaactors.cluster.XlaCluster;
 import dev.xlaactors.error.ErrorCode;
@@ -96,6 +97,22 @@ final class ShardedTensorInference implements TensorInference {
     List<TensorType> outputs = new ArrayList<>();
     for (int i = 0; i < export.outputTypes().size(); i++) {
       outputs.add(unbatched(pkg.name(), main.size(), "output " + i, export.outputTypes().get(i)));
+    }
+    // A run's tensors cross nodes in one Artery message, which drops (and logs) a bigger one: refuse such a
+    // model now, not with a timeout per request. Every row of a model has the same size; 4 KiB for the rest.
+    long limit = ClusterSettings.create(system).maximumFrameBytes();
+    long in = 0;
+    long out = 0;
+    for (int i = 0; i < export.inputNames().size(); i++) {
+      in += weights.contains(export.inputNames().get(i)) ? 0 : export.inputTypes().get(i).byteSize();
+    }
+    for (TensorType t : export.outputTypes()) {
+      out += t.byteSize();
+    }
+    if (Math.max(in, out) + 4096 > limit) {
+      throw new XlaException(ErrorCode.INVALID_ARGUMENT, "model '" + pkg.name() + "': a run of its main program at batch " + main.size()
+          + " sends " + in + " bytes of inputs and answers " + out + " bytes of outputs, over the cluster's " + limit + "-byte messages "
+          + "(pekko.remote.artery.advanced.maximum-frame-size, less 4 KiB): raise that key on every node, or serve it without --cluster");
     }
     ShardedTensorInference inference = new ShardedTensorInference(system, computations, pkg.name(), main.size(),
         ServeSettings.create(system).forModel(pkg.name()).defaultTimeout());
