@@ -26,7 +26,11 @@ final class RuntimeSession implements AutoCloseable {
 
   /** Starts an actor system named {@code name}, the XLA client and the callback runtime. */
   static RuntimeSession start(String name) {
-    ActorSystem<Void> system = ActorSystem.create(Behaviors.empty(), name);
+    return start(ActorSystem.create(Behaviors.empty(), name));
+  }
+
+  /** Starts the XLA client and the callback runtime on {@code system} (a cluster node), which the session then owns. */
+  static RuntimeSession start(ActorSystem<Void> system) {
     XlaClient client;
     try {
       client = XlaClient.create();
@@ -39,6 +43,11 @@ final class RuntimeSession implements AutoCloseable {
 
   ActorSystem<Void> system() {
     return system;
+  }
+
+  /** The XLA client the models are loaded on. */
+  XlaClient client() {
+    return client;
   }
 
   CallbackRuntime runtime() {

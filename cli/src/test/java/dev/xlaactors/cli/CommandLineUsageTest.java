@@ -70,6 +70,13 @@ class CommandLineUsageTest {
   }
 
   @Test
+  void aClusterNeedsWellFormedSeeds(@TempDir Path dir) {
+    refused("--cluster needs the cluster's seed nodes: give --seed HOST:PORT", "serve", dir.toString(), "--cluster");
+    refused("xla-actors.cluster.seed-nodes must hold \"host:port\" strings", "serve", dir.toString(), "--seed", "localhost");
+    refused("--cluster-port 70000 is outside 0..65535", "serve", dir.toString(), "--seed", "127.0.0.1:25520", "--cluster-port", "70000");
+  }
+
+  @Test
   void helpPrintsEveryCommand() {
     String[] r = run("help");
     assertEquals("0", r[0]);

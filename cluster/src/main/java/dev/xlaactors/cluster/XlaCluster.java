@@ -55,6 +55,19 @@ public final class XlaCluster {
     return up;
   }
 
+  /**
+   * This node's membership status as Pekko names it ({@code Joining}, {@code WeaklyUp}, {@code Up}, {@code
+   * Leaving}, ...): only an {@code Up} node hosts sharded entities and is routed to by the others.
+   */
+  public static String selfStatus(ActorSystem<?> system) {
+    return Cluster.get(system).selfMember().status().toString();
+  }
+
+  /** Whether this node is {@code Up} in its cluster (see {@link #selfStatus}). */
+  public static boolean isUp(ActorSystem<?> system) {
+    return Cluster.get(system).selfMember().status() == MemberStatus.up();
+  }
+
   /** The address other nodes reach {@code system} at, e.g. {@code pekko://xla-actors@10.0.0.5:25520}. */
   public static String selfAddress(ActorSystem<?> system) {
     return Cluster.get(system).selfMember().address().toString();

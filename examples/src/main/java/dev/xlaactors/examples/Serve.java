@@ -12,6 +12,7 @@ import dev.xlaactors.http.GenerationEndpoint;
 import dev.xlaactors.http.HttpServer;
 import dev.xlaactors.http.HttpSettings;
 import dev.xlaactors.http.InferenceEndpoint;
+import dev.xlaactors.http.TensorInference;
 import dev.xlaactors.http.ServingRoutes;
 import dev.xlaactors.http.TextCodec;
 import dev.xlaactors.lm.LanguageModel;
@@ -144,7 +145,7 @@ public final class Serve {
       if (o.port() != null) {
         settings = settings.withPort(o.port());
       }
-      ServingRoutes routes = new ServingRoutes(system, settings, registry, List.of(InferenceEndpoint.of(scoring, scoringServer)),
+      ServingRoutes routes = new ServingRoutes(system, settings, registry, List.of(InferenceEndpoint.of(scoring, TensorInference.of(scoringServer, system.scheduler()))),
           List.of(GenerationEndpoint.of("gpt", gptServer, decoder, text)));
       http = HttpServer.start(system, settings, routes.route());
       System.err.printf("serving scoring (dimension %d, batch sizes %s) and gpt ('%s', %d slots) at %s; started in %.1f s%n",

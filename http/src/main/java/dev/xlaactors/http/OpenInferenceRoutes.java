@@ -21,7 +21,6 @@ import java.util.concurrent.CompletionStage;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.apache.pekko.actor.typed.ActorSystem;
-import org.apache.pekko.actor.typed.javadsl.AskPattern;
 import org.apache.pekko.http.javadsl.model.ContentTypes;
 import org.apache.pekko.http.javadsl.model.HttpEntities;
 import org.apache.pekko.http.javadsl.model.HttpResponse;
@@ -36,8 +35,9 @@ import org.apache.pekko.http.javadsl.server.Route;
 import org.apache.pekko.http.scaladsl.model.EntityStreamSizeException;
 
 /**
- * The Open Inference Protocol (KServe v2, as Triton and KServe speak it over HTTP/JSON) over the model
- * servers of {@link InferenceEndpoint}s:
+ * The Open Inference Protocol (KServe v2, as Triton and KServe speak it over HTTP/JSON) over the
+ * {@link TensorInference} of {@link InferenceEndpoint}s (a model server of this JVM, or the cluster node that
+ * holds the model):
  * <ul>
  *   <li>{@code GET /v2}: server metadata {@code {"name", "version", "extensions": []}};
  *   <li>{@code GET /v2/health/live}: 200 while the process serves HTTP; {@code GET /v2/health/ready}: 200
@@ -52,8 +52,8 @@ import org.apache.pekko.http.scaladsl.model.EntityStreamSizeException;
  *       [{"name", "datatype", "shape", "data"}]}}.
  * </ul>
  *
- * <p>Batching: every input's first dimension is the batch. A request of n rows is n requests to the model's
- * {@link ModelServer} (which batches them with everyone else's; n = 1 is one request), answered as one
+ * <p>Batching: every input's first dimension is the batch. A request of n rows is n rows to the endpoint's
+ * {@link TensorInference} (a {@link ModelServer} batches them with everyone else's; n = 1 is one request), answered as one
  * response whose outputs stack the n answers in order; if any row fails the others are cancelled and the
  * request is answered with that failure. The response's {@code parameters} say how the rows ran ({@code
  * rows}, the largest {@code batch_size} and {@code requests_in_batch}, the longest {@code queued_ms} and
@@ -183,12 +183,11 @@ public final class OpenInferenceRoutes extends AllDirectives {
     });
   }
 
-  /** Null when the server answers that it accepts requests within the ready timeout, else why not. */
+  /** Null when the endpoint's inference answers that it computes rows, within the ready timeout; else why not. */
   private CompletableFuture<String> notReady(InferenceEndpoint e) {
     Duration wait = settings.readyTimeout();
-    return AskPattern.<ModelServer.Command, ModelServer.Status>ask(e.server(), ModelServer.GetStatus::new, wait, system.scheduler())
-        .toCompletableFuture()
-        .thenApply(st -> st.accepting() ? (String) null : "not accepting requests")
+    return e.inference().notReady(wait).toCompletableFuture()
+        .completeOnTimeout("no status within " + wait.toMillis() + " ms", wait.toMillis() + 1000, java.util.concurrent.TimeUnit.MILLISECONDS)
         .exceptionally(t -> "no status within " + wait.toMillis() + " ms");
   }
 
@@ -287,15 +286,14 @@ public final class OpenInferenceRoutes extends AllDirectives {
     for (List<HostTensor> row : rows) {
       String rowId = ModelServer.newRequestId();
       ids.add(rowId);
-      CompletableFuture<ModelServer.Prediction> answer = ModelServer.ask(ep.server(), rowId, row, timeout, system.scheduler())
-          .toCompletableFuture();
+      CompletableFuture<ModelServer.Prediction> answer = ep.inference().infer(rowId, row, timeout).toCompletableFuture();
       answers.add(answer);
       if (connection != null) { // after the ask, which has sent the Infer, so that the Cancel comes after it
-        connection.cancelOnClose(answer, () -> ep.server().tell(new ModelServer.Cancel(rowId, "its HTTP client closed the connection")));
+        connection.cancelOnClose(answer, () -> ep.inference().cancel(rowId, "its HTTP client closed the connection"));
       }
     }
-    Runnable cancelAll = () -> ids.forEach(rowId -> ep.server().tell(new ModelServer.Cancel(rowId, "another row of its request failed, "
-        + "or the request was given up"))); // ignored for rows already answered
+    Runnable cancelAll = () -> ids.forEach(rowId -> ep.inference().cancel(rowId, "another row of its request failed, "
+        + "or the request was given up")); // ignored for rows already answered
     httpDeadline.follow(model, timeout != null ? timeout : serve.defaultTimeout(), cancelAll);
 
     // Fails at the first failed row (cancelling the others); else completes with every row's prediction.

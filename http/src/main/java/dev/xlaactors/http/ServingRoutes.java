@@ -499,9 +499,9 @@ public final class ServingRoutes extends AllDirectives {
     Map<String, CompletableFuture<String>> checks = new LinkedHashMap<>();
     Duration wait = settings.readyTimeout();
     for (InferenceEndpoint e : inference.values()) {
-      checks.put(e.name(), AskPattern.<ModelServer.Command, ModelServer.Status>ask(e.server(), ModelServer.GetStatus::new, wait,
-              system.scheduler()).toCompletableFuture()
-          .thenApply(s -> s.accepting() ? null : "not accepting requests").exceptionally(t -> "no status within " + wait.toMillis() + " ms"));
+      checks.put(e.name(), e.inference().notReady(wait).toCompletableFuture()
+          .completeOnTimeout("no status within " + wait.toMillis() + " ms", wait.toMillis() + 1000, java.util.concurrent.TimeUnit.MILLISECONDS)
+          .exceptionally(t -> "no status within " + wait.toMillis() + " ms"));
     }
     for (GenerationEndpoint e : generation.values()) {
       checks.put(e.name(), AskPattern.<GenerationServer.Command, GenerationServer.Status>ask(e.server(), GenerationServer.GetStatus::new,

@@ -80,7 +80,7 @@ class ServingRoutesTest {
     registry = new PrometheusMeterRegistry(PrometheusConfig.DEFAULT);
     server = kit.spawn(ModelServer.create(model, callbacks, registry));
     HttpSettings settings = HttpSettings.create(kit.system()).withPort(0).withMaxBodyBytes(4096);
-    ServingRoutes routes = new ServingRoutes(kit.system(), settings, registry, List.of(InferenceEndpoint.of(model, server)), List.of());
+    ServingRoutes routes = new ServingRoutes(kit.system(), settings, registry, List.of(InferenceEndpoint.of(model, TensorInference.of(server, kit.system().scheduler()))), List.of());
     http = HttpServer.start(kit.system(), settings, routes.route());
   }
 
@@ -241,7 +241,7 @@ class ServingRoutesTest {
         new io.micrometer.core.instrument.simple.SimpleMeterRegistry()));
     HttpSettings settings = HttpSettings.create(kit.system()).withPort(0);
     ServingRoutes routes = new ServingRoutes(kit.system(), settings, registry,
-        List.of(new InferenceEndpoint("other", second, model.inputNames(), model.requestInputTypes())), List.of());
+        List.of(new InferenceEndpoint("other", TensorInference.of(second, kit.system().scheduler()), model.inputNames(), model.requestInputTypes())), List.of());
     try (HttpServer other = HttpServer.start(kit.system(), settings, routes.route())) {
       HttpRequest ready = HttpRequest.newBuilder(URI.create(other.url() + "/ready")).GET().build();
       assertEquals(200, HTTP.send(ready, HttpResponse.BodyHandlers.ofString()).statusCode());
