@@ -80,6 +80,12 @@ modes:
             process per side (2 repetitions inside each), min / median / max. Last line:
             RESULT models weighted_ratio=<supervised/JAX, 16 MiB-weight program> decode_ratio=<ours/JAX
                    tokens/s, the lower slot count's ratio> load_ratio=<ours/JAX> rss_over_weights=<ours>
+  plugins   the XLA CPU plugin builds of native/third-party.properties (cpu_plugin.builds, or BENCH_PLUGINS)
+            side by side on every bench that runs compiled code: models (as above), weighted, matmul,
+            execute and callbacks (or BENCH_PLUGIN_BENCHES); each round runs each bench on every build
+            (XLA_ACTORS_PLUGIN_BUILD) and then on JAX, BENCH_REPS rounds (default 5); per measurement each
+            side's min / median / max and each build's median against JAX's. Last line:
+            RESULT plugins default=<build> <build>_decode_ratio_b1=<ours/JAX tokens/s> <build>_decode_ratio_b8=<...> ...
   matmul    y = x[1,2048] . W[2048,2048] f32, W (16 MiB) uploaded once: Executable.execute with x uploaded
             and y downloaded, execute alone (x resident), and the two 8 KiB transfers, against JAX jit with
             W on the device (bench/jax_matmul.py), alternately BENCH_REPS times (default 5); XLA_FLAGS
@@ -530,6 +536,18 @@ run_matmul() {
     "$(summary_value "$summary" "$row" jax)" "$(summary_value "$summary" "$row" ratio)"
 }
 
+weighted_rows() {
+  awk "$TABLE_AWK_LIB"'
+    END {
+      row("supervised, W re-sent each run", "weighted_hostonly", "weighted_pure_callback")
+      row("supervised, W bound (Model)", "weighted_bound", "weighted_pure_callback")
+      row("supervised, W bound, relu inline", "weighted_bound_inline", "weighted_pure_callback")
+      row("W bound, relu answered by a bare sink", "weighted_bound_sink", "weighted_pure_callback")
+      row("bare matmul, W bound (Model.run)", "matmul_bound", "matmul_jit")
+      if (missing != "") { print "missing measurements:" missing > "/dev/stderr"; exit 1 }
+    }' "$1" "$2"
+}
+
 weighted_java() { java_bench dev.xlaactors.bench.WeightedCallbackBench > "$1"; }
 weighted_jax() { (cd "$repo/bench" && "$python" jax_weighted.py) > "$1"; }
 
@@ -545,21 +563,64 @@ run_weighted() {
   echo
   local rep summary="$out_dir/weighted-summary.txt"
   for rep in $(seq 1 "$reps"); do
-    awk "$TABLE_AWK_LIB"'
-      END {
-        row("supervised, W re-sent each run", "weighted_hostonly", "weighted_pure_callback")
-        row("supervised, W bound (Model)", "weighted_bound", "weighted_pure_callback")
-        row("supervised, W bound, relu inline", "weighted_bound_inline", "weighted_pure_callback")
-        row("W bound, relu answered by a bare sink", "weighted_bound_sink", "weighted_pure_callback")
-        row("bare matmul, W bound (Model.run)", "matmul_bound", "matmul_jit")
-        if (missing != "") { print "missing measurements:" missing > "/dev/stderr"; exit 1 }
-      }' "$out_dir/weighted-java-$rep.txt" "$out_dir/weighted-jax-$rep.txt"
+    weighted_rows "$out_dir/weighted-java-$rep.txt" "$out_dir/weighted-jax-$rep.txt"
   done | awk -v summary="$summary" "$AGGREGATE_AWK"
   echo
   printf 'RESULT weighted weighted_ratio=%s inline_ratio=%s hostonly_ratio=%s\n' \
     "$(summary_value "$summary" "supervised, W bound (Model)" ratio)" \
     "$(summary_value "$summary" "supervised, W bound, relu inline" ratio)" \
     "$(summary_value "$summary" "supervised, W re-sent each run" ratio)"
+}
+
+# The 124 M GPT's package (tools/jax_gpt.py package), made on first use; prints its directory.
+gpt_package() {
+  local dir
+  dir="$("$python" tools/jax_gpt.py dir --package --config gpt2-124m)"
+  if [ ! -f "$dir/.complete" ]; then
+    echo "making the 124 M model's package with JAX (first use, a minute or two)..." >&2
+    "$python" tools/jax_gpt.py package --config gpt2-124m > /dev/null
+  fi
+  echo "$dir"
+}
+
+models_java() {
+  JAVA_OPTS="-Xms64m -Xmx256m ${JAVA_OPTS:-}" java_bench dev.xlaactors.bench.ModelsBench "$gpt_dir" 2 32 > "$1" 2>> "$out_dir/plugins/models-java.log"
+}
+models_jax() { "$python" tools/jax_gpt.py bench --dir "$gpt_dir" --reps 2 --steps 32 > "$1" 2>> "$out_dir/plugins/models-jax.log"; }
+
+# The XLA CPU plugin builds of native/third-party.properties side by side, each against JAX in the same round.
+run_plugins() {
+  ensure_java_built
+  python="$(jax_python)"
+  local dir="$out_dir/plugins" builds benches default rep bench build
+  builds="${BENCH_PLUGINS:-$(sed -n 's/^cpu_plugin.builds=//p' native/third-party.properties)}"
+  default="$(sed -n 's/^cpu_plugin.default=//p' native/third-party.properties)"
+  benches="${BENCH_PLUGIN_BENCHES:-models weighted matmul execute callbacks}"
+  for build in $builds; do
+    XLA_ACTORS_PLUGIN_BUILD="$build" bash native/fetch-third-party.sh --no-print
+  done
+  gpt_dir="$(gpt_package)"
+  rm -rf "$dir"
+  mkdir -p "$dir"
+  machine_summary
+  echo "builds: $builds (default $default); benches: $benches; rounds: $reps (each bench: every build, then JAX)"
+  for rep in $(seq 1 "$reps"); do
+    for bench in $benches; do
+      for build in $builds; do
+        echo "round $rep of $reps: $bench on $build..." >&2
+        XLA_ACTORS_PLUGIN_BUILD="$build" "${bench}_java" "$dir/$bench-$build-$rep.txt"
+      done
+      echo "round $rep of $reps: $bench on JAX..." >&2
+      "${bench}_jax" "$dir/$bench-jax-$rep.txt"
+      if [ "$bench" != models ]; then
+        for build in $builds; do
+          "${bench}_rows" "$dir/$bench-$build-$rep.txt" "$dir/$bench-jax-$rep.txt" | sed "s/^/$bench\t$build\t/" >> "$dir/rows.tsv"
+        done
+      fi
+    done
+  done
+  echo
+  "$python" bench/plugins_report.py "$dir" "$default" $builds
 }
 
 run_soak() {
@@ -832,6 +893,7 @@ case "${1:-}" in
   serve-load) run_serve_load ;;
   execute) run_execute ;;
   models) run_models ;;
+  plugins) run_plugins ;;
   matmul) run_matmul ;;
   cluster) run_cluster ;;
   segmented) run_segmented ;;
