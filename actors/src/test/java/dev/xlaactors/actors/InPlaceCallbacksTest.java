@@ -278,13 +278,16 @@ class InPlaceCallbacksTest {
         while (true) {
           float[] seen;
           try {
-            reading.countDown();
             seen = input.toFloatArray();
           } catch (IllegalStateException ended) {
             refused.incrementAndGet();
+            reading.countDown();
             return;
           }
           reads.incrementAndGet();
+          // Only after a read: the function waits for it, so each reader reads at least once while the call
+          // is pending (signalled before the read, a busy machine could answer first: 19 reads of 20, seen once).
+          reading.countDown();
           for (float v : seen) {
             if (v != expected) {
               wrong.compareAndSet(null, "a read saw " + v + " in an input of all " + expected);
