@@ -483,8 +483,12 @@ run_models() {
   # a warm-up one), so that load from other work on the machine falls on both sides alike.
   : > "$out_dir/models-java.txt"
   : > "$out_dir/models-jax.txt"
+  : > "$out_dir/models-bandwidth.txt"
   local rep
   for rep in $(seq 1 "$reps"); do
+    # The roofline's limit, measured in the same run: one thread per core reading 1 GiB, best of 10 passes.
+    echo "round $rep of $reps: read bandwidth (ReadBandwidthProbe)..." >&2
+    java -Xmx1400m -cp bench/target/classes dev.xlaactors.bench.ReadBandwidthProbe 1024 10 >> "$out_dir/models-bandwidth.txt"
     echo "round $rep of $reps: Java (ModelsBench)..." >&2
     # The model lives off the heap (weights memory-mapped, caches on the device), so a small heap is all
     # this JVM needs; java_bench's 1 GiB one (sized for other modes' 64 MiB round trips) would count in the
@@ -494,7 +498,8 @@ run_models() {
     echo "round $rep of $reps: JAX (tools/jax_gpt.py bench)..." >&2
     "$python" tools/jax_gpt.py bench --dir "$dir" --reps 2 --steps 32 >> "$out_dir/models-jax.txt" 2>> "$out_dir/models-jax.log"
   done
-  "$python" bench/models_report.py "$out_dir/models-java.txt" "$out_dir/models-jax.txt" "$weighted"
+  "$python" bench/models_report.py "$out_dir/models-java.txt" "$out_dir/models-jax.txt" "$weighted" \
+    --package "$dir" --bandwidth "$out_dir/models-bandwidth.txt"
 }
 
 matmul_rows() {
