@@ -111,7 +111,7 @@ if a.package and bandwidth:
     tensor_bytes, manifest = weight_tensor_bytes(a.package)
     limit = max(bandwidth)
     print()
-    print(f"roofline: read bandwidth {limit / 1e9:.1f} GB/s (best of {len(bandwidth)} probes, median "
+    print(f"roofline: read bandwidth {limit / 1e9:.1f} GB/s (best of {len(bandwidth)} probes, the median of their bests "
           f"{median(bandwidth) / 1e9:.1f}; bench ReadBandwidthProbe: one thread per core, 1 GiB, best of 10 passes)")
     print("| decode row | bytes a step reads (weights + KV cache) | steps/s ours | steps/s JAX | GB/s ours | GB/s JAX "
           "| of limit, ours | of limit, JAX |")
