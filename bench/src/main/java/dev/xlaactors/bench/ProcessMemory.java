@@ -69,7 +69,7 @@ record ProcessMemory(String point, long rssBytes, long peakBytes, long anonBytes
       }
     }
     return new ProcessMemory(point, status("VmRSS:"), status("VmHWM:"), anon, pluginRss, weightsRss, otherFile,
-        heapCommitted, heapUsed, nonHeap, Thread.activeCount());
+        heapCommitted, heapUsed, nonHeap, ManagementFactory.getThreadMXBean().getThreadCount());
   }
 
   /** VmHWM of /proc/self/status: the process's peak resident set (what JAX's side reads too). */

@@ -11,12 +11,15 @@ import java.util.concurrent.atomic.AtomicLong;
  * per core each sums its own share of a buffer far larger than the caches (default 1 GiB in all), all
  * threads in step (a barrier before each pass), several passes, the best pass kept. Each thread's share is
  * its own 16 MiB {@code long[]}s (smaller than G1's humongous limits make awkward), written before the first
- * pass so that every page is resident and first touched by the thread that reads it. Four accumulators per loop keep the adds off the load path, so a
- * pass measures the loads (checked here against a C loop of AVX2 loads compiled with -O3: within 5%).
+ * pass so that every page is resident and first touched by the thread that reads it. Four accumulators per
+ * loop keep the adds off the load path, so a pass measures the loads (checked on the 2-core bench machine
+ * against a C loop of AVX2 loads compiled with -O3: the same within that shared machine's noise, 18-31 GB/s
+ * against 24-26).
  *
  * <p>Prints one line, {@code BANDWIDTH read_gb_per_s=<best> median_gb_per_s=<x> threads=<n> bytes=<total>
- * passes=<n>}, GB being 10^9 bytes. Usage: {@code ReadBandwidthProbe [MiB] [passes]}; the JVM needs a heap a
- * little over the buffer ({@code -Xmx1400m} for the default).
+ * passes=<n> checksum=<x>} (the checksum keeps the sums live), GB being 10^9 bytes. Usage: {@code
+ * ReadBandwidthProbe [MiB] [passes]}; the JVM needs a heap a little over the buffer ({@code -Xmx1400m} for
+ * the default).
  */
 public final class ReadBandwidthProbe {
   private ReadBandwidthProbe() {}
