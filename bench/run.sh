@@ -7,7 +7,7 @@
 #   bench/run.sh callbacks-profile  where the Java per-callback time goes (Java only)
 #   bench/run.sh segmented          fused (Phase 1) against segmented (Phase 2) runs (Java only)
 #   bench/run.sh cluster            a callback served in this JVM against one served by another JVM (Java only)
-#   bench/run.sh models             the 124 M GPT of examples/generate: load, prefill, decode tokens/s, RSS vs JAX
+#   bench/run.sh models             the 124 M GPT of examples/generate: load, prefill, decode tokens/s, roofline, RSS vs JAX
 #   bench/run.sh matmul             y = x[1,2048] . W[2048,2048] with W resident, against JAX jit
 #   bench/run.sh weighted           relu_callback(x . W) with a 16 MiB W: bound Model vs W re-sent vs JAX
 #   bench/run.sh soak [RUNS]        RUNS (default 100000) mixed runs with injected faults, one cluster JVM kill per 10,000
@@ -76,10 +76,18 @@ modes:
             and 8 slots busy (the package's slot programs, KV cache donated), the next tokens sampled on
             the host from each step's logits (temperature 0.8, top-k 40; ours: lm's Sampler after a
             supervised run of the slot decoder; JAX: jit of the exported step + a numpy sampler), peak
-            RSS over the weights' bytes; Java and JAX alternately, BENCH_REPS (default 5) rounds of one
-            process per side (2 repetitions inside each), min / median / max. Last line:
-            RESULT models weighted_ratio=<supervised/JAX, 16 MiB-weight program> decode_ratio=<ours/JAX
-                   tokens/s, the lower slot count's ratio> load_ratio=<ours/JAX> rss_over_weights=<ours>
+            RSS (VmHWM) over the weights' bytes after 1 and after 8 slots; Java and JAX alternately,
+            BENCH_REPS (default 5) rounds of one process per side (2 repetitions inside each), min /
+            median / max. Each round first measures the machine's read bandwidth (ReadBandwidthProbe:
+            one thread per core, 1 GiB, best of 10 passes); per decode row the bytes a step reads
+            (every weight + the slots' whole KV cache), the GB/s that achieves and its fraction of the
+            best bandwidth, both sides. Then our resident memory at points of ModelsBench (smaps by
+            mapping) and the 1-slot peak itemised. Last line:
+            RESULT models weighted_ratio=<supervised/JAX, 16 MiB-weight program> decode_ratio=<the lower
+                   of the two below> decode_ratio_b1=<ours/JAX tokens/s, 1 slot> decode_ratio_b8=<8 slots>
+                   roofline_b1=<our achieved / measured bandwidth, 1 slot> load_ratio=<ours/JAX>
+                   rss_ratio_b1=<our peak RSS / JAX's, 1 slot> rss_ratio_b8=<8 slots>
+                   plugin=<the Java side's PJRT plugin: XLA_ACTORS_PLUGIN_BUILD, else its file's name>
   matmul    y = x[1,2048] . W[2048,2048] f32, W (16 MiB) uploaded once: Executable.execute with x uploaded
             and y downloaded, execute alone (x resident), and the two 8 KiB transfers, against JAX jit with
             W on the device (bench/jax_matmul.py), alternately BENCH_REPS times (default 5); XLA_FLAGS
