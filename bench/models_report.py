@@ -145,6 +145,7 @@ if points:
     need = ("jvm", "client", "loaded", f"cache_s{s1}", f"decoded_s{s1}")
     if all(n in at for n in need):
         jvm, client, loaded, cache, decoded = (at[n] for n in need)
+        prefilled = at.get(f"prefilled_s{s1}", cache)  # lines of before that point: all in the decode row
         peak = rss[s1][0]
         items = [
             ("JVM at start (heap %.0f MB committed, non-heap %.0f MB, JDK files %.0f MB)"
@@ -157,8 +158,9 @@ if points:
             (f"KV cache, {s1} slot (anon growth when the decoder is made)", cache["anon"] - loaded["anon"]),
             ("weights: the mapped safetensors, resident once decoding has read them (uploaded in place)",
              decoded["weights"]),
-            (f"prefill and decode at {s1} slot: anon growth (XLA's copies made at the first run, step temporaries)",
-             decoded["anon"] - cache["anon"]),
+            (f"the first prefill at {s1} slot: anon growth (the plugin's copy of the blocks' matrices: bench/README.md)",
+             prefilled["anon"] - cache["anon"]),
+            (f"decode at {s1} slot and the other prefills: anon growth (step temporaries)", decoded["anon"] - prefilled["anon"]),
             ("rest: JVM heap and libraries touched later, threads (peak less the above)", None),
         ]
         known = sum(v for _, v in items if v is not None)
@@ -169,8 +171,9 @@ if points:
             print(f"  {v / MB:8.0f} MB  {label}")
         twice = decoded["anon"] - cache["anon"]
         print(f"  kept twice? after decoding, the weights file is {decoded['weights'] / MB:.0f} MB resident and anon memory "
-              f"grew {twice / MB:.0f} MB over prefill and decode ({twice / weights:.0%} of the weights' bytes; bench/README.md: "
-              "the first prefill leaves a copy of the blocks' matrices)")
+              f"grew {twice / MB:.0f} MB over prefill and decode ({twice / weights:.0%} of the weights' bytes), "
+              f"{(prefilled['anon'] - cache['anon']) / MB:.0f} MB of it at the first prefill (bench/README.md: the plugin's "
+              "copy of the blocks' matrices, one per prefill program)")
 
 # ---- the RESULT line
 ratios = {s: med[f"decode_s{s}_tokens_per_s"][0] / med[f"decode_s{s}_tokens_per_s"][1] for s in slot_counts}

@@ -34,7 +34,8 @@ import org.apache.pekko.actor.typed.javadsl.Behaviors;
  * library's slot decoder ({@link PackageSlotDecoder}, the KV cache donated), as a GenerationServer runs
  * it. Then the peak RSS (VmHWM) after each slot count (the smallest one: load and serve one sequence) and at
  * the end, and the resident memory itemised at points ({@link ProcessMemory}: JVM start, client created,
- * model loaded, each slot count's cache made, after its decode): where the fixed overhead is. Prints one
+ * model loaded, each slot count's cache made, after its first prefill, after its decode): where the fixed
+ * overhead is. Prints one
  * JSON line with the same keys as {@code tools/jax_gpt.py bench}, plus {@code memory} (the points), {@code
  * plugin} (the loaded PJRT plugin's build: {@code XLA_ACTORS_PLUGIN_BUILD} when set, else its file's name)
  * and {@code plugin_api} (its PJRT C API version).
@@ -94,6 +95,9 @@ public final class ModelsBench {
               long t0 = System.nanoTime();
               decoder.prefill(0, prompt);
               double prefillMs = (System.nanoTime() - t0) / 1e6;
+              if (r == 0) { // the first run of this slot count's prefill program: what it leaves resident
+                memory.add(ProcessMemory.at("prefilled_s" + slots, plugin, weightPaths));
+              }
               for (int s = 1; s < slots; s++) {
                 decoder.prefill(s, prompt);
               }
