@@ -7,7 +7,7 @@
 #   bench/run.sh callbacks-profile  where the Java per-callback time goes (Java only)
 #   bench/run.sh segmented          fused (Phase 1) against segmented (Phase 2) runs (Java only)
 #   bench/run.sh cluster            a callback served in this JVM against one served by another JVM (Java only)
-#   bench/run.sh models             the 124 M GPT of examples/generate: load, prefill, decode tokens/s, RSS vs JAX
+#   bench/run.sh models             the 124 M GPT of examples/generate: load, prefill, decode tokens/s, roofline, RSS vs JAX
 #   bench/run.sh matmul             y = x[1,2048] . W[2048,2048] with W resident, against JAX jit
 #   bench/run.sh weighted           relu_callback(x . W) with a 16 MiB W: bound Model vs W re-sent vs JAX
 #   bench/run.sh soak [RUNS]        RUNS (default 100000) mixed runs with injected faults, one cluster JVM kill per 10,000
@@ -76,10 +76,18 @@ modes:
             and 8 slots busy (the package's slot programs, KV cache donated), the next tokens sampled on
             the host from each step's logits (temperature 0.8, top-k 40; ours: lm's Sampler after a
             supervised run of the slot decoder; JAX: jit of the exported step + a numpy sampler), peak
-            RSS over the weights' bytes; Java and JAX alternately, BENCH_REPS (default 5) rounds of one
-            process per side (2 repetitions inside each), min / median / max. Last line:
-            RESULT models weighted_ratio=<supervised/JAX, 16 MiB-weight program> decode_ratio=<ours/JAX
-                   tokens/s, the lower slot count's ratio> load_ratio=<ours/JAX> rss_over_weights=<ours>
+            RSS (VmHWM) over the weights' bytes after 1 and after 8 slots; Java and JAX alternately,
+            BENCH_REPS (default 5) rounds of one process per side (2 repetitions inside each), min /
+            median / max. Each round first measures the machine's read bandwidth (ReadBandwidthProbe:
+            one thread per core, 1 GiB, best of 10 passes); per decode row the bytes a step reads
+            (every weight + the slots' whole KV cache), the GB/s that achieves and its fraction of the
+            best bandwidth, both sides. Then our resident memory at points of ModelsBench (smaps by
+            mapping) and the 1-slot peak itemised. Last line:
+            RESULT models weighted_ratio=<supervised/JAX, 16 MiB-weight program> decode_ratio=<the lower
+                   of the two below> decode_ratio_b1=<ours/JAX tokens/s, 1 slot> decode_ratio_b8=<8 slots>
+                   roofline_b1=<our achieved / measured bandwidth, 1 slot> load_ratio=<ours/JAX>
+                   rss_ratio_b1=<our peak RSS / JAX's, 1 slot> rss_ratio_b8=<8 slots>
+                   plugin=<the Java side's PJRT plugin: XLA_ACTORS_PLUGIN_BUILD, else its file's name>
   plugins   the XLA CPU plugin builds of native/third-party.properties (cpu_plugin.builds, or BENCH_PLUGINS)
             side by side on every bench that runs compiled code: models (as above), weighted, matmul,
             execute and callbacks (or BENCH_PLUGIN_BENCHES); each round runs each bench on every build
@@ -128,6 +136,9 @@ modes:
             req/s, TTFT and whole-request latency p50/p99, refused, timed out, lost. Last line:
             RESULT serve batched_speedup=<batched/unbatched req/s at saturation> p99_at_80pct_ms=<x>
                    lost=<requests not answered exactly once, all phases, LM included> overload_refused_ms=<p99 time to a refusal>
+                   max_delay_ms=<the batched server's max-delay> batch_p99_ms=<p99 run time of the batches of
+                   the largest size (32) in the 80% phase>   (goal, printed after the table:
+                   p99_at_80pct_ms <= max_delay_ms + 2 x batch_p99_ms: the batch ahead, then its own)
                    lm_model=<m> lm_batched_speedup=<tokens/s continuous / one at a time, burst>
                    lm_ttft_p99_ms=<burst, batched> lm_open_ttft_p99_ms=<open loop, batched>
                    lm_lost=<LM requests not finished exactly once> lm_mismatched=<requests whose greedy tokens
@@ -489,8 +500,12 @@ run_models() {
   # a warm-up one), so that load from other work on the machine falls on both sides alike.
   : > "$out_dir/models-java.txt"
   : > "$out_dir/models-jax.txt"
+  : > "$out_dir/models-bandwidth.txt"
   local rep
   for rep in $(seq 1 "$reps"); do
+    # The roofline's limit, measured in the same run: one thread per core reading 1 GiB, best of 10 passes.
+    echo "round $rep of $reps: read bandwidth (ReadBandwidthProbe)..." >&2
+    java -Xmx1400m -cp bench/target/classes dev.xlaactors.bench.ReadBandwidthProbe 1024 10 >> "$out_dir/models-bandwidth.txt"
     echo "round $rep of $reps: Java (ModelsBench)..." >&2
     # The model lives off the heap (weights memory-mapped, caches on the device), so a small heap is all
     # this JVM needs; java_bench's 1 GiB one (sized for other modes' 64 MiB round trips) would count in the
@@ -500,7 +515,8 @@ run_models() {
     echo "round $rep of $reps: JAX (tools/jax_gpt.py bench)..." >&2
     "$python" tools/jax_gpt.py bench --dir "$dir" --reps 2 --steps 32 >> "$out_dir/models-jax.txt" 2>> "$out_dir/models-jax.log"
   done
-  "$python" bench/models_report.py "$out_dir/models-java.txt" "$out_dir/models-jax.txt" "$weighted"
+  "$python" bench/models_report.py "$out_dir/models-java.txt" "$out_dir/models-jax.txt" "$weighted" \
+    --package "$dir" --bandwidth "$out_dir/models-bandwidth.txt"
 }
 
 matmul_rows() {
@@ -682,7 +698,9 @@ run_serve() {
       print "| side      | load  |  req/s  |   sent |     ok | refused | timeout | lost |  p50 ms  |  p99 ms  | batch  | refuse p99 ms | send late p99 | p99 sent | queue p99 | run p99 | GC ms |"
       print "|-----------|------:|--------:|-------:|-------:|--------:|--------:|-----:|---------:|---------:|-------:|--------------:|--------------:|---------:|----------:|--------:|------:|"
       for (i = 1; i <= n; i++) print rows[i]
-    }' "$java_out"
+    }
+    /^GOAL / { goal = sprintf("goal at 80%%, batch %s: p99 %s ms <= max-delay %s ms + 2 x batch p99 %s ms = %s ms: %s", f($0, "batch"), f($0, "p99_at_80pct_ms"), f($0, "max_delay_ms"), f($0, "batch_p99_ms"), f($0, "bound_ms"), f($0, "met") == "yes" ? "met" : "not met") }
+    END { if (goal != "") print goal }' "$java_out"
   local result
   result="$(grep '^RESULT' "$java_out")" || { echo "no RESULT line: see $out_dir/serve-java.log" >&2; exit 1; }
   if [ -z "$lm_dir" ]; then

@@ -620,12 +620,19 @@ def stats(xs):
     return {"min": xs[0], "median": xs[len(xs) // 2], "max": xs[-1]}
 
 
+def peak_rss_bytes():
+    """VmHWM of /proc/self/status: the process's peak resident set (what ModelsBench reads)."""
+    for line in open("/proc/self/status"):
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    return -1
+
+
 def bench(dir_, reps, steps):
     """JAX's side of bench/run.sh models on a model package (what `package` makes; ModelsBench runs the same
     files): load the weights, prefill a full prompt into one slot, decode with every slot of each slot count
-    busy and the next tokens sampled on the host from the step's logits (sample_numpy), as the Java side."""
-    import resource
-
+    busy and the next tokens sampled on the host from the step's logits (sample_numpy), as the Java side.
+    Peak RSS: VmHWM of /proc/self/status after each slot count's decode, as ModelsBench reads it."""
     from jax import export
     from safetensors.numpy import load_file
 
@@ -667,9 +674,11 @@ def bench(dir_, reps, steps):
             tps.append(S * steps / (time.perf_counter() - t0))
         result[f"prefill_s{S}_ms"] = stats(pf[1:])  # the first rep compiles
         result[f"decode_s{S}_tokens_per_s"] = stats(tps[1:])
+        del cache  # the next slot count's cache is made after this one is freed, as ModelsBench's decoder is closed
+        result[f"peak_rss_s{S}_bytes"] = peak_rss_bytes()  # the peak of everything so far (VmHWM only grows)
         if S == slot_counts[0]:  # load and serve the fewest slots (8 add their 600 MB KV cache)
-            result["peak_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    result["peak_rss_all_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+            result["peak_rss_bytes"] = peak_rss_bytes()
+    result["peak_rss_all_bytes"] = peak_rss_bytes()
     result["weights_bytes"] = weights.stat().st_size
     print(json.dumps(result))
 

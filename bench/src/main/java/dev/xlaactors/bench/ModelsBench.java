@@ -32,8 +32,13 @@ import org.apache.pekko.actor.typed.javadsl.Behaviors;
  * decode tokens/s with every slot of each exported slot count busy, the next tokens sampled on the host
  * (temperature 0.8, top-k 40, as JAX's side) from the step's logits; each step a supervised run of the
  * library's slot decoder ({@link PackageSlotDecoder}, the KV cache donated), as a GenerationServer runs
- * it. Then the peak RSS after the smallest slot count (load and serve one sequence) and at the end.
- * Prints one JSON line with the same keys as {@code tools/jax_gpt.py bench}.
+ * it. Then the peak RSS (VmHWM) after each slot count (the smallest one: load and serve one sequence) and at
+ * the end, and the resident memory itemised at points ({@link ProcessMemory}: JVM start, client created,
+ * model loaded, each slot count's cache made, after its first prefill, after its decode): where the fixed
+ * overhead is. Prints one
+ * JSON line with the same keys as {@code tools/jax_gpt.py bench}, plus {@code memory} (the points), {@code
+ * plugin} (the loaded PJRT plugin's build: {@code XLA_ACTORS_PLUGIN_BUILD} when set, else its file's name)
+ * and {@code plugin_api} (its PJRT C API version).
  *
  * <p>Usage: {@code ModelsBench <package dir> [reps] [steps]}.
  */
@@ -41,6 +46,8 @@ public final class ModelsBench {
   private ModelsBench() {}
 
   public static void main(String[] args) throws Exception {
+    List<ProcessMemory> memory = new ArrayList<>();
+    memory.add(ProcessMemory.at("jvm", null, Set.of()));
     ModelPackage pkg = ModelPackage.open(Path.of(args[0]));
     int reps = args.length > 1 ? Integer.parseInt(args[1]) : 5;
     int steps = args.length > 2 ? Integer.parseInt(args[2]) : 32;
@@ -50,6 +57,12 @@ public final class ModelsBench {
     try (XlaClient client = XlaClient.create();
         CallbackRuntime runtime = CallbackRuntime.create(system, client)) {
       Device device = client.devices().get(0);
+      Path plugin = client.plugin().path();
+      Set<Path> weightPaths = Set.copyOf(weightFiles(pkg));
+      String build = System.getenv("XLA_ACTORS_PLUGIN_BUILD");
+      json.append("\"plugin\": \"").append(build == null || build.isBlank() ? plugin.getFileName() : build.trim())
+          .append("\", \"plugin_api\": \"").append(client.plugin().apiVersion()).append("\", ");
+      memory.add(ProcessMemory.at("client", plugin, weightPaths));
       List<Double> loads = new ArrayList<>();
       for (int r = 0; r < reps; r++) {
         long t0 = System.nanoTime();
@@ -64,9 +77,11 @@ public final class ModelsBench {
       }
       SamplingParams sampling = SamplingParams.defaults().withTemperature(0.8).withTopK(40).withSeed(1L).withStopTokenIds(Set.of());
       try (LanguageModel model = LanguageModel.load(pkg, device, runtime)) { // one upload of the weights for every slot count
+        memory.add(ProcessMemory.at("loaded", plugin, weightPaths));
         List<Integer> slotCounts = model.slotCounts();
         for (int slots : slotCounts) {
           try (PackageSlotDecoder decoder = model.decoder(slots)) {
+            memory.add(ProcessMemory.at("cache_s" + slots, plugin, weightPaths));
             int t = decoder.maxPromptLength();
             int v = decoder.vocabulary();
             int[] prompt = new int[t];
@@ -80,6 +95,9 @@ public final class ModelsBench {
               long t0 = System.nanoTime();
               decoder.prefill(0, prompt);
               double prefillMs = (System.nanoTime() - t0) / 1e6;
+              if (r == 0) { // the first run of this slot count's prefill program: what it leaves resident
+                memory.add(ProcessMemory.at("prefilled_s" + slots, plugin, weightPaths));
+              }
               for (int s = 1; s < slots; s++) {
                 decoder.prefill(s, prompt);
               }
@@ -108,17 +126,22 @@ public final class ModelsBench {
             }
             json.append(", \"prefill_s").append(slots).append("_ms\": ").append(stats(prefill));
             json.append(", \"decode_s").append(slots).append("_tokens_per_s\": ").append(stats(tokensPerSecond));
+            memory.add(ProcessMemory.at("decoded_s" + slots, plugin, weightPaths));
           }
-          if (slots == slotCounts.get(0)) { // RSS of loading the model and serving the fewest slots (8 add a 600 MB cache)
-            json.append(", \"peak_rss_bytes\": ").append(peakRssBytes());
+          // VmHWM only grows: each slot count's figure is the peak of everything up to its decode. The smallest
+          // count's is loading the model and serving one sequence (8 slots add a 600 MB cache).
+          json.append(", \"peak_rss_s").append(slots).append("_bytes\": ").append(ProcessMemory.peakResidentBytes());
+          if (slots == slotCounts.get(0)) {
+            json.append(", \"peak_rss_bytes\": ").append(ProcessMemory.peakResidentBytes());
           }
         }
       }
     }
     system.terminate();
     system.getWhenTerminated().toCompletableFuture().get(10, TimeUnit.SECONDS);
-    json.append(", \"peak_rss_all_bytes\": ").append(peakRssBytes());
-    json.append(", \"weights_bytes\": ").append(weightBytes).append("}");
+    json.append(", \"peak_rss_all_bytes\": ").append(ProcessMemory.peakResidentBytes());
+    json.append(", \"weights_bytes\": ").append(weightBytes);
+    json.append(", \"memory\": [").append(String.join(", ", memory.stream().map(ProcessMemory::json).toList())).append("]}");
     System.out.println(json);
   }
 
@@ -151,15 +174,5 @@ public final class ModelsBench {
     Collections.sort(s);
     return String.format(Locale.ROOT, "{\"min\": %.3f, \"median\": %.3f, \"max\": %.3f}", s.get(0), s.get(s.size() / 2),
         s.get(s.size() - 1));
-  }
-
-  /** VmHWM of /proc/self/status: the process's peak resident set. */
-  private static long peakRssBytes() throws Exception {
-    for (String line : Files.readAllLines(Path.of("/proc/self/status"))) {
-      if (line.startsWith("VmHWM:")) {
-        return Long.parseLong(line.replaceAll("[^0-9]", "")) * 1024;
-      }
-    }
-    return -1;
   }
 }

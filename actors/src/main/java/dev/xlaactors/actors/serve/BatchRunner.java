@@ -16,6 +16,7 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.function.BiConsumer;
+import java.util.function.Supplier;
 
 /**
  * Runs the batches of a {@link ModelServer}'s {@link BatchedModel}: checks a request's inputs against the
@@ -44,31 +45,35 @@ final class BatchRunner {
 
   /**
    * Why {@code inputs} cannot be one example of each model input (naming what is wrong, expected vs got),
-   * or null; {@code which} names the request in the message.
+   * or null; {@code which} names the request in the message (built only for a message: this runs per request).
    */
-  String invalidInputs(String which, List<HostTensor> inputs) {
+  String invalidInputs(Supplier<String> which, List<HostTensor> inputs) {
     List<TensorType> expected = model.requestInputTypes();
     if (inputs == null || inputs.size() != expected.size()) {
-      return which + " takes " + expected.size() + " input(s) " + BatchedModel.describe(model.inputNames(), expected) + ", got "
+      return which.get() + " takes " + expected.size() + " input(s) " + BatchedModel.describe(model.inputNames(), expected) + ", got "
           + (inputs == null ? "null" : inputs.size());
     }
     for (int i = 0; i < expected.size(); i++) {
       HostTensor t = inputs.get(i);
-      String input = which + ": input " + i + " '" + model.inputNames().get(i) + "'";
       if (t == null) {
-        return input + " is null, expected a tensor " + expected.get(i);
+        return inputName(which, i) + " is null, expected a tensor " + expected.get(i);
       }
       if (!t.type().equals(expected.get(i))) {
-        return input + ": expected " + expected.get(i) + " (one example: the model's input without its batch dimension), got " + t.type();
+        return inputName(which, i) + ": expected " + expected.get(i) + " (one example: the model's input without its batch "
+            + "dimension), got " + t.type();
       }
       if (t.isClosed()) {
-        return input + " is closed: keep a request's tensors open until it is answered";
+        return inputName(which, i) + " is closed: keep a request's tensors open until it is answered";
       }
       if (t.isBorrowed()) {
-        return input + " is a callback's borrowed input, valid only during that call: pass t.copy()";
+        return inputName(which, i) + " is a callback's borrowed input, valid only during that call: pass t.copy()";
       }
     }
     return null;
+  }
+
+  private String inputName(Supplier<String> which, int i) {
+    return which.get() + ": input " + i + " '" + model.inputNames().get(i) + "'";
   }
 
   /**

@@ -27,6 +27,7 @@ import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.ScheduledFuture;
 import java.util.concurrent.ScheduledThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
+import java.util.function.Supplier;
 import org.apache.pekko.NotUsed;
 import org.apache.pekko.actor.typed.ActorRef;
 import org.apache.pekko.actor.typed.Behavior;
@@ -264,12 +265,13 @@ public final class ModelServer extends AbstractBehavior<ModelServer.Command> {
 
   /** Why the request cannot be served (naming what is wrong, expected vs got), or null. */
   private String invalid(String id, Infer r) {
-    String which = "request '" + id + "' to model '" + model.name() + "'";
+    // Runs per request: the messages, and the name of the request in them, are built only for a refusal.
+    Supplier<String> which = () -> "request '" + id + "' to model '" + model.name() + "'";
     if (scheduler.holds(id)) {
-      return which + ": a request with this id is already queued or running; give each request its own id (ModelServer.newRequestId())";
+      return which.get() + ": a request with this id is already queued or running; give each request its own id (ModelServer.newRequestId())";
     }
     if (r.timeout() != null && (r.timeout().isNegative() || r.timeout().isZero())) {
-      return which + ": timeout must be positive, got " + r.timeout() + " (null: the model's default-timeout, "
+      return which.get() + ": timeout must be positive, got " + r.timeout() + " (null: the model's default-timeout, "
           + settings.defaultTimeout() + ")";
     }
     return runner.invalidInputs(which, r.inputs());
