@@ -54,7 +54,7 @@ public final class ModelsBench {
     StringBuilder json = new StringBuilder("{");
     ActorSystem<Void> system = ActorSystem.create(Behaviors.empty(), "models-bench");
     long weightBytes = 0;
-    try (XlaClient client = XlaClient.create();
+    try (XlaClient client = XlaClient.create(LanguageModel.clientSettings());
         CallbackRuntime runtime = CallbackRuntime.create(system, client)) {
       Device device = client.devices().get(0);
       Path plugin = client.plugin().path();

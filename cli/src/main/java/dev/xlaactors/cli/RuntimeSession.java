@@ -2,6 +2,7 @@ package dev.xlaactors.cli;
 
 import dev.xlaactors.actors.CallbackRuntime;
 import dev.xlaactors.runtime.Device;
+import dev.xlaactors.lm.LanguageModel;
 import dev.xlaactors.runtime.XlaClient;
 import java.time.Duration;
 import org.apache.pekko.actor.typed.ActorSystem;
@@ -33,7 +34,7 @@ final class RuntimeSession implements AutoCloseable {
   static RuntimeSession start(ActorSystem<Void> system) {
     XlaClient client;
     try {
-      client = XlaClient.create();
+      client = XlaClient.create(LanguageModel.clientSettings());
     } catch (RuntimeException e) {
       system.terminate();
       throw e;

@@ -14,9 +14,10 @@ import java.nio.file.Path;
  * @param clientAsynchronous whether the CPU client runs executions on its own thread pool
  * @param compileCacheSize executables a client keeps for reuse; 0 disables the cache
  * @param hostMemoryPoolBytes the most bytes of idle host memory the {@link HostMemoryPool} keeps for reuse
+ * @param cpuDeviceCount the CPU client's {@code cpu_device_count} option; 0 leaves it to the plugin
  */
 public record RuntimeSettings(
-    Path pluginPath, boolean clientAsynchronous, int compileCacheSize, long hostMemoryPoolBytes) {
+    Path pluginPath, boolean clientAsynchronous, int compileCacheSize, long hostMemoryPoolBytes, int cpuDeviceCount) {
   /** The config key of the plugin path, named in error messages. */
   public static final String PLUGIN_PATH_KEY = "xla-actors.runtime.plugin-path";
   /** The config key of the host-memory pool's bound, named in error messages. */
@@ -61,11 +62,15 @@ public record RuntimeSettings(
       }
       SettingRanges.check(cacheSize, "xla-actors.runtime.compile-cache-size", Integer.toString(cacheSize), 0, MAX_COMPILE_CACHE,
           "compiled programs kept; each holds its machine code");
+      int devices = c.getInt("cpu-device-count");
+      SettingRanges.check(devices, "xla-actors.runtime.cpu-device-count", Integer.toString(devices), 0, XlaClient.MAX_CPU_DEVICE_COUNT,
+          "CPU devices of a client; 0 leaves the count to the plugin");
       return new RuntimeSettings(
           path.isEmpty() ? selected.path() : Path.of(path),
           c.getBoolean("client-asynchronous"),
           cacheSize,
-          hostMemoryPoolBytes(config));
+          hostMemoryPoolBytes(config),
+          devices);
     } catch (ConfigException e) {
       throw new XlaException(ErrorCode.INVALID_ARGUMENT, "bad runtime configuration: " + e.getMessage(), e);
     }
@@ -129,11 +134,16 @@ public record RuntimeSettings(
   }
 
   public RuntimeSettings withPluginPath(Path path) {
-    return new RuntimeSettings(path, clientAsynchronous, compileCacheSize, hostMemoryPoolBytes);
+    return new RuntimeSettings(path, clientAsynchronous, compileCacheSize, hostMemoryPoolBytes, cpuDeviceCount);
+  }
+
+  /** These settings with another CPU device count (1 to 1024; 0 leaves it to the plugin). */
+  public RuntimeSettings withCpuDeviceCount(int count) {
+    return new RuntimeSettings(pluginPath, clientAsynchronous, compileCacheSize, hostMemoryPoolBytes, count);
   }
 
   /** These settings with another bound for the host-memory pool (see {@link HostMemoryPool}). */
   public RuntimeSettings withHostMemoryPoolBytes(long bytes) {
-    return new RuntimeSettings(pluginPath, clientAsynchronous, compileCacheSize, bytes);
+    return new RuntimeSettings(pluginPath, clientAsynchronous, compileCacheSize, bytes, cpuDeviceCount);
   }
 }

@@ -102,10 +102,12 @@ public final class XlaClient extends NativeHandle {
    */
   public static XlaClient create(RuntimeSettings settings) {
     HostMemoryPool.configureShared(settings.hostMemoryPoolBytes());
-    return create(
-        Plugin.load(settings),
-        Map.of("asynchronous", settings.clientAsynchronous()),
-        settings.compileCacheSize());
+    Map<String, Object> options = new java.util.HashMap<>();
+    options.put("asynchronous", settings.clientAsynchronous());
+    if (settings.cpuDeviceCount() > 0) {
+      options.put("cpu_device_count", (long) settings.cpuDeviceCount());
+    }
+    return create(Plugin.load(settings), options, settings.compileCacheSize());
   }
 
   /**

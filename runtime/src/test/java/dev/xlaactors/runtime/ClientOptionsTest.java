@@ -37,4 +37,18 @@ class ClientOptionsTest {
       }
     }
   }
+
+  @Test
+  void theCpuDeviceCountSettingReachesTheClientAndABadOneNamesTheKey() {
+    var two = com.typesafe.config.ConfigFactory.parseMap(Map.of("xla-actors.runtime.cpu-device-count", 2))
+        .withFallback(com.typesafe.config.ConfigFactory.load());
+    try (XlaClient client = XlaClient.create(RuntimeSettings.fromConfig(two))) {
+      assertEquals(2, client.devices().size());
+    }
+    var bad = com.typesafe.config.ConfigFactory.parseMap(Map.of("xla-actors.runtime.cpu-device-count", 2000))
+        .withFallback(com.typesafe.config.ConfigFactory.load());
+    var e = assertThrows(dev.xlaactors.error.XlaException.class, () -> RuntimeSettings.fromConfig(bad));
+    assertTrue(e.getMessage().contains("xla-actors.runtime.cpu-device-count"), e.getMessage());
+    assertTrue(e.getMessage().contains("2000"), e.getMessage());
+  }
 }

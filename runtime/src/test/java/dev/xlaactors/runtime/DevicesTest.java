@@ -18,11 +18,14 @@ import org.junit.jupiter.api.Test;
 
 /** Devices, their descriptions and memory, and running programs on a chosen device. */
 class DevicesTest {
+  /** These tests are about clients of several devices, whatever the configured count. */
+  private static final RuntimeSettings SEVERAL_DEVICES = RuntimeSettings.load().withCpuDeviceCount(4);
+
   private static XlaClient client;
 
   @BeforeAll
   static void open() {
-    client = XlaClient.create();
+    client = XlaClient.create(SEVERAL_DEVICES);
   }
 
   @AfterAll
@@ -120,7 +123,7 @@ class DevicesTest {
 
   @Test
   void aDeviceOfAnotherClientIsRefused() {
-    try (XlaClient other = XlaClient.create();
+    try (XlaClient other = XlaClient.create(SEVERAL_DEVICES);
         Executable add = client.compile(TestPrograms.ADD_F32_4)) {
       Device foreign = other.devices().get(0);
       assertFalse(client.devices().contains(foreign));

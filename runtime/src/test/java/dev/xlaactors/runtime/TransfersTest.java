@@ -21,11 +21,14 @@ import org.junit.jupiter.api.Test;
 
 /** Device-to-device copies, copies between clients, and asynchronous transfers. */
 class TransfersTest {
+  /** These tests are about clients of several devices, whatever the configured count. */
+  private static final RuntimeSettings SEVERAL_DEVICES = RuntimeSettings.load().withCpuDeviceCount(4);
+
   private static XlaClient client;
 
   @BeforeAll
   static void open() {
-    client = XlaClient.create();
+    client = XlaClient.create(SEVERAL_DEVICES);
   }
 
   @AfterAll
@@ -149,7 +152,7 @@ class TransfersTest {
   @Test
   void aBufferMovesToAnotherClientThroughTheHost() {
     float[] values = random(1000, 2);
-    try (XlaClient other = XlaClient.create();
+    try (XlaClient other = XlaClient.create(SEVERAL_DEVICES);
         DeviceBuffer source = client.upload(HostTensor.ofFloats(values));
         DeviceBuffer moved = source.copyToDevice(other.devices().get(2))) {
       assertNotSame(client, moved.client());
