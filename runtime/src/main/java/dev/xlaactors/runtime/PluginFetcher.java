@@ -42,11 +42,6 @@ public final class PluginFetcher {
     System.out.println(ensure(build));
   }
 
-  /** The default plugin's path, fetched first if it is missing. */
-  public static Path ensureDefaultPlugin() {
-    return ensure(PluginBuild.defaultBuild());
-  }
-
   private static PluginBuild selected() {
     String env = System.getenv(PluginBuild.ENV);
     return env == null || env.isBlank() ? PluginBuild.defaultBuild() : PluginBuild.named(env.trim(), "the environment variable " + PluginBuild.ENV);

@@ -18,6 +18,13 @@ import java.nio.file.Path;
  */
 public record RuntimeSettings(
     Path pluginPath, boolean clientAsynchronous, int compileCacheSize, long hostMemoryPoolBytes, int cpuDeviceCount) {
+  public RuntimeSettings {
+    if (cpuDeviceCount < 0 || cpuDeviceCount > XlaClient.MAX_CPU_DEVICE_COUNT) {
+      throw new XlaException(ErrorCode.INVALID_ARGUMENT, "xla-actors.runtime.cpu-device-count must be from 0 (the"
+          + " plugin's count) to " + XlaClient.MAX_CPU_DEVICE_COUNT + ", got " + cpuDeviceCount);
+    }
+  }
+
   /** The config key of the plugin path, named in error messages. */
   public static final String PLUGIN_PATH_KEY = "xla-actors.runtime.plugin-path";
   /** The config key of the host-memory pool's bound, named in error messages. */

@@ -13,8 +13,10 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
+import java.util.Optional;
 import java.util.Set;
 import java.util.TreeSet;
+import java.util.concurrent.ConcurrentHashMap;
 
 /**
  * Checks the {@code XLA_FLAGS} environment variable before a plugin reads it. XLA parses it when the
@@ -53,7 +55,7 @@ final class XlaFlags {
           + " at the first run of a program with a reduce",
       "drop reduce or eltwise from it (dot,eltwise and dot,reduce run)"));
 
-  private static final Map<String, Map<String, String[]>> TABLES = new java.util.concurrent.ConcurrentHashMap<>();
+  private static final Map<String, Map<String, String[]>> TABLES = new ConcurrentHashMap<>();
 
   private XlaFlags() {}
 
@@ -72,7 +74,7 @@ final class XlaFlags {
    * As {@link #checkEnvironment}, for the variable's value {@code value}: names and values only when the
    * plugin is a supported {@code build}; the known crashes of that build, or all of them for another plugin.
    */
-  static void check(String value, java.util.Optional<PluginBuild> build) {
+  static void check(String value, Optional<PluginBuild> build) {
     String text = value;
     String where = ENV + "='" + value + "'";
     String trimmed = value.replaceAll("^[ \\t\\n\\r]+|[ \\t\\n\\r]+$", "");
@@ -129,8 +131,7 @@ final class XlaFlags {
     if (kind.equals("unmeasured")) {
       throw refused(where + ": --" + token.name() + " is a flag of " + build + ", but none of the values"
           + " tools/xla_flags_table.py tried (booleans, integers, numbers, text) parses, so its syntax is not known"
-          + " and a wrong value would end the process. Fix: remove it, or load the plugin by another path"
-          + " (xla-actors.runtime.plugin-path) to pass it unchecked");
+          + " and a wrong value would end the process. Fix: remove it");
     }
     String value = token.value();
     if (value == null) {
