@@ -10,6 +10,8 @@ import dev.xlaactors.runtime.HostCallback;
 import dev.xlaactors.runtime.HostTensor;
 import dev.xlaactors.runtime.TensorType;
 import dev.xlaactors.runtime.XlaClient;
+import dev.xlaactors.runtime.model.Argument;
+import dev.xlaactors.runtime.model.BoundProgram;
 import java.util.Arrays;
 import java.util.List;
 import org.apache.pekko.actor.typed.ActorSystem;
@@ -47,8 +49,8 @@ public final class Main {
       Value x = b.parameter(TensorType.of(DType.F32, 3));
       Graph graph = b.build(b.add(b.hostCall(clip, b.multiply(x, b.constant(2f))).get(0), b.constant(1f)));
       callbacks.registerAll(graph.hostCallbacks()).toCompletableFuture().join();
-      try (Executable exe = graph.compile(client)) {
-        clipped = callbacks.run(exe, List.of(HostTensor.vector(0.5f, 1f, 3f))).get(0).toFloatArray();
+      try (BoundProgram program = callbacks.compile(graph)) {
+        clipped = callbacks.run(program, Argument.of(List.of(HostTensor.vector(0.5f, 1f, 3f)))).get(0).toFloatArray();
       }
     } finally {
       system.terminate();
