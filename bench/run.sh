@@ -484,11 +484,7 @@ run_models() {
   mkdir -p "$out_dir"
   python="$(jax_python)"
   local dir
-  dir="$("$python" tools/jax_gpt.py dir --package --config gpt2-124m)"
-  if [ ! -f "$dir/.complete" ]; then
-    echo "making the 124 M model's package with JAX (first use, a minute or two)..." >&2
-    "$python" tools/jax_gpt.py package --config gpt2-124m > /dev/null
-  fi
+  dir="$(gpt_package)"
   machine_summary
   echo "model: $dir"
   # The 16 MiB-weight program's supervised-vs-JAX bench (bench/run.sh weighted), its table shown here.
