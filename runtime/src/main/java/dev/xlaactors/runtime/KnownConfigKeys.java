@@ -17,8 +17,9 @@ import java.util.TreeSet;
  * Refuses configuration keys under {@code xla-actors} that no module defines, so a misspelt key fails at
  * start instead of being silently ignored. A key is known when the reference configuration (every
  * module's reference.conf on the classpath) defines it, or when it lies inside an open section: one the
- * reference defines as an empty object (such as {@code callbacks.timeouts {}}, keyed by the user) or as a
- * Pekko dispatcher ({@code type = Dispatcher}, which takes Pekko's own dispatcher keys).
+ * reference defines as an empty object (such as {@code callbacks.timeouts {}}, keyed by the user), as a
+ * Pekko dispatcher ({@code type = Dispatcher}, which takes Pekko's own dispatcher keys), or as a map of XLA
+ * options (every key an XLA option name, {@code xla_...}, which no module's key is).
  */
 public final class KnownConfigKeys {
   private static final String ROOT = "xla-actors";
@@ -147,7 +148,8 @@ public final class KnownConfigKeys {
       Config section = reference.getConfig(ancestor);
       boolean emptyMap = section.root().isEmpty();
       boolean dispatcher = section.hasPath("type") && section.getString("type").equals("Dispatcher");
-      if (emptyMap || dispatcher) {
+      boolean xlaOptions = section.root().keySet().stream().allMatch(k -> k.startsWith("xla_"));
+      if (emptyMap || dispatcher || xlaOptions) {
         return true;
       }
     }

@@ -382,10 +382,12 @@ public final class XlaClient extends NativeHandle {
 
   /** {@code fromBytes}: the runtime did not read the module's text (see {@link LoadedProgram#donors()}). */
   private LoadedProgram compileBytes(byte[] module, ProgramSignature signature, CompileOptions options, boolean fromBytes) {
+    // Checked first, so that a value that would crash the plugin never reaches it; sent as the plugin parses them.
+    CompileOptions parsed = options.withXlaOptions(XlaFlags.checkOptions(options.xlaOptions(), plugin.build()));
     try (Lease lease = lease();
         BytePointer code = PjrtApi.bytes(module);
         BytePointer format = PjrtApi.bytes("mlir".getBytes(StandardCharsets.UTF_8));
-        BytePointer proto = PjrtApi.bytes(options.toProto());
+        BytePointer proto = PjrtApi.bytes(parsed.toProto(name -> XlaFlags.kind(plugin.build(), name)));
         PJRT_Program program = new PJRT_Program();
         PJRT_Client_Compile_Args args = new PJRT_Client_Compile_Args()) {
       if (proto.capacity() == 0) {

@@ -141,7 +141,21 @@ final class XlaFlags {
       }
       return;
     }
-    String expected = switch (kind) {
+    String expected = expected(kind, entry, token, lists);
+    if (expected != null) {
+      throw refused(where + ": --" + token.name() + "=" + value + " is not a value the plugin can parse (expected "
+          + expected + "), and it ends the process on this (\"Flag parsing failed\"). Fix: give --" + token.name()
+          + " " + expected);
+    }
+  }
+
+  /**
+   * What {@code token}'s value must be for a flag of {@code kind} (table {@code entry}), or null when it is
+   * one; a list flag's items are added to its set in {@code lists}.
+   */
+  private static String expected(String kind, String[] entry, Token token, Map<String, Set<String>> lists) {
+    String value = token.value();
+    return switch (kind) {
       case "bool" -> value.equalsIgnoreCase("true") || value.equalsIgnoreCase("false") || value.equals("1")
           || value.equals("0") ? null : "true, false, 1 or 0";
       case "int32" -> integer(value, Integer.MIN_VALUE, Integer.MAX_VALUE) ? null : "a decimal integer from "
@@ -160,11 +174,68 @@ final class XlaFlags {
           + Long.MIN_VALUE + " to " + Long.MAX_VALUE;
       default -> null; // string
     };
-    if (expected != null) {
-      throw refused(where + ": --" + token.name() + "=" + value + " is not a value the plugin can parse (expected "
-          + expected + "), and it ends the process on this (\"Flag parsing failed\"). Fix: give --" + token.name()
-          + " " + expected);
+  }
+
+  /**
+   * Throws a {@link PluginException} (INVALID_ARGUMENT) when an XLA option of one compilation ({@link
+   * CompileOptions#xlaOptions()}) is not an option of the plugin {@code build}, has a value the option cannot
+   * take, or is a value measured to crash the build ({@link #CRASHES}). Without a known build only the
+   * crashes are checked; the plugin answers the rest with a compile error.
+   *
+   * @return the options as the plugin parses them: a list option's items in full ({@code
+   *     LIBRARY_FUSION_TYPE_DOT,...}), an enum's name in upper case, a boolean as {@code true} or {@code false};
+   *     the values unchanged without a known build
+   */
+  static Map<String, String> checkOptions(Map<String, String> options, Optional<PluginBuild> build) {
+    Map<String, Set<String>> lists = new HashMap<>();
+    Map<String, String> parsed = new java.util.TreeMap<>(options);
+    for (Map.Entry<String, String> option : options.entrySet()) {
+      Token token = new Token(option.getKey(), option.getValue(), option.getKey() + "=" + option.getValue());
+      String where = "XLA option " + token.text() + " (CompileOptions.xlaOptions)";
+      if (build.isEmpty()) {
+        if (CRASHES.stream().anyMatch(c -> c.flag().equals(token.name()))) {
+          applyList(token, table(PluginBuild.defaultBuild()).get(token.name()), lists);
+        }
+        continue;
+      }
+      String[] entry = table(build.get()).get(token.name());
+      if (entry == null) {
+        throw refused(where + ": " + token.name() + " is not an XLA option of " + build.get() + ". Fix: remove it or"
+            + " correct its name (the options are XLA's DebugOptions fields, as XLA_FLAGS names them without --)");
+      }
+      if (entry[0].equals("unmeasured")) {
+        throw refused(where + ": the syntax of " + token.name() + " on " + build.get() + " is not known (none of the"
+            + " values tools/xla_flags_table.py tried parses). Fix: remove it");
+      }
+      String expected = expected(entry[0], entry, token, lists);
+      if (expected != null) {
+        throw refused(where + ": " + token.value() + " is not a value " + token.name() + " takes (expected " + expected
+            + "). Fix: give it " + expected);
+      }
+      String value = token.value();
+      parsed.put(token.name(), switch (entry[0]) {
+        case "bool", "false" -> Boolean.toString(value.equalsIgnoreCase("true") || value.equals("1"));
+        case "enum-any-case" -> value.toUpperCase(Locale.ROOT);
+        case "list" -> lists.get(token.name()).stream().map(item -> (entry[1].equals("-") ? "" : entry[1]) + item)
+            .collect(java.util.stream.Collectors.joining(","));
+        default -> value;
+      });
     }
+    for (Crash crash : CRASHES) {
+      Set<String> types = lists.get(crash.flag());
+      if ((build.isEmpty() || crash.builds().contains(build.get().name())) && types != null
+          && types.containsAll(crash.together())) {
+        throw refused("XLA option " + crash.flag() + " (CompileOptions.xlaOptions) holds " + types + ": " + crash.why()
+            + ". Fix: " + crash.fix());
+      }
+    }
+    return parsed;
+  }
+
+  /** The kind of XLA option {@code name} on {@code build} ({@code bool}, {@code int32}, ...), or null when not known. */
+  static String kind(Optional<PluginBuild> build, String name) {
+    String[] entry = build.map(b -> table(b).get(name)).orElse(null);
+    return entry == null ? null : entry[0];
   }
 
   /** Applies a list flag's value (table {@code entry}: kind, prefix or '-', items) to its set in {@code lists}; see {@link #list}. */

@@ -585,7 +585,13 @@ public final class JaxExport {
    * ordered effects, one that calls Python callbacks.
    */
   public Executable compile(XlaClient client) {
+    return compile(client, CompileOptions.defaults());
+  }
+
+  /** As {@link #compile(XlaClient)}, with {@code options} (its XLA options, say). */
+  public Executable compile(XlaClient client, CompileOptions options) {
     Objects.requireNonNull(client, "client");
+    Objects.requireNonNull(options, "options");
     for (int i = 0; i < inputAvals.size(); i++) {
       String symbolic = inputAvals.get(i).firstSymbolicDimension();
       if (symbolic != null) {
@@ -595,7 +601,7 @@ public final class JaxExport {
             + "Export with concrete shapes, e.g. jax.export.export(jax.jit(f))(jax.ShapeDtypeStruct((8, 16), jnp.float32))");
       }
     }
-    return compileChecked(client);
+    return compileChecked(client, options);
   }
 
   /**
@@ -648,7 +654,7 @@ public final class JaxExport {
           + "(its dynamic ops do not lower to HLO before JAX's shape refinement, which this runtime lacks). Export with "
           + "the concrete shapes instead: jax.export.export(jax.jit(f))(*[jax.ShapeDtypeStruct(shape, dtype) ...])");
     }
-    return compileChecked(client);
+    return compileChecked(client, CompileOptions.defaults());
   }
 
   // Custom-call targets of JAX's Python callbacks: they live in the exporting Python process.
@@ -656,7 +662,7 @@ public final class JaxExport {
       "xla_ffi_python_cpu_callback", "xla_ffi_python_gpu_callback", "xla_ffi_partitioned_python_cpu_callback",
       "xla_python_cpu_callback", "xla_python_gpu_callback");
 
-  private Executable compileChecked(XlaClient client) {
+  private Executable compileChecked(XlaClient client, CompileOptions options) {
     platformIndex(client); // refuses an export without this platform
     if (deviceCount > 1) {
       throw new CompileException(ErrorCode.UNIMPLEMENTED, "jax.export artifact " + source + " was exported for "
@@ -679,7 +685,7 @@ public final class JaxExport {
       }
     }
     Executable compiled =
-        client.compileModule("jax.export artifact " + source, module, parameterTypes(), CompileOptions.defaults());
+        client.compileModule("jax.export artifact " + source, module, parameterTypes(), options);
     // XLA's compiler frees its working memory (about 80 MB for the 124 M GPT's programs) to malloc, which
     // keeps it mapped; handing it back keeps a served model's resident set near its weights and caches.
     org.bytedeco.javacpp.Pointer.trimMemory();

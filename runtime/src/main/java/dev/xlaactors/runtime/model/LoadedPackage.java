@@ -3,6 +3,8 @@ package dev.xlaactors.runtime.model;
 import dev.xlaactors.error.ErrorCode;
 import dev.xlaactors.error.InvalidArgumentException;
 import dev.xlaactors.error.XlaException;
+import dev.xlaactors.error.PluginException;
+import dev.xlaactors.runtime.CompileOptions;
 import dev.xlaactors.runtime.Device;
 import dev.xlaactors.runtime.DeviceBuffer;
 import dev.xlaactors.runtime.Executable;
@@ -45,10 +47,11 @@ public final class LoadedPackage implements AutoCloseable {
     this.weights = weights;
   }
 
-  /** See {@link ModelPackage#load}. */
-  static LoadedPackage load(ModelPackage pkg, Device device) {
+  /** See {@link ModelPackage#load(Device, PackageXlaOptions)}. */
+  static LoadedPackage load(ModelPackage pkg, Device device, PackageXlaOptions xlaOptions) {
     Objects.requireNonNull(pkg, "pkg");
     Objects.requireNonNull(device, "device");
+    Objects.requireNonNull(xlaOptions, "xlaOptions");
     XlaClient client = device.client();
     List<Executable> compiled = new ArrayList<>();
     Map<String, DeviceBuffer> weights = new LinkedHashMap<>();
@@ -61,7 +64,7 @@ public final class LoadedPackage implements AutoCloseable {
       }
       // Compile everything first: a program that does not compile fails before anything is uploaded.
       for (ProgramSpec p : pkg.programs()) {
-        compiled.add(p.export().compile(client));
+        compiled.add(compile(pkg, p, client, xlaOptions.of(p.role())));
       }
       for (String name : pkg.weightTypes().keySet()) {
         try (HostTensor tensor = files.tensor(name)) { // an in-place upload keeps the mapping itself
@@ -84,6 +87,21 @@ public final class LoadedPackage implements AutoCloseable {
     Map<Role, SortedMap<Integer, Model>> byRole = new EnumMap<>(Role.class);
     models.forEach((role, bySize) -> byRole.put(role, Collections.unmodifiableSortedMap(bySize)));
     return new LoadedPackage(pkg, device, Collections.unmodifiableMap(byRole), Collections.unmodifiableMap(weights));
+  }
+
+  private static Executable compile(ModelPackage pkg, ProgramSpec p, XlaClient client, Map<String, String> xlaOptions) {
+    try {
+      return p.export().compile(client, CompileOptions.defaults().withXlaOptions(xlaOptions));
+    } catch (PluginException e) { // an XLA option the build refuses: name where it was set
+      if (xlaOptions.isEmpty()) {
+        throw e;
+      }
+      PluginException named = new PluginException(e.code(), "program " + p.describe() + " of model package '"
+          + pkg.name() + "' is compiled with " + PackageXlaOptions.KEY + "." + p.role().jsonName() + " = " + xlaOptions
+          + ": " + e.getMessage());
+      named.initCause(e);
+      throw named;
+    }
   }
 
   private static Model bind(ModelPackage pkg, ProgramSpec p, Executable exe, Map<String, DeviceBuffer> weights,

@@ -288,11 +288,17 @@ public final class ModelPackage {
   }
 
   /**
-   * The package on {@code device}: every program compiled for its client, every weight uploaded once and
-   * bound to each program that takes it. Everything made is closed again if any step fails.
+   * The package on {@code device}: every program compiled for its client with the configured XLA options
+   * of its role ({@link PackageXlaOptions#load()}), every weight uploaded once and bound to each program that
+   * takes it. Everything made is closed again if any step fails.
    */
   public LoadedPackage load(Device device) {
-    return LoadedPackage.load(this, device);
+    return load(device, PackageXlaOptions.load());
+  }
+
+  /** As {@link #load(Device)}, each program compiled with {@code xlaOptions} of its role. */
+  public LoadedPackage load(Device device, PackageXlaOptions xlaOptions) {
+    return LoadedPackage.load(this, device, xlaOptions);
   }
 
   @Override
