@@ -158,7 +158,8 @@ if points:
             (f"KV cache, {s1} slot (anon growth when the decoder is made)", cache["anon"] - loaded["anon"]),
             ("weights: the mapped safetensors, resident once decoding has read them (uploaded in place)",
              decoded["weights"]),
-            (f"the first prefill at {s1} slot: anon growth (the plugin's copy of the blocks' matrices: bench/README.md)",
+            (f"the first prefill at {s1} slot: anon growth (340 MB more with XNNPACK on the prefill's matmuls, its packed"
+             " copy of the blocks' matrices: bench/README.md)",
              prefilled["anon"] - cache["anon"]),
             (f"decode at {s1} slot and the other prefills: anon growth (step temporaries)", decoded["anon"] - prefilled["anon"]),
             ("rest: JVM heap and libraries touched later, threads (peak less the above)", None),
@@ -172,8 +173,8 @@ if points:
         twice = decoded["anon"] - cache["anon"]
         print(f"  kept twice? after decoding, the weights file is {decoded['weights'] / MB:.0f} MB resident and anon memory "
               f"grew {twice / MB:.0f} MB over prefill and decode ({twice / weights:.0%} of the weights' bytes), "
-              f"{(prefilled['anon'] - cache['anon']) / MB:.0f} MB of it at the first prefill (bench/README.md: the plugin's "
-              "copy of the blocks' matrices, one per prefill program)")
+              f"{(prefilled['anon'] - cache['anon']) / MB:.0f} MB of it at the first prefill (with XNNPACK on a program's "
+              "matmuls, xla-cpu-pjrt keeps a packed copy of their weights per program: bench/README.md)")
 
 # ---- the RESULT line
 ratios = {s: med[f"decode_s{s}_tokens_per_s"][0] / med[f"decode_s{s}_tokens_per_s"][1] for s in slot_counts}
