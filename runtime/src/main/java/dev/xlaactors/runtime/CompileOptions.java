@@ -3,9 +3,12 @@ package dev.xlaactors.runtime;
 import dev.xlaactors.error.InvalidArgumentException;
 import java.io.ByteArrayOutputStream;
 import java.nio.charset.StandardCharsets;
+import java.util.Collections;
+import java.util.Locale;
 import java.util.Map;
 import java.util.Objects;
 import java.util.TreeMap;
+import java.util.function.Function;
 
 /**
  * Options for compiling a program, serialised as XLA's {@code CompileOptionsProto}: the replica and
@@ -64,7 +67,7 @@ public record CompileOptions(int numReplicas, int numPartitions, boolean portabl
         throw new InvalidArgumentException("XLA option " + name + " has no value; give its value as text, e.g. false");
       }
     });
-    xlaOptions = java.util.Collections.unmodifiableSortedMap(new TreeMap<>(xlaOptions));
+    xlaOptions = Collections.unmodifiableSortedMap(new TreeMap<>(xlaOptions));
   }
 
   /** Replica and partition counts and portability, with no XLA options. */
@@ -101,7 +104,7 @@ public record CompileOptions(int numReplicas, int numPartitions, boolean portabl
    * {@code int64}, {@code float}, or null when not known): the plugin takes a boolean, integer or number option
    * only as that type ("'false' is not a valid bool value" for the text).
    */
-  byte[] toProto(java.util.function.Function<String, String> kindOf) {
+  byte[] toProto(Function<String, String> kindOf) {
     ByteArrayOutputStream build = new ByteArrayOutputStream();
     writeTag(build, BUILD_OPTIONS_NUM_REPLICAS, WIRE_VARINT);
     writeVarint(build, numReplicas);
@@ -156,7 +159,7 @@ public record CompileOptions(int numReplicas, int numPartitions, boolean portabl
         }
       }
       case "enum-any-case" -> writeBytes(out, OPTION_OVERRIDE_STRING,
-          text.toUpperCase(java.util.Locale.ROOT).getBytes(StandardCharsets.UTF_8));
+          text.toUpperCase(Locale.ROOT).getBytes(StandardCharsets.UTF_8));
       default -> writeBytes(out, OPTION_OVERRIDE_STRING, text.getBytes(StandardCharsets.UTF_8));
     }
   }

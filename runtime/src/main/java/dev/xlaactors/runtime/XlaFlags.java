@@ -15,8 +15,10 @@ import java.util.Locale;
 import java.util.Map;
 import java.util.Optional;
 import java.util.Set;
+import java.util.TreeMap;
 import java.util.TreeSet;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.stream.Collectors;
 
 /**
  * Checks the {@code XLA_FLAGS} environment variable before a plugin reads it. XLA parses it when the
@@ -188,7 +190,7 @@ final class XlaFlags {
    */
   static Map<String, String> checkOptions(Map<String, String> options, Optional<PluginBuild> build) {
     Map<String, Set<String>> lists = new HashMap<>();
-    Map<String, String> parsed = new java.util.TreeMap<>(options);
+    Map<String, String> parsed = new TreeMap<>(options);
     for (Map.Entry<String, String> option : options.entrySet()) {
       Token token = new Token(option.getKey(), option.getValue(), option.getKey() + "=" + option.getValue());
       String where = "XLA option " + token.text() + " (CompileOptions.xlaOptions)";
@@ -217,7 +219,7 @@ final class XlaFlags {
         case "bool", "false" -> Boolean.toString(value.equalsIgnoreCase("true") || value.equals("1"));
         case "enum-any-case" -> value.toUpperCase(Locale.ROOT);
         case "list" -> lists.get(token.name()).stream().map(item -> (entry[1].equals("-") ? "" : entry[1]) + item)
-            .collect(java.util.stream.Collectors.joining(","));
+            .collect(Collectors.joining(","));
         default -> value;
       });
     }

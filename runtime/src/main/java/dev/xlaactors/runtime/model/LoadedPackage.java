@@ -2,8 +2,8 @@ package dev.xlaactors.runtime.model;
 
 import dev.xlaactors.error.ErrorCode;
 import dev.xlaactors.error.InvalidArgumentException;
-import dev.xlaactors.error.XlaException;
 import dev.xlaactors.error.PluginException;
+import dev.xlaactors.error.XlaException;
 import dev.xlaactors.runtime.CompileOptions;
 import dev.xlaactors.runtime.Device;
 import dev.xlaactors.runtime.DeviceBuffer;
