@@ -12,6 +12,20 @@ final class TestPrograms {
       }
       """;
 
+  /**
+   * The row sums of an f32[8,8]: a program with a reduce, which is what the ynn eltwise-and-reduce value
+   * crashes xla-cpu-pjrt on (XlaFlagsTest, XlaOptionsTest).
+   */
+  static final String ROW_SUM_F32_8X8 =
+      """
+      func.func @main(%s: tensor<8x8xf32>) -> tensor<8xf32> {
+        %zero = stablehlo.constant dense<0.0> : tensor<f32>
+        %z = stablehlo.reduce(%s init: %zero) applies stablehlo.add across dimensions = [1] \
+      : (tensor<8x8xf32>, tensor<f32>) -> tensor<8xf32>
+        return %z : tensor<8xf32>
+      }
+      """;
+
   /** {@code out = in * (run's scale factor) + addend} through the bridge's FFI proof handler. */
   static String scaleAdd(String addend, String failWith) {
     String fail = failWith == null ? "" : ", fail_with = \"" + failWith + "\"";

@@ -31,15 +31,6 @@ class XlaFlagsTest {
   private static final Optional<PluginBuild> PINNED = Optional.of(PluginBuild.named("xla-cpu-pjrt", "the test"));
   /** A plugin that is no supported build (no pin). */
   private static final Optional<PluginBuild> OTHER = Optional.empty();
-  private static final String SUM =
-      """
-      func.func @main(%s: tensor<8x8xf32>) -> tensor<8xf32> {
-        %zero = stablehlo.constant dense<0.0> : tensor<f32>
-        %z = stablehlo.reduce(%s init: %zero) applies stablehlo.add across dimensions = [1] \
-      : (tensor<8x8xf32>, tensor<f32>) -> tensor<8xf32>
-        return %z : tensor<8xf32>
-      }
-      """;
 
   /** Entry point of the child JVM. */
   public static void main(String[] args) throws Exception {
@@ -52,7 +43,7 @@ class XlaFlagsTest {
       }
       System.out.println("RAW CLIENT CREATED");
     } else {
-      try (XlaClient client = XlaClient.create(); Executable sum = client.compile(SUM)) {
+      try (XlaClient client = XlaClient.create(); Executable sum = client.compile(TestPrograms.ROW_SUM_F32_8X8)) {
         float[] ones = new float[64];
         java.util.Arrays.fill(ones, 1f);
         System.out.println("RAN " + sum.run(HostTensor.ofFloats(ones, 8, 8)).get(0));

@@ -27,15 +27,6 @@ import org.junit.jupiter.api.io.TempDir;
  */
 class XlaOptionsTest {
   private static final Optional<PluginBuild> PINNED = Optional.of(PluginBuild.named("xla-cpu-pjrt", "the test"));
-  private static final String SUM =
-      """
-      func.func @main(%s: tensor<8x8xf32>) -> tensor<8xf32> {
-        %zero = stablehlo.constant dense<0.0> : tensor<f32>
-        %z = stablehlo.reduce(%s init: %zero) applies stablehlo.add across dimensions = [1] \
-      : (tensor<8x8xf32>, tensor<f32>) -> tensor<8xf32>
-        return %z : tensor<8xf32>
-      }
-      """;
 
   private static XlaClient client;
 
@@ -65,7 +56,7 @@ class XlaOptionsTest {
   void theOptionsReachThatCompilationOnly() throws IOException {
     CompileOptions dumped = CompileOptions.defaults()
         .withXlaOptions(Map.of("xla_dump_to", dumps.toString(), "xla_dump_hlo_as_text", "TRUE"));
-    try (Executable sum = client.compile(SUM, dumped)) {
+    try (Executable sum = client.compile(TestPrograms.ROW_SUM_F32_8X8, dumped)) {
       float[] ones = new float[64];
       Arrays.fill(ones, 1f);
       assertArrayEquals(new float[] {8, 8, 8, 8, 8, 8, 8, 8},
@@ -86,11 +77,11 @@ class XlaOptionsTest {
 
   @Test
   void anUnknownOptionOrABadValueIsRefusedBeforeThePluginNamingTheFix() {
-    PluginException unknown = assertThrows(PluginException.class, () -> client.compile(SUM,
+    PluginException unknown = assertThrows(PluginException.class, () -> client.compile(TestPrograms.ROW_SUM_F32_8X8,
         CompileOptions.defaults().withXlaOptions(Map.of("xla_cpu_use_xnnpak", "false"))));
     assertEquals(ErrorCode.INVALID_ARGUMENT, unknown.code());
     assertTrue(unknown.getMessage().contains("xla_cpu_use_xnnpak is not an XLA option of "), unknown.getMessage());
-    PluginException value = assertThrows(PluginException.class, () -> client.compile(SUM,
+    PluginException value = assertThrows(PluginException.class, () -> client.compile(TestPrograms.ROW_SUM_F32_8X8,
         CompileOptions.defaults().withXlaOptions(Map.of("xla_cpu_use_xnnpack", "no"))));
     assertTrue(value.getMessage().contains("XLA option xla_cpu_use_xnnpack=no (CompileOptions.xlaOptions): no is not a"
         + " value xla_cpu_use_xnnpack takes (expected true, false, 1 or 0)"), value.getMessage());
@@ -116,7 +107,7 @@ class XlaOptionsTest {
             "xla_cpu_experimental_xnn_graph_fusion_mode", "xnn_graph_fusion_mode_greedy", "xla_cpu_use_xnnpack", "0"),
             PINNED));
     // The plugin takes the short list items only in full ("'dot' is not a valid enum value" otherwise).
-    try (Executable sum = client.compile(SUM, CompileOptions.defaults()
+    try (Executable sum = client.compile(TestPrograms.ROW_SUM_F32_8X8, CompileOptions.defaults()
         .withXlaOptions(Map.of("xla_cpu_experimental_ynn_fusion_type", "dot,reduce")))) {
       float[] ones = new float[64];
       Arrays.fill(ones, 2f);
