@@ -4,7 +4,6 @@ import dev.xlaactors.error.InvalidArgumentException;
 import java.io.ByteArrayOutputStream;
 import java.nio.charset.StandardCharsets;
 import java.util.Collections;
-import java.util.Locale;
 import java.util.Map;
 import java.util.Objects;
 import java.util.TreeMap;
@@ -158,8 +157,6 @@ public record CompileOptions(int numReplicas, int numPartitions, boolean portabl
           out.write((int) (bits >>> (8 * i)) & 0xff);
         }
       }
-      case "enum-any-case" -> writeBytes(out, OPTION_OVERRIDE_STRING,
-          text.toUpperCase(Locale.ROOT).getBytes(StandardCharsets.UTF_8));
       default -> writeBytes(out, OPTION_OVERRIDE_STRING, text.getBytes(StandardCharsets.UTF_8));
     }
   }
