@@ -114,8 +114,8 @@ def report(measures, na_file):
         if not rows:
             continue
         print(f"\n{model}: min / median / max over the rounds")
-        print(f"| {'measure':<24} | {'variant (ours, llama.cpp)':<26} | {'ours':<24} | {'llama.cpp':<24} | ours/llama.cpp |")
-        print(f"|{'-' * 26}|{'-' * 28}|{'-' * 26}|{'-' * 26}|{'-' * 16}|")
+        print(f"| {'measure':<28} | {'variant (ours, llama.cpp)':<26} | {'ours':<24} | {'llama.cpp':<24} | ours/llama.cpp |")
+        print(f"|{'-' * 30}|{'-' * 28}|{'-' * 26}|{'-' * 26}|{'-' * 16}|")
         metrics = sorted({m for (m, v) in rows})
         for metric in metrics:
             pairs = [("f32", "f32"), ("int8", "q8_0")]
@@ -126,7 +126,7 @@ def report(measures, na_file):
                     continue
                 ratio = f"{statistics.median(o) / statistics.median(ll):.2f}" if o and ll else "n/a"
                 label = f"{metric} ({UNITS.get(metric, '')})"
-                print(f"| {label:<24} | {ov + ', ' + lv:<26} | {cell(o):<24} | {cell(ll):<24} | {ratio:>14} |")
+                print(f"| {label:<28} | {ov + ', ' + lv:<26} | {cell(o):<24} | {cell(ll):<24} | {ratio:>14} |")
     fields = []
     for field, model, metric, ov, lv in RESULT_FIELDS:
         o = values.get((model, metric, "ours", ov), [])
@@ -135,7 +135,7 @@ def report(measures, na_file):
             fields.append(f"{field}={statistics.median(o) / statistics.median(ll):.3f}")
         else:
             fields.append(f"{field}=n/a")
-            why = na.get(field) or ("no llama.cpp figure" if o else "no figure of ours")
+            why = na.get(field) or ("no llama.cpp figure" if o else "no figure of ours" if ll else "neither side measured it")
             print(f"n/a {field}: {why}")
     print("RESULT llamacpp " + " ".join(fields))
 

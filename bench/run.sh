@@ -788,6 +788,24 @@ free_port() {
   python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
 
+# Waits up to $3 s for GET $server_url/health of the server $server_pid ($1 names it in errors, $2 is its log).
+wait_healthy() {
+  local what="$1" log="$2" seconds="$3" i
+  for i in $(seq "$seconds"); do
+    if curl -sf "$server_url/health" > /dev/null; then
+      return 0
+    fi
+    if ! kill -0 "$server_pid" 2> /dev/null; then
+      echo "$what exited; its log, $log:" >&2
+      tail -20 "$log" >&2
+      exit 1
+    fi
+    sleep 1
+  done
+  echo "$what did not answer GET /health within $seconds s (log: $log)" >&2
+  exit 1
+}
+
 # Starts `bin/xla-actors serve` on the packages at a free port (JAVA_OPTS: $1), its log in $2; sets server_pid
 # (the JVM's: bin/xla-actors execs java) and server_url, and waits up to 180 s for GET /health.
 start_server() {
@@ -797,20 +815,7 @@ start_server() {
   JAVA_OPTS="$opts" bin/xla-actors serve "${packages[@]}" --port "$port" > "$log" 2>&1 &
   server_pid=$!
   server_url="http://127.0.0.1:$port"
-  local i
-  for i in $(seq 180); do
-    if curl -sf "$server_url/health" > /dev/null; then
-      return 0
-    fi
-    if ! kill -0 "$server_pid" 2> /dev/null; then
-      echo "the server exited; its log, $log:" >&2
-      tail -20 "$log" >&2
-      exit 1
-    fi
-    sleep 1
-  done
-  echo "the server did not answer GET /health within 180 s (log: $log)" >&2
-  exit 1
+  wait_healthy "the server" "$log" 180
 }
 
 stop_server() {
@@ -991,7 +996,7 @@ print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)' "$@"
 # model's), then 8 sequences at once (aggregate decode tokens/s), then, for the Llama, a 2,000-token prefill.
 llamacpp_round() {
   local m="$1" v="$2" rep="$3" ctx kb
-  ctx="$(python3 -c 'import json, sys; c = json.load(open(sys.argv[1])); print(c.get("n_ctx") or c["max_position_embeddings"])' "$ldir/$m/hf/config.json")"
+  ctx="$(hf_context "$ldir/$m/hf")"
   local common=(-m "$ldir/$m/$v.gguf" -t 2 -tb 2 --output-format jsonl)
   kb="$(peak_rss_kb "$out_dir/llamacpp-$m-$v-b1-$rep.jsonl" "$llama_bin/llama-batched-bench" "${common[@]}" -c "$ctx" \
     -npp 128 -ntg 32 -npl 1)"
@@ -1017,38 +1022,31 @@ ours_round() {
   python3 bench/llamacpp_report.py ours "$measures" "$m" "$v" "$len" "$f"
 }
 
-# Starts llama-server on GGUF $1 (8 parallel sequences of the model's context, 2 threads) on loopback;
-# sets server_pid and server_url, waits up to 120 s for GET /health.
+# Starts llama-server on GGUF $1, 8 parallel sequences of $2 positions each, 2 threads, on loopback, its log
+# in $3; sets server_pid and server_url, waits up to 120 s for GET /health.
 start_llama_server() {
-  local gguf="$1" ctx="$2" log="$3" port i
+  local gguf="$1" ctx="$2" log="$3" port
   port="$(free_port)"
   "$llama_bin/llama-server" -m "$gguf" -t 2 -tb 2 -np 8 -c "$((8 * ctx))" --host 127.0.0.1 --port "$port" \
     --no-webui > "$log" 2>&1 &
   server_pid=$!
   server_url="http://127.0.0.1:$port"
-  for i in $(seq 120); do
-    curl -sf "$server_url/health" > /dev/null && return 0
-    kill -0 "$server_pid" 2> /dev/null || { echo "llama-server exited; its log, $log:" >&2; tail -20 "$log" >&2; exit 1; }
-    sleep 1
-  done
-  echo "llama-server did not answer GET /health within 120 s (log: $log)" >&2
-  exit 1
+  wait_healthy llama-server "$log" 120
 }
 
-# Starts `bin/xla-actors serve PKG` on loopback; sets server_pid and server_url, waits up to 300 s.
+# Starts `bin/xla-actors serve PKG` on loopback, its log in $2; sets server_pid and server_url, waits up to 300 s.
 start_ours_server() {
-  local pkg="$1" log="$2" port i
+  local pkg="$1" log="$2" port
   port="$(free_port)"
   bin/xla-actors serve "$pkg" --host 127.0.0.1 --port "$port" > "$log" 2>&1 &
   server_pid=$!
   server_url="http://127.0.0.1:$port"
-  for i in $(seq 300); do
-    curl -sf "$server_url/health" > /dev/null && return 0
-    kill -0 "$server_pid" 2> /dev/null || { echo "the server exited; its log, $log:" >&2; tail -20 "$log" >&2; exit 1; }
-    sleep 1
-  done
-  echo "bin/xla-actors serve did not answer GET /health within 300 s (log: $log)" >&2
-  exit 1
+  wait_healthy "bin/xla-actors serve" "$log" 300
+}
+
+# The context length of the checkpoint in folder $1 (GPT-2: n_ctx; Llama: max_position_embeddings).
+hf_context() {
+  python3 -c 'import json, sys; c = json.load(open(sys.argv[1])); print(c.get("n_ctx") or c["max_position_embeddings"])' "$1/config.json"
 }
 
 # The agreement check of model $1: transformers' greedy tokens (greedy.json), llama.cpp's from llama-server
@@ -1060,7 +1058,7 @@ llamacpp_agreement() {
   clear="$(python3 -c 'import json, sys; g = json.load(open(sys.argv[1])); print("%s %.4g" % (g["clear"], g["min_margin"]))' "$d/hf/greedy.json")"
   ours_tokens="$(bin/xla-actors generate "$d/pkg-f32" --tokens "$ids" --max-tokens 16 --temperature 0 --ignore-eos --json \
     2>> "$out_dir/llamacpp-ours.log" | python3 -c 'import json, sys; print(json.loads(sys.stdin.read().strip().splitlines()[-1])["tokens"])')"
-  ctx="$(python3 -c 'import json, sys; c = json.load(open(sys.argv[1])); print(c.get("n_ctx") or c["max_position_embeddings"])' "$d/hf/config.json")"
+  ctx="$(hf_context "$d/hf")"
   start_llama_server "$d/f32.gguf" "$((ctx / 8 > 256 ? ctx / 8 : 256))" "$out_dir/llamacpp-$m-greedy-server.log"
   llama_tokens="$(curl -sf "$server_url/completion" -H 'Content-Type: application/json' \
     -d "{\"prompt\": [$ids], \"n_predict\": 16, \"temperature\": 0, \"top_k\": 1, \"ignore_eos\": true, \"return_tokens\": true, \"cache_prompt\": false}" |
@@ -1177,7 +1175,7 @@ run_llamacpp() {
   stop_server
   if [ "$probe" = 200 ]; then
     local ctx
-    ctx="$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["n_ctx"])' "$ldir/gpt2/hf/config.json")"
+    ctx="$(hf_context "$ldir/gpt2/hf")"
     start_llama_server "$ldir/gpt2/f32.gguf" "$ctx" "$out_dir/llamacpp-server.log"
     echo "guidellm against llama-server..." >&2
     llamacpp_guidellm llamacpp
