@@ -1,7 +1,7 @@
 """bench/run.sh llamacpp's bookkeeping: turns each side's raw output into measure lines, then prints the
 tables (min / median / max over the rounds) and the RESULT line. See bench/README.md, section llamacpp.
 
-    llamacpp_report.py ours MEASURES MODEL VARIANT PROMPT_LEN JSON       ModelsBench's JSON line (one round)
+    llamacpp_report.py ours MEASURES MODEL VARIANT JSON                  ModelsBench's JSON line (one round)
     llamacpp_report.py llamacpp MEASURES MODEL VARIANT JSONL PEAK_KB     llama-batched-bench --output-format jsonl
     llamacpp_report.py guidellm MEASURES MODEL SIDE PROFILE REPORT_JSON  guidellm benchmark's --output-path file
     llamacpp_report.py report MEASURES NA_FILE                           tables, then RESULT llamacpp ...
@@ -40,20 +40,23 @@ def append(path, model, side, variant, metric, value):
         f.write(f"{model}\t{side}\t{variant}\t{metric}\t{value:.6g}\n")
 
 
-def ours(measures, model, variant, length, path):
-    """ModelsBench's medians inside one round (it repeats each measurement after a warm-up); `length`: the
-    package's prefill length, the prompt ModelsBench prefills."""
+def ours(measures, model, variant, path):
+    """ModelsBench's medians inside one round (it repeats each measurement after a warm-up)."""
     with open(path) as f:
         j = json.loads(f.read().strip().splitlines()[-1])
-    length = int(length)
-    if "prefill_s1_ms" in j:
-        append(measures, model, "ours", variant, f"prefill_{length}", length / (j["prefill_s1_ms"]["median"] / 1e3))
-    if length == 128:  # the 2,000-token package has one slot and is there for its prefill only
-        for slots in (1, 8):
-            key = f"decode_s{slots}_tokens_per_s"
-            if key in j:
-                append(measures, model, "ours", variant, f"decode_b{slots}", j[key]["median"])
-        append(measures, model, "ours", variant, "peak_rss_mb", j["peak_rss_bytes"] / 1e6)
+    length = int(j["prompt_tokens"])
+    append(measures, model, "ours", variant, f"prefill_{length}", length / (j["prefill_s1_ms"]["median"] / 1e3))
+    for slots in (1, 8):
+        key = f"decode_s{slots}_tokens_per_s"
+        if key in j:
+            append(measures, model, "ours", variant, f"decode_b{slots}", j[key]["median"])
+    append(measures, model, "ours", variant, "peak_rss_mb", j["peak_rss_bytes"] / 1e6)
+    if "prefill_long_ms" in j:
+        n = int(j["prefill_long_tokens"])
+        append(measures, model, "ours", variant, f"prefill_{n}", n / (j["prefill_long_ms"]["median"] / 1e3))
+    elif "prefill_long_refused" in j:
+        print(f"ours, {model}: the {j['prefill_long_tokens']}-token prompt was refused: {j['prefill_long_refused']}",
+              file=sys.stderr)
 
 
 def llamacpp(measures, model, variant, path, peak_kb):

@@ -967,16 +967,11 @@ llamacpp_prepare() {
       { tail -20 "$d/quantize.log" >&2; exit 1; }
     mv "$d/q8_0.gguf.tmp" "$d/q8_0.gguf"
   fi
-  # Our side: the checkpoint imported as a user would, 1 and 8 slots, prompts of 128 tokens.
-  llamacpp_import "$d/hf" "$d/pkg-f32" --slots 1,8 --prefill-length 128
+  # Our side: the checkpoint imported as a user would, decode programs for 1 and 8 sequences, the rest as
+  # import's defaults (prompts by chunks of 32 and 128 up to the context, the context capped by a 1 GiB cache).
+  llamacpp_import "$d/hf" "$d/pkg-f32" --slots 1,8
   if [ -n "$int8_option" ]; then
-    llamacpp_import "$d/hf" "$d/pkg-int8" --slots 1,8 --prefill-length 128 $int8_option
-  fi
-  if [ "$m" = llama ]; then
-    # A 2,000-token prompt: with prefill in chunks (import's --context-length / --max-model-len, when it
-    # has them) the 128-token package takes it; until then a package whose one prefill program is 2,000
-    # tokens long, what a user of today would import for such prompts.
-    llamacpp_import "$d/hf" "$d/pkg-2k" --slots 1 --prefill-length 2000
+    llamacpp_import "$d/hf" "$d/pkg-int8" --slots 1,8 $int8_option
   fi
 }
 
@@ -1012,14 +1007,15 @@ llamacpp_round() {
   fi
 }
 
-# One round of ours on package $2 of model $1 (variant $3, prefill length $4): ModelsBench, one process,
-# one warm-up and one measured repetition, 32 decode steps.
+# One round of ours on package $2 of model $1 (variant $3): ModelsBench, one process, one warm-up and one
+# measured repetition, prompts of 128 tokens then 32 decode steps; the Llama also a 2,000-token prefill.
 ours_round() {
-  local m="$1" pkg="$2" v="$3" len="$4" rep="$5" f
-  f="$out_dir/llamacpp-ours-$m-$v-$len-$rep.json"
-  JAVA_OPTS="-Xms64m -Xmx256m ${JAVA_OPTS:-}" java_bench dev.xlaactors.bench.ModelsBench "$pkg" 1 32 > "$f" \
+  local m="$1" pkg="$2" v="$3" rep="$4" f long=()
+  f="$out_dir/llamacpp-ours-$m-$v-$rep.json"
+  if [ "$m" = llama ]; then long=(2000); fi
+  JAVA_OPTS="-Xms64m -Xmx256m ${JAVA_OPTS:-}" java_bench dev.xlaactors.bench.ModelsBench "$pkg" 1 32 128 "${long[@]}" > "$f" \
     2>> "$out_dir/llamacpp-ours.log" || { echo "ModelsBench failed on $pkg: see $out_dir/llamacpp-ours.log" >&2; exit 1; }
-  python3 bench/llamacpp_report.py ours "$measures" "$m" "$v" "$len" "$f"
+  python3 bench/llamacpp_report.py ours "$measures" "$m" "$v" "$f"
 }
 
 # Starts llama-server on GGUF $1, 8 parallel sequences of $2 positions each, 2 threads, on loopback, its log
@@ -1145,15 +1141,12 @@ run_llamacpp() {
   for rep in $(seq 1 "$reps"); do
     for m in gpt2 llama; do
       echo "round $rep of $reps, $m: ours (ModelsBench), then llama.cpp (llama-batched-bench)..." >&2
-      ours_round "$m" "$ldir/$m/pkg-f32" f32 128 "$rep"
+      ours_round "$m" "$ldir/$m/pkg-f32" f32 "$rep"
       llamacpp_round "$m" f32 "$rep"
       if [ -n "$int8_option" ]; then
-        ours_round "$m" "$ldir/$m/pkg-int8" int8 128 "$rep"
+        ours_round "$m" "$ldir/$m/pkg-int8" int8 "$rep"
       fi
       llamacpp_round "$m" q8_0 "$rep"
-      if [ "$m" = llama ]; then
-        ours_round "$m" "$ldir/$m/pkg-2k" f32 2000 "$rep"
-      fi
     done
   done
   # Serving, GPT-2's F32 on both sides: guidellm needs vLLM's ignore_eos and stream_options'
@@ -1182,7 +1175,6 @@ run_llamacpp() {
     stop_server
   fi
   trap - EXIT
-  printf 'prefill_2k\t%s\n' "GPT-2 has 1,024 positions: the 2,000-token prefill is the Llama's (ours: a package whose prefill program is 2,000 tokens long)" >> "$na"
   python3 bench/llamacpp_report.py report "$measures" "$na"
   return "$agreement_failed"
 }
