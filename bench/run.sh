@@ -987,11 +987,11 @@ print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)' "$@"
 }
 
 # One round of llama.cpp on model $1, variant $2 (f32 | q8_0): llama-batched-bench, 2 threads, random
-# prompt tokens; one sequence (prefill 128, then 32 decode steps; its peak RSS, the context as long as the
-# model's), then 8 sequences at once (aggregate decode tokens/s), then, for the Llama, a 2,000-token prefill.
+# prompt tokens; one sequence (prefill 128, then 32 decode steps; its peak RSS, with a context as long as our
+# package's, whose cache ours holds), then 8 sequences at once (aggregate decode tokens/s), then, for the Llama, a 2,000-token prefill.
 llamacpp_round() {
   local m="$1" v="$2" rep="$3" ctx kb
-  ctx="$(hf_context "$ldir/$m/hf")"
+  ctx="$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["limits"]["context_length"])' "$ldir/$m/pkg-f32/xla-model.json")"
   local common=(-m "$ldir/$m/$v.gguf" -t 2 -tb 2 --output-format jsonl)
   kb="$(peak_rss_kb "$out_dir/llamacpp-$m-$v-b1-$rep.jsonl" "$llama_bin/llama-batched-bench" "${common[@]}" -c "$ctx" \
     -npp 128 -ntg 32 -npl 1)"
