@@ -49,7 +49,8 @@ if [ ! -f "$dir/.complete" ]; then
     mkdir -p "$cache/sdists"
     tmp="$(mktemp -d)"
     echo "fetching llama-cpp-python==$version (sdist, for its chat templates)" >&2
-    if ! python3 -m pip download --quiet --disable-pip-version-check --no-deps --no-binary :all: -d "$tmp" \
+    # Bounded: pip installs the sdist's build tools to read its metadata (minutes on a busy machine).
+    if ! timeout 900 python3 -m pip download --quiet --disable-pip-version-check --no-deps --no-binary :all: -d "$tmp" \
         "llama-cpp-python==$version" >&2; then
       rm -rf "$tmp"
       fail "pip download llama-cpp-python==$version failed (its message is above; is PyPI reachable?)"
