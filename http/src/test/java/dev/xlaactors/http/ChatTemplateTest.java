@@ -140,4 +140,18 @@ class ChatTemplateTest {
         Map.of("bos_token", "<s>", "eos_token", "</s>", "unk_token", "<unk>", "pad_token", "<pad>"), ChatTemplateSettings.DEFAULTS, clock);
     assertEquals("<s>|</s>|<unk>|<pad>|26 Jul 2024", t.render(MESSAGES, true));
   }
+
+  @Test
+  void pythonStringMethodsAsTemplatesCallThem() {
+    // SmolLM3's and Qwen3's templates call rstrip, lstrip and split; Java's String has none of them (or, for
+    // strip, another idea of whitespace).
+    ChatTemplate t = new ChatTemplate("m", "{% set c = messages[0]['content'] %}[{{ c.rstrip() }}][{{ c.lstrip('\\n ') }}]"
+        + "[{{ c.split('</think>')[-1].strip() }}][{{ c.split() | join('|') }}][{{ c.split('x', 1) | join('|') }}]"
+        + "[{{ c.strip().startswith('<think>') }}][{{ c.endswith(['a', '\\n']) }}][{{ 'hello wORLD'.title() }}]"
+        + "[{{ 'MiXed'.lower() }}{{ 'MiXed'.upper() }}][{{ c.find('</think>') }}]", Map.of());
+    String content = "\n <think>x y</think> answer\u00a0\n";
+    assertEquals("[\n <think>x y</think> answer][<think>x y</think> answer\u00a0\n][answer][<think>x|y</think>|answer]"
+        + "[\n <think>| y</think> answer\u00a0\n][true][true][Hello World][mixedMIXED][12]",
+        t.render(List.of(new OpenAiRequest.Message("user", content)), false));
+  }
 }
