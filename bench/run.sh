@@ -1078,13 +1078,15 @@ llamacpp_agreement() {
 # fixed-length synthetic prompts (64 tokens in, 32 out), bounded by LLAMACPP_SERVE_REQUESTS (default 32)
 # requests and LLAMACPP_SERVE_SECONDS (default 60) per profile.
 llamacpp_guidellm() {
-  local side="$1" profile kind
+  local side="$1" model profile kind
+  # The served model's name (ours: the package's; llama-server answers with any).
+  model="$(curl -sf "$server_url/v1/models" | python3 -c 'import json, sys; print(json.load(sys.stdin)["data"][0]["id"])')"
   for profile in sync c8; do
     if [ "$profile" = sync ]; then kind=kind=synchronous; else kind=kind=concurrent,streams=8; fi
     rm -f "$out_dir/llamacpp-guidellm-$side-$profile.json"
     # HF_HUB_OFFLINE: the tokenizer (for the synthetic prompts' lengths) is the checkpoint's own folder.
     HF_HUB_OFFLINE=1 "$(dirname "$guidellm_python")/guidellm" run \
-      --backend "kind=openai_http,target=$server_url,model=gpt2,request_format=/v1/completions" \
+      --backend "kind=openai_http,target=$server_url,model=$model,request_format=/v1/completions" \
       --tokenizer "kind=hf_auto,model=$ldir/gpt2/hf" --data kind=synthetic_text,prompt_tokens=64,output_tokens=32 \
       --profile "$kind" --constraint "kind=max_requests,count=${LLAMACPP_SERVE_REQUESTS:-32}" \
       --constraint "kind=max_duration,seconds=${LLAMACPP_SERVE_SECONDS:-60}" \
@@ -1153,9 +1155,10 @@ run_llamacpp() {
   # continuous_usage_stats, which our server refuses (400) until they land; asked once before the runs.
   trap stop_server EXIT
   start_ours_server "$ldir/gpt2/pkg-f32" "$out_dir/llamacpp-ours-server.log"
-  local probe
+  local probe model
+  model="$(curl -sf "$server_url/v1/models" | python3 -c 'import json, sys; print(json.load(sys.stdin)["data"][0]["id"])')"
   probe="$(curl -s -o "$out_dir/llamacpp-probe.json" -w '%{http_code}' "$server_url/v1/completions" -H 'Content-Type: application/json' \
-    -d '{"model": "gpt2", "prompt": "Hello", "max_tokens": 2, "ignore_eos": true, "stream": true, "stream_options": {"include_usage": true, "continuous_usage_stats": true}}')"
+    -d '{"model": "'"$model"'", "prompt": "Hello", "max_tokens": 2, "ignore_eos": true, "stream": true, "stream_options": {"include_usage": true, "continuous_usage_stats": true}}')"
   if [ "$probe" = 200 ]; then
     echo "guidellm against ours (bin/xla-actors serve)..." >&2
     llamacpp_guidellm ours
