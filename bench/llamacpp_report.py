@@ -45,12 +45,20 @@ def ours(measures, model, variant, path):
     with open(path) as f:
         j = json.loads(f.read().strip().splitlines()[-1])
     length = int(j["prompt_tokens"])
-    append(measures, model, "ours", variant, f"prefill_{length}", length / (j["prefill_s1_ms"]["median"] / 1e3))
+    # One prompt into slot 0 of the smallest slot count the package has (a package that prefills by chunks
+    # has one cache of max(--slots) sequences, so its only count is 8).
+    prefill = sorted((int(k[len("prefill_s"):-len("_ms")]), v) for k, v in j.items()
+                     if k.startswith("prefill_s") and k.endswith("_ms"))
+    append(measures, model, "ours", variant, f"prefill_{length}", length / (prefill[0][1]["median"] / 1e3))
     for slots in (1, 8):
         key = f"decode_s{slots}_tokens_per_s"
         if key in j:
             append(measures, model, "ours", variant, f"decode_b{slots}", j[key]["median"])
-    append(measures, model, "ours", variant, "peak_rss_mb", j["peak_rss_bytes"] / 1e6)
+    if "decode_s1_tokens_per_s" in j:  # the peak of load + one sequence; with 8 slots only, not comparable
+        append(measures, model, "ours", variant, "peak_rss_mb", j["peak_rss_bytes"] / 1e6)
+    else:
+        print(f"ours, {model}: the package has no 1-slot decoder (slot counts: {[c for c, _ in prefill]}): "
+              "ModelsBench gives no decode_b1 or one-sequence peak RSS for it", file=sys.stderr)
     if "prefill_long_ms" in j:
         n = int(j["prefill_long_tokens"])
         append(measures, model, "ours", variant, f"prefill_{n}", n / (j["prefill_long_ms"]["median"] / 1e3))
