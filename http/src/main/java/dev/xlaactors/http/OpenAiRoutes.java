@@ -244,12 +244,15 @@ public final class OpenAiRoutes extends AllDirectives {
     for (int p = 0; p < request.prompts().size(); p++) {
       OpenAiRequest.Prompt prompt = request.prompts().get(p);
       String field = request.prompts().size() == 1 ? "prompt" : "prompt[" + p + "]";
-      int[] ids = prompt.tokens() != null ? checked(prompt.tokens(), lm, field) : lm.encode(prompt.text());
+      int[] ids = prompt.tokens() != null ? checked(prompt.tokens(), lm, field)
+          : Boolean.FALSE.equals(request.extensions().addSpecialTokens()) ? lm.tokenizer().encode(prompt.text(), false)
+          : lm.encode(prompt.text());
       maxTokens.add(maxTokens(ep, ids.length, request.sampling().maxTokens(), Math.min(lm.defaults().maxTokens(),
           lm.contextLength() - ids.length), field));
       promptIds.add(ids);
     }
-    OpenAiResponses writer = new OpenAiResponses(OpenAiResponses.Api.COMPLETIONS, request.model(), lm.tokenizer(), request.logprobs());
+    OpenAiResponses writer = new OpenAiResponses(OpenAiResponses.Api.COMPLETIONS, request.model(), lm.tokenizer(), request.logprobs(),
+        request.streaming().includeUsage());
     boolean scorePrompts = request.echo() && request.logprobs() != null;
     // The prompts' own log-probabilities come from the score program: a blocking run, so not on this thread.
     CompletableFuture<List<PromptLogprobs>> scored = !scorePrompts ? CompletableFuture.completedFuture(null)
@@ -265,11 +268,12 @@ public final class OpenAiRoutes extends AllDirectives {
         String echo = request.echo() ? (prompt.text() != null ? prompt.text() : lm.tokenizer().decode(ids)) : null;
         int top = request.logprobs() == null ? 0 : request.logprobs();
         for (int c = 0; c < request.sampling().n(); c++) {
-          SamplingParams params = maxTokens.get(p) == 0 ? null : request.sampling().over(lm.defaults(), maxTokens.get(p), top, c);
+          SamplingParams params = maxTokens.get(p) == 0 ? null
+              : request.extensions().apply(request.sampling().over(lm.defaults(), maxTokens.get(p), top, c));
           jobs.add(new Job(jobs.size(), p, ids, params, echo, logprobs == null ? null : logprobs.get(p)));
         }
       }
-      return run(ep, jobs, promptTokens, writer, request.streaming(), connection, timeout);
+      return run(ep, jobs, promptTokens, writer, request.streaming(), request.extensions(), connection, timeout);
     });
   }
 
@@ -284,16 +288,17 @@ public final class OpenAiRoutes extends AllDirectives {
           + "template (its checkpoint's tokenizer_config.json has no chat_template, and there is no chat_template.jinja), so it "
           + "cannot turn messages into a prompt: use POST /v1/completions with a prompt, or import a checkpoint that has one");
     }
-    // As Hugging Face's apply_chat_template: the template writes the special tokens, the tokenizer adds none.
-    int[] ids = lm.tokenizer().encode(template.render(request.messages(), true), false);
+    // As Hugging Face's apply_chat_template: the template writes the special tokens, the tokenizer adds none (unless asked to, as vLLM).
+    int[] ids = lm.tokenizer().encode(template.render(request.messages(), true), Boolean.TRUE.equals(request.extensions().addSpecialTokens()));
     int maxTokens = maxTokens(ep, ids.length, request.sampling().maxTokens(), lm.contextLength() - ids.length, "messages");
     List<Job> jobs = new ArrayList<>();
     for (int c = 0; c < request.sampling().n(); c++) {
-      jobs.add(new Job(c, 0, ids, request.sampling().over(lm.defaults(), maxTokens, request.topLogprobs(), c), null, null));
+      jobs.add(new Job(c, 0, ids, request.extensions().apply(request.sampling().over(lm.defaults(), maxTokens, request.topLogprobs(), c)),
+          null, null));
     }
     OpenAiResponses writer = new OpenAiResponses(OpenAiResponses.Api.CHAT, request.model(), lm.tokenizer(),
-        request.logprobs() ? request.topLogprobs() : null);
-    return run(ep, jobs, ids.length, writer, request.streaming(), connection, timeout);
+        request.logprobs() ? request.topLogprobs() : null, request.streaming().includeUsage());
+    return run(ep, jobs, ids.length, writer, request.streaming(), request.extensions(), connection, timeout);
   }
 
   /** {@code ids} when each is in the model's vocabulary; else 400 naming the first that is not. */
@@ -317,9 +322,10 @@ public final class OpenAiRoutes extends AllDirectives {
       throw OpenAiError.invalid(field, "model '" + lm.name() + "' takes prompts of 1.." + Math.min(ep.maxPromptLength(),
           lm.contextLength() - 1) + " tokens, got " + promptLength);
     }
-    if (requested != null && promptLength + requested > lm.contextLength()) { // (0 only with echo: scoring the prompt)
+    // In long: a max_tokens near 2^31 must not wrap around to a small or negative sum.
+    if (requested != null && (long) promptLength + requested > lm.contextLength()) { // (0 only with echo: scoring the prompt)
       throw OpenAiError.invalid("max_tokens", "the maximum context length of model '" + lm.name() + "' is " + lm.contextLength()
-          + " tokens; you requested " + (promptLength + requested) + " (" + promptLength + " in the prompt, " + requested
+          + " tokens; you requested " + ((long) promptLength + requested) + " (" + promptLength + " in the prompt, " + requested
           + " in the completion): ask for at most " + (lm.contextLength() - promptLength));
     }
     return requested != null ? requested : Math.max(1, dflt);
@@ -330,10 +336,12 @@ public final class OpenAiRoutes extends AllDirectives {
    * whole response or its stream; cancels the rest when one fails, and all when the client goes away.
    */
   private CompletionStage<HttpResponse> run(CompletionEndpoint ep, List<Job> jobs, int promptTokens, OpenAiResponses writer,
-      OpenAiRequest.Streaming streaming, ClientConnection connection, org.apache.pekko.http.javadsl.TimeoutAccess timeout) {
+      OpenAiRequest.Streaming streaming, OpenAiRequest.Extensions extensions, ClientConnection connection,
+      org.apache.pekko.http.javadsl.TimeoutAccess timeout) {
+    TextGenerator.TextOptions text = new TextGenerator.TextOptions(extensions.skipSpecialTokens(), extensions.includeStopString());
     Generations generations = streaming.stream()
-        ? new StreamedGenerations(ep, jobs, promptTokens, writer, streaming.includeUsage())
-        : new Generations(ep, jobs, promptTokens, writer);
+        ? new StreamedGenerations(ep, jobs, promptTokens, writer, text, streaming)
+        : new Generations(ep, jobs, promptTokens, writer, text);
     generations.start();
     if (connection != null) {
       connection.cancelOnClose(generations.done, generations::cancel);
@@ -357,17 +365,19 @@ public final class OpenAiRoutes extends AllDirectives {
     final List<Job> jobs;
     final int promptTokens;
     final OpenAiResponses writer;
+    final TextGenerator.TextOptions text;
     final List<CompletableFuture<TextGenerator.Result>> results = new ArrayList<>();
     /** Completes when every generation has ended (any way): the client's connection no longer matters then. */
     final CompletableFuture<Void> done = new CompletableFuture<>();
     /** The first failure that was not a cancel of ours: what the response answers with. */
     final java.util.concurrent.atomic.AtomicReference<Throwable> failure = new java.util.concurrent.atomic.AtomicReference<>();
 
-    Generations(CompletionEndpoint ep, List<Job> jobs, int promptTokens, OpenAiResponses writer) {
+    Generations(CompletionEndpoint ep, List<Job> jobs, int promptTokens, OpenAiResponses writer, TextGenerator.TextOptions text) {
       this.ep = ep;
       this.jobs = jobs;
       this.promptTokens = promptTokens;
       this.writer = writer;
+      this.text = text;
     }
 
     void start() {
@@ -376,7 +386,7 @@ public final class OpenAiRoutes extends AllDirectives {
         CompletableFuture<TextGenerator.Result> r = job.params() == null
             ? CompletableFuture.completedFuture(new TextGenerator.Result(job.prompt(), new int[0], "", TextGenerator.FinishReason.LENGTH,
                 List.of())) // max_tokens 0: the echo is the whole answer
-            : ep.generator().generate(job.prompt(), job.params(), null, piece -> onPiece(job, piece)).toCompletableFuture();
+            : ep.generator().generate(job.prompt(), job.params(), null, text, piece -> onPiece(job, piece)).toCompletableFuture();
         results.add(r);
       }
       for (int i = 0; i < jobs.size(); i++) {
@@ -442,15 +452,20 @@ public final class OpenAiRoutes extends AllDirectives {
    */
   private final class StreamedGenerations extends Generations {
     private final boolean includeUsage;
+    private final boolean continuousUsage;
     private final BoundedSourceQueue<ByteString> queue;
     private final Source<ByteString, NotUsed> source;
     private final CompletableFuture<Void> started = new CompletableFuture<>();
     private final int[] textOffsets;
+    private final int[] generated; // tokens so far per choice, for continuous usage; guarded by this
     private boolean failed; // guarded by this
 
-    StreamedGenerations(CompletionEndpoint ep, List<Job> jobs, int promptTokens, OpenAiResponses writer, boolean includeUsage) {
-      super(ep, jobs, promptTokens, writer);
-      this.includeUsage = includeUsage;
+    StreamedGenerations(CompletionEndpoint ep, List<Job> jobs, int promptTokens, OpenAiResponses writer, TextGenerator.TextOptions text,
+        OpenAiRequest.Streaming streaming) {
+      super(ep, jobs, promptTokens, writer, text);
+      this.includeUsage = streaming.includeUsage();
+      // As vLLM: usage on every chunk only when the client asked for usage at all.
+      this.continuousUsage = streaming.includeUsage() && streaming.continuousUsage();
       int capacity = 8;
       for (Job job : jobs) {
         capacity += (job.params() == null ? 0 : job.params().maxTokens()) + 4;
@@ -463,15 +478,21 @@ public final class OpenAiRoutes extends AllDirectives {
         return mat;
       }).mapMaterializedValue(m -> NotUsed.getInstance());
       this.textOffsets = new int[jobs.size()];
+      this.generated = new int[jobs.size()];
+    }
+
+    /** The usage of choice {@code job} so far, as vLLM's continuous usage stats count it (null: not asked for). */
+    private OpenAiResponses.Usage usageSoFar(Job job) {
+      return continuousUsage ? new OpenAiResponses.Usage(job.prompt().length, generated[job.index()]) : null;
     }
 
     @Override
     void start() {
       for (Job job : jobs) { // a chat choice opens with the assistant's role, an echoed completion with its prompt
         if (writer.api() == OpenAiResponses.Api.CHAT) {
-          offer(writer.roleChunk(job.index()));
+          offer(writer.roleChunk(job.index(), usageSoFar(job)));
         } else if (job.echo() != null) {
-          offer(writer.echoChunk(job.index(), job.echo(), job.promptLogprobs()));
+          offer(writer.echoChunk(job.index(), job.echo(), job.promptLogprobs(), usageSoFar(job)));
           textOffsets[job.index()] = job.echo().length();
         }
       }
@@ -481,10 +502,13 @@ public final class OpenAiRoutes extends AllDirectives {
     @Override
     synchronized void onPiece(Job job, TextGenerator.Piece piece) {
       started.complete(null);
+      if (piece.token() >= 0) {
+        generated[job.index()]++;
+      }
       if (failed || (piece.text().isEmpty() && (piece.sample() == null || !writer.reportsLogprobs()))) {
         return; // nothing to show yet: a character or a possible stop string is held back
       }
-      offer(writer.chunk(job.index(), piece.text(), piece.sample(), textOffsets[job.index()], null));
+      offer(writer.chunk(job.index(), piece.text(), piece.sample(), textOffsets[job.index()], null, usageSoFar(job)));
       textOffsets[job.index()] += piece.text().length();
     }
 
@@ -493,7 +517,7 @@ public final class OpenAiRoutes extends AllDirectives {
       if (failure == null) {
         started.complete(null);
         if (!failed) {
-          offer(writer.chunk(job.index(), "", null, textOffsets[job.index()], result.finishReason()));
+          offer(writer.chunk(job.index(), "", null, textOffsets[job.index()], result.finishReason(), usageSoFar(job)));
         }
         return;
       }

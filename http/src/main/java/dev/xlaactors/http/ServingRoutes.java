@@ -389,7 +389,7 @@ public final class ServingRoutes extends AllDirectives {
         g.writeStringField("error", x.getMessage());
       });
     }
-    return "event: " + name + "\ndata: " + new String(data, StandardCharsets.UTF_8) + "\n\n";
+    return "event: " + name + "\ndata: " + OpenAiResponses.sseSafe(new String(data, StandardCharsets.UTF_8)) + "\n\n";
   }
 
   /** The prompt's tokens: {@code tokens} (ids), or {@code prompt} (text, when the model has a tokenizer). */
