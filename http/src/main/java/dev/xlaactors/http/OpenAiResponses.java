@@ -22,6 +22,8 @@ import org.apache.pekko.util.ByteString;
 final class OpenAiResponses {
   /** The event that ends every stream. */
   static final ByteString DONE = ByteString.fromString("data: [DONE]\n\n");
+  /** A server-sent event comment, written when a stream has been silent for xla-actors.http.sse-keep-alive; clients skip it. */
+  static final ByteString KEEP_ALIVE = ByteString.fromString(": keep-alive\n\n");
 
   /** Which API a response answers. */
   enum Api {

@@ -90,6 +90,11 @@ public final class OpenAiRoutes extends AllDirectives {
     this.settings = settings;
     this.blocking = system.dispatchers().lookup(DispatcherSelector.blocking());
     this.generationTimeout = GenerationSettings.create(system).defaultTimeout();
+    if (generationTimeout.compareTo(settings.maxRequestTimeout()) > 0) {
+      throw new InvalidArgumentException("xla-actors.actors.generation.default-timeout (" + generationTimeout + ") is longer than "
+          + HttpSettings.ROOT + ".max-request-timeout (" + settings.maxRequestTimeout() + "), above which HTTP connections may be "
+          + "closed as idle: shorten the first or raise the second");
+    }
     Set<String> names = new HashSet<>();
     for (CompletionEndpoint e : generators) {
       if (!names.add(e.name())) {
@@ -433,7 +438,7 @@ public final class OpenAiRoutes extends AllDirectives {
           return errorResponse(failure.get());
         }
         if (results.stream().anyMatch(CompletableFuture::isCancelled)) { // the client left or the HTTP timeout fired: nobody reads this
-          return error(new OpenAiError(503, OpenAiError.SERVER_ERROR, null, "cancelled", "the request was cancelled"));
+          return error(new OpenAiError(503, OpenAiError.SERVER_ERROR, null, OpenAiError.CANCELLED, "the request was cancelled"));
         }
         List<OpenAiResponses.Choice> choices = new ArrayList<>();
         for (int i = 0; i < jobs.size(); i++) {
@@ -476,7 +481,7 @@ public final class OpenAiRoutes extends AllDirectives {
       this.source = q.second().watchTermination((mat, ended) -> {
         ended.whenComplete((d, e) -> cancel());
         return mat;
-      }).mapMaterializedValue(m -> NotUsed.getInstance());
+      }).keepAlive(settings.sseKeepAlive(), () -> OpenAiResponses.KEEP_ALIVE).mapMaterializedValue(m -> NotUsed.getInstance());
       this.textOffsets = new int[jobs.size()];
       this.generated = new int[jobs.size()];
     }
@@ -643,7 +648,9 @@ public final class OpenAiRoutes extends AllDirectives {
 
   private HttpResponse errorResponse(Throwable thrown) {
     OpenAiError e = OpenAiError.of(thrown);
-    if (e.status() == 500) {
+    if (OpenAiError.CANCELLED.equals(e.code())) {
+      system.log().debug("OpenAI request cancelled: {}", e.getMessage()); // the client left (or its HTTP timeout fired): expected
+    } else if (e.status() == 500) {
       system.log().warn("OpenAI request failed unexpectedly", thrown);
     }
     return error(e);
