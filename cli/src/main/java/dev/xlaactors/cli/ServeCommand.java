@@ -238,7 +238,7 @@ final class ServeCommand {
             ActorRef<ModelServer.Command> server = session.system().systemActorOf(ModelServer.create(batched, runtime, registry),
                 "serve-" + pkg.name(), Props.empty());
             // The export's output paths name the outputs of /v2 (Open Inference Protocol).
-            inference.add(InferenceEndpoint.of(batched, TensorInference.of(server, session.system().scheduler())).withOutputPaths(pkg.programs(role).get(0).export().outputPaths()));
+            inference.add(InferenceEndpoint.of(batched, TensorInference.of(server, session.system())).withOutputPaths(pkg.programs(role).get(0).export().outputPaths()));
           }
         }
         HttpSettings settings = HttpSettings.create(session.system());
