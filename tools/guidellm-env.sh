@@ -17,7 +17,7 @@ if [ ! -f "$marker" ]; then
   python3 -m venv "$venv"
   site="$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
   echo "$torch_site" > "$site/xla-actors-torch-env.pth"
-  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "guidellm==$guidellm_version" >&2
+  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-compile "guidellm==$guidellm_version" >&2
   touch "$marker"
 fi
 echo "$venv/bin/python"

@@ -133,7 +133,40 @@ final class OpenAiRequest {
   /** {@code POST /v1/embeddings}: the inputs, {@code base64} for little-endian float32 bytes, {@code dimensions} null unless asked. */
   record Embeddings(String model, List<Prompt> inputs, boolean base64, Integer dimensions) {}
 
+  /**
+   * vLLM's {@code POST /tokenize}: {@code model} null when not named (the one language model served),
+   * the prompt's text and whether the tokenizer adds its special tokens (default true, as vLLM).
+   */
+  record Tokenize(String model, String prompt, boolean addSpecialTokens) {}
+
+  /** vLLM's {@code POST /detokenize}: {@code model} null when not named, the token ids. */
+  record Detokenize(String model, int[] tokens) {}
+
   // ------------------------------------------------------------------------------------------ parsing
+
+  static Tokenize tokenize(JsonNode root) {
+    fields(root, Set.of("model", "prompt", "add_special_tokens"));
+    JsonNode prompt = present(root, "prompt");
+    if (prompt == null || !prompt.isTextual()) {
+      throw OpenAiError.invalid("prompt", "'prompt' is required: the text to tokenize, got " + (prompt == null ? "none"
+          : TensorJson.kind(prompt)));
+    }
+    return new Tokenize(optionalModel(root), prompt.asText(), bool(root, "add_special_tokens", true));
+  }
+
+  static Detokenize detokenize(JsonNode root) {
+    fields(root, Set.of("model", "tokens"));
+    JsonNode tokens = present(root, "tokens");
+    if (tokens == null || !tokens.isArray()) {
+      throw OpenAiError.invalid("tokens", "'tokens' is required: a list of token ids, got " + (tokens == null ? "none"
+          : TensorJson.kind(tokens)));
+    }
+    return new Detokenize(optionalModel(root), ids(tokens, "tokens"));
+  }
+
+  private static String optionalModel(JsonNode root) {
+    return present(root, "model") == null ? null : model(root);
+  }
 
   static Completion completion(JsonNode root) {
     fields(root, COMPLETION);

@@ -143,7 +143,7 @@ public final class OpenAiRoutes extends AllDirectives {
 
   /** The route tree. */
   public Route route() {
-    return pathPrefix("v1", () -> concat(
+    return concat(tokenizerRoutes(), pathPrefix("v1", () -> concat(
         path("models", () -> get(() -> complete(models()))),
         path(PathMatchers.segment("models").slash(PathMatchers.segment()), id -> get(() -> complete(model(id)))),
         path("completions", () -> post(() -> withBody(settings.maxGenerateBodyBytes(), "max-generate-body-bytes",
@@ -151,7 +151,90 @@ public final class OpenAiRoutes extends AllDirectives {
         path(PathMatchers.segment("chat").slash("completions"), () -> post(() -> withBody(settings.maxGenerateBodyBytes(),
             "max-generate-body-bytes", (body, connection, timeout) -> chat(body, connection, timeout)))),
         path("embeddings", () -> post(() -> withBody(settings.maxBodyBytes(), "max-body-bytes",
-            (body, connection, timeout) -> embeddings(body))))));
+            (body, connection, timeout) -> embeddings(body)))))));
+  }
+
+  /**
+   * vLLM's tokenizer routes, which lm-eval's API models look for to tokenize on the server (its default,
+   * before it falls back to downloading a Hugging Face tokenizer): {@code GET /tokenizer_info},
+   * {@code POST /tokenize}, {@code POST /detokenize}. They name no model, as vLLM serves one: with several
+   * language models a request names it in {@code model} ({@code ?model=} for tokenizer_info).
+   */
+  private Route tokenizerRoutes() {
+    return concat(
+        path("tokenizer_info", () -> get(() -> parameterOptional("model", model -> complete(guarded(() -> tokenizerInfo(model.orElse(null))))))),
+        path("tokenize", () -> post(() -> withBody(settings.maxGenerateBodyBytes(), "max-generate-body-bytes",
+            (body, connection, timeout) -> CompletableFuture.completedFuture(tokenize(body))))),
+        path("detokenize", () -> post(() -> withBody(settings.maxGenerateBodyBytes(), "max-generate-body-bytes",
+            (body, connection, timeout) -> CompletableFuture.completedFuture(detokenize(body))))));
+  }
+
+  private HttpResponse guarded(java.util.function.Supplier<HttpResponse> answer) {
+    try {
+      return answer.get();
+    } catch (RuntimeException e) {
+      return errorResponse(e);
+    }
+  }
+
+  /** The language model a tokenizer request means: the one it names, else the only one served. */
+  private LanguageModel tokenizerModel(String model, String endpoint) {
+    if (model != null) {
+      return generator(model, endpoint).generator().model();
+    }
+    if (generators.size() != 1) {
+      throw OpenAiError.invalid("model", endpoint + " without 'model' tokenizes for the one language model served; "
+          + (generators.isEmpty() ? "none is served" : generators.size() + " are (" + String.join(", ", generators.keySet())
+          + "): name one in 'model'"));
+    }
+    return generators.values().iterator().next().generator().model();
+  }
+
+  private HttpResponse tokenizerInfo(String model) {
+    LanguageModel lm = tokenizerModel(model, "GET /tokenizer_info");
+    return json(TensorJson.object(g -> {
+      g.writeStringField("model", lm.name());
+      writeSpecial(g, "bos_token", bos(lm), lm);
+      writeSpecial(g, "eos_token", eos(lm), lm);
+      g.writeNullField("pad_token");
+      if (lm.chatTemplate().isPresent()) {
+        g.writeStringField("chat_template", lm.chatTemplate().get());
+      } else {
+        g.writeNullField("chat_template");
+      }
+      g.writeNumberField("model_max_length", lm.contextLength());
+    }));
+  }
+
+  private static void writeSpecial(com.fasterxml.jackson.core.JsonGenerator g, String field, Integer id, LanguageModel lm)
+      throws java.io.IOException {
+    if (id == null) {
+      g.writeNullField(field);
+    } else {
+      g.writeStringField(field, special(lm, id));
+    }
+  }
+
+  private HttpResponse tokenize(byte[] body) {
+    OpenAiRequest.Tokenize request = OpenAiRequest.tokenize(parse(body));
+    LanguageModel lm = tokenizerModel(request.model(), "POST /tokenize");
+    int[] ids = request.addSpecialTokens() ? lm.encode(request.prompt()) : lm.tokenizer().encode(request.prompt(), false);
+    return json(TensorJson.object(g -> {
+      g.writeNumberField("count", ids.length);
+      g.writeNumberField("max_model_len", lm.contextLength());
+      g.writeArrayFieldStart("tokens");
+      for (int id : ids) {
+        g.writeNumber(id);
+      }
+      g.writeEndArray();
+    }));
+  }
+
+  private HttpResponse detokenize(byte[] body) {
+    OpenAiRequest.Detokenize request = OpenAiRequest.detokenize(parse(body));
+    LanguageModel lm = tokenizerModel(request.model(), "POST /detokenize");
+    String text = lm.tokenizer().decode(checked(request.tokens(), lm, "tokens"));
+    return json(TensorJson.object(g -> g.writeStringField("prompt", text)));
   }
 
   /** What a route makes of a request's body, its client's connection (null: not known) and its HTTP timeout (null: none). */
