@@ -249,9 +249,9 @@ final class ServeCommand {
           settings = settings.withHost(host);
         }
         ServingRoutes routes = new ServingRoutes(session.system(), settings, registry, inference, generation);
-        OpenAiRoutes openAi = new OpenAiRoutes(session.system(), settings, completions, embedders);
+        OpenAiRoutes openAi = new OpenAiRoutes(session.system(), settings, completions, embedders, registry);
         OpenApiDocument openApi = OpenApiDocument.of(routes, openAi); // GET /openapi.json: every route above, over these models
-        HttpServer http = HttpServer.start(session.system(), settings, openApi.route().orElse(openAi.route()).orElse(routes.route()));
+        HttpServer http = HttpServer.start(session.system(), settings, openApi.route().orElse(openAi.route()).orElse(routes.route()), registry);
         return new Serving(session, http, generation.stream().map(GenerationEndpoint::name).toList(), List.copyOf(clustered));
       } catch (RuntimeException e) {
         session.close();

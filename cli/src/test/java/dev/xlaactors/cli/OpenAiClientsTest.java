@@ -203,6 +203,7 @@ class OpenAiClientsTest {
     // 1.62 (7e-7 relative); the other builds closer. Equal to float rounding, not bit for bit.
     assertArrayEquals(expected, embeddings.get(0).vector(), 1e-5f);
     assertFalse(java.util.Arrays.equals(embeddings.get(0).vector(), embeddings.get(1).vector()));
+    assertTrue(metric("xla_openai_embeddings_total\\{model=\"bert\",outcome=\"ok\"} ([0-9.eE+]+)") >= 2, "embeddings are counted");
   }
 
   // ------------------------------------------------------------------------------------------ vLLM's extensions
@@ -274,6 +275,38 @@ class OpenAiClientsTest {
     }
   }
 
+  /**
+   * vLLM's tokenizer routes, which lm-eval's local-completions finds and uses by default (bench/run.sh
+   * serve-clients runs it), and a max_tokens near 2^31, whose sum with the prompt once wrapped around.
+   */
+  @Test
+  void tokenizerRoutesRoundTripAndAHugeMaxTokensIsRefused() throws Exception {
+    HttpResponse<String> unnamed = raw("/tokenize", "{\"prompt\":\"Hello world\"}");
+    assertEquals(400, unnamed.statusCode(), unnamed.body()); // three models here: which tokenizer is not guessed
+    assertEquals("model", JSON.readTree(unnamed.body()).at("/error/param").asText());
+
+    JsonNode plain = post("/tokenize", "{\"model\":\"llama\",\"prompt\":\"Hello world\",\"add_special_tokens\":false}");
+    JsonNode special = post("/tokenize", "{\"model\":\"llama\",\"prompt\":\"Hello world\"}");
+    assertEquals(plain.get("tokens").size(), plain.get("count").asInt());
+    assertEquals(plain.get("count").asInt() + 1, special.get("count").asInt()); // the tokenizer's BOS
+    assertEquals("Hello world", post("/detokenize", "{\"model\":\"llama\",\"tokens\":" + plain.get("tokens") + "}")
+        .get("prompt").asText());
+    HttpResponse<String> info = HTTP.send(HttpRequest.newBuilder(URI.create(url + "/tokenizer_info?model=gpt2")).build(),
+        HttpResponse.BodyHandlers.ofString());
+    assertEquals(200, info.statusCode(), info.body());
+    assertEquals("<|endoftext|>", JSON.readTree(info.body()).get("eos_token").asText());
+    assertEquals(64, JSON.readTree(info.body()).get("model_max_length").asInt());
+
+    HttpResponse<String> huge = raw("/v1/completions", "{\"model\":\"gpt2\",\"prompt\":\"Hi\",\"max_tokens\":2147483647,\"stream\":true}");
+    assertEquals(400, huge.statusCode(), huge.body());
+    assertEquals("max_tokens", JSON.readTree(huge.body()).at("/error/param").asText());
+  }
+
+  private static HttpResponse<String> raw(String path, String body) throws Exception {
+    return HTTP.send(HttpRequest.newBuilder(URI.create(url + path)).header("Content-Type", "application/json")
+        .POST(HttpRequest.BodyPublishers.ofString(body)).build(), HttpResponse.BodyHandlers.ofString());
+  }
+
   /** The JSON chunks of a stream, up to {@code [DONE]}. */
   private static List<JsonNode> chunks(String path, String body) throws Exception {
     HttpResponse<String> r = HTTP.send(HttpRequest.newBuilder(URI.create(url + path)).header("Content-Type", "application/json")
@@ -300,6 +333,18 @@ class OpenAiClientsTest {
     JsonNode error = JSON.readTree(r.body()).get("error");
     assertTrue(error.get("message").asText().contains("xla-actors.http.max-generate-body-bytes"), r.body());
     assertEquals("invalid_request_error", error.get("type").asText());
+    assertTrue(metric("xla_http_refusals_total\\{api=\"openai\",status=\"413\"} ([0-9.eE+]+)") >= 1, "the refusal is counted");
+  }
+
+  /** The sum of the values of the /metrics lines {@code pattern} matches (its group 1: the value). */
+  private static double metric(String pattern) throws Exception {
+    String metrics = HTTP.send(HttpRequest.newBuilder(URI.create(url + "/metrics")).build(), HttpResponse.BodyHandlers.ofString()).body();
+    Matcher m = Pattern.compile(pattern).matcher(metrics);
+    double total = 0;
+    while (m.find()) {
+      total += Double.parseDouble(m.group(1));
+    }
+    return total;
   }
 
   @Test

@@ -7,6 +7,7 @@ import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
 import com.typesafe.config.Config;
+import io.micrometer.core.instrument.MeterRegistry;
 import com.typesafe.config.ConfigFactory;
 import org.apache.pekko.actor.typed.ActorSystem;
 import org.apache.pekko.http.javadsl.Http;
@@ -45,11 +46,20 @@ public final class HttpServer implements AutoCloseable {
    * shape ({@link RouteErrors}); fails (naming the address) when the port is taken or the host cannot be bound.
    */
   public static HttpServer start(ActorSystem<?> system, HttpSettings settings, Route route) {
+    return start(system, settings, route, null);
+  }
+
+  /**
+   * As {@link #start(ActorSystem, HttpSettings, Route)}, counting every error response in {@code registry}
+   * ({@code xla_http_refusals_total{api, status}}; null: not counted). Give it the registry that
+   * {@code GET /metrics} scrapes.
+   */
+  public static HttpServer start(ActorSystem<?> system, HttpSettings settings, Route route, MeterRegistry registry) {
     try {
       ServerSettings server = ServerSettings.create(serverConfig(system.settings().config(), settings));
       server = server.withParserSettings(server.getParserSettings().withCustomMethods(QUERY));
       ServerBinding binding = Http.get(system).newServerAt(settings.host(), settings.port()).withSettings(server)
-          .bindFlow(perConnection(system, RouteErrors.around(route)))
+          .bindFlow(perConnection(system, RouteErrors.around(route, registry == null ? null : new HttpMetrics(registry))))
           .toCompletableFuture().get(BIND_WAIT.toSeconds(), TimeUnit.SECONDS);
       return new HttpServer(binding);
     } catch (ExecutionException e) {

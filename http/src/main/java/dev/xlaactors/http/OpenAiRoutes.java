@@ -80,13 +80,21 @@ public final class OpenAiRoutes extends AllDirectives {
   private final Executor blocking;
   private final Duration generationTimeout;
   private final long created = System.currentTimeMillis() / 1000;
+  private final HttpMetrics metrics;
 
   /**
    * Routes over the language models {@code generators} and the embedding models {@code embedders} (names
    * unique across both; a request names its model by it), with {@code settings} (body limits, timeouts).
    */
   public OpenAiRoutes(ActorSystem<?> system, HttpSettings settings, List<CompletionEndpoint> generators, List<EmbeddingModel> embedders) {
+    this(system, settings, generators, embedders, new io.micrometer.core.instrument.simple.SimpleMeterRegistry());
+  }
+
+  /** As {@link #OpenAiRoutes(ActorSystem, HttpSettings, List, List)}, the embeddings counted in {@code registry} ({@code xla_openai_embeddings_*}). */
+  public OpenAiRoutes(ActorSystem<?> system, HttpSettings settings, List<CompletionEndpoint> generators, List<EmbeddingModel> embedders,
+      io.micrometer.core.instrument.MeterRegistry registry) {
     this.system = system;
+    this.metrics = new HttpMetrics(registry);
     this.settings = settings;
     this.blocking = system.dispatchers().lookup(DispatcherSelector.blocking());
     this.generationTimeout = GenerationSettings.create(system).defaultTimeout();
@@ -677,7 +685,10 @@ public final class OpenAiRoutes extends AllDirectives {
       tokens += ids.length;
     }
     int promptTokens = tokens;
-    return CompletableFuture.supplyAsync(() -> model.embed(sequences), blocking).thenApply(vectors -> {
+    long started = System.nanoTime();
+    CompletableFuture<float[][]> embedded = CompletableFuture.supplyAsync(() -> model.embed(sequences), blocking);
+    embedded.whenComplete((v, e) -> metrics.embeddings(model.name(), e == null ? "ok" : "failed", Duration.ofNanos(System.nanoTime() - started)));
+    return embedded.thenApply(vectors -> {
       if (request.dimensions() != null && vectors.length > 0 && vectors[0].length != request.dimensions()) {
         throw OpenAiError.invalid("dimensions", "model '" + model.name() + "' makes embeddings of " + vectors[0].length + " dimensions "
             + "and cannot shorten them; leave dimensions out or give " + vectors[0].length);

@@ -51,10 +51,18 @@ final class RouteErrors {
     }
   }
 
-  /** {@code route} with its rejections and Pekko's request timeout answered in the path's error shape. */
-  static Route around(Route route) {
-    return Directives.extractRequest(request -> Directives.handleRejections(rejections(request),
-        () -> Directives.withRequestTimeoutResponse(RouteErrors::timedOut, () -> route)));
+  /**
+   * {@code route} with its rejections and Pekko's request timeout answered in the path's error shape, and
+   * every error response counted in {@code metrics} (null: not counted).
+   */
+  static Route around(Route route, HttpMetrics metrics) {
+    return Directives.extractRequest(request -> Directives.mapResponse(response -> {
+      if (metrics != null && response.status().intValue() >= 400) {
+        metrics.refused(request.getUri().path(), response.status().intValue());
+      }
+      return response;
+    }, () -> Directives.handleRejections(rejections(request),
+        () -> Directives.withRequestTimeoutResponse(r -> timedOut(r, metrics), () -> route))));
   }
 
   private static RejectionHandler rejections(HttpRequest request) {
@@ -83,7 +91,10 @@ final class RouteErrors {
   }
 
   /** Pekko's request timeout, for a request whose route did not set its own: 503 in the path's shape. */
-  private static HttpResponse timedOut(HttpRequest request) {
+  private static HttpResponse timedOut(HttpRequest request, HttpMetrics metrics) {
+    if (metrics != null) { // written by Pekko's server stage, outside the route: counted here
+      metrics.refused(request.getUri().path(), StatusCodes.SERVICE_UNAVAILABLE.intValue());
+    }
     return error(request, StatusCodes.SERVICE_UNAVAILABLE.intValue(), request.method().name() + " " + request.getUri().path()
         + ": no answer within pekko.http.server.request-timeout");
   }

@@ -30,6 +30,8 @@ class RouteErrorsTest {
   private static final HttpClient HTTP = HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1).build();
   private static ActorTestKit kit;
   private static HttpServer http;
+  private static final io.micrometer.core.instrument.simple.SimpleMeterRegistry REGISTRY =
+      new io.micrometer.core.instrument.simple.SimpleMeterRegistry();
 
   @BeforeAll
   static void start() {
@@ -45,7 +47,7 @@ class RouteErrorsTest {
     Route never = Directives.path("never", () -> Directives.completeWithFuture(new CompletableFuture<>()));
     http = HttpServer.start(kit.system(), settings, Directives.concat(slow, never,
         new OpenAiRoutes(kit.system(), settings, List.of(), List.of()).route(),
-        new OpenInferenceRoutes(kit.system(), settings, List.of()).route()));
+        new OpenInferenceRoutes(kit.system(), settings, List.of()).route()), REGISTRY);
   }
 
   @AfterAll
@@ -88,6 +90,9 @@ class RouteErrorsTest {
     assertTrue(json(models, 405).get("error").isObject(), models.body());
     HttpResponse<String> v2 = send("DELETE", "/v2/health/live");
     assertTrue(json(v2, 405).get("error").isTextual(), v2.body()); // the Open Inference Protocol's {"error": "..."}
+    // Every refusal is counted, whatever answered it (here Pekko's rejections).
+    assertTrue(REGISTRY.get("xla_http_refusals").tags("api", "openai", "status", "405").counter().count() >= 4);
+    assertTrue(REGISTRY.get("xla_http_refusals").tags("api", "open_inference", "status", "405").counter().count() >= 1);
   }
 
   @Test
