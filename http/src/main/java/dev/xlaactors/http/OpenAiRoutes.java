@@ -7,6 +7,11 @@ import dev.xlaactors.lm.EmbeddingModel;
 import dev.xlaactors.lm.LanguageModel;
 import dev.xlaactors.lm.TextGenerator;
 import dev.xlaactors.lm.sampling.SamplingParams;
+import dev.xlaactors.lm.structured.GrammarProcessor;
+import dev.xlaactors.lm.structured.JsonSchemaAutomaton;
+import dev.xlaactors.lm.structured.TokenGrammar;
+import dev.xlaactors.lm.structured.TokenVocabulary;
+import dev.xlaactors.lm.structured.UnsupportedSchemaException;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.time.Duration;
@@ -249,6 +254,7 @@ public final class OpenAiRoutes extends AllDirectives {
           lm.contextLength() - ids.length), field));
       promptIds.add(ids);
     }
+    checkLogitBias(request.sampling(), lm);
     OpenAiResponses writer = new OpenAiResponses(OpenAiResponses.Api.COMPLETIONS, request.model(), lm.tokenizer(), request.logprobs());
     boolean scorePrompts = request.echo() && request.logprobs() != null;
     // The prompts' own log-probabilities come from the score program: a blocking run, so not on this thread.
@@ -287,13 +293,51 @@ public final class OpenAiRoutes extends AllDirectives {
     // As Hugging Face's apply_chat_template: the template writes the special tokens, the tokenizer adds none.
     int[] ids = lm.tokenizer().encode(template.render(request.messages(), true), false);
     int maxTokens = maxTokens(ep, ids.length, request.sampling().maxTokens(), lm.contextLength() - ids.length, "messages");
-    List<Job> jobs = new ArrayList<>();
-    for (int c = 0; c < request.sampling().n(); c++) {
-      jobs.add(new Job(c, 0, ids, request.sampling().over(lm.defaults(), maxTokens, request.topLogprobs(), c), null, null));
-    }
+    checkLogitBias(request.sampling(), lm);
     OpenAiResponses writer = new OpenAiResponses(OpenAiResponses.Api.CHAT, request.model(), lm.tokenizer(),
         request.logprobs() ? request.topLogprobs() : null);
-    return run(ep, jobs, ids.length, writer, request.streaming(), connection, timeout);
+    // A response format's grammar: the vocabulary is read once per model (seconds for 150,000 tokens) and the schema
+    // compiled once per schema (cached), both blocking, so not on this thread.
+    CompletableFuture<GrammarProcessor> grammar = request.responseFormat() == null ? CompletableFuture.completedFuture(null)
+        : CompletableFuture.supplyAsync(() -> grammar(lm, request.responseFormat()), blocking);
+    return grammar.thenCompose(constraint -> {
+      List<Job> jobs = new ArrayList<>();
+      for (int c = 0; c < request.sampling().n(); c++) {
+        SamplingParams params = request.sampling().over(lm.defaults(), maxTokens, request.topLogprobs(), c);
+        jobs.add(new Job(c, 0, ids, constraint == null ? params : params.withProcessor(constraint), null, null));
+      }
+      return run(ep, jobs, ids.length, writer, request.streaming(), connection, timeout);
+    });
+  }
+
+  /**
+   * The grammar processor of a chat's {@code response_format} for {@code lm}: any JSON object, or JSON valid for the
+   * schema; a schema outside the subset the grammar compiles is refused naming the keyword.
+   */
+  private static GrammarProcessor grammar(LanguageModel lm, OpenAiRequest.ResponseFormat format) {
+    if (lm.defaults().stopTokenIds().isEmpty()) {
+      throw OpenAiError.invalid("response_format", "model '" + lm.name() + "' has no end-of-text token, so a constrained answer cannot"
+          + " end: import it with its generation_config.json's eos_token_id");
+    }
+    TokenVocabulary vocabulary = TokenVocabulary.of(lm.tokenizer());
+    TokenGrammar grammar;
+    try {
+      grammar = format.schema() == null ? TokenGrammar.cached("json_object", vocabulary, JsonSchemaAutomaton::anyObject)
+          : TokenGrammar.cached(format.schema(), vocabulary, () -> JsonSchemaAutomaton.compile(format.schema()));
+    } catch (UnsupportedSchemaException e) {
+      throw OpenAiError.invalid("response_format", e.getMessage());
+    }
+    return new GrammarProcessor(grammar, lm.defaults().stopTokenIds());
+  }
+
+  /** Refuses a {@code logit_bias} naming a token outside the model's vocabulary. */
+  private static void checkLogitBias(OpenAiRequest.Sampling sampling, LanguageModel lm) {
+    for (int id : sampling.logitBias().keySet()) {
+      if (id >= lm.vocabulary()) {
+        throw OpenAiError.invalid("logit_bias", "token " + id + " is outside the vocabulary of model '" + lm.name() + "' (0.."
+            + (lm.vocabulary() - 1) + ")");
+      }
+    }
   }
 
   /** {@code ids} when each is in the model's vocabulary; else 400 naming the first that is not. */

@@ -60,11 +60,10 @@ public final class JsonSchemaAutomaton {
     } catch (RuntimeException e) {
       throw new UnsupportedSchemaException("schema", abbreviated(schemaJson), "it is not JSON (" + e.getMessage() + ")");
     }
-    return compile(schema);
+    return compileTree(schema);
   }
 
-  /** The automaton of {@code schema}. */
-  public static ByteAutomaton compile(JsonElement schema) {
+  private static ByteAutomaton compileTree(JsonElement schema) {
     if (schema == null || !schema.isJsonObject()) {
       throw new UnsupportedSchemaException("schema", schema, "a schema is a JSON object, such as {\"type\": \"object\", ...}");
     }
