@@ -44,6 +44,11 @@ public final class JsonSchemaAutomaton {
   private static final Set<String> ANNOTATIONS = Set.of("title", "description", "default", "examples", "$schema", "$id", "$comment",
       "deprecated", "readOnly", "writeOnly", "$defs", "definitions", "strict", "discriminator");
 
+  /** UTF-8's multi-byte forms: lead bytes, the second byte's range (no overlong form, no surrogate), continuation bytes after it. */
+  private static final int[][] UTF8 = {{0xC2, 0xDF, 0x80, 0xBF, 0}, {0xE0, 0xE0, 0xA0, 0xBF, 1}, {0xE1, 0xEC, 0x80, 0xBF, 1},
+      {0xED, 0xED, 0x80, 0x9F, 1}, {0xEE, 0xEF, 0x80, 0xBF, 1}, {0xF0, 0xF0, 0x90, 0xBF, 2}, {0xF1, 0xF3, 0x80, 0xBF, 2},
+      {0xF4, 0xF4, 0x80, 0x8F, 2}};
+
   private final Nfa nfa = new Nfa();
   private final JsonObject root;
   private final Deque<String> refs = new ArrayDeque<>();
@@ -305,22 +310,12 @@ public final class JsonSchemaAutomaton {
     nfa.range(s, 0x20, 0x21, e);
     nfa.range(s, 0x23, 0x5B, e);
     nfa.range(s, 0x5D, 0x7F, e);
-    nfa.range(s, 0xC2, 0xDF, tail(1, e));
-    int e0 = nfa.state();
-    nfa.range(s, 0xE0, 0xE0, e0);
-    nfa.range(e0, 0xA0, 0xBF, tail(1, e));
-    nfa.range(s, 0xE1, 0xEC, tail(2, e));
-    int ed = nfa.state();
-    nfa.range(s, 0xED, 0xED, ed);
-    nfa.range(ed, 0x80, 0x9F, tail(1, e)); // not a surrogate
-    nfa.range(s, 0xEE, 0xEF, tail(2, e));
-    int f0 = nfa.state();
-    nfa.range(s, 0xF0, 0xF0, f0);
-    nfa.range(f0, 0x90, 0xBF, tail(2, e));
-    nfa.range(s, 0xF1, 0xF3, tail(3, e));
-    int f4 = nfa.state();
-    nfa.range(s, 0xF4, 0xF4, f4);
-    nfa.range(f4, 0x80, 0x8F, tail(2, e));
+    // Well-formed UTF-8 (RFC 3629): a lead byte range, the second byte's range, then plain continuation bytes.
+    for (int[] r : UTF8) {
+      int second = nfa.state();
+      nfa.range(s, r[0], r[1], second);
+      nfa.range(second, r[2], r[3], tail(r[4], e));
+    }
     int esc = nfa.state();
     nfa.range(s, '\\', '\\', esc);
     for (char c : "\"\\/bfnrt".toCharArray()) {

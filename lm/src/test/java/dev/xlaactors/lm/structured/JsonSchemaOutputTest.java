@@ -34,7 +34,7 @@ import org.junit.jupiter.api.Test;
  */
 class JsonSchemaOutputTest {
   /** Seeds per schema here; bench/run.sh structured draws 1,000. */
-  private static final int SAMPLES = 15;
+  private static final int SAMPLES = 10;
   /** GPT-2's ids kept (the end of text becomes id {@value #SUBSET}). */
   private static final int SUBSET = 4096;
   private static final int END = SUBSET;
@@ -87,7 +87,7 @@ class JsonSchemaOutputTest {
       Schema validator = VALIDATORS.getSchema(schemaText);
       TokenGrammar grammar = TokenGrammar.cached(schemaText, vocabulary, () -> JsonSchemaAutomaton.compile(schemaText));
       for (int seed = 0; seed < SAMPLES; seed++) {
-        SamplingParams params = SamplingParams.defaults().withSeed((long) seed).withMaxTokens(120)
+        SamplingParams params = SamplingParams.defaults().withSeed((long) seed).withMaxTokens(100)
             .withProcessor(new GrammarProcessor(grammar, Set.of(END)));
         SequenceState state = SequenceState.create(params, new int[] {464});
         SplittableRandom model = new SplittableRandom(1000 + seed);
