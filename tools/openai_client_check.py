@@ -162,7 +162,7 @@ def structured(client, completion_model, chat_model):
         age: int
         kind: Literal["a", "b"]
 
-    for seed in range(3):
+    for seed in range(2):
         completion = client.chat.completions.parse(model=chat_model, messages=[{"role": "user", "content": "Who?"}],
                                                    response_format=Person, temperature=1, seed=seed)
         choice = completion.choices[0]

@@ -203,11 +203,9 @@ class OpenAiClientsTest {
         .supportedCapabilities(dev.langchain4j.model.chat.Capability.RESPONSE_FORMAT_JSON_SCHEMA).strictJsonSchema(true)
         .logRequests(false).build();
     Extractor extractor = dev.langchain4j.service.AiServices.create(Extractor.class, model);
-    for (int i = 0; i < 3; i++) {
-      Person p = extractor.extract("Ann, 41");
-      assertNotNull(p, "attempt " + i);
-      assertNotNull(p.name(), "attempt " + i);
-    }
+    Person p = extractor.extract("Ann, 41"); // LangChain4j parses the answer into the record, or throws
+    assertNotNull(p);
+    assertNotNull(p.name());
   }
 
   @Test
