@@ -186,6 +186,12 @@ modes:
             RESULT serve-load requests=<n> completed=<n> disconnected=<n> errors=<n> lost=<n>
                    slots_after=<active + waiting> rss_idle_mb=<x> rss_peak_mb=<x> rss_after_mb=<x>
                    req_per_s=<x>   (exit 1 when lost > 0, slots_after > 0 or the RSS grew past the slack)
+  structured  logits processors and JSON-schema constrained decoding (lm.structured): the sampler's cost
+            per token per vocabulary entry alone and with a grammar, a logit bias and penalties, over
+            tiktoken's r50k_base (50,257 ids) and o200k_base (200,019); then on the 124 M model
+            STRUCTURED_SAMPLES (default 1000) seeded outputs per schema of a suite of 4 (STRUCTURED_MAX_TOKENS,
+            default 64), each checked by networknt's JSON Schema validator. Last line:
+            RESULT structured valid=<fraction> overhead=<constrained / unconstrained decode time per token>
 USAGE
 }
 
@@ -846,6 +852,20 @@ busy_slots() {
   curl -sf "$server_url/metrics" | awk '/^xla_generate_(slots_active|waiting)\{/ { n += $2 } END { printf "%d", n }'
 }
 
+# Structured output (issue 39): the logits processors' cost per token per vocabulary entry over GPT-2's and
+# o200k's vocabularies, then STRUCTURED_SAMPLES (default 1000) seeded generations per schema of
+# StructuredBench's suite on the 124 M model, each checked by a JSON Schema validator, and the decode time
+# per token constrained over unconstrained. Last line: RESULT structured valid=<fraction> overhead=<ratio>.
+run_structured() {
+  ensure_java_built
+  python="$(jax_python)"
+  local dir
+  dir="$(gpt_package)"
+  machine_summary
+  echo "model: $dir"
+  java_bench dev.xlaactors.bench.StructuredBench "$dir" "${STRUCTURED_SAMPLES:-1000}" "${STRUCTURED_MAX_TOKENS:-64}"
+}
+
 run_serve_load() {
   mkdir -p "$out_dir"
   local lo_python heap="${LOAD_HEAP:-384m}" users="${LOAD_USERS:-32}" seconds="${LOAD_SECONDS:-45}"
@@ -966,6 +986,7 @@ case "${1:-}" in
   serve-clients) run_serve_clients ;;
   serve-fuzz) run_serve_fuzz ;;
   serve-load) run_serve_load ;;
+  structured) run_structured ;;
   execute) run_execute ;;
   models) run_models ;;
   plugins) run_plugins ;;
