@@ -18,13 +18,18 @@ import java.util.Set;
  */
 final class ImportCommand {
   static final String USAGE = "usage: bin/xla-actors import hf HF_DIR --out PKG [--dtype as-is|f32|bf16] [--slots 1,4] "
-      + "[--score-length N] [--prefill-length N] [--embed-batches 1,4]";
+      + "[--score-length N] [--prefill-length N] [--embed-batches 1,4] [--kernels native|xla] [--quantize none|int8] "
+      + "[--tiktoken ENCODING]";
+  private static final List<String> KERNELS = List.of("native", "xla");
+  private static final List<String> QUANTIZE = List.of("none", "int8");
+  private static final List<String> TIKTOKEN = List.of("r50k_base", "p50k_base", "cl100k_base", "o200k_base");
 
   private ImportCommand() {}
 
   static int run(List<String> args, Path home, PrintStream out, PrintStream err) throws UsageException, IOException, InterruptedException {
     CommandLine line = CommandLine.parse("import", args,
-        Set.of("--out", "--dtype", "--slots", "--score-length", "--prefill-length", "--embed-batches"), Set.of());
+        Set.of("--out", "--dtype", "--slots", "--score-length", "--prefill-length", "--embed-batches", "--kernels",
+            "--quantize", "--tiktoken"), Set.of());
     line.expectPositional(2, 2, "a format and a checkpoint directory: import hf HF_DIR --out PKG");
     if (!line.positional().get(0).equals("hf")) {
       throw new UsageException("import: the format '" + line.positional().get(0) + "' is not known; the one format is 'hf' "
@@ -43,6 +48,9 @@ final class ImportCommand {
     if (!List.of("as-is", "f32", "bf16").contains(dtype)) {
       throw new UsageException("import: --dtype takes as-is, f32 or bf16, got '" + dtype + "'");
     }
+    choice(line, "--kernels", KERNELS, "native: the bridge's FFI matmul kernels where XLA's dots are slow; xla: XLA's dots alone");
+    choice(line, "--quantize", QUANTIZE, "int8 stores the matmul weights as Q8_0-style int8");
+    choice(line, "--tiktoken", TIKTOKEN, "for a checkpoint without tokenizer.json: r50k_base is GPT-2's vocabulary");
     line.integer("--score-length", null, 1, 1 << 20);
     line.integer("--prefill-length", null, 1, 1 << 20);
     for (String option : List.of("--slots", "--embed-batches")) {
@@ -52,7 +60,8 @@ final class ImportCommand {
     }
     List<String> command = new ArrayList<>(List.of(python(home, err), home.resolve("tools/hf_import.py").toString(),
         hfDir.toString(), "--out", outDir.toString(), "--dtype", dtype));
-    for (String option : List.of("--slots", "--score-length", "--prefill-length", "--embed-batches")) {
+    for (String option : List.of("--slots", "--score-length", "--prefill-length", "--embed-batches", "--kernels", "--quantize",
+        "--tiktoken")) {
       if (line.value(option).isPresent()) {
         command.add(option);
         command.add(line.value(option).get());
@@ -73,6 +82,13 @@ final class ImportCommand {
     out.println("imported " + hfDir + " as model '" + pkg.name() + "' (" + pkg.kind().jsonName() + ", " + pkg.weightTypes().size()
         + " tensors, " + pkg.programs().size() + " programs) into " + outDir);
     return 0;
+  }
+
+  private static void choice(CommandLine line, String option, List<String> allowed, String hint) throws UsageException {
+    if (line.value(option).isPresent() && !allowed.contains(line.value(option).get())) {
+      throw new UsageException("import: " + option + " takes " + String.join(", ", allowed) + ", got '" + line.value(option).get()
+          + "' (" + hint + ")");
+    }
   }
 
   /** The JAX venv's python (tools/jax-env.sh makes the venv on first use, telling {@code err}). */
