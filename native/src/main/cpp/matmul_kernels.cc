@@ -202,7 +202,7 @@ class KernelPool {
     }
   }
 
-  static constexpr std::chrono::microseconds kSpin{200};
+  static constexpr std::chrono::microseconds kSpin{50};
   static constexpr int kClosed = 1 << 30;
 
   std::vector<std::thread> workers_;
@@ -233,12 +233,17 @@ KernelPool& Pool() {
   return *pool;
 }
 
-// Splits [0, N) into the pool's parts, each a multiple of `align` columns, and runs the kernel on them.
+// Splits [0, N) into parts, each a multiple of `align` columns, and runs the kernel on them. Several parts
+// per thread, taken in turn from a shared counter: on a machine shared with other work a thread may be
+// descheduled mid-call, and the others then take its share instead of waiting for half the product.
 // Small products run on the calling thread: waking the workers costs more than they save.
 void RunSplit(Kernel kernel, const Problem& p, int64_t align) {
   KernelPool& pool = Pool();
-  int parts = pool.size();
-  if (p.M * p.K * p.N < (int64_t{1} << 16)) parts = 1;
+  constexpr int64_t kMinPartWork = int64_t{1} << 17;  // multiply-adds: ~10 µs, well above the hand-off's cost
+  int64_t work = p.M * p.K * p.N;
+  int parts = pool.size() == 1 || work < (int64_t{1} << 16)
+                  ? 1
+                  : static_cast<int>(std::max<int64_t>(pool.size(), std::min<int64_t>(pool.size() * 8, work / kMinPartWork)));
   int64_t per = (p.N + parts - 1) / parts;
   per = (per + align - 1) / align * align;
   parts = static_cast<int>((p.N + per - 1) / per);
