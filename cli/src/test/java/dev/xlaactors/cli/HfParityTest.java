@@ -142,6 +142,8 @@ class HfParityTest {
     checkF32("gpt2", "--score-length", "16");
     assertTrue(programText(imported("gpt2", "--score-length", "16"), "score_b1.jax").contains("xla_actors.matmul_f32"),
         "the 16-row score program calls the native f32 kernel");
+    assertTrue(programText(imported("gpt2", "--score-length", "16"), DECODE).contains("xla_actors.matmul_f32"),
+        "the decode programs call the native f32 kernel (the default --kernels native)");
   }
 
   @Test
@@ -153,13 +155,27 @@ class HfParityTest {
   @Test
   void llamaWithGroupedQueryAttentionAndUntiedHeadMatchesTransformers() throws IOException {
     checkF32("llama", "--kernels", "xla");
-    assertFalse(programText(imported("llama", "--kernels", "xla"), "decode_slots_s1.jax").contains("xla_actors.matmul"),
+    assertFalse(programText(imported("llama", "--kernels", "xla"), DECODE).contains("xla_actors.matmul"),
         "--kernels xla emits no native kernel");
   }
 
-  /** A program file's bytes as Latin-1 text: custom-call target names appear in it verbatim. */
-  private static String programText(Path pkg, String file) throws IOException {
-    return new String(Files.readAllBytes(pkg.resolve(file)), StandardCharsets.ISO_8859_1);
+  /** The decode programs' file names start so (one per batch size and attention window). */
+  private static final String DECODE = "decode_batch_";
+
+  /**
+   * The bytes of a package's program files whose names start with {@code prefix}, as Latin-1 text: custom-call
+   * target names appear in them verbatim (in the module and in the export's list of checks it disables, which
+   * names only the targets the program calls).
+   */
+  private static String programText(Path pkg, String prefix) throws IOException {
+    StringBuilder text = new StringBuilder();
+    try (var files = Files.list(pkg)) {
+      for (Path file : files.filter(f -> f.getFileName().toString().startsWith(prefix)).sorted().toList()) {
+        text.append(new String(Files.readAllBytes(file), StandardCharsets.ISO_8859_1));
+      }
+    }
+    assertFalse(text.isEmpty(), "no program file " + prefix + "* in " + pkg);
+    return text.toString();
   }
 
   /** Softmax of one row of logits, in double. */
@@ -198,9 +214,9 @@ class HfParityTest {
     JsonNode xlaInt8 = JSON.readTree(ok("score", xlaPackage.toString(), "--tokens", ids(ref.get("input_ids")), "--json").out())
         .get("logits");
     assertClose(xlaInt8, nativeInt8, 1e-4, 1e-4, "int8 logits, native kernel against the XLA dequantisation");
-    assertTrue(programText(imported("gpt2", "--quantize", "int8", "--slots", "1"), "decode_slots_s1.jax")
+    assertTrue(programText(imported("gpt2", "--quantize", "int8", "--slots", "1"), DECODE)
         .contains("xla_actors.matmul_q8"), "the int8 package's decode calls the native int8 kernel");
-    assertFalse(programText(xlaPackage, "decode_slots_s1.jax").contains("xla_actors.matmul"),
+    assertFalse(programText(xlaPackage, DECODE).contains("xla_actors.matmul"),
         "the --kernels xla int8 package dequantises in XLA");
 
     int[] tokens = ints(ref.get("input_ids"));

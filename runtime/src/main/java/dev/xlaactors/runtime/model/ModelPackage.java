@@ -56,7 +56,8 @@ public final class ModelPackage {
   /** What a package serves, which decides the roles its programs have. */
   public enum Kind {
     /** Text generation and scoring: {@code prefill_slot}, {@code decode_slots}, {@code slot_cache}, optionally {@code score}. */
-    CAUSAL_LM(Set.of(Role.SCORE, Role.PREFILL_SLOT, Role.DECODE_SLOTS, Role.SLOT_CACHE)),
+    CAUSAL_LM(Set.of(Role.SCORE, Role.PREFILL_SLOT, Role.DECODE_SLOTS, Role.SLOT_CACHE, Role.PREFILL_CHUNK, Role.DECODE_BATCH,
+        Role.SCORE_CHUNK)),
     /** An encoder whose hidden states are pooled: {@code embed}. */
     EMBEDDING(Set.of(Role.EMBED)),
     /** Any program served by tensors: {@code main}. */
@@ -162,7 +163,8 @@ public final class ModelPackage {
     this.sharded = r.sharded;
     this.weightTypes = Collections.unmodifiableMap(r.weightTypes);
     List<ProgramSpec> all = new ArrayList<>(r.programs);
-    all.sort(Comparator.comparing(ProgramSpec::role).thenComparingInt(ProgramSpec::size));
+    all.sort(Comparator.comparing(ProgramSpec::role).thenComparingInt(ProgramSpec::size).thenComparingInt(ProgramSpec::batch)
+        .thenComparingInt(ProgramSpec::length));
     this.programs = List.copyOf(all);
     Map<Role, List<ProgramSpec>> roles = new EnumMap<>(Role.class);
     for (Role role : Role.values()) {
@@ -420,6 +422,9 @@ public final class ModelPackage {
         if (role.hasLength()) {
           allowed.add("length");
         }
+        if (role.hasBatch()) {
+          allowed.add("batch");
+        }
         allowed.add("file");
         entry.allowOnly(allowed);
         int size = entry.integer(role.sizeKey());
@@ -430,9 +435,18 @@ public final class ModelPackage {
         if (role.hasLength() && length < 1) {
           throw entry.invalid("length", "is " + length + ", expected at least 1");
         }
-        if (!seen.add(role.jsonName() + " " + size)) {
+        int batch = role.hasBatch() ? entry.integer("batch") : 0;
+        if (role.hasBatch() && (batch < 1 || batch > size)) {
+          throw entry.invalid("batch", "is " + batch + ", expected 1.." + size + " (the rows a step decodes, at most "
+              + "the cache's slots)");
+        }
+        // Roles with several programs per size (chunk lengths, windows) are told apart by length and batch.
+        boolean manyPerSize = role == Role.PREFILL_CHUNK || role == Role.DECODE_BATCH || role == Role.SCORE_CHUNK;
+        String key = role.jsonName() + " " + size + (manyPerSize ? " " + batch + " " + length : "");
+        if (!seen.add(key)) {
           throw entry.invalid(role.sizeKey(), "repeats " + role.jsonName() + " at " + role.sizeKey() + " " + size
-              + ": a package has one program per role and size");
+              + (manyPerSize ? (role.hasBatch() ? ", batch " + batch : "") + ", length " + length : "")
+              + ": a package has one program per role and size" + (manyPerSize ? ", batch and length" : ""));
         }
         String fileName = entry.string("file");
         Path file = PackagePaths.inside(directory, fileName, MANIFEST + ": '" + entry.at("file") + "'");
@@ -445,7 +459,7 @@ public final class ModelPackage {
         } catch (InvalidArgumentException e) {
           throw new InvalidArgumentException(MANIFEST + ": '" + entry.at("file") + "': " + e.getMessage());
         }
-        programs.add(new ProgramSpec(role, size, length, file, export));
+        programs.add(new ProgramSpec(role, size, length, batch, file, export));
       }
     }
 
@@ -596,28 +610,70 @@ public final class ModelPackage {
       }
       switch (kind) {
         case CAUSAL_LM -> {
-          Map<Role, Set<Integer>> slots = new EnumMap<>(Role.class);
-          for (Role r : List.of(Role.PREFILL_SLOT, Role.DECODE_SLOTS, Role.SLOT_CACHE)) {
-            slots.put(r, programs.stream().filter(p -> p.role() == r).map(ProgramSpec::size)
-                .collect(Collectors.toCollection(TreeSet::new)));
-          }
-          Set<Integer> all = new TreeSet<>();
-          slots.values().forEach(all::addAll);
-          for (Map.Entry<Role, Set<Integer>> e : slots.entrySet()) {
-            if (all.isEmpty() || !e.getValue().equals(all)) {
-              Set<Integer> missing = new TreeSet<>(all.isEmpty() ? Set.of() : all);
-              missing.removeAll(e.getValue());
-              throw new InvalidArgumentException(MANIFEST + ": a causal-lm package needs prefill_slot, decode_slots and "
-                  + "slot_cache at the same slot counts; " + e.getKey().jsonName() + " is missing"
-                  + (missing.isEmpty() ? "" : " at slots " + missing) + " (the package has " + describeSlots(slots)
-                  + "): export it, or drop the other slot programs of that count");
-            }
+          if (programs.stream().anyMatch(p -> p.role() == Role.PREFILL_CHUNK || p.role() == Role.DECODE_BATCH)) {
+            checkChunkedSlots();
+          } else {
+            checkFixedSlots();
           }
         }
         case EMBEDDING -> needs(Role.EMBED);
         case TENSOR -> needs(Role.MAIN);
         default -> throw new IllegalStateException(kind.toString());
       }
+    }
+
+    /** A package of fixed slot programs (importer 1): prefill_slot, decode_slots and slot_cache at the same slot counts. */
+    private void checkFixedSlots() {
+      Map<Role, Set<Integer>> slots = sizes(Role.PREFILL_SLOT, Role.DECODE_SLOTS, Role.SLOT_CACHE);
+      Set<Integer> all = new TreeSet<>();
+      slots.values().forEach(all::addAll);
+      for (Map.Entry<Role, Set<Integer>> e : slots.entrySet()) {
+        if (all.isEmpty() || !e.getValue().equals(all)) {
+          Set<Integer> missing = new TreeSet<>(all.isEmpty() ? Set.of() : all);
+          missing.removeAll(e.getValue());
+          throw new InvalidArgumentException(MANIFEST + ": a causal-lm package needs prefill_slot, decode_slots and "
+              + "slot_cache at the same slot counts; " + e.getKey().jsonName() + " is missing"
+              + (missing.isEmpty() ? "" : " at slots " + missing) + " (the package has " + describeSlots(slots)
+              + "): export it, or drop the other slot programs of that count");
+        }
+      }
+    }
+
+    /**
+     * A package of chunked prefill and batched decode (importer 2): prefill_chunk and decode_batch over caches of
+     * the same slot counts, each with its slot_cache, and for each count a decode_batch of every slot over the
+     * whole context, so that any set of running sequences has a program; score_chunk with a slot_cache too.
+     */
+    private void checkChunkedSlots() {
+      Map<Role, Set<Integer>> slots = sizes(Role.PREFILL_CHUNK, Role.DECODE_BATCH, Role.SLOT_CACHE, Role.SCORE_CHUNK);
+      if (!slots.get(Role.PREFILL_CHUNK).equals(slots.get(Role.DECODE_BATCH))) {
+        throw new InvalidArgumentException(MANIFEST + ": a causal-lm package needs prefill_chunk and decode_batch over "
+            + "caches of the same slot counts (the package has " + describeSlots(slots) + "): export both for each cache");
+      }
+      for (ProgramSpec p : programs) {
+        if (p.role() != Role.SLOT_CACHE && p.role().sizeKey().equals("slots") && !slots.get(Role.SLOT_CACHE).contains(p.size())) {
+          throw new InvalidArgumentException(MANIFEST + ": program " + p.describe() + " needs slot_cache at slots " + p.size()
+              + " (its cache's maker); the package has slot_cache at " + slots.get(Role.SLOT_CACHE) + ": export it");
+        }
+      }
+      for (int n : slots.get(Role.DECODE_BATCH)) {
+        boolean whole = programs.stream().anyMatch(p -> p.role() == Role.DECODE_BATCH && p.size() == n && p.batch() == n
+            && p.length() == limits.contextLength());
+        if (!whole) {
+          throw new InvalidArgumentException(MANIFEST + ": decode_batch over the cache of " + n + " slots has no program of batch "
+              + n + " and length " + limits.contextLength() + " (limits.context_length): without it " + n + " sequences, or one "
+              + "at the end of the context, could not decode; export it");
+        }
+      }
+    }
+
+    private Map<Role, Set<Integer>> sizes(Role... roles) {
+      Map<Role, Set<Integer>> slots = new EnumMap<>(Role.class);
+      for (Role r : roles) {
+        slots.put(r, programs.stream().filter(p -> p.role() == r).map(ProgramSpec::size)
+            .collect(Collectors.toCollection(TreeSet::new)));
+      }
+      return slots;
     }
 
     private static String describeSlots(Map<Role, Set<Integer>> slots) {
