@@ -19,9 +19,9 @@ their first argument is the flat dict of weights keyed by the checkpoint's own t
 are copied as they are (or converted by --dtype, or rewritten without the tensors no program takes, which
 the contract refuses: BERT's pooler, say). Programs compute in f32 whatever the weights' dtype.
 
---kernels native (the default) has the weight matmuls of at most 16 rows (decode) call the bridge's native
-kernels, typed-FFI custom calls xla_actors.matmul_f32 / xla_actors.matmul_q8 (WeightAccess); --kernels xla
-leaves every matmul to XLA, for a package that runs on any PJRT plugin. --quantize int8 stores each matmul
+--kernels native has the weight matmuls of at most 16 rows (decode) call the bridge's native kernels,
+typed-FFI custom calls xla_actors.matmul_f32 / xla_actors.matmul_q8 (WeightAccess); --kernels xla (the
+default) leaves every matmul to XLA, for a package that runs on any PJRT plugin. --quantize int8 stores each matmul
 weight whose input size is a multiple of 32 as Q8_0-style int8 (W.q8 s8[N,K] and W.q8_scales f32[N,K/32]:
 blocks of 32 inputs, scale = the block's largest magnitude / 127), which every program multiplies by with the
 native int8 kernel (or dequantises before an XLA dot with --kernels xla); a tied embedding is looked up from
@@ -1075,10 +1075,11 @@ def main():
     ap.add_argument("--name", help="the package's name (default: HF_DIR's name)")
     ap.add_argument("--dtype", choices=sorted(DTYPE_CONVERSIONS), default="as-is",
                     help="the weights' floating dtype in the package (programs compute in f32 either way)")
-    ap.add_argument("--kernels", choices=["native", "xla"], default="native",
-                    help="the weight matmuls: native (the bridge's FFI kernels where XLA's dots are slow: decode, "
-                    "and every int8 matmul; the default, faster by bench/run.sh kernels) or xla (XLA's dots "
-                    "alone: the package runs on any PJRT plugin)")
+    # xla by default: bench/run.sh kernels did not measure the native kernels faster end to end on the shared
+    # 2-core machine (bench/README.md, kernels), where a call split over threads waits for any descheduled one.
+    ap.add_argument("--kernels", choices=["native", "xla"], default="xla",
+                    help="the weight matmuls: xla (XLA's dots alone, the default: the package runs on any PJRT "
+                    "plugin) or native (the bridge's FFI kernels for decode's matmuls and every int8 matmul)")
     ap.add_argument("--quantize", choices=["none", "int8"], default="none",
                     help="int8: store the matmul weights as Q8_0-style int8 (blocks of 32 inputs, one f32 scale "
                     "each), about 3.6x smaller; activations stay f32")

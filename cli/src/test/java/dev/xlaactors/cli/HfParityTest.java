@@ -134,16 +134,17 @@ class HfParityTest {
   }
 
   /**
-   * With a score program of 16 rows, score's matmuls are the native f32 kernels' (as decode's are with the
-   * default --kernels native): its logits are the native kernels' against transformers.
+   * Imported with --kernels native and a score program of 16 rows, score's matmuls are the native f32
+   * kernels' (as decode's are): its logits are the native kernels' against transformers.
    */
   @Test
   void gpt2MatchesTransformers() throws IOException {
-    checkF32("gpt2", "--score-length", "16");
-    assertTrue(programText(imported("gpt2", "--score-length", "16"), "score_b1.jax").contains("xla_actors.matmul_f32"),
+    String[] options = {"--kernels", "native", "--score-length", "16"};
+    checkF32("gpt2", options);
+    assertTrue(programText(imported("gpt2", options), "score_b1.jax").contains("xla_actors.matmul_f32"),
         "the 16-row score program calls the native f32 kernel");
-    assertTrue(programText(imported("gpt2", "--score-length", "16"), DECODE).contains("xla_actors.matmul_f32"),
-        "the decode programs call the native f32 kernel (the default --kernels native)");
+    assertTrue(programText(imported("gpt2", options), DECODE).contains("xla_actors.matmul_f32"),
+        "the decode programs call the native f32 kernel");
   }
 
   @Test
@@ -151,7 +152,7 @@ class HfParityTest {
     checkF32("gpt2-sharded");
   }
 
-  /** Imported with XLA's dots alone (--kernels xla): the portable package matches transformers too. */
+  /** Imported with XLA's dots alone (--kernels xla, the default, said here): it matches transformers too. */
   @Test
   void llamaWithGroupedQueryAttentionAndUntiedHeadMatchesTransformers() throws IOException {
     checkF32("llama", "--kernels", "xla");
@@ -208,13 +209,14 @@ class HfParityTest {
   void int8WeightsStayCloseToF32AndTheNativeKernelMatchesItsXlaFallback() throws IOException {
     JsonNode ref = reference("gpt2");
     JsonNode f32 = ref.get("logits");
-    JsonNode nativeInt8 = JSON.readTree(ok("score", imported("gpt2", "--quantize", "int8", "--slots", "1").toString(),
+    Path nativePackage = imported("gpt2", "--kernels", "native", "--quantize", "int8", "--slots", "1");
+    JsonNode nativeInt8 = JSON.readTree(ok("score", nativePackage.toString(),
         "--tokens", ids(ref.get("input_ids")), "--json").out()).get("logits");
     Path xlaPackage = imported("gpt2", "--quantize", "int8", "--kernels", "xla", "--slots", "1");
     JsonNode xlaInt8 = JSON.readTree(ok("score", xlaPackage.toString(), "--tokens", ids(ref.get("input_ids")), "--json").out())
         .get("logits");
     assertClose(xlaInt8, nativeInt8, 1e-4, 1e-4, "int8 logits, native kernel against the XLA dequantisation");
-    assertTrue(programText(imported("gpt2", "--quantize", "int8", "--slots", "1"), DECODE)
+    assertTrue(programText(nativePackage, DECODE)
         .contains("xla_actors.matmul_q8"), "the int8 package's decode calls the native int8 kernel");
     assertFalse(programText(xlaPackage, DECODE).contains("xla_actors.matmul"),
         "the --kernels xla int8 package dequantises in XLA");
@@ -249,7 +251,7 @@ class HfParityTest {
 
     JsonNode prompt = ref.get("greedy_prompt");
     String[] generate = {"--tokens", ids(prompt), "--max-tokens", "8", "--temperature", "0", "--ignore-eos", "--json"};
-    int[] nativeTokens = ints(JSON.readTree(ok(concat("generate", imported("gpt2", "--quantize", "int8", "--slots", "1"),
+    int[] nativeTokens = ints(JSON.readTree(ok(concat("generate", nativePackage,
         generate)).out()).get("tokens"));
     int[] xlaTokens = ints(JSON.readTree(ok(concat("generate", xlaPackage, generate)).out()).get("tokens"));
     assertEquals(8, nativeTokens.length);
