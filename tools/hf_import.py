@@ -798,6 +798,14 @@ def generation_defaults(hf_dir, cfg, tokenizer, tok_config, notes):
     gen = read_json(gen_path, "") if gen_path.is_file() else {}
     eos = gen.get("eos_token_id", cfg.get("eos_token_id"))
     eos_ids = [] if eos is None else eos if isinstance(eos, list) else [eos]
+    # The tokenizer's own EOS ends a sequence too, as vLLM adds it to generation_config's: in chat checkpoints
+    # it is often the end of an assistant turn (Qwen2.5's <|im_end|>, Llama 3 Instruct's <|eot_id|>), which
+    # generation_config.json may leave out.
+    eos_text = token_text(tok_config.get("eos_token"))
+    eos_id = token_id(tokenizer, eos_text) if eos_text is not None and tokenizer is not None else None
+    if eos_id is not None and eos_id not in eos_ids:
+        eos_ids = eos_ids + [eos_id]
+        notes.append(f"eos_token_ids {eos_ids}: tokenizer_config.json's eos_token {eos_text} added to generation_config.json's")
     if not eos_ids:
         notes.append("no eos_token_id in generation_config.json or config.json: generation stops only at max_tokens")
     out = {"eos_token_ids": eos_ids, "bos_token_id": None}
@@ -810,9 +818,7 @@ def generation_defaults(hf_dir, cfg, tokenizer, tok_config, notes):
         if post_processor_adds(tokenizer.get("post_processor"), bos_text):
             notes.append(f"bos_token_id null: tokenizer.json's post-processor already adds {bos_text}")
         elif tok_config.get("add_bos_token", False):
-            vocab = tokenizer.get("model", {}).get("vocab", {})
-            added = {t["content"]: t["id"] for t in tokenizer.get("added_tokens", [])}
-            bos_id = added.get(bos_text, vocab.get(bos_text) if isinstance(vocab, dict) else None)
+            bos_id = token_id(tokenizer, bos_text)
             if bos_id is None:
                 raise Refusal(f"tokenizer_config.json's bos_token {bos_text!r} is not in tokenizer.json")
             out["bos_token_id"] = bos_id
@@ -829,6 +835,28 @@ def generation_defaults(hf_dir, cfg, tokenizer, tok_config, notes):
         for key in ("temperature", "top_k", "top_p", "min_p"):
             if gen.get(key) is not None:
                 out[key] = gen[key]
+    return out
+
+
+def token_id(tokenizer, text):
+    """The id tokenizer.json gives the whole token text (an added token's, else the vocabulary's), or None."""
+    vocab = tokenizer.get("model", {}).get("vocab", {})
+    added = {t["content"]: t["id"] for t in tokenizer.get("added_tokens", [])}
+    return added.get(text, vocab.get(text) if isinstance(vocab, dict) else None)
+
+
+SPECIAL_TOKEN_NAME = re.compile(r"[a-z][a-z0-9_]*_token")
+
+
+def special_tokens(tok_config):
+    """The special-token texts apply_chat_template passes a chat template (bos_token, eos_token, unk_token,
+    pad_token, ...), from tokenizer_config.json: the package keeps them, since the template writes them into
+    the prompt (Llama 2's {{ bos_token }}) whether or not the tokenizer adds them itself."""
+    out = {}
+    for name, value in tok_config.items():
+        text = token_text(value)
+        if SPECIAL_TOKEN_NAME.fullmatch(name) and isinstance(text, str):
+            out[name] = text
     return out
 
 
@@ -1031,6 +1059,9 @@ def import_checkpoint(a):
             if template is not None:
                 (partial / "chat_template.jinja").write_text(template)
                 manifest["chat_template"] = "chat_template.jinja"
+                tokens = special_tokens(tok_config)
+                if tokens:
+                    manifest["special_tokens"] = tokens
             else:
                 notes.append("no chat template (tokenizer_config.json has none): chat requests will be refused")
             manifest["generation"] = generation_defaults(hf_dir, cfg, tokenizer, tok_config, notes)

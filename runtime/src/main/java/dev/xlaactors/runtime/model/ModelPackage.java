@@ -48,8 +48,9 @@ public final class ModelPackage {
   public static final int FORMAT = 1;
 
   private static final String NAME_PATTERN = "[A-Za-z0-9._-]+";
+  private static final String SPECIAL_TOKEN_NAME = "[a-z][a-z0-9_]*_token";
   private static final List<String> TOP_KEYS = List.of("format", "name", "kind", "source", "weights", "programs",
-      "host_callbacks", "tokenizer", "chat_template", "generation", "embedding", "limits");
+      "host_callbacks", "tokenizer", "chat_template", "special_tokens", "generation", "embedding", "limits");
   private static final List<String> GENERATION_KEYS = List.of("eos_token_ids", "bos_token_id", "max_tokens",
       "temperature", "top_k", "top_p", "min_p", "repetition_penalty");
 
@@ -150,6 +151,7 @@ public final class ModelPackage {
   private final List<String> hostCallbacks;
   private final TokenizerSpec tokenizer;
   private final Path chatTemplate;
+  private final Map<String, String> specialTokens;
   private final GenerationDefaults generation;
   private final EmbeddingDefaults embedding;
   private final Limits limits;
@@ -175,6 +177,7 @@ public final class ModelPackage {
     this.hostCallbacks = List.copyOf(r.hostCallbacks);
     this.tokenizer = r.tokenizer;
     this.chatTemplate = r.chatTemplate;
+    this.specialTokens = Collections.unmodifiableMap(r.specialTokens);
     this.generation = r.generation;
     this.embedding = r.embedding;
     this.limits = r.limits;
@@ -250,6 +253,16 @@ public final class ModelPackage {
     return Optional.ofNullable(chatTemplate);
   }
 
+  /**
+   * The texts of the tokenizer's special tokens by the names a chat template knows them by
+   * ({@code bos_token -> "<s>"}, {@code eos_token}, {@code unk_token}, {@code pad_token}, ...), as the
+   * checkpoint's {@code tokenizer_config.json} gives them; empty when the manifest has none (a package
+   * imported before the importer wrote them).
+   */
+  public Map<String, String> specialTokens() {
+    return specialTokens;
+  }
+
   /** The defaults of a generation request ({@link GenerationDefaults#NONE} when the manifest has none). */
   public GenerationDefaults generation() {
     return generation;
@@ -323,6 +336,7 @@ public final class ModelPackage {
     private final List<String> hostCallbacks = new ArrayList<>();
     private TokenizerSpec tokenizer;
     private Path chatTemplate;
+    private Map<String, String> specialTokens = new LinkedHashMap<>();
     private GenerationDefaults generation = GenerationDefaults.NONE;
     private EmbeddingDefaults embedding;
     private Limits limits;
@@ -359,6 +373,7 @@ public final class ModelPackage {
       if (template != null) {
         chatTemplate = PackagePaths.inside(directory, template, MANIFEST + ": 'chat_template'");
       }
+      readSpecialTokens(top);
       readLimits(top);
       readGeneration(top);
       readEmbedding(top);
@@ -477,6 +492,24 @@ public final class ModelPackage {
           throw top.invalid("host_callbacks[" + i + "]", "repeats \"" + s + "\": name each callback once");
         }
         hostCallbacks.add(s);
+      }
+    }
+
+    /** {@code special_tokens}: template variable names ({@code bos_token}, ...) to their texts; causal-lm packages only. */
+    private void readSpecialTokens(ManifestObject top) {
+      if (!top.has("special_tokens")) {
+        return;
+      }
+      if (kind != Kind.CAUSAL_LM) {
+        throw top.invalid("special_tokens", "is for causal-lm packages (their chat template reads it); this one is "
+            + kind.jsonName() + ": drop it");
+      }
+      specialTokens = top.strings("special_tokens");
+      for (String name : specialTokens.keySet()) {
+        if (!name.matches(SPECIAL_TOKEN_NAME)) {
+          throw top.invalid("special_tokens", "has the name \"" + name + "\", expected names such as bos_token, eos_token, "
+              + "unk_token, pad_token (lower case, ending in _token): the chat template sees each by its name");
+        }
       }
     }
 
