@@ -9,6 +9,7 @@
 #   bench/run.sh cluster            a callback served in this JVM against one served by another JVM (Java only)
 #   bench/run.sh models             the 124 M GPT of examples/generate: load, prefill, decode tokens/s, roofline, RSS vs JAX
 #   bench/run.sh matmul             y = x[1,2048] . W[2048,2048] with W resident, against JAX jit
+#   bench/run.sh kernels            XLA's dots against the native FFI matmul kernels: GEMV GB/s, 124 M GPT-2 decode, f32 and int8
 #   bench/run.sh weighted           relu_callback(x . W) with a 16 MiB W: bound Model vs W re-sent vs JAX
 #   bench/run.sh soak [RUNS]        RUNS (default 100000) mixed runs with injected faults, one cluster JVM kill per 10,000
 #   bench/run.sh serve [short] [lm=tiny|gpt2-124m|none]
@@ -70,6 +71,16 @@ modes:
             Then items/s of 6 sharded batch jobs (200 items each, H2 journal) on a cluster of one
             compute node and of three (this JVM and two child JVMs; on 2 cores that is overhead).
             Last line: RESULT cluster local_us=<x> remote_us=<y> ratio=<y/x> (f32[8])
+  kernels   XLA's dots against the bridge's native matmul kernels (--kernels xla | native), f32 and Q8_0 int8
+            (--quantize int8). A 124 M GPT-2 checkpoint with random weights in Hugging Face's layout
+            (bench/hf_gpt2.py, first use) imported four times with `bin/xla-actors import hf`
+            (--tiktoken r50k_base --slots 1,8). Each of BENCH_REPS rounds (default 3): the read bandwidth
+            (ReadBandwidthProbe), then each package's ModelsBench in turn (decode tokens/s with 1 and 8
+            sequences); then the GEMV micro A/B (KernelsBench: y = x[1,K] . W for 768x2304, 3072x768 and
+            the 768x50257 head, W resident; the four variants interleaved, BENCH_REPS rounds), GB/s
+            against the measured bandwidth. min / median / max over the rounds. Last line (medians):
+            RESULT kernels decode1_native_over_xla=<f32> decode8_native_over_xla=<f32>
+                   decode1_int8_over_xla_f32=<native int8 / xla f32> gemv_native_bw_fraction=<x> gemv_xla_bw_fraction=<y>
   models    the 124 M GPT-2-shaped model of examples/generate as a model package (made by
             tools/jax_gpt.py package on first use, a minute or two), the same package's files on both
             sides: time to load the weights (ours: memory-map + upload every tensor; JAX: safetensors
@@ -497,6 +508,12 @@ run_cluster() {
   grep '^RESULT' "$java_out"
 }
 
+# The roofline's limit, measured in the same run: one thread per core reading 1 GiB, best of 10 passes;
+# appends one BANDWIDTH line to $1.
+read_bandwidth() {
+  java -Xmx1400m -cp bench/target/classes dev.xlaactors.bench.ReadBandwidthProbe 1024 10 >> "$1"
+}
+
 run_models() {
   ensure_java_built
   mkdir -p "$out_dir"
@@ -517,9 +534,8 @@ run_models() {
   : > "$out_dir/models-bandwidth.txt"
   local rep
   for rep in $(seq 1 "$reps"); do
-    # The roofline's limit, measured in the same run: one thread per core reading 1 GiB, best of 10 passes.
     echo "round $rep of $reps: read bandwidth (ReadBandwidthProbe)..." >&2
-    java -Xmx1400m -cp bench/target/classes dev.xlaactors.bench.ReadBandwidthProbe 1024 10 >> "$out_dir/models-bandwidth.txt"
+    read_bandwidth "$out_dir/models-bandwidth.txt"
     echo "round $rep of $reps: Java (ModelsBench)..." >&2
     # The model lives off the heap (weights memory-mapped, caches on the device), so a small heap is all
     # this JVM needs; java_bench's 1 GiB one (sized for other modes' 64 MiB round trips) would count in the
@@ -600,6 +616,48 @@ run_weighted() {
     "$(summary_value "$summary" "supervised, W bound (Model)" ratio)" \
     "$(summary_value "$summary" "supervised, W bound, relu inline" ratio)" \
     "$(summary_value "$summary" "supervised, W re-sent each run" ratio)"
+}
+
+# bench/run.sh kernels: see usage.
+run_kernels() {
+  ensure_java_built
+  python="$(jax_python)"
+  local dir="$out_dir/kernels" rounds="${BENCH_REPS:-3}"
+  local hf="${XLA_ACTORS_CACHE:-$HOME/.cache/xla-actors}/bench/hf-gpt2-124m"
+  mkdir -p "$dir"
+  machine_summary
+  if [ ! -f "$hf/config.json" ]; then
+    echo "writing a 124 M GPT-2 checkpoint with random weights (bench/hf_gpt2.py)..." >&2
+    "$python" bench/hf_gpt2.py "$hf" > /dev/null
+  fi
+  local variant pkg kernels
+  for variant in xla-f32 native-f32 xla-int8 native-int8; do
+    pkg="$dir/pkg-$variant"
+    # Imported again when the importer changed since.
+    if [ ! -f "$pkg/xla-model.json" ] || [ tools/hf_import.py -nt "$pkg/xla-model.json" ]; then
+      rm -rf "$pkg"
+      kernels="${variant%%-*}"
+      echo "importing $variant (bin/xla-actors import hf)..." >&2
+      # shellcheck disable=SC2046
+      bin/xla-actors import hf "$hf" --out "$pkg" --tiktoken r50k_base --slots 1,8 --kernels "$kernels" \
+        $([ "${variant#*-}" = int8 ] && echo --quantize int8) > /dev/null
+    fi
+  done
+  : > "$dir/bandwidth.txt"
+  : > "$dir/decode.txt"
+  local rep
+  for rep in $(seq 1 "$rounds"); do
+    echo "round $rep of $rounds: read bandwidth (ReadBandwidthProbe)..." >&2
+    read_bandwidth "$dir/bandwidth.txt"
+    for variant in xla-f32 native-f32 xla-int8 native-int8; do
+      echo "round $rep of $rounds: decode, $variant (ModelsBench)..." >&2
+      JAVA_OPTS="-Xms64m -Xmx256m ${JAVA_OPTS:-}" java_bench dev.xlaactors.bench.ModelsBench "$dir/pkg-$variant" 1 32 \
+        2>> "$dir/decode.log" | sed "s/^/$variant /" >> "$dir/decode.txt"
+    done
+  done
+  echo "GEMV micro A/B (KernelsBench, $rounds rounds)..." >&2
+  java_bench dev.xlaactors.bench.KernelsBench "$rounds" 40 > "$dir/gemv.txt" 2>> "$dir/gemv.log"
+  "$python" bench/kernels_report.py "$dir/decode.txt" "$dir/gemv.txt" "$dir/bandwidth.txt"
 }
 
 # The 124 M GPT's package (tools/jax_gpt.py package), made on first use; prints its directory.
@@ -991,6 +1049,7 @@ case "${1:-}" in
   models) run_models ;;
   plugins) run_plugins ;;
   matmul) run_matmul ;;
+  kernels) run_kernels ;;
   cluster) run_cluster ;;
   segmented) run_segmented ;;
   callbacks) run_callbacks ;;
