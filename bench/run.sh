@@ -9,6 +9,7 @@
 #   bench/run.sh cluster            a callback served in this JVM against one served by another JVM (Java only)
 #   bench/run.sh models             the 124 M GPT of examples/generate: load, prefill, decode tokens/s, roofline, RSS vs JAX
 #   bench/run.sh matmul             y = x[1,2048] . W[2048,2048] with W resident, against JAX jit
+#   bench/run.sh kernels            XLA's dots against the native FFI matmul kernels: GEMV GB/s, 124 M GPT-2 decode, f32 and int8
 #   bench/run.sh weighted           relu_callback(x . W) with a 16 MiB W: bound Model vs W re-sent vs JAX
 #   bench/run.sh soak [RUNS]        RUNS (default 100000) mixed runs with injected faults, one cluster JVM kill per 10,000
 #   bench/run.sh serve [short] [lm=tiny|gpt2-124m|none]
@@ -18,6 +19,7 @@
 #   bench/run.sh serve-load         locust: streamed completions whose clients disconnect at random; slots and RSS after
 #   bench/run.sh llamacpp           llama.cpp (the CPU server users run) beside us on the same checkpoints: greedy
 #                                   agreement, decode at 1 and 8 sequences, prefill, peak RSS, guidellm on both servers
+#   bench/run.sh serve-clients      lm-eval (local-completions, local-chat-completions) and guidellm against `bin/xla-actors serve`
 #
 # Environment: JAX_PYTHON  a python with jax installed (default: the venv of tools/jax-env.sh)
 #              JAVA_OPTS   extra JVM options for the Java harness
@@ -71,6 +73,16 @@ modes:
             Then items/s of 6 sharded batch jobs (200 items each, H2 journal) on a cluster of one
             compute node and of three (this JVM and two child JVMs; on 2 cores that is overhead).
             Last line: RESULT cluster local_us=<x> remote_us=<y> ratio=<y/x> (f32[8])
+  kernels   XLA's dots against the bridge's native matmul kernels (--kernels xla | native), f32 and Q8_0 int8
+            (--quantize int8). A 124 M GPT-2 checkpoint with random weights in Hugging Face's layout
+            (bench/hf_gpt2.py, first use) imported four times with `bin/xla-actors import hf`
+            (--tiktoken r50k_base --slots 1,8). Each of BENCH_REPS rounds (default 3): the read bandwidth
+            (ReadBandwidthProbe), then each package's ModelsBench in turn (decode tokens/s with 1 and 8
+            sequences); then the GEMV micro A/B (KernelsBench: y = x[1,K] . W for 768x2304, 3072x768 and
+            the 768x50257 head, W resident; the four variants interleaved, BENCH_REPS rounds), GB/s
+            against the measured bandwidth. min / median / max over the rounds. Last line (medians):
+            RESULT kernels decode1_native_over_xla=<f32> decode8_native_over_xla=<f32>
+                   decode1_int8_over_xla_f32=<native int8 / xla f32> gemv_native_bw_fraction=<x> gemv_xla_bw_fraction=<y>
   models    the 124 M GPT-2-shaped model of examples/generate as a model package (made by
             tools/jax_gpt.py package on first use, a minute or two), the same package's files on both
             sides: time to load the weights (ours: memory-map + upload every tensor; JAX: safetensors
@@ -161,6 +173,17 @@ modes:
                    first two are 0; own_deadline_504: 504s answering a request whose own deadline, down to
                    the microsecond schemathesis draws, passed before it ran, as documented: not counted
                    as server errors)
+  serve-clients
+            The clients people point at an OpenAI server, run as they come (no workarounds) against
+            `bin/xla-actors serve` of the tiny llama package alone, loopback only: lm-eval 0.4.13
+            (tools/lm-eval-env.sh) local-completions with its default settings (it finds /tokenize and
+            tokenizes on the server) on bench/lm_eval_tasks (a loglikelihood and a generate_until task
+            over our own 8 rows), local-chat-completions with --apply_chat_template; guidellm 0.8.1
+            (tools/guidellm-env.sh: a venv over tools/torch-env.sh's torch and transformers, several GB)
+            20 synthetic requests, 4 at a time, against /v1/chat/completions and /v1/completions (it
+            sends ignore_eos and stream_options.continuous_usage_stats). Logs in bench/out. Last line:
+            RESULT serve-clients lm_eval_completions=ok|fail lm_eval_chat=ok|fail guidellm_chat=ok|fail
+                   guidellm_completions=ok|fail   (exit 1 unless all ok)
   serve-load
             The same server (its heap fixed: -Xms=-Xmx=LOAD_HEAP, default 384m, pre-touched, so that RSS
             growth is memory outside the heap), warmed up by the same load for LOAD_WARMUP_SECONDS
@@ -194,6 +217,12 @@ modes:
                    serve_sync=<output tokens/s> serve_c8=<...> llama_decode_b1=<...> llama_decode_b8=<...>
                    llama_prefill=<...> llama_rss=<...>   (n/a where a side has no figure, with why;
                    GPT-2's figures unless named llama_)
+  structured  logits processors and JSON-schema constrained decoding (lm.structured): the sampler's cost
+            per token per vocabulary entry alone and with a grammar, a logit bias and penalties, over
+            tiktoken's r50k_base (50,257 ids) and o200k_base (200,019); then on the 124 M model
+            STRUCTURED_SAMPLES (default 1000) seeded outputs per schema of a suite of 4 (STRUCTURED_MAX_TOKENS,
+            default 64), each checked by networknt's JSON Schema validator. Last line:
+            RESULT structured valid=<fraction> overhead=<constrained / unconstrained decode time per token>
 USAGE
 }
 
@@ -499,6 +528,12 @@ run_cluster() {
   grep '^RESULT' "$java_out"
 }
 
+# The roofline's limit, measured in the same run: one thread per core reading 1 GiB, best of 10 passes;
+# appends one BANDWIDTH line to $1.
+read_bandwidth() {
+  java -Xmx1400m -cp bench/target/classes dev.xlaactors.bench.ReadBandwidthProbe 1024 10 >> "$1"
+}
+
 run_models() {
   ensure_java_built
   mkdir -p "$out_dir"
@@ -519,9 +554,8 @@ run_models() {
   : > "$out_dir/models-bandwidth.txt"
   local rep
   for rep in $(seq 1 "$reps"); do
-    # The roofline's limit, measured in the same run: one thread per core reading 1 GiB, best of 10 passes.
     echo "round $rep of $reps: read bandwidth (ReadBandwidthProbe)..." >&2
-    java -Xmx1400m -cp bench/target/classes dev.xlaactors.bench.ReadBandwidthProbe 1024 10 >> "$out_dir/models-bandwidth.txt"
+    read_bandwidth "$out_dir/models-bandwidth.txt"
     echo "round $rep of $reps: Java (ModelsBench)..." >&2
     # The model lives off the heap (weights memory-mapped, caches on the device), so a small heap is all
     # this JVM needs; java_bench's 1 GiB one (sized for other modes' 64 MiB round trips) would count in the
@@ -602,6 +636,48 @@ run_weighted() {
     "$(summary_value "$summary" "supervised, W bound (Model)" ratio)" \
     "$(summary_value "$summary" "supervised, W bound, relu inline" ratio)" \
     "$(summary_value "$summary" "supervised, W re-sent each run" ratio)"
+}
+
+# bench/run.sh kernels: see usage.
+run_kernels() {
+  ensure_java_built
+  python="$(jax_python)"
+  local dir="$out_dir/kernels" rounds="${BENCH_REPS:-3}"
+  local hf="${XLA_ACTORS_CACHE:-$HOME/.cache/xla-actors}/bench/hf-gpt2-124m"
+  mkdir -p "$dir"
+  machine_summary
+  if [ ! -f "$hf/config.json" ]; then
+    echo "writing a 124 M GPT-2 checkpoint with random weights (bench/hf_gpt2.py)..." >&2
+    "$python" bench/hf_gpt2.py "$hf" > /dev/null
+  fi
+  local variant pkg kernels
+  for variant in xla-f32 native-f32 xla-int8 native-int8; do
+    pkg="$dir/pkg-$variant"
+    # Imported again when the importer changed since.
+    if [ ! -f "$pkg/xla-model.json" ] || [ tools/hf_import.py -nt "$pkg/xla-model.json" ]; then
+      rm -rf "$pkg"
+      kernels="${variant%%-*}"
+      echo "importing $variant (bin/xla-actors import hf)..." >&2
+      # shellcheck disable=SC2046
+      bin/xla-actors import hf "$hf" --out "$pkg" --tiktoken r50k_base --slots 1,8 --kernels "$kernels" \
+        $([ "${variant#*-}" = int8 ] && echo --quantize int8) > /dev/null
+    fi
+  done
+  : > "$dir/bandwidth.txt"
+  : > "$dir/decode.txt"
+  local rep
+  for rep in $(seq 1 "$rounds"); do
+    echo "round $rep of $rounds: read bandwidth (ReadBandwidthProbe)..." >&2
+    read_bandwidth "$dir/bandwidth.txt"
+    for variant in xla-f32 native-f32 xla-int8 native-int8; do
+      echo "round $rep of $rounds: decode, $variant (ModelsBench)..." >&2
+      JAVA_OPTS="-Xms64m -Xmx256m ${JAVA_OPTS:-}" java_bench dev.xlaactors.bench.ModelsBench "$dir/pkg-$variant" 1 32 \
+        2>> "$dir/decode.log" | sed "s/^/$variant /" >> "$dir/decode.txt"
+    done
+  done
+  echo "GEMV micro A/B (KernelsBench, $rounds rounds)..." >&2
+  java_bench dev.xlaactors.bench.KernelsBench "$rounds" 40 > "$dir/gemv.txt" 2>> "$dir/gemv.log"
+  "$python" bench/kernels_report.py "$dir/decode.txt" "$dir/gemv.txt" "$dir/bandwidth.txt"
 }
 
 # The 124 M GPT's package (tools/jax_gpt.py package), made on first use; prints its directory.
@@ -774,14 +850,16 @@ run_serve() {
 # Imports the tiny Hugging Face fixtures (once) and prints the packages `serve` gets: gpt2, llama, bert, tensor.
 serve_packages() {
   local dir="$out_dir/serve-packages" m
-  for m in gpt2 llama bert; do
+  for m in ${SERVE_MODELS:-gpt2 llama bert}; do
     if [ ! -f "$dir/$m/xla-model.json" ]; then
       rm -rf "$dir/$m"
       bin/xla-actors import hf "cli/src/test/resources/hf/$m" --out "$dir/$m" >&2
     fi
     echo "$dir/$m"
   done
-  echo "runtime/src/test/resources/fixtures/packages/tensor"
+  if [ -z "${SERVE_MODELS:-}" ]; then
+    echo "runtime/src/test/resources/fixtures/packages/tensor"
+  fi
 }
 
 free_port() {
@@ -855,6 +933,20 @@ rss_mb() {
 # Active plus waiting generation slots of every model, from GET /metrics.
 busy_slots() {
   curl -sf "$server_url/metrics" | awk '/^xla_generate_(slots_active|waiting)\{/ { n += $2 } END { printf "%d", n }'
+}
+
+# Structured output (issue 39): the logits processors' cost per token per vocabulary entry over GPT-2's and
+# o200k's vocabularies, then STRUCTURED_SAMPLES (default 1000) seeded generations per schema of
+# StructuredBench's suite on the 124 M model, each checked by a JSON Schema validator, and the decode time
+# per token constrained over unconstrained. Last line: RESULT structured valid=<fraction> overhead=<ratio>.
+run_structured() {
+  ensure_java_built
+  python="$(jax_python)"
+  local dir
+  dir="$(gpt_package)"
+  machine_summary
+  echo "model: $dir"
+  java_bench dev.xlaactors.bench.StructuredBench "$dir" "${STRUCTURED_SAMPLES:-1000}" "${STRUCTURED_MAX_TOKENS:-64}"
 }
 
 run_serve_load() {
@@ -1182,15 +1274,64 @@ run_llamacpp() {
   return "$agreement_failed"
 }
 
+# The clients people point at an OpenAI server, each run as it comes, against `bin/xla-actors serve` of the
+# tiny llama package alone (one language model, as vLLM serves: lm-eval then tokenizes through /tokenize).
+run_serve_clients() {
+  mkdir -p "$out_dir"
+  local le_python gl_python le_completions=fail le_chat=fail gl_chat=fail gl_completions=fail
+  le_python="$(tools/lm-eval-env.sh)"
+  gl_python="$(tools/guidellm-env.sh)"
+  trap stop_server EXIT
+  SERVE_MODELS=llama start_server "${JAVA_OPTS:-}" "$out_dir/serve-clients-server.log"
+  export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 # nothing may reach a hub: the tasks and the tokenizer are local
+  echo "lm-eval local-completions (default settings) against $server_url" >&2
+  if timeout 600 "$(dirname "$le_python")/lm_eval" --model local-completions \
+    --model_args "model=llama,base_url=$server_url/v1/completions" --tasks xla_actors_choice,xla_actors_gen \
+    --include_path bench/lm_eval_tasks --output_path "$out_dir/serve-clients-lm-eval" > "$out_dir/serve-clients-lm-eval.log" 2>&1 \
+    && grep -q "Using remote tokenizer" "$out_dir/serve-clients-lm-eval.log"; then
+    le_completions=ok
+  fi
+  echo "lm-eval local-chat-completions (default settings)" >&2
+  if timeout 600 "$(dirname "$le_python")/lm_eval" --model local-chat-completions --apply_chat_template \
+    --model_args "model=llama,base_url=$server_url/v1/chat/completions" --tasks xla_actors_gen \
+    --include_path bench/lm_eval_tasks --output_path "$out_dir/serve-clients-lm-eval" > "$out_dir/serve-clients-lm-eval-chat.log" 2>&1; then
+    le_chat=ok
+  fi
+  local format
+  for format in chat completions; do
+    echo "guidellm: 20 requests, 4 at a time, /v1/$format" >&2
+    local route="/v1/chat/completions"
+    [ "$format" = completions ] && route="/v1/completions"
+    rm -f "$out_dir/serve-clients-guidellm-$format.json"
+    timeout 600 "$(dirname "$gl_python")/guidellm" run \
+      --backend "kind=openai_http,target=$server_url,model=llama,request_format=$route" \
+      --profile kind=concurrent,streams=4 --constraint kind=max_requests,count=20 \
+      --tokenizer "kind=huggingface_auto,model=$repo/cli/src/test/resources/hf/llama" \
+      --data kind=synthetic_text,prompt_tokens=8,output_tokens=8 \
+      --output "kind=json,path=$out_dir/serve-clients-guidellm-$format.json" --disable-progress \
+      > "$out_dir/serve-clients-guidellm-$format.log" 2>&1 || true
+    if grep -q "completed .*successful=20 errored=0 incomplete=0" "$out_dir/serve-clients-guidellm-$format.log"; then
+      if [ "$format" = chat ]; then gl_chat=ok; else gl_completions=ok; fi
+    fi
+  done
+  stop_server
+  echo "RESULT serve-clients lm_eval_completions=$le_completions lm_eval_chat=$le_chat guidellm_chat=$gl_chat" \
+    "guidellm_completions=$gl_completions"
+  [ "$le_completions$le_chat$gl_chat$gl_completions" = okokokok ]
+}
+
 case "${1:-}" in
   serve) shift; run_serve "$@" ;;
   llamacpp) run_llamacpp ;;
+  serve-clients) run_serve_clients ;;
   serve-fuzz) run_serve_fuzz ;;
   serve-load) run_serve_load ;;
+  structured) run_structured ;;
   execute) run_execute ;;
   models) run_models ;;
   plugins) run_plugins ;;
   matmul) run_matmul ;;
+  kernels) run_kernels ;;
   cluster) run_cluster ;;
   segmented) run_segmented ;;
   callbacks) run_callbacks ;;

@@ -6,6 +6,9 @@ import java.time.Duration;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
+import com.typesafe.config.Config;
+import io.micrometer.core.instrument.MeterRegistry;
+import com.typesafe.config.ConfigFactory;
 import org.apache.pekko.actor.typed.ActorSystem;
 import org.apache.pekko.http.javadsl.Http;
 import org.apache.pekko.http.javadsl.ServerBinding;
@@ -38,13 +41,25 @@ public final class HttpServer implements AutoCloseable {
     this.binding = binding;
   }
 
-  /** Binds {@code route}; fails (naming the address) when the port is taken or the host cannot be bound. */
+  /**
+   * Binds {@code route}, its rejections and Pekko's own timeouts answered in each protocol's JSON error
+   * shape ({@link RouteErrors}); fails (naming the address) when the port is taken or the host cannot be bound.
+   */
   public static HttpServer start(ActorSystem<?> system, HttpSettings settings, Route route) {
+    return start(system, settings, route, null);
+  }
+
+  /**
+   * As {@link #start(ActorSystem, HttpSettings, Route)}, counting every error response in {@code registry}
+   * ({@code xla_http_refusals_total{api, status}}; null: not counted). Give it the registry that
+   * {@code GET /metrics} scrapes.
+   */
+  public static HttpServer start(ActorSystem<?> system, HttpSettings settings, Route route, MeterRegistry registry) {
     try {
-      ServerSettings server = ServerSettings.create(system.settings().config());
+      ServerSettings server = ServerSettings.create(serverConfig(system.settings().config(), settings));
       server = server.withParserSettings(server.getParserSettings().withCustomMethods(QUERY));
       ServerBinding binding = Http.get(system).newServerAt(settings.host(), settings.port()).withSettings(server)
-          .bindFlow(perConnection(system, route))
+          .bindFlow(perConnection(system, RouteErrors.around(route, registry == null ? null : new HttpMetrics(registry))))
           .toCompletableFuture().get(BIND_WAIT.toSeconds(), TimeUnit.SECONDS);
       return new HttpServer(binding);
     } catch (ExecutionException e) {
@@ -57,6 +72,21 @@ public final class HttpServer implements AutoCloseable {
       Thread.currentThread().interrupt();
       throw new XlaException(ErrorCode.CANCELLED, "interrupted while binding " + settings.host() + ":" + settings.port(), e);
     }
+  }
+
+  /**
+   * {@code config} with {@code pekko.http.server.idle-timeout} at least {@code max-request-timeout} plus
+   * {@code request-timeout-margin} and a second: a connection whose request waits for its answer sends and
+   * receives nothing, so a shorter idle timeout would close it before the request's own deadline.
+   */
+  static Config serverConfig(Config config, HttpSettings settings) {
+    String key = "pekko.http.server.idle-timeout";
+    Duration floor = settings.maxRequestTimeout().plus(settings.requestTimeoutMargin()).plusSeconds(1);
+    boolean infinite = config.hasPath(key) && "infinite".equals(config.getString(key));
+    if (infinite || config.getDuration(key).compareTo(floor) >= 0) {
+      return config;
+    }
+    return ConfigFactory.parseString(key + " = " + floor.toMillis() + "ms").withFallback(config);
   }
 
   /**

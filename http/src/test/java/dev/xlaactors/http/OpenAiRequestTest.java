@@ -42,7 +42,8 @@ class OpenAiRequestTest {
     assertEquals(2, c.sampling().n());
     assertEquals(3, c.logprobs());
     assertTrue(c.echo());
-    assertEquals(new OpenAiRequest.Streaming(true, true), c.streaming());
+    assertEquals(new OpenAiRequest.Streaming(true, true, false), c.streaming());
+    assertEquals(OpenAiRequest.Extensions.NONE, c.extensions());
 
     SamplingParams p = c.sampling().over(SamplingParams.defaults().withStopTokenIds(Set.of(9)), 5, 3, 1);
     assertEquals(0.5, p.temperature());
@@ -60,6 +61,38 @@ class OpenAiRequestTest {
   }
 
   @Test
+  void vllmsExtensionsAreTakenAsGuidellmAndLmEvalSendThem() {
+    // guidellm 0.8.1's body: ignore_eos and continuous usage stats (both were 400 before).
+    OpenAiRequest.Completion g = OpenAiRequest.completion(json("""
+        {"model":"m","prompt":"x","max_tokens":8,"ignore_eos":true,"stream":true,
+         "stream_options":{"include_usage":true,"continuous_usage_stats":true}}"""));
+    assertEquals(new OpenAiRequest.Streaming(true, true, true), g.streaming());
+    assertTrue(g.extensions().ignoreEos());
+    SamplingParams p = g.extensions().apply(g.sampling().over(SamplingParams.defaults().withStopTokenIds(Set.of(9)), 8, 0, 0));
+    assertEquals(Set.of(), p.stopTokenIds()); // the end-of-sequence token no longer stops it
+    assertEquals(Set.of(9), OpenAiRequest.Extensions.NONE.apply(SamplingParams.defaults().withStopTokenIds(Set.of(9))).stopTokenIds());
+
+    OpenAiRequest.Chat c = OpenAiRequest.chat(json("""
+        {"model":"m","messages":[{"role":"user","content":"x"}],"add_special_tokens":true,"skip_special_tokens":false,
+         "include_stop_str_in_output":true}"""));
+    assertEquals(new OpenAiRequest.Extensions(false, true, false, true), c.extensions());
+    assertEquals("skip_special_tokens", refused(() -> OpenAiRequest.completion(json("{\"model\":\"m\",\"prompt\":\"x\","
+        + "\"skip_special_tokens\":1}"))).param());
+    assertEquals("stream_options.include_obfuscation", refused(() -> OpenAiRequest.completion(json("{\"model\":\"m\",\"prompt\":\"x\","
+        + "\"stream\":true,\"stream_options\":{\"include_obfuscation\":true}}"))).param());
+    // max_tokens near 2^31 is taken here (the model's context refuses it later, in long arithmetic).
+    assertEquals(Integer.MAX_VALUE, OpenAiRequest.completion(json("{\"model\":\"m\",\"prompt\":\"x\",\"max_tokens\":2147483647}"))
+        .sampling().maxTokens());
+  }
+
+  @Test
+  void lineBreaksPythonSplitsOnAreEscapedInServerSentEvents() {
+    assertEquals("{\"t\":\"a\\u0085b\\u2028c\\u2029\"}", OpenAiResponses.sseSafe("{\"t\":\"a\u0085b\u2028c\u2029\"}"));
+    String plain = "{\"t\":\"é\"}";
+    assertTrue(plain == OpenAiResponses.sseSafe(plain)); // nothing to escape: the same string, no copy
+  }
+
+  @Test
   void unsupportedAndUnknownFieldsAreRefusedNamingThem() {
     OpenAiError tools = refused(() -> OpenAiRequest.chat(json("{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],"
         + "\"tools\":[]}")));
@@ -68,9 +101,8 @@ class OpenAiRequestTest {
     assertEquals("invalid_request_error", tools.type());
     assertTrue(tools.getMessage().contains("'tools' is not supported"), tools.getMessage());
 
-    OpenAiError penalty = refused(() -> OpenAiRequest.completion(json("{\"model\":\"m\",\"prompt\":\"x\",\"presence_penalty\":0.5}")));
-    assertEquals("presence_penalty", penalty.param());
-    assertTrue(penalty.getMessage().contains("repetition_penalty"), penalty.getMessage());
+    OpenAiError suffix = refused(() -> OpenAiRequest.completion(json("{\"model\":\"m\",\"prompt\":\"x\",\"suffix\":\"y\"}")));
+    assertEquals("suffix", suffix.param());
 
     OpenAiError unknown = refused(() -> OpenAiRequest.completion(json("{\"model\":\"m\",\"prompt\":\"x\",\"temprature\":1}")));
     assertEquals("temprature", unknown.param());
@@ -82,6 +114,40 @@ class OpenAiRequestTest {
     OpenAiError toolCalls = refused(() -> OpenAiRequest.chat(json("{\"model\":\"m\",\"messages\":[{\"role\":\"assistant\","
         + "\"content\":\"\",\"tool_calls\":[]}]}")));
     assertEquals("messages[0].tool_calls", toolCalls.param());
+  }
+
+  @Test
+  void logitsProcessorFieldsAndResponseFormatsAreRead() {
+    OpenAiRequest.Sampling s = OpenAiRequest.completion(json("{\"model\":\"m\",\"prompt\":\"x\",\"logit_bias\":{\"7\":-100,\"3\":2.5},"
+        + "\"presence_penalty\":0.5,\"frequency_penalty\":-1,\"min_tokens\":2,\"max_tokens\":4}")).sampling();
+    assertEquals(java.util.Map.of(7, -100f, 3, 2.5f), s.logitBias());
+    dev.xlaactors.lm.sampling.SamplingParams p = s.over(dev.xlaactors.lm.sampling.SamplingParams.defaults()
+        .withStopTokenIds(java.util.Set.of(0)), 4, 0, 0);
+    assertEquals(List.of(new dev.xlaactors.lm.sampling.LogitBias(java.util.Map.of(7, -100f, 3, 2.5f)),
+        new dev.xlaactors.lm.sampling.OccurrencePenalty(0.5, -1), new dev.xlaactors.lm.sampling.MinTokens(2, java.util.Set.of(0))),
+        p.processors());
+    assertEquals(List.of(), OpenAiRequest.completion(json("{\"model\":\"m\",\"prompt\":\"x\"}")).sampling()
+        .over(dev.xlaactors.lm.sampling.SamplingParams.defaults(), 4, 0, 0).processors(), "no field, no processor");
+
+    String chat = "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],";
+    assertNull(OpenAiRequest.chat(json(chat + "\"response_format\":{\"type\":\"text\"}}")).responseFormat());
+    assertEquals(new OpenAiRequest.ResponseFormat(null, null),
+        OpenAiRequest.chat(json(chat + "\"response_format\":{\"type\":\"json_object\"}}")).responseFormat());
+    assertEquals(new OpenAiRequest.ResponseFormat("{\"type\":\"integer\"}", "n"), OpenAiRequest.chat(json(chat
+        + "\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"n\",\"strict\":true,\"schema\":{\"type\":\"integer\"}}}}"))
+        .responseFormat());
+
+    assertEquals("logit_bias", refused(() -> OpenAiRequest.completion(json("{\"model\":\"m\",\"prompt\":\"x\",\"logit_bias\":{\"1\":101}}")))
+        .param());
+    assertEquals("presence_penalty", refused(() -> OpenAiRequest.completion(json("{\"model\":\"m\",\"prompt\":\"x\","
+        + "\"presence_penalty\":2.5}"))).param());
+    OpenAiError min = refused(() -> OpenAiRequest.completion(json("{\"model\":\"m\",\"prompt\":\"x\",\"min_tokens\":5,\"max_tokens\":4}")));
+    assertEquals("min_tokens", min.param());
+    assertTrue(min.getMessage().contains("above max_tokens 4"), min.getMessage());
+    OpenAiError schemaless = refused(() -> OpenAiRequest.chat(json(chat + "\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"n\"}}}")));
+    assertEquals("response_format", schemaless.param());
+    assertTrue(schemaless.getMessage().contains("json_schema.schema is required"), schemaless.getMessage());
+    assertEquals("response_format", refused(() -> OpenAiRequest.chat(json(chat + "\"response_format\":{\"type\":\"yaml\"}}"))).param());
   }
 
   @Test
