@@ -1157,7 +1157,9 @@ llamacpp_agreement() {
   echo "  ours:         $ours_tokens"
   echo "  llama.cpp:    $llama_tokens"
   if [ "$ours_tokens" != "$llama_tokens" ]; then
-    if [ "${clear% *}" = True ]; then
+    # A tie is a step whose best two logits are within 0.01 in transformers; greedy.json's "clear" also asks
+    # for varied tokens, which a random model may not give (the Llama repeats one token with margins ~0.1).
+    if awk -v m="${clear#* }" 'BEGIN { exit !(m >= 0.01) }'; then
       echo "  DISAGREE: the greedy tokens differ although every step has a clear winner" >&2
       agreement_failed=1
     else
