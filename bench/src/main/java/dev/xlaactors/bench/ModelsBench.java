@@ -97,56 +97,60 @@ public final class ModelsBench {
               prompt[i] = i % v;
             }
             Sampler sampler = new Sampler();
-            List<Double> prefill = new ArrayList<>();
-            List<Double> tokensPerSecond = new ArrayList<>();
-            for (int r = 0; r < reps + 1; r++) { // the first repetition warms up
-              long t0 = System.nanoTime();
-              decoder.prefill(0, prompt);
-              double prefillMs = (System.nanoTime() - t0) / 1e6;
-              if (r == 0) { // the first run of this slot count's prefill program: what it leaves resident
-                memory.add(ProcessMemory.at("prefilled_s" + slots, plugin, weightPaths));
-              }
-              for (int s = 1; s < slots; s++) {
-                decoder.prefill(s, prompt);
-              }
-              int[] tokens = new int[slots];
-              int[] positions = new int[slots];
-              boolean[] active = new boolean[slots];
-              Arrays.fill(positions, t);
-              Arrays.fill(active, true);
-              SequenceState[] states = new SequenceState[slots];
-              for (int s = 0; s < slots; s++) {
-                states[s] = SequenceState.create(sampling);
-              }
-              long t1 = System.nanoTime();
-              for (int step = 0; step < steps; step++) {
-                FloatBuffer logits = FloatBuffer.wrap(decoder.decode(tokens, positions, active));
+            // A decoder of chunked programs (one cache of N slots) decodes 1 of its N sequences with its batch-1
+            // programs: that is what one user of a server of N slots gets, reported as the 1-sequence row.
+            List<Integer> activeCounts = slotCounts.size() == 1 && slots > 1 ? List.of(1, slots) : List.of(slots);
+            for (int running : activeCounts) {
+              List<Double> prefill = new ArrayList<>();
+              List<Double> tokensPerSecond = new ArrayList<>();
+              for (int r = 0; r < reps + 1; r++) { // the first repetition warms up
+                long t0 = System.nanoTime();
+                decoder.prefill(0, prompt);
+                double prefillMs = (System.nanoTime() - t0) / 1e6;
+                if (r == 0 && running == activeCounts.get(0)) { // the first run of the prefill program: what it leaves resident
+                  memory.add(ProcessMemory.at("prefilled_s" + slots, plugin, weightPaths));
+                }
+                for (int s = 1; s < running; s++) {
+                  decoder.prefill(s, prompt);
+                }
+                int[] tokens = new int[slots];
+                int[] positions = new int[slots];
+                boolean[] active = new boolean[slots];
+                Arrays.fill(positions, 0, running, t);
+                Arrays.fill(active, 0, running, true);
+                SequenceState[] states = new SequenceState[slots];
                 for (int s = 0; s < slots; s++) {
-                  tokens[s] = sampler.sample(logits, s * v, v, sampling, states[s]).token();
-                  positions[s]++;
+                  states[s] = SequenceState.create(sampling);
+                }
+                long t1 = System.nanoTime();
+                for (int step = 0; step < steps; step++) {
+                  FloatBuffer logits = FloatBuffer.wrap(decoder.decode(tokens, positions, active));
+                  for (int s = 0; s < running; s++) {
+                    tokens[s] = sampler.sample(logits, s * v, v, sampling, states[s]).token();
+                    positions[s]++;
+                  }
+                }
+                double seconds = (System.nanoTime() - t1) / 1e9;
+                if (r > 0) {
+                  prefill.add(prefillMs);
+                  tokensPerSecond.add(running * steps / seconds);
                 }
               }
-              double seconds = (System.nanoTime() - t1) / 1e9;
-              if (r > 0) {
-                prefill.add(prefillMs);
-                tokensPerSecond.add(slots * steps / seconds);
+              if (running == activeCounts.get(0) && slots == slotCounts.get(0)) {
+                json.append(", \"prompt_tokens\": ").append(t);
+              }
+              json.append(", \"prefill_s").append(running).append("_ms\": ").append(stats(prefill));
+              json.append(", \"decode_s").append(running).append("_tokens_per_s\": ").append(stats(tokensPerSecond));
+              if (longPrompt > 0 && running == activeCounts.get(0) && slots == slotCounts.get(0)) {
+                json.append(longPrefill(decoder, longPrompt, reps));
+              }
+              memory.add(ProcessMemory.at("decoded_s" + running, plugin, weightPaths));
+              // VmHWM only grows: each count's figure is the peak of everything up to its decode.
+              json.append(", \"peak_rss_s").append(running).append("_bytes\": ").append(ProcessMemory.peakResidentBytes());
+              if (running == activeCounts.get(0) && slots == slotCounts.get(0)) {
+                json.append(", \"peak_rss_bytes\": ").append(ProcessMemory.peakResidentBytes());
               }
             }
-            if (slots == slotCounts.get(0)) {
-              json.append(", \"prompt_tokens\": ").append(t);
-            }
-            json.append(", \"prefill_s").append(slots).append("_ms\": ").append(stats(prefill));
-            json.append(", \"decode_s").append(slots).append("_tokens_per_s\": ").append(stats(tokensPerSecond));
-            if (longPrompt > 0 && slots == slotCounts.get(0)) {
-              json.append(longPrefill(decoder, longPrompt, reps));
-            }
-            memory.add(ProcessMemory.at("decoded_s" + slots, plugin, weightPaths));
-          }
-          // VmHWM only grows: each slot count's figure is the peak of everything up to its decode. The smallest
-          // count's is loading the model and serving one sequence (8 slots add a 600 MB cache).
-          json.append(", \"peak_rss_s").append(slots).append("_bytes\": ").append(ProcessMemory.peakResidentBytes());
-          if (slots == slotCounts.get(0)) {
-            json.append(", \"peak_rss_bytes\": ").append(ProcessMemory.peakResidentBytes());
           }
         }
       }
