@@ -2,7 +2,10 @@ package dev.xlaactors.http;
 
 import dev.xlaactors.error.ErrorCode;
 import dev.xlaactors.error.XlaException;
+import java.net.InetAddress;
+import java.net.InetSocketAddress;
 import java.time.Duration;
+import java.util.Optional;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
@@ -38,14 +41,28 @@ public final class HttpServer implements AutoCloseable {
     this.binding = binding;
   }
 
-  /** Binds {@code route}; fails (naming the address) when the port is taken or the host cannot be bound. */
+  /**
+   * Binds {@code route} behind the API keys of the system's config ({@link ApiKeys#create}: none by default);
+   * fails (naming the address) when the port is taken or the host cannot be bound.
+   */
   public static HttpServer start(ActorSystem<?> system, HttpSettings settings, Route route) {
+    return start(system, settings, ApiKeys.create(system), route);
+  }
+
+  /**
+   * Binds {@code route} behind {@code keys} ({@link ApiKeys#guard}); fails (naming the address) when the port is
+   * taken or the host cannot be bound. Warns, naming the setting, when the address is reachable from other
+   * machines: without a key anyone there can use every route, and with one the key still crosses the network in
+   * clear (this server has no TLS).
+   */
+  public static HttpServer start(ActorSystem<?> system, HttpSettings settings, ApiKeys keys, Route route) {
     try {
       ServerSettings server = ServerSettings.create(system.settings().config());
       server = server.withParserSettings(server.getParserSettings().withCustomMethods(QUERY));
       ServerBinding binding = Http.get(system).newServerAt(settings.host(), settings.port()).withSettings(server)
-          .bindFlow(perConnection(system, route))
+          .bindFlow(perConnection(system, keys.guard(route)))
           .toCompletableFuture().get(BIND_WAIT.toSeconds(), TimeUnit.SECONDS);
+      exposure(binding.localAddress(), keys).ifPresent(warning -> system.log().warn(warning));
       return new HttpServer(binding);
     } catch (ExecutionException e) {
       throw new XlaException(ErrorCode.UNAVAILABLE, "cannot listen on " + settings.host() + ":" + settings.port() + " ("
@@ -57,6 +74,25 @@ public final class HttpServer implements AutoCloseable {
       Thread.currentThread().interrupt();
       throw new XlaException(ErrorCode.CANCELLED, "interrupted while binding " + settings.host() + ":" + settings.port(), e);
     }
+  }
+
+  /**
+   * The warning for a server bound at {@code address} with {@code keys}: none on a loopback address (only this
+   * machine reaches it); else what is exposed and the setting that closes it.
+   */
+  static Optional<String> exposure(InetSocketAddress address, ApiKeys keys) {
+    InetAddress ip = address.getAddress();
+    if (ip != null && ip.isLoopbackAddress()) {
+      return Optional.empty();
+    }
+    String where = "HTTP listens on " + address.getHostString() + ":" + address.getPort() + " (" + HttpSettings.ROOT
+        + ".host), which other machines can reach";
+    if (!keys.required()) {
+      return Optional.of(where + ", without an API key: anyone who reaches it can run every model; set "
+          + HttpSettings.ROOT + ".api-key or api-keys-file (serve --api-key), and put a TLS proxy in front, or bind 127.0.0.1");
+    }
+    return Optional.of(where + ", without TLS: the API key and every request cross the network in clear; put a TLS-terminating"
+        + " proxy in front and bind " + HttpSettings.ROOT + ".host to 127.0.0.1");
   }
 
   /**
