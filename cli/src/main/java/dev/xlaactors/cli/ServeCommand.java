@@ -258,8 +258,10 @@ final class ServeCommand {
         }
         ServingRoutes routes = new ServingRoutes(session.system(), settings, registry, inference, generation);
         OpenAiRoutes openAi = new OpenAiRoutes(session.system(), settings, completions, embedders);
-        OpenApiDocument openApi = OpenApiDocument.of(routes, openAi); // GET /openapi.json: every route above, over these models
-        HttpServer http = HttpServer.start(session.system(), settings, ApiKeys.create(session.system()).and(apiKeys), openApi.route().orElse(openAi.route()).orElse(routes.route()));
+        ApiKeys keys = ApiKeys.create(session.system()).and(apiKeys);
+        // GET /openapi.json: every route above, over these models
+        OpenApiDocument openApi = OpenApiDocument.of(routes, openAi).withApiKeys(keys);
+        HttpServer http = HttpServer.start(session.system(), settings, keys, openApi.route().orElse(openAi.route()).orElse(routes.route()));
         return new Serving(session, http, generation.stream().map(GenerationEndpoint::name).toList(), List.copyOf(clustered));
       } catch (RuntimeException e) {
         session.close();

@@ -209,7 +209,7 @@ public final class ApiKeys extends AllDirectives {
   }
 
   /** The OpenAI API's paths: {@code /v1/...} but the project's own {@code /v1/endpoints} and {@code /v1/models/<name>/generate}. */
-  private static boolean openAiPath(String path) {
+  static boolean openAiPath(String path) {
     return path.startsWith("/v1/") && !path.equals("/v1/endpoints") && !(path.startsWith("/v1/models/") && path.endsWith("/generate"));
   }
 

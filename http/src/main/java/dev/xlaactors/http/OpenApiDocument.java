@@ -4,7 +4,10 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.JsonNodeFactory;
 import com.fasterxml.jackson.databind.node.ObjectNode;
+import dev.xlaactors.lm.sampling.SamplingParams;
+import java.util.Iterator;
 import java.util.List;
+import java.util.Map;
 import org.apache.pekko.http.javadsl.model.ContentTypes;
 import org.apache.pekko.http.javadsl.model.HttpEntities;
 import org.apache.pekko.http.javadsl.model.HttpResponse;
@@ -67,6 +70,19 @@ public final class OpenApiDocument extends AllDirectives {
       ((ObjectNode) fields.get("top_k")).put("maximum", vocabulary);
       example(generate, generation.get(0).name(), F.objectNode().put("prompt", "Hello").put("max_tokens", 4));
     }
+    int vocabulary = openAi.largestVocabulary();
+    if (vocabulary > 0) {
+      for (String at : List.of("/~1v1~1completions/post", "/~1v1~1embeddings/post")) {
+        ObjectNode body = (ObjectNode) paths.at(at + "/requestBody/content/application~1json/schema/properties");
+        for (JsonNode form : body.get(at.contains("embeddings") ? "input" : "prompt").get("oneOf")) {
+          JsonNode items = form.path("items");
+          ObjectNode id = (ObjectNode) (items.has("items") ? items.get("items") : items);
+          if ("integer".equals(id.path("type").asText())) {
+            id.put("maximum", vocabulary - 1);
+          }
+        }
+      }
+    }
     List<String> ids = new java.util.ArrayList<>(openAi.completionModels());
     ids.addAll(openAi.embeddingModels());
     if (!ids.isEmpty()) {
@@ -82,6 +98,10 @@ public final class OpenApiDocument extends AllDirectives {
       example((ObjectNode) paths.at("/~1v1~1chat~1completions/post"), null, chat);
     }
     if (!openAi.embeddingModels().isEmpty()) {
+      ObjectNode dimensions = (ObjectNode) paths.at("/~1v1~1embeddings/post/requestBody/content/application~1json/schema/properties/dimensions");
+      ArrayNode lengths = arr(openAi.embeddingDimensions().toArray());
+      dimensions.set("enum", lengths.addNull()); // null: as absent (nullable)
+      dimensions.put("description", "The length of the model's embeddings, which it cannot shorten (leave it out for the same).");
       example((ObjectNode) paths.at("/~1v1~1embeddings/post"), null, F.objectNode().put("model", openAi.embeddingModels().get(0))
           .put("input", "Hello"));
     }
@@ -164,14 +184,16 @@ public final class OpenApiDocument extends AllDirectives {
         ok(JSON, obj(req("models"), "models", array(endpoint))), null));
     ObjectNode generate = closed(obj(null,
         "tokens", array(integer().put("minimum", 0)).put("minItems", 1),
-        "prompt", str().put("description", "Text, for a model with a tokenizer; give it or tokens."),
+        "prompt", str().put("minLength", 1).put("description", "Text, for a model with a tokenizer; give it or tokens. Its tokens "
+            + "must fit the model's prompt length (GET /v1/endpoints: max_prompt_tokens): 400 when they do not."),
         "max_tokens", integer().put("minimum", 1),
         "stop_tokens", array(integer().put("minimum", 0)),
-        "temperature", number().put("minimum", 0).put("maximum", 100),
+        "temperature", temperature(100),
         "top_k", integer().put("minimum", 0),
         "seed", integer().put("format", "int64"),
         "timeout_ms", integer().put("minimum", 1).put("maximum", 86_400_000L)));
     generate.put("description", "Exactly one of tokens and prompt.");
+    generate.set("oneOf", arr(obj(req("tokens")), obj(req("prompt"))));
     paths.putObject("/v1/models/{model}/generate").set("post", op("Generates tokens, streamed as server-sent events: token events "
         + "{index, token, text?}, then one done {reason, tokens, text?} or error {status, code, error}.",
         List.of(pathParameter("model", generation)), stream(errors(OURS, 400, 404, 413, 500, 503, 504)), generate));
@@ -185,10 +207,14 @@ public final class OpenApiDocument extends AllDirectives {
     oneModel.setAll(errors(OPENAI, 404));
     paths.putObject("/v1/models/{id}").set("get", op("One served model.", List.of(pathParameter("id", openAiModels)), oneModel, null));
     ObjectNode completionRequest = sampling(completion);
-    props(completionRequest).set("prompt", prompt());
+    props(completionRequest).set("prompt", prompt(1));
     props(completionRequest).set("logprobs", nullable(integer().put("minimum", 0).put("maximum", 20)));
     props(completionRequest).set("echo", nullable(bool()));
     completionRequest.set("required", arr("model", "prompt"));
+    completionRequest.put("description", "max_tokens 0 (the prompt scored, nothing generated) only with echo true. The prompt's tokens"
+        + " and max_tokens must fit the model's context (GET /v1/models: max_model_len): 400 when they do not.");
+    completionRequest.set("allOf", arr(anyOf(obj(req("echo"), "echo", bool().set("enum", arr(true))),
+        obj(null, "max_tokens", nullable(integer().put("minimum", 1)))), streamOptionsOnlyWithStream()));
     paths.putObject("/v1/completions").set("post", op("Continues prompts (OpenAI's completions); streamed when stream is true.", null,
         completions(completionResponse("text_completion", false)), completionRequest));
     ObjectNode chatRequest = sampling(chat);
@@ -201,14 +227,21 @@ public final class OpenApiDocument extends AllDirectives {
         "content", content, "name", nullable(str()));
     message.put("additionalProperties", false);
     props(chatRequest).set("messages", array(message).put("minItems", 1));
+    props(chatRequest).set("max_tokens", nullable(integer().put("minimum", 1)));
     props(chatRequest).set("max_completion_tokens", nullable(integer().put("minimum", 1)));
     props(chatRequest).set("logprobs", nullable(bool()));
     props(chatRequest).set("top_logprobs", nullable(integer().put("minimum", 0).put("maximum", 20)));
     chatRequest.set("required", arr("model", "messages"));
-    chatRequest.put("description", "max_tokens and max_completion_tokens: one at most; top_logprobs needs logprobs true.");
+    chatRequest.put("description", "max_tokens and max_completion_tokens: one at most; top_logprobs above 0 needs logprobs true. The "
+        + "rendered messages' tokens and max_tokens must fit the model's context (GET /v1/models: max_model_len): 400 when they do not.");
+    ObjectNode withLogprobs = obj(req("logprobs"), "logprobs", bool().set("enum", arr(true)));
+    ObjectNode withoutTop = obj(null, "top_logprobs", nullable(integer().put("maximum", 0)));
+    ObjectNode notBoth = F.objectNode();
+    notBoth.set("not", obj(req("max_tokens", "max_completion_tokens")));
+    chatRequest.set("allOf", arr(anyOf(withLogprobs, withoutTop), notBoth, streamOptionsOnlyWithStream()));
     paths.putObject("/v1/chat/completions").set("post", op("Answers messages rendered by the model's chat template (OpenAI's chat "
         + "completions); streamed when stream is true.", null, completions(completionResponse("chat.completion", true)), chatRequest));
-    ObjectNode embeddingsRequest = closed(obj(null, "model", modelName(embedding), "input", prompt(),
+    ObjectNode embeddingsRequest = closed(obj(null, "model", modelName(embedding), "input", prompt(1),
         "encoding_format", nullable(str().set("enum", arr("float", "base64"))),
         "dimensions", nullable(integer().put("minimum", 1).put("maximum", 1 << 20)), "user", nullable(str())));
     embeddingsRequest.set("required", arr("model", "input"));
@@ -245,6 +278,8 @@ public final class OpenApiDocument extends AllDirectives {
       modelReady.setAll(errors(V2, 400, 404));
       paths.putObject(prefix + "/ready").set("get", op("The model accepts requests (400 when not).", params, modelReady, null));
       ObjectNode infer = ok(JSON, inferResponse());
+      // Outputs asked for as binary (the binary tensor data extension): the JSON, then their raw bytes.
+      ((ObjectNode) infer.at("/200/content")).putObject("application/octet-stream").set("schema", str().put("format", "binary"));
       infer.setAll(errors(V2, 400, 404, 413, 500, 503, 504));
       paths.putObject(prefix + "/infer").set("post", op("Runs the model on a batch of rows; data as JSON (or the binary tensor data "
           + "extension, with the Inference-Header-Content-Length header).", params, infer, inferRequest()));
@@ -262,6 +297,33 @@ public final class OpenApiDocument extends AllDirectives {
     v2Error.put("description", "An error of the Open Inference Protocol.");
     schemas.set("InferenceError", v2Error);
     return doc;
+  }
+
+  /**
+   * This document for a server that requires {@code keys} ({@link ApiKeys#guard}): a bearer security scheme,
+   * required by every operation but the probes ({@link ApiKeys#OPEN}), each of which may then answer 401 in its
+   * protocol's error shape. Itself when no key is required.
+   */
+  public OpenApiDocument withApiKeys(ApiKeys keys) {
+    if (!keys.required()) {
+      return this;
+    }
+    ObjectNode doc = document.deepCopy();
+    ObjectNode scheme = ((ObjectNode) doc.get("components")).putObject("securitySchemes").putObject("apiKey");
+    scheme.put("type", "http").put("scheme", "bearer").put("description", "An API key of the server (xla-actors.http.api-key, "
+        + "api-keys-file, serve --api-key), sent as Authorization: Bearer <key>, as OpenAI's clients send their api_key.");
+    for (Iterator<Map.Entry<String, JsonNode>> paths = doc.get("paths").fields(); paths.hasNext(); ) {
+      Map.Entry<String, JsonNode> path = paths.next();
+      if (ApiKeys.OPEN.contains(path.getKey())) {
+        continue;
+      }
+      String schema = path.getKey().startsWith("/v2") ? V2 : ApiKeys.openAiPath(path.getKey()) ? OPENAI : OURS;
+      for (JsonNode operation : path.getValue()) {
+        ((ObjectNode) operation).putArray("security").addObject().putArray("apiKey");
+        ((ObjectNode) operation.get("responses")).set("401", response("No API key, or not one of the server's.", JSON, ref(schema)));
+      }
+    }
+    return new OpenApiDocument(doc);
   }
 
   /** The document as a JSON tree (a copy). */
@@ -375,15 +437,29 @@ public final class OpenApiDocument extends AllDirectives {
         "stop", nullable(oneOf(str().put("minLength", 1), array(str().put("minLength", 1)).put("maxItems", OpenAiRequest.MAX_STOPS))),
         "n", nullable(integer().put("minimum", 1).put("maximum", OpenAiRequest.MAX_CHOICES)),
         "stream", nullable(bool()),
-        "stream_options", nullable(obj(null, "include_usage", nullable(bool()))),
+        "stream_options", nullable(closed(obj(null, "include_usage", nullable(bool())))),
         "user", nullable(str()),
         "repetition_penalty", nullable(number().put("exclusiveMinimum", true).put("minimum", 0).put("maximum", 100))));
   }
 
-  /** A string, strings, token ids, or lists of token ids. */
-  private static ObjectNode prompt() {
+  /** {@code stream_options} absent (or null) unless {@code stream} is true. */
+  private static ObjectNode streamOptionsOnlyWithStream() {
+    ObjectNode noOptions = F.objectNode();
+    noOptions.set("not", obj(req("stream_options"), "stream_options", obj(null)));
+    return anyOf(obj(req("stream"), "stream", bool().set("enum", arr(true))), noOptions);
+  }
+
+  private static ObjectNode anyOf(ObjectNode... schemas) {
+    ObjectNode o = F.objectNode();
+    o.set("anyOf", arr((Object[]) schemas));
+    return o;
+  }
+
+  /** A string, strings (each at least {@code minLength} characters), token ids, or lists of token ids. */
+  private static ObjectNode prompt(int minLength) {
     ObjectNode id = integer().put("minimum", 0);
-    return oneOf(str(), array(str()).put("minItems", 1), array(id).put("minItems", 1),
+    ObjectNode text = str().put("minLength", minLength);
+    return oneOf(text, array(text.deepCopy()).put("minItems", 1), array(id).put("minItems", 1),
         array(array(id).put("minItems", 1)).put("minItems", 1));
   }
 
@@ -404,14 +480,22 @@ public final class OpenApiDocument extends AllDirectives {
   }
 
   private static ObjectNode inferRequest() {
-    ObjectNode data = F.objectNode().put("description", "The row-major values, nested or flat; or absent with binary_data_size.");
-    ObjectNode input = obj(req("name", "shape", "datatype"), "name", str(), "shape", array(integer().put("minimum", 0)),
+    ObjectNode data = F.objectNode().put("description", "The row-major values, nested or flat, as many as the shape holds, in the"
+        + " model's datatype for this input (400 naming the input when not).");
+    ObjectNode inputParameters = closed(obj(null));
+    inputParameters.put("description", "None in JSON; binary_data_size belongs to the binary tensor data extension, whose body is"
+        + " JSON and raw bytes with the Inference-Header-Content-Length header.");
+    ObjectNode input = closed(obj(req("name", "shape", "datatype"), "name", str(), "shape", array(integer().put("minimum", 0)),
         "datatype", str().set("enum", arr("BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "INT32", "INT64", "FP16",
-            "BF16", "FP32", "FP64")), "parameters", obj(null), "data", data);
-    ObjectNode output = obj(req("name"), "name", str(), "parameters", obj(null));
-    ObjectNode request = closed(obj(req("inputs"), "id", str(), "parameters", obj(null, "timeout", integer().put("minimum", 1),
-        "binary_data_output", bool(), "priority", integer()), "inputs", array(input).put("minItems", 1), "outputs", array(output)));
-    return request;
+            "BF16", "FP32", "FP64")), "parameters", inputParameters, "data", data));
+    input.put("description", "One of the model's inputs (GET /v2/models/{model}: their names, datatypes and shapes, -1 the rows),"
+        + " each once.");
+    ObjectNode output = closed(obj(req("name"), "name", str(), "parameters", closed(obj(null, "binary_data", bool()))));
+    ObjectNode parameters = closed(obj(null, "timeout", integer().put("minimum", 1).put("maximum", OpenInferenceRoutes.MAX_TIMEOUT_US)
+        .put("description", "The request's deadline, microseconds."), "binary_data_output", bool(),
+        "priority", F.objectNode().put("description", "Accepted, without effect.")));
+    return closed(obj(req("inputs"), "id", str(), "parameters", parameters, "inputs", array(input).put("minItems", 1),
+        "outputs", array(output)));
   }
 
   private static ObjectNode inferResponse() {
@@ -454,6 +538,10 @@ public final class OpenApiDocument extends AllDirectives {
     for (Object v : values) {
       if (v instanceof JsonNode n) {
         a.add(n);
+      } else if (v instanceof Boolean b) {
+        a.add(b);
+      } else if (v instanceof Integer i) {
+        a.add(i);
       } else {
         a.add(String.valueOf(v));
       }
@@ -487,6 +575,16 @@ public final class OpenApiDocument extends AllDirectives {
     ObjectNode o = F.objectNode();
     o.set("oneOf", arr((Object[]) schemas));
     return o;
+  }
+
+  /**
+   * A temperature: 0 (greedy) or from {@link SamplingParams#MIN_TEMPERATURE} to {@code max}; between them,
+   * dividing logits overflows their softmax, so the generate route refuses it.
+   */
+  private static ObjectNode temperature(double max) {
+    ObjectNode t = number().put("minimum", 0).put("maximum", max);
+    t.set("anyOf", arr(number().put("maximum", 0), number().put("minimum", SamplingParams.MIN_TEMPERATURE)));
+    return t;
   }
 
   private static ObjectNode nullable(ObjectNode schema) {

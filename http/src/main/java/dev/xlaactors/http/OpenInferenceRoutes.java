@@ -78,7 +78,7 @@ public final class OpenInferenceRoutes extends AllDirectives {
   /** The only version of every model: models are served as loaded, one at a time. */
   static final String VERSION = "1";
   private static final long STRICT_TIMEOUT_MS = 30_000;
-  private static final long MAX_TIMEOUT_US = 86_400_000_000L;
+  static final long MAX_TIMEOUT_US = 86_400_000_000L;
   /** JSON values of a request beyond its data: the objects, lists and single fields around it (generous). */
   private static final long STRUCTURE_VALUES = 64;
   /** The binary tensor data extension's header: the length of the JSON that starts the body. */

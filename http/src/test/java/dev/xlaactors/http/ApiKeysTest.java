@@ -50,7 +50,7 @@ class ApiKeysTest {
     PrometheusMeterRegistry registry = new PrometheusMeterRegistry(PrometheusConfig.DEFAULT);
     ServingRoutes serving = new ServingRoutes(kit.system(), settings, registry, List.of(), List.of());
     OpenAiRoutes openAi = new OpenAiRoutes(kit.system(), settings, List.of(), List.of());
-    OpenApiDocument document = OpenApiDocument.of(serving, openAi);
+    OpenApiDocument document = OpenApiDocument.of(serving, openAi).withApiKeys(ApiKeys.create(kit.system()));
     http = HttpServer.start(kit.system(), settings, document.route().orElse(openAi.route()).orElse(serving.route()));
   }
 
@@ -151,6 +151,29 @@ class ApiKeysTest {
     ApiKeys two = ApiKeys.of(List.of(KEY)).and(ApiKeys.of(List.of(FILE_KEY)));
     assertEquals("ApiKeys[2 keys]", two.toString());
     assertTrue(two.accepts("Bearer " + FILE_KEY) && !two.accepts(null) && !two.accepts("Bearer") && !two.accepts(""));
+  }
+
+  @Test
+  void theDocumentDeclaresTheKeyOnEveryOperationButTheProbes() throws Exception {
+    JsonNode doc = json(get("/openapi.json", "Bearer " + KEY));
+    assertEquals("bearer", doc.at("/components/securitySchemes/apiKey/scheme").asText());
+    int secured = 0;
+    for (var paths = doc.get("paths").fields(); paths.hasNext(); ) {
+      var path = paths.next();
+      for (JsonNode operation : path.getValue()) {
+        boolean open = ApiKeys.OPEN.contains(path.getKey());
+        assertEquals(!open, operation.has("security"), path.getKey());
+        assertEquals(!open, operation.at("/responses/401").isObject(), path.getKey());
+        secured += open ? 0 : 1;
+      }
+    }
+    assertEquals(16, secured);
+    assertEquals("#/components/schemas/OpenAiError", doc.at("/paths/~1v1~1models/get/responses/401/content/application~1json/schema/$ref").asText());
+    assertEquals("#/components/schemas/InferenceError", doc.at("/paths/~1v2/get/responses/401/content/application~1json/schema/$ref").asText());
+    assertEquals("#/components/schemas/Error", doc.at("/paths/~1metrics/get/responses/401/content/application~1json/schema/$ref").asText());
+    // Without keys the document is as before: nothing to declare.
+    OpenApiDocument plain = OpenApiDocument.of(List.of(), List.of(), List.of(), List.of(), List.of());
+    assertTrue(plain.withApiKeys(ApiKeys.none()) == plain && !plain.json().at("/components/securitySchemes").isObject());
   }
 
   @Test
