@@ -1,5 +1,6 @@
 package dev.xlaactors.http;
 
+import com.typesafe.config.ConfigFactory;
 import dev.xlaactors.error.ErrorCode;
 import dev.xlaactors.error.XlaException;
 import java.net.InetAddress;
@@ -57,7 +58,8 @@ public final class HttpServer implements AutoCloseable {
    */
   public static HttpServer start(ActorSystem<?> system, HttpSettings settings, ApiKeys keys, Route route) {
     try {
-      ServerSettings server = ServerSettings.create(system.settings().config());
+      ServerSettings server = ServerSettings.create(ConfigFactory.parseString(
+          "pekko.http.server.parsing.error-handler = \"" + ParseErrorResponses.FQCN + "\"").withFallback(system.settings().config()));
       server = server.withParserSettings(server.getParserSettings().withCustomMethods(QUERY));
       ServerBinding binding = Http.get(system).newServerAt(settings.host(), settings.port()).withSettings(server)
           .bindFlow(perConnection(system, keys.guard(route)))

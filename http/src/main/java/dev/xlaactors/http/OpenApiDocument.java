@@ -75,10 +75,10 @@ public final class OpenApiDocument extends AllDirectives {
       for (String at : List.of("/~1v1~1completions/post", "/~1v1~1embeddings/post")) {
         ObjectNode body = (ObjectNode) paths.at(at + "/requestBody/content/application~1json/schema/properties");
         for (JsonNode form : body.get(at.contains("embeddings") ? "input" : "prompt").get("oneOf")) {
-          JsonNode items = form.path("items");
-          ObjectNode id = (ObjectNode) (items.has("items") ? items.get("items") : items);
-          if ("integer".equals(id.path("type").asText())) {
-            id.put("maximum", vocabulary - 1);
+          JsonNode items = form.path("items"); // token ids: [id] or [[id]]; text has none
+          JsonNode id = items.has("items") ? items.get("items") : items;
+          if (id instanceof ObjectNode o && "integer".equals(o.path("type").asText())) {
+            o.put("maximum", vocabulary - 1);
           }
         }
       }
@@ -160,7 +160,9 @@ public final class OpenApiDocument extends AllDirectives {
     String version = OpenApiDocument.class.getPackage().getImplementationVersion();
     doc.putObject("info").put("title", "xla-actors serve").put("version", version != null ? version : "development")
         .put("description", "Model serving over HTTP: the project's own routes, the OpenAI API and the Open Inference Protocol "
-            + "(KServe v2). See docs/http.md.");
+            + "(KServe v2). See docs/http.md. A method a path does not list is answered 405 with an Allow header naming those it does. "
+            + "Limits of a model that depend on its tokenizer or its tensors (a prompt's tokens against its context, /v2 inputs "
+            + "against the model of the path) are stated in words and answered 400 naming the field.");
     ObjectNode paths = doc.putObject("paths");
     List<String> openAiModels = new java.util.ArrayList<>(completion);
     openAiModels.addAll(embedding);

@@ -126,6 +126,22 @@ class OpenApiDocumentTest {
     assertEquals("GET", r.headers().firstValue("Allow").orElse(""));
   }
 
+  /**
+   * Found by schemathesis (--checks all): TRACE with a body was refused by Pekko's parser with 422 in plain text,
+   * before any route; it is 405 with Allow, and the parser's other refusals are JSON too.
+   */
+  @Test
+  void aParserRefusalIsJsonAndTraceWithABodyIs405() throws Exception {
+    HttpResponse<String> trace = HTTP.send(HttpRequest.newBuilder(URI.create(http.url() + "/v1/completions"))
+        .method("TRACE", HttpRequest.BodyPublishers.ofString("{}")).build(), HttpResponse.BodyHandlers.ofString());
+    assertEquals(405, trace.statusCode(), trace.body());
+    assertEquals("GET, POST", trace.headers().firstValue("Allow").orElse(""));
+    assertEquals("UNIMPLEMENTED", TensorJson.MAPPER.readTree(trace.body()).get("code").asText(), trace.body());
+    HttpResponse<String> unknown = send("FROB", "/health");
+    assertEquals(501, unknown.statusCode(), unknown.body());
+    assertTrue(TensorJson.MAPPER.readTree(unknown.body()).get("error").asText().contains("FROB"), unknown.body());
+  }
+
   /** The generate route's limits are its models' largest; each model operation has an example request for its first model. */
   @Test
   void limitsAndExamplesComeFromTheServedModels() {
