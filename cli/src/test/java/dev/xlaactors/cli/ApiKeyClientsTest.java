@@ -4,6 +4,8 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.langchain4j.data.embedding.Embedding;
 import dev.langchain4j.model.openai.OpenAiEmbeddingModel;
 import dev.xlaactors.http.ApiKeys;
@@ -22,7 +24,7 @@ import org.junit.jupiter.api.Test;
  * {@code serve --api-key}: the server of the command line ({@link ServeCommand.Serving}) over the tiny bert
  * fixture with a key, called by LangChain4j's OpenAI client with its {@code apiKey} (sent as {@code
  * Authorization: Bearer}): the right key embeds, a wrong one fails with OpenAI's 401 {@code invalid_api_key};
- * the probe stays open.
+ * the probe stays open; the OpenAPI document states the model's limits (embedding length, vocabulary) and the key.
  */
 class ApiKeyClientsTest {
   private static final String KEY = "sk-test-" + Long.toHexString(System.nanoTime());
@@ -56,5 +58,22 @@ class ApiKeyClientsTest {
     HttpResponse<String> health = HttpClient.newHttpClient().send(HttpRequest.newBuilder(URI.create(serving.url() + "/health")).build(),
         HttpResponse.BodyHandlers.ofString());
     assertEquals(200, health.statusCode());
+  }
+
+  @Test
+  void theDocumentStatesTheModelsLimitsAndTheKey() throws Exception {
+    HttpClient http = HttpClient.newHttpClient();
+    HttpResponse<String> refused = http.send(HttpRequest.newBuilder(URI.create(serving.url() + "/openapi.json")).build(),
+        HttpResponse.BodyHandlers.ofString());
+    assertEquals(401, refused.statusCode());
+    JsonNode doc = new ObjectMapper().readTree(http.send(HttpRequest.newBuilder(URI.create(serving.url() + "/openapi.json"))
+        .header("Authorization", "Bearer " + KEY).build(), HttpResponse.BodyHandlers.ofString()).body());
+    JsonNode embeddings = doc.at("/paths/~1v1~1embeddings/post/requestBody/content/application~1json/schema/properties");
+    assertEquals("[64,null]", embeddings.at("/dimensions/enum").toString()); // the only length bert makes, or none
+    int vocabulary = ModelPackage.open(OpenAiClientsTest.imported("bert")).limits().vocabulary();
+    assertEquals(vocabulary - 1, embeddings.at("/input/oneOf/2/items/maximum").asInt());
+    assertEquals(vocabulary - 1, embeddings.at("/input/oneOf/3/items/items/maximum").asInt());
+    assertEquals(1, embeddings.at("/input/oneOf/0/minLength").asInt());
+    assertEquals("bearer", doc.at("/components/securitySchemes/apiKey/scheme").asText());
   }
 }

@@ -229,8 +229,8 @@ public final class OpenApiDocument extends AllDirectives {
         "content", content, "name", nullable(str()));
     message.put("additionalProperties", false);
     props(chatRequest).set("messages", array(message).put("minItems", 1));
-    props(chatRequest).set("max_tokens", nullable(integer().put("minimum", 1)));
-    props(chatRequest).set("max_completion_tokens", nullable(integer().put("minimum", 1)));
+    props(chatRequest).set("max_tokens", nullable(integer().put("minimum", 1).put("maximum", Integer.MAX_VALUE)));
+    props(chatRequest).set("max_completion_tokens", nullable(integer().put("minimum", 1).put("maximum", Integer.MAX_VALUE)));
     props(chatRequest).set("logprobs", nullable(bool()));
     props(chatRequest).set("top_logprobs", nullable(integer().put("minimum", 0).put("maximum", 20)));
     chatRequest.set("required", arr("model", "messages"));
@@ -244,7 +244,8 @@ public final class OpenApiDocument extends AllDirectives {
     paths.putObject("/v1/chat/completions").set("post", op("Answers messages rendered by the model's chat template (OpenAI's chat "
         + "completions); streamed when stream is true.", null, completions(completionResponse("chat.completion", true)), chatRequest));
     ObjectNode embeddingsRequest = closed(obj(null, "model", modelName(embedding), "input", prompt(1),
-        "encoding_format", nullable(str().set("enum", arr("float", "base64"))),
+        // null in the enum too: OpenAPI 3.0 reads nullable as a type, which an enum without null still refuses
+        "encoding_format", nullable(str().set("enum", arr("float", "base64").addNull())),
         "dimensions", nullable(integer().put("minimum", 1).put("maximum", 1 << 20)), "user", nullable(str())));
     embeddingsRequest.set("required", arr("model", "input"));
     ObjectNode embedding0 = F.objectNode();
@@ -430,10 +431,10 @@ public final class OpenApiDocument extends AllDirectives {
   private static ObjectNode sampling(List<String> models) {
     return closed(obj(null,
         "model", modelName(models),
-        "max_tokens", nullable(integer().put("minimum", 0)),
+        "max_tokens", nullable(integer().put("minimum", 0).put("maximum", Integer.MAX_VALUE)),
         "temperature", nullable(number().put("minimum", 0).put("maximum", 2)),
         "top_p", nullable(number().put("exclusiveMinimum", true).put("minimum", 0).put("maximum", 1)),
-        "top_k", nullable(integer().put("minimum", -1)),
+        "top_k", nullable(integer().put("minimum", -1).put("maximum", Integer.MAX_VALUE)),
         "min_p", nullable(number().put("minimum", 0).put("maximum", 1)),
         "seed", nullable(integer().put("format", "int64")),
         "stop", nullable(oneOf(str().put("minLength", 1), array(str().put("minLength", 1)).put("maxItems", OpenAiRequest.MAX_STOPS))),
