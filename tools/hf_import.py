@@ -3,29 +3,36 @@
 Run with the venv of tools/jax-env.sh (JAX, numpy, safetensors, flatbuffers; ml_dtypes comes with JAX):
 
     $(bash tools/jax-env.sh) tools/hf_import.py HF_DIR --out PKG [--name NAME] [--dtype as-is|f32|bf16]
-        [--slots 1,4] [--score-length N] [--prefill-length N] [--embed-batches 1,4] [--embed-length N]
-        [--context-length N] [--tiktoken ENCODING] [--platforms cpu,cuda]
+        [--slots 1,4] [--prefill-chunks 32,128] [--decode-lengths 256,1024] [--context-length N]
+        [--kv-cache-memory 1GiB] [--score-length N] [--embed-batches 1,4] [--embed-length N]
+        [--tiktoken ENCODING] [--platforms cpu,cuda]
 
 HF_DIR is what `save_pretrained` writes: config.json, model.safetensors (or shards and
 model.safetensors.index.json), tokenizer.json, tokenizer_config.json, generation_config.json when present.
 Architectures: GPT2LMHeadModel; LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM (kind causal-lm:
-programs score, and prefill_slot, decode_slots, slot_cache per slot count); BertModel, BertForMaskedLM
-(kind embedding: program embed per batch size). Anything else exits with status 2 naming what is wrong.
+programs score, prefill_chunk per chunk length, decode_batch per batch size and attention window,
+score_chunk, slot_cache); BertModel, BertForMaskedLM (kind embedding: program embed per batch size).
+Anything else exits with status 2 naming what is wrong.
 
 The programs are written here in jax.numpy from the architecture's definition and exported with jax.export;
 their first argument is the flat dict of weights keyed by the checkpoint's own tensor names, so the weights
 are copied as they are (or converted by --dtype, or rewritten without the tensors no program takes, which
 the contract refuses: BERT's pooler, say). Programs compute in f32 whatever the weights' dtype.
 
-The KV cache of the slot programs is one f32 array [layers, 2 (key, value), slots, kv_heads, context,
-head_dim], keys stored after the rotary embedding; prefill_slot and decode_slots donate it and update it in
-place with dynamic_update_slice. Attention masks every cache position after a slot's own position, so
+The KV cache is one f32 array [layers, 2 (key, value), slots, kv_heads, context, head_dim] of N =
+max(--slots) slots, keys stored after the rotary embedding; the programs donate it and update it in place
+with dynamic_update_slice. A prompt of any length up to the context is written by chunks (prefill_chunk at
+an offset of a slot's row); a decode step of B <= N sequences names their rows and reads only the first L
+positions of each (the smallest window holding every running sequence), so one sequence on a server of N
+slots costs one row of one window. Attention masks every cache position after a sequence's own position, so
 padding and stale entries of an earlier, longer sequence are never attended, and decode writes position p
-before it reads it.
+before it reads it. The context defaults to the checkpoint's, capped so that the cache fits
+--kv-cache-memory (1 GiB by default).
 
 Prints the package's path on its last line.
 """
 import argparse
+import functools
 import json
 import math
 import os
@@ -40,7 +47,7 @@ import ml_dtypes
 import numpy as np
 from jax import export, lax
 
-IMPORTER_VERSION = "1"
+IMPORTER_VERSION = "2"
 ALIGNMENT = 64  # the data section starts on this boundary, like tools/jax_gpt.py's align_data
 F32 = jnp.float32
 NEG = -1e30  # the score of a masked position: exp() of it is 0 in f32, and no inf - inf can make a NaN
@@ -270,6 +277,34 @@ class Decoder:
         last = lax.dynamic_slice_in_dim(x, length - 1, 1, axis=1)[:, 0]
         return self.logits(P, last), cache
 
+    def chunk(self, P, tokens, start, slot, cache):
+        """The hidden states of a chunk of C tokens at positions start..start+C-1 of `slot`, written into its
+        cache rows there; each position attends to the slot's cache below `start` (earlier chunks) and to the
+        chunk's own positions up to itself. The caller keeps start + C <= context: dynamic_update_slice clamps
+        an index that would run past the end, which would write the chunk at the wrong positions."""
+        C, context = tokens.shape[1], cache.shape[4]
+        positions = (start + jnp.arange(C))[None]  # [1,C]
+        visible = (jnp.arange(context)[None, :] <= positions[0][:, None])[None]  # [1,C,context]
+
+        def attend(i, q, k, v, cache):
+            kv = jnp.stack([k.transpose(0, 2, 1, 3), v.transpose(0, 2, 1, 3)])[None]  # [1,2,1,KVH,C,Dh]
+            cache = lax.dynamic_update_slice(cache, kv, (i, 0, slot, 0, start, 0))
+            row = lax.dynamic_slice(cache, (i, 0, slot, 0, 0, 0), (1, 2, 1, self.kv_heads, context, self.head_dim))
+            return attention(q, row[0, 0], row[0, 1], visible, self.scale(i)), cache
+
+        return self.run(P, self.embed(P, tokens, positions), positions, attend, cache)
+
+    def prefill_chunk(self, P, tokens, start, last, slot, cache):
+        """One chunk of a prompt (see chunk): the logits of its row `last` (the prompt's last token when this
+        is the prompt's last chunk) and the cache."""
+        x, cache = self.chunk(P, tokens, start, slot, cache)
+        return self.logits(P, lax.dynamic_slice_in_dim(x, last, 1, axis=1)[:, 0]), cache
+
+    def score_chunk(self, P, tokens, start, slot, cache):
+        """One chunk of a sequence to score (see chunk): the logits of every row, f32[1,C,V], and the cache."""
+        x, cache = self.chunk(P, tokens, start, slot, cache)
+        return self.logits(P, x), cache
+
     def decode_slots(self, P, tokens, positions, cache):
         S, C = tokens.shape[0], cache.shape[4]
         pos = positions[:, None]  # [S,1]: one step of each slot
@@ -282,6 +317,29 @@ class Decoder:
                 kv = jnp.stack([k[s, 0], v[s, 0]])[None, :, None, :, None, :]  # [1,2,1,KVH,1,Dh]
                 cache = lax.dynamic_update_slice(cache, kv, (i, 0, s, 0, positions[s], 0))
             return attention(q, cache[i, 0], cache[i, 1], visible, self.scale(i)), cache
+
+        x, cache = self.run(P, self.embed(P, tokens[:, None], pos), pos, attend, cache)
+        return self.logits(P, x[:, 0]), cache
+
+    def decode_batch(self, P, tokens, positions, slots, cache, length):
+        """One decoding step of B sequences held in cache rows `slots` (any of the cache's N), each reading
+        its token at its position (below `length`, the program's static attention window: only the first
+        `length` positions of each row are read, so a step's cost follows the lengths in use, not the
+        context). Rows of the cache not named are left as they are."""
+        B = tokens.shape[0]
+        pos = positions[:, None]  # [B,1]
+        visible = (jnp.arange(length)[None, None, :] <= positions[:, None, None])  # [B,1,length]
+
+        def attend(i, q, k, v, cache):
+            rows = []
+            for b in range(B):
+                kv = jnp.stack([k[b, 0], v[b, 0]])[None, :, None, :, None, :]  # [1,2,1,KVH,1,Dh]
+                cache = lax.dynamic_update_slice(cache, kv, (i, 0, slots[b], 0, positions[b], 0))
+            for b in range(B):
+                rows.append(lax.dynamic_slice(cache, (i, 0, slots[b], 0, 0, 0),
+                                              (1, 2, 1, self.kv_heads, length, self.head_dim))[0, :, 0])
+            window = jnp.stack(rows, axis=1)  # [2,B,KVH,length,Dh]
+            return attention(q, window[0], window[1], visible, self.scale(i)), cache
 
         x, cache = self.run(P, self.embed(P, tokens[:, None], pos), pos, attend, cache)
         return self.logits(P, x[:, 0]), cache
@@ -561,19 +619,66 @@ def program_plan(model, a, context):
     T = min(context, a.score_length)
     plan.append(({"role": "score", "batch": 1, "length": T}, "score_b1.jax", model.score, None,
                  (jax.ShapeDtypeStruct((1, T), jnp.int32),)))
-    prefill_length = a.prefill_length or min(context, 32)
-    if prefill_length > context:
-        raise Refusal(f"--prefill-length {prefill_length} is longer than the context ({context} positions)")
-    for S in a.slots:
-        cache = jax.ShapeDtypeStruct(model.slot_cache_shape(S, context), F32)
-        plan += [
-            ({"role": "prefill_slot", "slots": S, "length": prefill_length}, f"prefill_slot_s{S}.jax",
-             model.prefill_slot, 4, (jax.ShapeDtypeStruct((1, prefill_length), jnp.int32), i32, i32, cache)),
-            ({"role": "decode_slots", "slots": S}, f"decode_slots_s{S}.jax", model.decode_slots, 3,
-             (jax.ShapeDtypeStruct((S,), jnp.int32), jax.ShapeDtypeStruct((S,), jnp.int32), cache)),
-            ({"role": "slot_cache", "slots": S}, f"slot_cache_s{S}.jax", None, None, ()),
-        ]
+    # One cache of N slots (the largest batch); decode programs for each batch size B and attention window
+    # L read only the rows and positions in use; prompts of any length up to the context go in by chunks.
+    N = max(a.slots)
+    cache = jax.ShapeDtypeStruct(model.slot_cache_shape(N, context), F32)
+    for C in chunk_lengths(a, context):
+        plan.append(({"role": "prefill_chunk", "slots": N, "length": C}, f"prefill_chunk_s{N}_c{C}.jax",
+                     model.prefill_chunk, 5, (jax.ShapeDtypeStruct((1, C), jnp.int32), i32, i32, i32, cache)))
+    for B in sorted(set(a.slots)):
+        for L in decode_lengths(a, context):
+            plan.append(({"role": "decode_batch", "slots": N, "batch": B, "length": L},
+                         f"decode_batch_s{N}_b{B}_l{L}.jax", functools.partial(model.decode_batch, length=L), 4,
+                         (jax.ShapeDtypeStruct((B,), jnp.int32), jax.ShapeDtypeStruct((B,), jnp.int32),
+                          jax.ShapeDtypeStruct((B,), jnp.int32), cache)))
+    plan.append(({"role": "slot_cache", "slots": N}, f"slot_cache_s{N}.jax", None, None, ()))
+    # Scoring a sequence longer than score's length: chunks of the longest prefill chunk over a cache of its own.
+    C = max(chunk_lengths(a, context))
+    score_cache = jax.ShapeDtypeStruct(model.slot_cache_shape(1, context), F32)
+    plan.append(({"role": "score_chunk", "slots": 1, "length": C}, f"score_chunk_s1_c{C}.jax", model.score_chunk, 4,
+                 (jax.ShapeDtypeStruct((1, C), jnp.int32), i32, i32, score_cache)))
+    if N != 1:
+        plan.append(({"role": "slot_cache", "slots": 1}, "slot_cache_s1.jax", None, None, ()))
     return plan
+
+
+def chunk_lengths(a, context):
+    """The prefill chunk lengths: as asked, capped at the context (a context shorter than a chunk takes the
+    whole prompt in one)."""
+    return sorted({min(C, context) for C in a.prefill_chunks})
+
+
+def decode_lengths(a, context):
+    """The attention windows of the decode programs: as asked below the context, and the context itself."""
+    return sorted({L for L in a.decode_lengths if L < context} | {context})
+
+
+def cache_bytes(model, slots, context):
+    return 4 * math.prod(model.slot_cache_shape(slots, context))
+
+
+def choose_context(model, a, notes):
+    """The context the package serves: the checkpoint's, capped by --context-length and by what a cache of
+    max(--slots) slots may take (--kv-cache-memory); refused when not even the shortest prompt chunk fits."""
+    context = model.context
+    if a.context_length is not None and a.context_length < context:
+        context = a.context_length
+    if model.kind != "causal-lm":
+        return context
+    slots = max(a.slots)
+    per_position = cache_bytes(model, slots, 1)
+    fits = a.kv_cache_memory // per_position
+    if fits < context:
+        if fits < 16:
+            raise Refusal(f"--kv-cache-memory {a.kv_cache_memory} bytes holds {fits} positions of {slots} slot(s) "
+                          f"({per_position} bytes each): raise it, or import with fewer --slots")
+        capped = fits // 16 * 16  # a multiple of 16, like the chunk and window lengths
+        notes.append(f"context capped at {capped} positions (the checkpoint has {context}): a cache of {slots} "
+                     f"slot(s) takes {per_position} bytes a position and --kv-cache-memory is {a.kv_cache_memory}; "
+                     "raise it, or lower --slots, for more")
+        context = capped
+    return context
 
 
 def export_program(fn, donated, weights, args, platforms, name):
@@ -618,6 +723,14 @@ def generation_defaults(hf_dir, cfg, tokenizer, tok_config, notes):
     gen = read_json(gen_path, "") if gen_path.is_file() else {}
     eos = gen.get("eos_token_id", cfg.get("eos_token_id"))
     eos_ids = [] if eos is None else eos if isinstance(eos, list) else [eos]
+    # The tokenizer's own EOS ends a sequence too, as vLLM adds it to generation_config's: in chat checkpoints
+    # it is often the end of an assistant turn (Qwen2.5's <|im_end|>, Llama 3 Instruct's <|eot_id|>), which
+    # generation_config.json may leave out.
+    eos_text = token_text(tok_config.get("eos_token"))
+    eos_id = token_id(tokenizer, eos_text) if eos_text is not None and tokenizer is not None else None
+    if eos_id is not None and eos_id not in eos_ids:
+        eos_ids = eos_ids + [eos_id]
+        notes.append(f"eos_token_ids {eos_ids}: tokenizer_config.json's eos_token {eos_text} added to generation_config.json's")
     if not eos_ids:
         notes.append("no eos_token_id in generation_config.json or config.json: generation stops only at max_tokens")
     out = {"eos_token_ids": eos_ids, "bos_token_id": None}
@@ -630,9 +743,7 @@ def generation_defaults(hf_dir, cfg, tokenizer, tok_config, notes):
         if post_processor_adds(tokenizer.get("post_processor"), bos_text):
             notes.append(f"bos_token_id null: tokenizer.json's post-processor already adds {bos_text}")
         elif tok_config.get("add_bos_token", False):
-            vocab = tokenizer.get("model", {}).get("vocab", {})
-            added = {t["content"]: t["id"] for t in tokenizer.get("added_tokens", [])}
-            bos_id = added.get(bos_text, vocab.get(bos_text) if isinstance(vocab, dict) else None)
+            bos_id = token_id(tokenizer, bos_text)
             if bos_id is None:
                 raise Refusal(f"tokenizer_config.json's bos_token {bos_text!r} is not in tokenizer.json")
             out["bos_token_id"] = bos_id
@@ -649,6 +760,28 @@ def generation_defaults(hf_dir, cfg, tokenizer, tok_config, notes):
         for key in ("temperature", "top_k", "top_p", "min_p"):
             if gen.get(key) is not None:
                 out[key] = gen[key]
+    return out
+
+
+def token_id(tokenizer, text):
+    """The id tokenizer.json gives the whole token text (an added token's, else the vocabulary's), or None."""
+    vocab = tokenizer.get("model", {}).get("vocab", {})
+    added = {t["content"]: t["id"] for t in tokenizer.get("added_tokens", [])}
+    return added.get(text, vocab.get(text) if isinstance(vocab, dict) else None)
+
+
+SPECIAL_TOKEN_NAME = re.compile(r"[a-z][a-z0-9_]*_token")
+
+
+def special_tokens(tok_config):
+    """The special-token texts apply_chat_template passes a chat template (bos_token, eos_token, unk_token,
+    pad_token, ...), from tokenizer_config.json: the package keeps them, since the template writes them into
+    the prompt (Llama 2's {{ bos_token }}) whether or not the tokenizer adds them itself."""
+    out = {}
+    for name, value in tok_config.items():
+        text = token_text(value)
+        if SPECIAL_TOKEN_NAME.fullmatch(name) and isinstance(text, str):
+            out[name] = text
     return out
 
 
@@ -732,8 +865,8 @@ def import_checkpoint(a):
     arch = architecture_of(cfg)
     ckpt = Checkpoint(hf_dir)
     model = ARCHITECTURES[arch](cfg, set(ckpt.tensors))
-    context = model.context if a.context_length is None else min(model.context, a.context_length)
     notes = []
+    context = choose_context(model, a, notes)
     target = DTYPE_CONVERSIONS[a.dtype]
 
     tokenizer_path = hf_dir / "tokenizer.json"
@@ -805,6 +938,9 @@ def import_checkpoint(a):
             if template is not None:
                 (partial / "chat_template.jinja").write_text(template)
                 manifest["chat_template"] = "chat_template.jinja"
+                tokens = special_tokens(tok_config)
+                if tokens:
+                    manifest["special_tokens"] = tokens
             else:
                 notes.append("no chat template (tokenizer_config.json has none): chat requests will be refused")
             manifest["generation"] = generation_defaults(hf_dir, cfg, tokenizer, tok_config, notes)
@@ -833,6 +969,15 @@ def int_list(text):
     return values
 
 
+def byte_size(text):
+    """A byte count: digits with an optional KiB, MiB or GiB (or K, M, G) suffix."""
+    m = re.fullmatch(r"\s*(\d+)\s*(|K|KiB|M|MiB|G|GiB)\s*", text)
+    if not m or int(m.group(1)) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a byte count (e.g. 1GiB, 512MiB, 1073741824)")
+    return int(m.group(1)) * {"": 1, "K": 1 << 10, "KiB": 1 << 10, "M": 1 << 20, "MiB": 1 << 20, "G": 1 << 30,
+                              "GiB": 1 << 30}[m.group(2)]
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("hf_dir", type=pathlib.Path, metavar="HF_DIR")
@@ -840,13 +985,25 @@ def main():
     ap.add_argument("--name", help="the package's name (default: HF_DIR's name)")
     ap.add_argument("--dtype", choices=sorted(DTYPE_CONVERSIONS), default="as-is",
                     help="the weights' floating dtype in the package (programs compute in f32 either way)")
-    ap.add_argument("--slots", type=int_list, default=[1, 4], help="slot counts of the slot programs")
-    ap.add_argument("--score-length", type=int, default=32, help="score's length (capped at the context)")
-    ap.add_argument("--prefill-length", type=int, help="prefill_slot's length (default: min(context, 32))")
+    ap.add_argument("--slots", type=int_list, default=[1, 4],
+                    help="the batch sizes of the decode programs; the cache holds max(SLOTS) sequences")
+    ap.add_argument("--score-length", type=int, default=32,
+                    help="score's length (capped at the context); longer sequences are scored by chunks")
+    ap.add_argument("--prefill-chunks", type=int_list, default=[32, 128],
+                    help="the prompt chunk lengths of prefill_chunk (a prompt of any length up to the context "
+                    "goes in by chunks of these)")
+    ap.add_argument("--prefill-length", type=int,
+                    help="the same as --prefill-chunks N (one chunk length); kept for older command lines")
+    ap.add_argument("--decode-lengths", type=int_list, default=[256, 1024],
+                    help="the attention windows of the decode programs below the context (the context is "
+                    "always one): a step reads only the smallest window that holds every running sequence")
     ap.add_argument("--embed-batches", type=int_list, default=[1, 4], help="batch sizes of embed")
     ap.add_argument("--embed-length", type=int, default=32, help="embed's length (capped at the context)")
-    ap.add_argument("--context-length", type=int,
+    ap.add_argument("--context-length", "--max-model-len", dest="context_length", type=int,
                     help="cap the context (limits.context_length and the cache's positions) below the model's")
+    ap.add_argument("--kv-cache-memory", type=byte_size, default=byte_size("1GiB"),
+                    help="the most bytes the cache of max(SLOTS) sequences may take (f32); the context is "
+                    "capped to fit (default 1GiB; suffixes KiB, MiB, GiB)")
     ap.add_argument("--tiktoken", choices=["r50k_base", "p50k_base", "cl100k_base", "o200k_base"],
                     help="for a checkpoint without tokenizer.json: an encoding JTokkit bundles (r50k_base is GPT-2's)")
     # cpu alone by default: a module lowered for several platforms takes the platform index as a run-time
@@ -861,6 +1018,8 @@ def main():
     for flag in ("score_length", "prefill_length", "embed_length", "context_length"):
         if getattr(a, flag) is not None and getattr(a, flag) < 1:
             ap.error(f"--{flag.replace('_', '-')} must be at least 1")
+    if a.prefill_length is not None:
+        a.prefill_chunks = [a.prefill_length]
     try:
         print(import_checkpoint(a))
     except Refusal as e:

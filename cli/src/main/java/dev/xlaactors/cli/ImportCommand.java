@@ -7,6 +7,7 @@ import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
+import java.util.HashSet;
 import java.util.List;
 import java.util.Set;
 
@@ -18,13 +19,22 @@ import java.util.Set;
  */
 final class ImportCommand {
   static final String USAGE = "usage: bin/xla-actors import hf HF_DIR --out PKG [--dtype as-is|f32|bf16] [--slots 1,4] "
-      + "[--score-length N] [--prefill-length N] [--embed-batches 1,4]";
+      + "[--context-length N | --max-model-len N] [--kv-cache-memory 1GiB] [--prefill-chunks 32,128] "
+      + "[--decode-lengths 256,1024] [--score-length N] [--prefill-length N] [--embed-batches 1,4]";
+
+  /** Options with one integer value each, passed on to tools/hf_import.py as given. */
+  private static final List<String> INTEGERS = List.of("--score-length", "--prefill-length", "--context-length", "--max-model-len");
+
+  /** Options with a comma-separated list of positive integers, passed on as given. */
+  private static final List<String> LISTS = List.of("--slots", "--embed-batches", "--prefill-chunks", "--decode-lengths");
 
   private ImportCommand() {}
 
   static int run(List<String> args, Path home, PrintStream out, PrintStream err) throws UsageException, IOException, InterruptedException {
-    CommandLine line = CommandLine.parse("import", args,
-        Set.of("--out", "--dtype", "--slots", "--score-length", "--prefill-length", "--embed-batches"), Set.of());
+    Set<String> options = new HashSet<>(Set.of("--out", "--dtype", "--kv-cache-memory"));
+    options.addAll(INTEGERS);
+    options.addAll(LISTS);
+    CommandLine line = CommandLine.parse("import", args, options, Set.of());
     line.expectPositional(2, 2, "a format and a checkpoint directory: import hf HF_DIR --out PKG");
     if (!line.positional().get(0).equals("hf")) {
       throw new UsageException("import: the format '" + line.positional().get(0) + "' is not known; the one format is 'hf' "
@@ -43,16 +53,28 @@ final class ImportCommand {
     if (!List.of("as-is", "f32", "bf16").contains(dtype)) {
       throw new UsageException("import: --dtype takes as-is, f32 or bf16, got '" + dtype + "'");
     }
-    line.integer("--score-length", null, 1, 1 << 20);
-    line.integer("--prefill-length", null, 1, 1 << 20);
-    for (String option : List.of("--slots", "--embed-batches")) {
+    for (String option : INTEGERS) {
+      line.integer(option, null, 1, 1 << 24);
+    }
+    if (line.value("--context-length").isPresent() && line.value("--max-model-len").isPresent()) {
+      throw new UsageException("import: --context-length and --max-model-len are the same option (vLLM's name); give one");
+    }
+    for (String option : LISTS) {
       if (line.value(option).isPresent()) {
         CommandLine.tokenLists("import", option, line.value(option).get()); // comma-separated positive integers
       }
     }
+    String memory = line.value("--kv-cache-memory").orElse(null);
+    if (memory != null && !memory.matches("\\d+(K|KiB|M|MiB|G|GiB)?") || "0".equals(memory)) {
+      throw new UsageException("import: --kv-cache-memory takes a byte count such as 1GiB, 512MiB or 1073741824, got '" + memory
+          + "'");
+    }
     List<String> command = new ArrayList<>(List.of(python(home, err), home.resolve("tools/hf_import.py").toString(),
         hfDir.toString(), "--out", outDir.toString(), "--dtype", dtype));
-    for (String option : List.of("--slots", "--score-length", "--prefill-length", "--embed-batches")) {
+    List<String> passed = new ArrayList<>(INTEGERS);
+    passed.addAll(LISTS);
+    passed.add("--kv-cache-memory");
+    for (String option : passed) {
       if (line.value(option).isPresent()) {
         command.add(option);
         command.add(line.value(option).get());

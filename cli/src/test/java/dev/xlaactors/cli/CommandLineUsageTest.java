@@ -60,6 +60,11 @@ class CommandLineUsageTest {
     refused("--out PKG is required", "import", "hf", dir.toString());
     refused("--dtype takes as-is, f32 or bf16, got 'f8'", "import", "hf", dir.toString(), "--out", dir.resolve("p").toString(),
         "--dtype", "f8");
+    refused("--kv-cache-memory takes a byte count such as 1GiB", "import", "hf", dir.toString(), "--out",
+        dir.resolve("p").toString(), "--kv-cache-memory", "lots");
+    refused("--context-length and --max-model-len are the same option", "import", "hf", dir.toString(), "--out",
+        dir.resolve("p").toString(), "--context-length", "512", "--max-model-len", "1024");
+    refused("--prefill-chunks", "import", "hf", dir.toString(), "--out", dir.resolve("p").toString(), "--prefill-chunks", "32,x");
   }
 
   @Test

@@ -4,8 +4,13 @@ import com.fasterxml.jackson.core.JsonGenerator;
 import dev.xlaactors.lm.TextGenerator;
 import dev.xlaactors.lm.sampling.Sample;
 import dev.xlaactors.lm.sampling.TopLogprob;
+import dev.xlaactors.lm.text.IncrementalDetokenizer;
 import dev.xlaactors.lm.text.Tokenizer;
 import java.io.IOException;
+import java.nio.ByteBuffer;
+import java.nio.charset.CharacterCodingException;
+import java.nio.charset.CharsetDecoder;
+import java.nio.charset.CodingErrorAction;
 import java.nio.charset.StandardCharsets;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -93,7 +98,8 @@ final class OpenAiResponses {
         } else {
           g.writeStringField("text", text);
         }
-        logprobs(g, c.prompt(), c.result().samples(), c.echo() == null ? 0 : c.echo().length());
+        int[] offsets = logprobs == null || api == Api.CHAT ? new int[0] : generatedOffsets(c, text.length());
+        logprobs(g, c.prompt(), c.echo(), c.result().samples(), offsets);
         g.writeStringField("finish_reason", finishReason(c.result().finishReason()));
         g.writeEndObject();
       }
@@ -141,7 +147,7 @@ final class OpenAiResponses {
       } else {
         g.writeStringField("text", text);
       }
-      logprobs(g, null, sample == null ? List.of() : List.of(sample), textOffset);
+      logprobs(g, null, null, sample == null ? List.of() : List.of(sample), new int[] {textOffset});
       if (finish == null) {
         g.writeNullField("finish_reason");
       } else {
@@ -160,7 +166,7 @@ final class OpenAiResponses {
       g.writeStartObject();
       g.writeNumberField("index", index);
       g.writeStringField("text", echo);
-      logprobs(g, prompt, List.of(), echo.length());
+      logprobs(g, prompt, echo, List.of(), new int[0]);
       g.writeNullField("finish_reason");
       g.writeEndObject();
       g.writeEndArray();
@@ -209,10 +215,11 @@ final class OpenAiResponses {
 
   /**
    * {@code "logprobs"}: null unless asked for; completions' form {@code {tokens, token_logprobs,
-   * top_logprobs, text_offset}} (offsets from {@code textOffset}) or chat's {@code {content: [{token,
-   * logprob, bytes, top_logprobs}]}}.
+   * top_logprobs, text_offset}} or chat's {@code {content: [{token, logprob, bytes, top_logprobs}]}}.
+   * {@code text_offset} is over the text returned: the echoed prompt's ({@code echo}; its tokens' offsets
+   * from {@link #promptOffsets}) then the generated tokens' ({@code offsets}, one per sample).
    */
-  private void logprobs(JsonGenerator g, PromptLogprobs prompt, List<Sample> samples, int textOffset) throws IOException {
+  private void logprobs(JsonGenerator g, PromptLogprobs prompt, String echo, List<Sample> samples, int[] offsets) throws IOException {
     if (logprobs == null) {
       g.writeNullField("logprobs");
       return;
@@ -240,10 +247,10 @@ final class OpenAiResponses {
     int promptLength = prompt == null ? 0 : prompt.tokens().length;
     g.writeArrayFieldStart("tokens");
     for (int i = 0; i < promptLength; i++) {
-      g.writeString(tokenText(prompt.tokens()[i]));
+      g.writeString(tokenString(prompt.tokens()[i]));
     }
     for (Sample s : samples) {
-      g.writeString(tokenText(s.token()));
+      g.writeString(tokenString(s.token()));
     }
     g.writeEndArray();
     g.writeArrayFieldStart("token_logprobs");
@@ -271,27 +278,64 @@ final class OpenAiResponses {
     }
     g.writeEndArray();
     g.writeArrayFieldStart("text_offset");
-    int offset = 0;
-    for (int i = 0; i < promptLength; i++) {
-      g.writeNumber(offset);
-      offset += tokenText(prompt.tokens()[i]).length();
+    if (promptLength > 0) {
+      for (int offset : promptOffsets(prompt.tokens(), echo)) {
+        g.writeNumber(offset);
+      }
     }
-    offset = textOffset;
-    for (Sample s : samples) {
-      g.writeNumber(offset);
-      offset += tokenText(s.token()).length();
+    for (int i = 0; i < samples.size(); i++) {
+      g.writeNumber(offsets[i]);
     }
     g.writeEndArray();
     g.writeEndObject();
   }
 
-  /** One position's {@code {text: logprob}}: the k most likely and the chosen token (as vLLM), one entry per distinct text. */
+  /**
+   * Where each prompt token's text starts in {@code echo}, the prompt's text as returned: the text the
+   * incremental detokenizer makes of the tokens before it (a character split over tokens starts at its
+   * first; a token that makes no text, at the next text). When {@code echo} is the client's own text its
+   * special tokens (a BOS the tokenizer added) are not in it, so they are skipped; a prompt of token ids is
+   * echoed as the tokenizer decodes it, special tokens included. Offsets never pass the echo's end.
+   */
+  private int[] promptOffsets(int[] tokens, String echo) {
+    boolean skipSpecial = !echo.equals(tokenizer.decode(tokens));
+    return offsets(tokens, new int[0], skipSpecial, 0, echo.length());
+  }
+
+  /** Where each generated token's text starts in the choice's returned text (after its echo), as {@link TextGenerator} made it. */
+  private int[] generatedOffsets(Choice c, int textLength) {
+    int[] tokens = new int[c.result().samples().size()];
+    for (int i = 0; i < tokens.length; i++) {
+      tokens[i] = c.result().samples().get(i).token();
+    }
+    int start = c.echo() == null ? 0 : c.echo().length();
+    return offsets(tokens, c.result().promptTokens(), true, start, textLength);
+  }
+
+  /** The offsets of {@code tokens}' texts (after {@code context}) from {@code start}, capped at {@code end}. */
+  private int[] offsets(int[] tokens, int[] context, boolean skipSpecial, int start, int end) {
+    IncrementalDetokenizer detokenizer = IncrementalDetokenizer.create(tokenizer, context, skipSpecial);
+    int[] out = new int[tokens.length];
+    int at = start;
+    for (int i = 0; i < tokens.length; i++) {
+      out[i] = Math.min(at, end);
+      at += detokenizer.next(tokens[i]).length();
+    }
+    return out;
+  }
+
+  /**
+   * One position's {@code {text: logprob}}: the k most likely and the chosen token (as vLLM). Each token is
+   * keyed by {@link #tokenString}, so tokens with different bytes never share a key (the parts of a
+   * character are {@code bytes:\xNN} keys, not all U+FFFD); tokens whose bytes are the same (a byte piece
+   * and a piece spelling the same character) are one entry, the more likely one's.
+   */
   private void topLogprobs(JsonGenerator g, int token, float logprob, List<TopLogprob> top) throws IOException {
     Map<String, Float> entries = new LinkedHashMap<>();
     for (TopLogprob t : top.subList(0, Math.min(logprobs, top.size()))) {
-      entries.putIfAbsent(tokenText(t.token()), t.logprob());
+      entries.putIfAbsent(tokenString(t.token()), t.logprob());
     }
-    entries.putIfAbsent(tokenText(token), logprob);
+    entries.putIfAbsent(tokenString(token), logprob);
     g.writeStartObject();
     for (Map.Entry<String, Float> e : entries.entrySet()) {
       g.writeNumberField(e.getKey(), e.getValue());
@@ -299,19 +343,34 @@ final class OpenAiResponses {
     g.writeEndObject();
   }
 
+  /** Chat's {@code {token, logprob, bytes}}: {@code bytes} are the token's own (part of a character too). */
   private void tokenLogprob(JsonGenerator g, int token, float logprob) throws IOException {
-    String text = tokenText(token);
-    g.writeStringField("token", text);
+    g.writeStringField("token", tokenString(token));
     g.writeNumberField("logprob", logprob);
     g.writeArrayFieldStart("bytes");
-    for (byte b : text.getBytes(StandardCharsets.UTF_8)) {
+    for (byte b : tokenizer.decodeBytes(new int[] {token})) {
       g.writeNumber(b & 0xFF);
     }
     g.writeEndArray();
   }
 
-  /** The text of one token alone (a token holding part of a character shows U+FFFD for it). */
-  private String tokenText(int token) {
-    return tokenizer.decode(new int[] {token});
+  /**
+   * A token as log-probabilities show it: its own bytes as text when they are whole UTF-8 (a SentencePiece
+   * piece with its space), else {@code bytes:} and each byte as {@code \xNN}, as OpenAI writes a token that
+   * holds part of a character (decoded alone it would be U+FFFD, the same for every such token).
+   */
+  String tokenString(int token) {
+    byte[] bytes = tokenizer.decodeBytes(new int[] {token});
+    CharsetDecoder utf8 = StandardCharsets.UTF_8.newDecoder().onMalformedInput(CodingErrorAction.REPORT)
+        .onUnmappableCharacter(CodingErrorAction.REPORT);
+    try {
+      return utf8.decode(ByteBuffer.wrap(bytes)).toString();
+    } catch (CharacterCodingException partial) {
+      StringBuilder out = new StringBuilder("bytes:");
+      for (byte b : bytes) {
+        out.append(String.format(java.util.Locale.ROOT, "\\x%02x", b & 0xFF));
+      }
+      return out.toString();
+    }
   }
 }

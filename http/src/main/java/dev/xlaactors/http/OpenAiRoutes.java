@@ -78,6 +78,8 @@ public final class OpenAiRoutes extends AllDirectives {
   private final Map<String, ChatTemplate> templates = new LinkedHashMap<>();
   private final Map<String, EmbeddingModel> embedders = new LinkedHashMap<>();
   private final Executor blocking;
+  /** Where chat templates render (xla-actors.http.chat-template.dispatcher): never on the routes' own threads. */
+  private final Executor renderer;
   private final Duration generationTimeout;
   private final long created = System.currentTimeMillis() / 1000;
 
@@ -90,6 +92,8 @@ public final class OpenAiRoutes extends AllDirectives {
     this.settings = settings;
     this.blocking = system.dispatchers().lookup(DispatcherSelector.blocking());
     this.generationTimeout = GenerationSettings.create(system).defaultTimeout();
+    ChatTemplateSettings chatSettings = ChatTemplateSettings.create(system);
+    this.renderer = system.dispatchers().lookup(DispatcherSelector.fromConfig(chatSettings.dispatcher()));
     Set<String> names = new HashSet<>();
     for (CompletionEndpoint e : generators) {
       if (!names.add(e.name())) {
@@ -97,7 +101,8 @@ public final class OpenAiRoutes extends AllDirectives {
       }
       this.generators.put(e.name(), e);
       LanguageModel lm = e.generator().model();
-      lm.chatTemplate().ifPresent(t -> templates.put(e.name(), new ChatTemplate(e.name(), t, special(lm, bos(lm)), special(lm, eos(lm)))));
+      lm.chatTemplate().ifPresent(t -> templates.put(e.name(), new ChatTemplate(e.name(), t, specialTokens(lm), chatSettings,
+          java.time.Clock.systemDefaultZone())));
     }
     for (EmbeddingModel m : embedders) {
       if (!names.add(m.name())) {
@@ -107,18 +112,26 @@ public final class OpenAiRoutes extends AllDirectives {
     }
   }
 
-  private static Integer bos(LanguageModel lm) {
-    return lm.modelPackage().generation().bosTokenId();
-  }
-
-  private static Integer eos(LanguageModel lm) {
-    List<Integer> ids = lm.modelPackage().generation().eosTokenIds();
-    return ids == null || ids.isEmpty() ? null : ids.get(0);
-  }
-
-  /** The text of special token {@code id} ({@code ""} when there is none), for the chat template's bos_token and eos_token. */
-  private static String special(LanguageModel lm, Integer id) {
-    return id == null ? "" : lm.tokenizer().decode(new int[] {id});
+  /**
+   * The special-token texts a chat template sees: the package's {@code special_tokens} (from the checkpoint's
+   * tokenizer_config.json, as {@code apply_chat_template} passes them); for a package imported before it had
+   * them, the text of its {@code bos_token_id} and first EOS id.
+   */
+  private static Map<String, String> specialTokens(LanguageModel lm) {
+    Map<String, String> tokens = lm.modelPackage().specialTokens();
+    if (!tokens.isEmpty()) {
+      return tokens;
+    }
+    Map<String, String> derived = new LinkedHashMap<>();
+    Integer bos = lm.modelPackage().generation().bosTokenId();
+    List<Integer> eos = lm.modelPackage().generation().eosTokenIds();
+    if (bos != null) {
+      derived.put("bos_token", lm.tokenizer().decode(new int[] {bos}));
+    }
+    if (eos != null && !eos.isEmpty()) {
+      derived.put("eos_token", lm.tokenizer().decode(new int[] {eos.get(0)}));
+    }
+    return derived;
   }
 
   /** The language models (completions), in order. */
@@ -301,16 +314,36 @@ public final class OpenAiRoutes extends AllDirectives {
           + "template (its checkpoint's tokenizer_config.json has no chat_template, and there is no chat_template.jinja), so it "
           + "cannot turn messages into a prompt: use POST /v1/completions with a prompt, or import a checkpoint that has one");
     }
-    // As Hugging Face's apply_chat_template: the template writes the special tokens, the tokenizer adds none.
-    int[] ids = lm.tokenizer().encode(template.render(request.messages(), true), false);
-    int maxTokens = maxTokens(ep, ids.length, request.sampling().maxTokens(), lm.contextLength() - ids.length, "messages");
-    List<Job> jobs = new ArrayList<>();
-    for (int c = 0; c < request.sampling().n(); c++) {
-      jobs.add(new Job(c, 0, ids, request.sampling().over(lm.defaults(), maxTokens, request.topLogprobs(), c), null, null));
+    return template.renderAsync(request.messages(), true, renderer).thenCompose(prompt -> {
+      // As Hugging Face's apply_chat_template: the template writes the special tokens, the tokenizer adds none.
+      int[] ids = lm.tokenizer().encode(prompt, false);
+      int maxTokens = maxTokens(ep, ids.length, request.sampling().maxTokens(), lm.contextLength() - ids.length, "messages");
+      List<Job> jobs = new ArrayList<>();
+      for (int c = 0; c < request.sampling().n(); c++) {
+        SamplingParams params = request.sampling().over(lm.defaults(), maxTokens, request.topLogprobs(), c);
+        jobs.add(new Job(c, 0, ids, params.withStopTokenIds(chatStops(lm, template, params)), null, null));
+      }
+      OpenAiResponses writer = new OpenAiResponses(OpenAiResponses.Api.CHAT, request.model(), lm.tokenizer(),
+          request.logprobs() ? request.topLogprobs() : null);
+      return run(ep, jobs, ids.length, writer, request.streaming(), connection, timeout);
+    });
+  }
+
+  /**
+   * The tokens a chat answer stops at: the request's (the package's EOS ids, from generation_config.json)
+   * and the template's {@code eos_token}, the end of an assistant turn in the templates that close turns
+   * with it (Llama 3 Instruct's {@code <|eot_id|>}, ChatML's {@code <|im_end|>} in Qwen2.5's
+   * tokenizer_config.json), as vLLM adds the tokenizer's EOS to generation_config's.
+   */
+  private static Set<Integer> chatStops(LanguageModel lm, ChatTemplate template, SamplingParams params) {
+    String eos = template.specialTokens().get("eos_token");
+    java.util.OptionalInt id = eos == null ? java.util.OptionalInt.empty() : lm.tokenizer().tokenId(eos);
+    if (id.isEmpty() || params.stopTokenIds().contains(id.getAsInt())) {
+      return params.stopTokenIds();
     }
-    OpenAiResponses writer = new OpenAiResponses(OpenAiResponses.Api.CHAT, request.model(), lm.tokenizer(),
-        request.logprobs() ? request.topLogprobs() : null);
-    return run(ep, jobs, ids.length, writer, request.streaming(), connection, timeout);
+    Set<Integer> stops = new HashSet<>(params.stopTokenIds());
+    stops.add(id.getAsInt());
+    return stops;
   }
 
   /** {@code ids} when each is in the model's vocabulary; else 400 naming the first that is not. */

@@ -284,11 +284,11 @@ public final class ServingRoutes extends AllDirectives {
     // Until its first event the request waits (for a slot, say) at most its deadline; an HTTP timeout past
     // that drops it from the server the same way (its place is freed, it never decodes for nobody).
     httpTimeout.follow(model, null, timeout != null ? timeout : generationTimeout, kill::shutdown);
-    return run.second().thenApply(first -> stream(ep, first, httpTimeout));
+    return run.second().thenApply(first -> stream(ep, prompt, first, httpTimeout));
   }
 
-  private HttpResponse stream(GenerationEndpoint ep, Pair<List<GenerationServer.Event>, Source<GenerationServer.Event, NotUsed>> first,
-      RequestTimeout httpTimeout) {
+  private HttpResponse stream(GenerationEndpoint ep, int[] prompt, Pair<List<GenerationServer.Event>,
+      Source<GenerationServer.Event, NotUsed>> first, RequestTimeout httpTimeout) {
     if (first.first().isEmpty() && httpTimeout.answered() != null) {
       return httpTimeout.answered(); // the HTTP timeout ended the events: the same answer, whichever reaches the client
     }
@@ -305,7 +305,8 @@ public final class ServingRoutes extends AllDirectives {
       }
       return error(f.error());
     }
-    TokenText text = ep.text() == null ? null : new TokenText(ep.text()); // this response's: its stream is materialized once
+    // This response's: its stream is materialized once.
+    TextCodec.Pieces text = ep.text() == null ? null : ep.text().pieces(prompt);
     Source<ByteString, NotUsed> sse = Source.single(head).concat(first.second()).map(e -> ByteString.fromString(sse(text, e)));
     return HttpResponse.create().withEntity(HttpEntities.create(EVENT_STREAM, sse));
   }
@@ -315,7 +316,7 @@ public final class ServingRoutes extends AllDirectives {
    * byte-level tokenizer) are held back until the token that completes it, so no event carries half a
    * character (which JSON would turn into U+FFFD). Used by one stream at a time.
    */
-  static final class TokenText {
+  static final class TokenText implements TextCodec.Pieces {
     private final TextCodec codec;
     private byte[] pending = new byte[0];
 
@@ -323,8 +324,8 @@ public final class ServingRoutes extends AllDirectives {
       this.codec = codec;
     }
 
-    /** The text {@code token} completes (empty while a character is incomplete). */
-    String next(int token) {
+    @Override
+    public String next(int token) {
       byte[] bytes = codec.decodeBytes(token);
       byte[] all = java.util.Arrays.copyOf(pending, pending.length + bytes.length);
       System.arraycopy(bytes, 0, all, pending.length, bytes.length);
@@ -333,8 +334,8 @@ public final class ServingRoutes extends AllDirectives {
       return new String(all, 0, whole, StandardCharsets.UTF_8);
     }
 
-    /** What is still held back at the end (an incomplete character: U+FFFD), or empty. */
-    String rest() {
+    @Override
+    public String rest() {
       String rest = new String(pending, StandardCharsets.UTF_8);
       pending = new byte[0];
       return rest;
@@ -358,7 +359,7 @@ public final class ServingRoutes extends AllDirectives {
   }
 
   /** One server-sent event (UTF-8 text, ends with a blank line); {@code text} renders token text (null: none). */
-  private static String sse(TokenText text, GenerationServer.Event e) {
+  private static String sse(TextCodec.Pieces text, GenerationServer.Event e) {
     String name;
     byte[] data;
     if (e instanceof GenerationServer.Token t) {

@@ -195,20 +195,27 @@ public final class LanguageModel implements AutoCloseable {
     return withBos;
   }
 
-  /** The longest sequence {@link #score} takes (the score program's length). */
+  /**
+   * The longest sequence {@link #score} takes: the context when the package scores by chunks (importer 2),
+   * else the score program's length.
+   */
   public int maxScoreLength() {
-    return scoreProgram().getValue().length();
+    return modelPackage().programs(Role.SCORE_CHUNK).isEmpty() ? scoreProgram().getValue().length() : contextLength();
   }
 
   /**
    * The logits at every position of {@code tokens} ({@code [tokens.length][vocabulary]}): row {@code i} is
    * the model's distribution of the token after {@code tokens[0..i]}. A supervised run of the package's
-   * {@code score} program; refused naming the limit when the sequence is empty, too long or holds a token
+   * {@code score} program, or, for a sequence longer than it, of its {@code score_chunk} programs chunk by chunk
+   * over a cache of their own; refused naming the limit when the sequence is empty, too long or holds a token
    * outside the vocabulary.
    */
   public float[][] score(int[] tokens) {
     Map.Entry<Model, ProgramSpec> program = scoreProgram();
     int length = program.getValue().length();
+    if (tokens.length > length && !modelPackage().programs(Role.SCORE_CHUNK).isEmpty()) {
+      return PackageSlotDecoder.scoreByChunks(loaded, runtime, tokens);
+    }
     int batch = program.getValue().size();
     if (tokens.length < 1 || tokens.length > length) {
       throw new InvalidArgumentException("model '" + name() + "' scores 1.." + length + " tokens at once, got " + tokens.length
@@ -243,9 +250,9 @@ public final class LanguageModel implements AutoCloseable {
     return Map.entry(models.get(size), modelPackage().program(Role.SCORE, size).orElseThrow());
   }
 
-  /** The slot counts the package's slot programs were exported for. */
+  /** The slot counts a decoder can have: the caches the package's slot programs were exported for. */
   public List<Integer> slotCounts() {
-    return List.copyOf(loaded.models(Role.PREFILL_SLOT).keySet());
+    return PackageSlotDecoder.slotCounts(modelPackage());
   }
 
   /** A new decoder of {@code slots} sequences (one of {@link #slotCounts()}); the caller owns it (its cache). */

@@ -12,16 +12,24 @@ import dev.xlaactors.runtime.model.Argument;
 import dev.xlaactors.runtime.model.LoadedPackage;
 import dev.xlaactors.runtime.model.Model;
 import dev.xlaactors.runtime.model.ModelPackage;
+import dev.xlaactors.runtime.model.ProgramSpec;
 import dev.xlaactors.runtime.model.Role;
 import java.util.ArrayList;
+import java.util.Comparator;
 import java.util.List;
 import java.util.concurrent.CompletionException;
 
 /**
- * A {@link SlotDecoder} over the slot programs of a loaded model package ({@code prefill_slot},
- * {@code decode_slots}, {@code slot_cache} of one slot count: docs/model-package.md), for any decoder that
- * honours that contract: GPT-2, Llama and whatever else an importer exports. The cache stays on the device,
- * donated to every call and given back updated in place.
+ * A {@link SlotDecoder} over the slot programs of a loaded model package, for any decoder that honours their
+ * contract (docs/model-package.md): GPT-2, Llama and whatever else an importer exports. The cache stays on the
+ * device, donated to every call and given back updated in place. Two kinds of package:
+ * <ul>
+ *   <li>chunked (importer 2): {@code prefill_chunk} writes a prompt of any length up to the context by chunks
+ *       at offsets of a slot's row, and each decode step runs the smallest {@code decode_batch} program whose
+ *       batch holds the running sequences and whose window holds their positions, so one sequence on a decoder
+ *       of N slots costs one row of the smallest window;
+ *   <li>fixed (importer 1): {@code prefill_slot} of one prompt length, {@code decode_slots} of every slot.
+ * </ul>
  *
  * <p>Every call is a supervised run of the {@link CallbackRuntime} (its run timeout, its metrics, host
  * callbacks the programs make), so a step that hangs fails with DEADLINE_EXCEEDED and {@link #cancel}
@@ -37,14 +45,19 @@ public final class PackageSlotDecoder implements SlotDecoder {
   private final int vocabulary;
   private final int maxPromptLength;
   private final int contextLength;
-  private final Model prefill;
-  private final Model decode;
+  private final Model prefill; // fixed packages; null for chunked ones
+  private final Model decode; // fixed packages; null for chunked ones
+  private final List<Program> chunks; // chunked packages, by increasing length; empty for fixed ones
+  private final List<Program> steps; // chunked packages, by increasing batch then length; empty for fixed ones
   private final Model emptyCache;
   private DeviceBuffer cache; // null only while a call holds it, after a failed call, or after close
   private volatile DeviceRunHandle inFlight;
 
+  /** A program of a chunked package with its sizes: a chunk's length, or a decode step's batch and window. */
+  private record Program(int batch, int length, Model model) {}
+
   private PackageSlotDecoder(String name, CallbackRuntime runtime, int slots, int vocabulary, int maxPromptLength,
-      int contextLength, Model prefill, Model decode, Model emptyCache) {
+      int contextLength, Model prefill, Model decode, List<Program> chunks, List<Program> steps, Model emptyCache) {
     this.name = name;
     this.runtime = runtime;
     this.slots = slots;
@@ -53,6 +66,8 @@ public final class PackageSlotDecoder implements SlotDecoder {
     this.contextLength = contextLength;
     this.prefill = prefill;
     this.decode = decode;
+    this.chunks = chunks;
+    this.steps = steps;
     this.emptyCache = emptyCache;
   }
 
@@ -66,14 +81,94 @@ public final class PackageSlotDecoder implements SlotDecoder {
       throw new InvalidArgumentException("model '" + pkg.name() + "' is a " + pkg.kind() + " package, not a causal-lm one: "
           + "it has no slot programs to decode with");
     }
-    var spec = pkg.program(Role.PREFILL_SLOT, slots).orElseThrow(() -> new InvalidArgumentException("model '" + pkg.name()
-        + "' has no slot programs for " + slots + " slot(s); it has them for " + loaded.models(Role.PREFILL_SLOT).keySet()
-        + ": pick one of those, or import it again with --slots " + slots));
-    PackageSlotDecoder decoder = new PackageSlotDecoder(pkg.name(), runtime, slots, pkg.limits().vocabulary(), spec.length(),
-        pkg.limits().contextLength(), loaded.model(Role.PREFILL_SLOT, slots), loaded.model(Role.DECODE_SLOTS, slots),
-        loaded.model(Role.SLOT_CACHE, slots));
+    int context = pkg.limits().contextLength();
+    List<Program> chunks = new ArrayList<>();
+    List<Program> steps = new ArrayList<>();
+    for (ProgramSpec p : pkg.programs()) {
+      if (p.size() == slots && p.role() == Role.PREFILL_CHUNK) {
+        chunks.add(new Program(1, p.length(), loaded.model(p)));
+      } else if (p.size() == slots && p.role() == Role.DECODE_BATCH) {
+        steps.add(new Program(p.batch(), p.length(), loaded.model(p)));
+      }
+    }
+    PackageSlotDecoder decoder;
+    if (!chunks.isEmpty()) {
+      chunks.sort(Comparator.comparingInt(Program::length));
+      steps.sort(Comparator.comparingInt(Program::batch).thenComparingInt(Program::length));
+      decoder = new PackageSlotDecoder(pkg.name(), runtime, slots, pkg.limits().vocabulary(), context, context, null, null,
+          List.copyOf(chunks), List.copyOf(steps), loaded.model(Role.SLOT_CACHE, slots));
+    } else {
+      var spec = pkg.program(Role.PREFILL_SLOT, slots).orElseThrow(() -> new InvalidArgumentException("model '" + pkg.name()
+          + "' has no slot programs for " + slots + " slot(s); it has them for " + slotCounts(pkg)
+          + ": pick one of those, or import it again with --slots " + slots));
+      decoder = new PackageSlotDecoder(pkg.name(), runtime, slots, pkg.limits().vocabulary(), spec.length(), context,
+          loaded.model(Role.PREFILL_SLOT, slots), loaded.model(Role.DECODE_SLOTS, slots), List.of(), List.of(),
+          loaded.model(Role.SLOT_CACHE, slots));
+    }
     decoder.reset();
     return decoder;
+  }
+
+  /**
+   * The logits at every position of {@code tokens} (1 to the context), by the package's {@code score_chunk}
+   * programs over a cache of their own, made for this call and freed after it: chunk after chunk, each attending
+   * to the ones before. Refused when the package has no score_chunk program (importer 1).
+   */
+  static float[][] scoreByChunks(LoadedPackage loaded, CallbackRuntime runtime, int[] tokens) {
+    ModelPackage pkg = loaded.modelPackage();
+    List<ProgramSpec> specs = pkg.programs(Role.SCORE_CHUNK);
+    if (specs.isEmpty()) {
+      throw new InvalidArgumentException("model '" + pkg.name() + "' has no score_chunk program to score " + tokens.length
+          + " tokens: import it again (importer 2 scores sequences up to the context)");
+    }
+    int cacheSlots = specs.get(0).size();
+    List<Program> chunks = specs.stream().filter(p -> p.size() == cacheSlots)
+        .map(p -> new Program(1, p.length(), loaded.model(p))).sorted(Comparator.comparingInt(Program::length)).toList();
+    int context = pkg.limits().contextLength();
+    int vocab = pkg.limits().vocabulary();
+    try (PackageSlotDecoder scorer = new PackageSlotDecoder(pkg.name(), runtime, cacheSlots, vocab, context, context, null, null,
+        chunks, List.of(), loaded.model(Role.SLOT_CACHE, cacheSlots))) {
+      if (tokens.length < 1 || tokens.length > context) {
+        throw new InvalidArgumentException("model '" + pkg.name() + "' scores 1.." + context + " tokens (its context), got "
+            + tokens.length);
+      }
+      scorer.checkTokens(tokens, "token");
+      scorer.reset();
+      float[][] logits = new float[tokens.length][];
+      for (int start = 0; start < tokens.length; ) {
+        Program chunk = scorer.chunkFor(tokens.length - start);
+        int c = chunk.length();
+        int at = Math.min(start, context - c);
+        int stop = Math.min(at + c, tokens.length);
+        int[] part = new int[c];
+        System.arraycopy(tokens, at, part, 0, stop - at);
+        float[] rows = scorer.call(chunk.model(), List.of(Argument.of(HostTensor.ofInts(part, 1, c)),
+            Argument.of(HostTensor.scalar(at)), Argument.of(HostTensor.scalar(0))));
+        for (int i = start; i < stop; i++) {
+          logits[i] = java.util.Arrays.copyOfRange(rows, (i - at) * vocab, (i - at + 1) * vocab);
+        }
+        start = stop;
+      }
+      return logits;
+    }
+  }
+
+  /**
+   * The slot counts a decoder of {@code pkg} can have: its chunked programs' caches (importer 2), else its
+   * fixed slot programs' counts (importer 1).
+   */
+  public static List<Integer> slotCounts(ModelPackage pkg) {
+    Role role = pkg.programs(Role.PREFILL_CHUNK).isEmpty() ? Role.PREFILL_SLOT : Role.PREFILL_CHUNK;
+    return pkg.programs(role).stream().map(ProgramSpec::size).distinct().sorted().toList();
+  }
+
+  /**
+   * The most prompt tokens one {@link #prefill(int, int[], int, int)} call writes at once: the longest chunk
+   * (a chunked package), else the prefill length.
+   */
+  @Override
+  public int prefillChunk() {
+    return chunks.isEmpty() ? maxPromptLength : chunks.get(chunks.size() - 1).length();
   }
 
   @Override
@@ -98,18 +193,66 @@ public final class PackageSlotDecoder implements SlotDecoder {
 
   @Override
   public float[] prefill(int slot, int[] prompt) {
+    return prefill(slot, prompt, 0, prompt.length);
+  }
+
+  /**
+   * Writes {@code prompt[from .. from+count)} into {@code slot}'s row (the positions below {@code from} were
+   * written by earlier calls for the same prompt) and returns the logits of the prompt's last token when the
+   * part ends the prompt, else null. A chunked package writes the part by chunks: the longest chunk that the
+   * rest fills, the shortest one (padded) for a shorter rest; a chunk that would run past the context is moved
+   * back to end there, writing again positions of the prompt it already holds (the same values). A fixed
+   * package takes only a whole prompt in one part.
+   */
+  @Override
+  public float[] prefill(int slot, int[] prompt, int from, int count) {
     if (slot < 0 || slot >= slots) {
       throw new InvalidArgumentException("slot " + slot + " is outside 0.." + (slots - 1));
     }
     if (prompt.length < 1 || prompt.length > maxPromptLength) {
       throw new InvalidArgumentException("a prompt of model '" + name + "' has 1.." + maxPromptLength + " tokens, got "
-          + prompt.length);
+          + prompt.length + (chunks.isEmpty() ? ": import the model again (importer 2 takes prompts up to the context)" : ""));
+    }
+    if (from < 0 || count < 1 || from + count > prompt.length) {
+      throw new InvalidArgumentException("a part of a prompt of " + prompt.length + " tokens runs from " + from + " for " + count
+          + " tokens; expected 0 <= from, 1 <= count, from + count <= " + prompt.length);
     }
     checkTokens(prompt, "prompt token");
-    int[] padded = new int[maxPromptLength];
-    System.arraycopy(prompt, 0, padded, 0, prompt.length);
-    return call(prefill, List.of(Argument.of(HostTensor.ofInts(padded, 1, maxPromptLength)),
-        Argument.of(HostTensor.scalar(prompt.length)), Argument.of(HostTensor.scalar(slot))));
+    if (chunks.isEmpty()) {
+      if (from != 0 || count != prompt.length) {
+        throw new InvalidArgumentException("model '" + name + "' has a fixed prefill program: it takes a whole prompt at once, "
+            + "not tokens " + from + ".." + (from + count - 1) + " of " + prompt.length);
+      }
+      int[] padded = new int[maxPromptLength];
+      System.arraycopy(prompt, 0, padded, 0, prompt.length);
+      return call(prefill, List.of(Argument.of(HostTensor.ofInts(padded, 1, maxPromptLength)),
+          Argument.of(HostTensor.scalar(prompt.length)), Argument.of(HostTensor.scalar(slot))));
+    }
+    int end = from + count;
+    float[] logits = null;
+    for (int start = from; start < end; ) {
+      Program chunk = chunkFor(end - start);
+      int c = chunk.length();
+      int at = Math.min(start, contextLength - c); // a chunk never runs past the row (the program would clamp it)
+      int stop = Math.min(at + c, end);
+      int[] tokens = new int[c];
+      System.arraycopy(prompt, at, tokens, 0, stop - at);
+      logits = call(chunk.model(), List.of(Argument.of(HostTensor.ofInts(tokens, 1, c)), Argument.of(HostTensor.scalar(at)),
+          Argument.of(HostTensor.scalar(stop - 1 - at)), Argument.of(HostTensor.scalar(slot))));
+      start = stop;
+    }
+    return end == prompt.length ? logits : null;
+  }
+
+  /** The longest chunk that {@code remaining} tokens fill, else the shortest. */
+  private Program chunkFor(int remaining) {
+    Program best = chunks.get(0);
+    for (Program p : chunks) {
+      if (p.length() <= remaining) {
+        best = p;
+      }
+    }
+    return best;
   }
 
   @Override
@@ -131,7 +274,64 @@ public final class PackageSlotDecoder implements SlotDecoder {
       }
     }
     checkTokens(tok, "token");
-    return call(decode, List.of(Argument.of(HostTensor.ofInts(tok, slots)), Argument.of(HostTensor.ofInts(pos, slots))));
+    if (steps.isEmpty()) {
+      return call(decode, List.of(Argument.of(HostTensor.ofInts(tok, slots)), Argument.of(HostTensor.ofInts(pos, slots))));
+    }
+    return decodeRows(tok, pos, active);
+  }
+
+  /**
+   * A chunked package's step: the smallest batch that holds the active slots and, of those, the smallest window
+   * past their positions. Rows beyond the active ones repeat the first active row (the same token at the same
+   * position of the same slot writes the same values), so no other slot's row is touched.
+   */
+  private float[] decodeRows(int[] tok, int[] pos, boolean[] active) {
+    int n = 0;
+    int furthest = 0;
+    for (int s = 0; s < slots; s++) {
+      if (active[s]) {
+        n++;
+        furthest = Math.max(furthest, pos[s]);
+      }
+    }
+    float[] all = new float[slots * vocabulary];
+    if (n == 0) {
+      return all;
+    }
+    Program step = null;
+    for (Program p : steps) {
+      if (p.batch() >= n && p.length() > furthest && (step == null || p.batch() < step.batch()
+          || (p.batch() == step.batch() && p.length() < step.length()))) {
+        step = p;
+      }
+    }
+    if (step == null) { // the package check guarantees a program of every slot over the whole context
+      throw new XlaException(ErrorCode.INTERNAL, "model '" + name + "' has no decode_batch program for " + n + " sequences at "
+          + "position " + furthest);
+    }
+    int b = step.batch();
+    int[] rows = new int[b];
+    int[] rowTokens = new int[b];
+    int[] rowPositions = new int[b];
+    int r = 0;
+    for (int s = 0; s < slots; s++) {
+      if (active[s]) {
+        rows[r] = s;
+        rowTokens[r] = tok[s];
+        rowPositions[r++] = pos[s];
+      }
+    }
+    for (; r < b; r++) {
+      rows[r] = rows[0];
+      rowTokens[r] = rowTokens[0];
+      rowPositions[r] = rowPositions[0];
+    }
+    float[] logits = call(step.model(), List.of(Argument.of(HostTensor.ofInts(rowTokens, b)),
+        Argument.of(HostTensor.ofInts(rowPositions, b)), Argument.of(HostTensor.ofInts(rows, b))));
+    for (int i = 0; i < n; i++) {
+      System.arraycopy(logits, i * vocabulary, all, rows[i] * vocabulary, vocabulary);
+    }
+    return all;
   }
 
   /** Runs {@code model} as a supervised run with {@code inputs} and the donated cache; keeps the new cache, returns the logits. */

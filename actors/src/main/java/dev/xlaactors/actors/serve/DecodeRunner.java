@@ -22,9 +22,10 @@ final class DecodeRunner {
   sealed interface Result permits Done, Broken {}
 
   /**
-   * The iteration ran: {@code admitted[i]} is the first token of the plan's i-th admitted request and
-   * {@code decoded[s]} the next token of slot s (where it decoded); an error in the same place is that
-   * request's sampler failing (its token is then meaningless).
+   * The iteration ran: {@code admitted[i]} is the first token of the plan's i-th admitted request when its part
+   * ended its prompt (-1 when the prompt goes on in a later iteration) and {@code decoded[s]} the next token of
+   * slot s (where it decoded); an error in the same place is that request's sampler failing (its token is then
+   * meaningless).
    */
   record Done(int[] admitted, int[] decoded, XlaException[] admittedErrors, XlaException[] decodedErrors) implements Result {}
 
@@ -45,7 +46,7 @@ final class DecodeRunner {
     return CompletableFuture.supplyAsync(() -> run(plan), blocking);
   }
 
-  /** The iteration, on the calling thread: one decode step of the running requests, then prefill the admitted ones. */
+  /** The iteration, on the calling thread: one decode step of the running requests, then the admitted ones' prompt parts. */
   Result run(Plan plan) {
     int vocab = decoder.vocabulary();
     int slots = plan.active().length;
@@ -54,7 +55,8 @@ final class DecodeRunner {
     int[] decoded = new int[slots];
     XlaException[] decodedErrors = new XlaException[slots];
     try {
-      // Decode first: the step writes into the slots not in use, so a prompt prefilled before it would be overwritten.
+      // Decode first: a fixed decode_slots step writes into the slots not in use, so a prompt prefilled before it would be
+      // overwritten (such a decoder takes whole prompts only, so no slot holds part of one across iterations).
       if (plan.decodes()) {
         float[] logits = decoder.decode(plan.tokens(), plan.positions(), plan.active());
         for (int slot = 0; slot < slots; slot++) {
@@ -65,8 +67,13 @@ final class DecodeRunner {
       }
       for (int i = 0; i < admitted.length; i++) {
         Sequence s = plan.admitted().get(i);
-        float[] logits = decoder.prefill(s.slot, s.request.prompt().clone());
-        admittedErrors[i] = sample(s.request.sampler(), logits, 0, vocab, s.id(), admitted, i);
+        int[] prompt = s.request.prompt();
+        float[] logits = plan.from()[i] == 0 && plan.count()[i] == prompt.length ? decoder.prefill(s.slot, prompt.clone())
+            : decoder.prefill(s.slot, prompt.clone(), plan.from()[i], plan.count()[i]);
+        admitted[i] = -1;
+        if (plan.endsPrompt(i)) {
+          admittedErrors[i] = sample(s.request.sampler(), logits, 0, vocab, s.id(), admitted, i);
+        }
       }
       return new Done(admitted, decoded, admittedErrors, decodedErrors);
     } catch (RuntimeException e) {

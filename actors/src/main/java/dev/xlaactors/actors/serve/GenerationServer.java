@@ -228,7 +228,7 @@ public final class GenerationServer extends AbstractBehavior<GenerationServer.Co
     this.decoder = decoder;
     this.metrics = new GenerationMetrics(registry, model);
     this.settings = settings;
-    this.scheduler = new SlotScheduler(decoder.slots(), settings.maxWaiting(), decoder.contextLength());
+    this.scheduler = new SlotScheduler(decoder.slots(), settings.maxWaiting(), decoder.contextLength(), decoder.prefillChunk());
     this.runner = new DecodeRunner(decoder, context.getSystem().dispatchers().lookup(DispatcherSelector.fromConfig(settings.dispatcher())));
   }
 
@@ -290,7 +290,7 @@ public final class GenerationServer extends AbstractBehavior<GenerationServer.Co
     int n = g.prompt() == null ? 0 : g.prompt().length;
     if (n < 1 || n > decoder.maxPromptLength()) {
       return new InvalidArgumentException("prompt: request '" + g.id() + "' has " + n + " prompt tokens, expected 1.."
-          + decoder.maxPromptLength() + " (the model's prefill length)");
+          + decoder.maxPromptLength() + " (the longest prompt the model takes)");
     }
     for (int i = 0; i < n; i++) {
       if (g.prompt()[i] < 0 || g.prompt()[i] >= decoder.vocabulary()) {
@@ -350,7 +350,7 @@ public final class GenerationServer extends AbstractBehavior<GenerationServer.Co
     metrics.iteration(System.nanoTime() - plan.started());
     for (int i = 0; i < plan.admitted().size(); i++) {
       Sequence s = plan.admitted().get(i);
-      if (scheduler.live(s)) {
+      if (scheduler.live(s) && plan.endsPrompt(i)) { // else its prompt goes on in the next iteration
         accept(s, true, result.admitted()[i], result.admittedErrors()[i]);
       }
     }

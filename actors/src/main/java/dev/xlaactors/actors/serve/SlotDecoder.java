@@ -32,6 +32,28 @@ public interface SlotDecoder extends AutoCloseable {
   float[] prefill(int slot, int[] prompt);
 
   /**
+   * The most prompt tokens the server hands {@link #prefill(int, int[], int, int)} in one part while other
+   * sequences decode, so that a long prompt is written over several iterations instead of stalling their
+   * streams. By default the whole prompt ({@link #maxPromptLength()}): one part.
+   */
+  default int prefillChunk() {
+    return maxPromptLength();
+  }
+
+  /**
+   * Writes the part {@code prompt[from .. from+count)} of a prompt into {@code slot}'s cache row, whose earlier
+   * parts (positions below {@code from}) earlier calls wrote; returns the logits of the prompt's last position
+   * when the part ends the prompt, else null. By default only a whole prompt, through {@link #prefill(int, int[])}.
+   */
+  default float[] prefill(int slot, int[] prompt, int from, int count) {
+    if (from != 0 || count != prompt.length) {
+      throw new UnsupportedOperationException("this decoder takes a whole prompt at once, not tokens " + from + ".."
+          + (from + count - 1) + " of " + prompt.length);
+    }
+    return prefill(slot, prompt);
+  }
+
+  /**
    * One decode step of every slot: slot {@code s} reads {@code tokens[s]} at position {@code positions[s]}
    * (its cache holds positions below it) and writes that position. Slots with {@code active[s]} false are
    * not in use: their token and position are 0 and what the step writes into them is overwritten by the

@@ -5,6 +5,7 @@ import dev.xlaactors.actors.serve.GenerationServer.Reason;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.Comparator;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -30,6 +31,7 @@ final class SlotScheduler {
     final long arrived; // System.nanoTime()
     final long deadline; // System.nanoTime(), Long.MAX_VALUE for none (Deadlines)
     int slot = -1; // -1 while waiting
+    int prefilled; // prompt tokens written into the slot, or planned to be by the iteration in flight
     int position; // the position the next decode step writes
     int lastToken;
     int produced;
@@ -51,12 +53,19 @@ final class SlotScheduler {
   }
 
   /**
-   * One iteration's work, fixed when it starts: what the runner reads. {@code admitted} are prefilled into
-   * their slots; slot s decodes {@code tokens[s]} at {@code positions[s]} with {@code samplers[s]} where
-   * {@code active[s]}; {@code occupants} are the requests that decode, by slot (null where none).
+   * One iteration's work, fixed when it starts: what the runner reads. {@code admitted} are the requests whose
+   * prompt is (partly) written into their slots, the i-th from prompt position {@code from[i]} for {@code
+   * count[i]} tokens (a long prompt goes in over several iterations while others decode); slot s decodes
+   * {@code tokens[s]} at {@code positions[s]} with {@code samplers[s]} where {@code active[s]}; {@code occupants}
+   * are the requests that decode, by slot (null where none).
    */
-  record Plan(long started, List<Sequence> admitted, int[] tokens, int[] positions, boolean[] active, TokenSampler[] samplers,
-      Sequence[] occupants) {
+  record Plan(long started, List<Sequence> admitted, int[] from, int[] count, int[] tokens, int[] positions, boolean[] active,
+      TokenSampler[] samplers, Sequence[] occupants) {
+    /** Whether the i-th admitted request's part ends its prompt (its first token is sampled in this iteration). */
+    boolean endsPrompt(int i) {
+      return from[i] + count[i] == admitted.get(i).request.prompt().length;
+    }
+
     /** Whether a slot decodes in this iteration. */
     boolean decodes() {
       for (boolean a : active) {
@@ -88,14 +97,25 @@ final class SlotScheduler {
   private final Sequence[] slots;
   private final int maxWaiting;
   private final int contextLength;
+  private final int prefillChunk;
   private final ArrayDeque<Sequence> waiting = new ArrayDeque<>();
   private final Map<String, Sequence> byId = new LinkedHashMap<>();
 
   /** A scheduler of {@code slots} slots, at most {@code maxWaiting} requests waiting beyond the free slots, sequences of {@code contextLength} positions. */
   SlotScheduler(int slots, int maxWaiting, int contextLength) {
+    this(slots, maxWaiting, contextLength, Integer.MAX_VALUE);
+  }
+
+  /**
+   * As above, with prompts written at most {@code prefillChunk} tokens a request per iteration while other
+   * requests decode ({@link SlotDecoder#prefillChunk()}), so that a long prompt does not stall their streams;
+   * when nothing decodes, a prompt goes in whole.
+   */
+  SlotScheduler(int slots, int maxWaiting, int contextLength, int prefillChunk) {
     this.slots = new Sequence[slots];
     this.maxWaiting = maxWaiting;
     this.contextLength = contextLength;
+    this.prefillChunk = prefillChunk;
   }
 
   // ------------------------------------------------------------------------------------------ admission
@@ -146,36 +166,52 @@ final class SlotScheduler {
   // ------------------------------------------------------------------------------------------ iterations
 
   /**
-   * The next iteration at a boundary: every request in a slot decodes one step, then waiting requests are
-   * admitted into the free slots, lowest slot first, in arrival order, to be prefilled. Null when there is
-   * nothing to do. The admitted requests hold their slots from now on.
+   * The next iteration at a boundary: every request in a slot whose prompt is written decodes one step, then
+   * waiting requests are admitted into the free slots, lowest slot first, in arrival order, and every request
+   * whose prompt is not yet written gets its next part: all of it when nothing decodes, else at most
+   * prefillChunk tokens. Null when there is nothing to do. The admitted requests hold their slots from now on.
    */
   Plan plan(long now) {
-    List<Sequence> admitted = new ArrayList<>();
     int[] tokenRow = new int[slots.length];
     int[] positions = new int[slots.length];
     boolean[] active = new boolean[slots.length];
     TokenSampler[] samplers = new TokenSampler[slots.length];
-    Sequence[] occupants = slots.clone();
+    Sequence[] occupants = new Sequence[slots.length];
+    boolean decodes = false;
+    List<Sequence> prefilling = new ArrayList<>();
     for (int slot = 0; slot < slots.length; slot++) {
       Sequence s = slots[slot];
-      if (s != null) {
+      if (s != null && s.prefilled == s.request.prompt().length) {
         active[slot] = true;
+        decodes = true;
+        occupants[slot] = s;
         tokenRow[slot] = s.lastToken;
         positions[slot] = s.position;
         samplers[slot] = s.request.sampler();
+      } else if (s != null) {
+        prefilling.add(s);
       }
     }
+    prefilling.sort(Comparator.comparingLong(s -> s.arrived));
     for (int slot = 0; slot < slots.length && !waiting.isEmpty(); slot++) {
       if (slots[slot] == null) {
         Sequence s = waiting.poll();
         s.slot = slot;
         slots[slot] = s;
-        admitted.add(s);
+        prefilling.add(s);
       }
     }
-    Plan plan = new Plan(now, List.copyOf(admitted), tokenRow, positions, active, samplers, occupants);
-    return admitted.isEmpty() && !plan.decodes() ? null : plan;
+    int[] from = new int[prefilling.size()];
+    int[] count = new int[prefilling.size()];
+    for (int i = 0; i < prefilling.size(); i++) {
+      Sequence s = prefilling.get(i);
+      int rest = s.request.prompt().length - s.prefilled;
+      from[i] = s.prefilled;
+      count[i] = decodes ? Math.min(rest, prefillChunk) : rest;
+      s.prefilled += count[i];
+    }
+    Plan plan = new Plan(now, List.copyOf(prefilling), from, count, tokenRow, positions, active, samplers, occupants);
+    return prefilling.isEmpty() && !decodes ? null : plan;
   }
 
   /**

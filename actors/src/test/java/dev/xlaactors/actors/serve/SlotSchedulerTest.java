@@ -58,6 +58,31 @@ class SlotSchedulerTest {
   }
 
   @Test
+  void aLongPromptGoesInByPartsWhileOthersDecodeAndWholeWhenNothingDoes() {
+    SlotScheduler s = new SlotScheduler(2, 10, 64, 4);
+    Sequence a = enqueue(s, "a");
+    Plan first = s.plan(0);
+    assertArrayEquals(new int[] {2}, first.count(), "nothing decodes: a's prompt goes in whole");
+    assertTrue(first.endsPrompt(0));
+    s.accept(a, true, 5);
+    Sequence b = s.enqueue(request("b", 10, 10, Set.of()), 1, Long.MAX_VALUE);
+    int[][] parts = {{0, 4}, {4, 4}, {8, 2}};
+    for (int i = 0; i < parts.length; i++) {
+      Plan p = s.plan(2 + i);
+      assertArrayEquals(new boolean[] {true, false}, p.active(), "a decodes in every iteration of b's prompt (" + i + ")");
+      assertEquals(List.of(b), p.admitted());
+      assertArrayEquals(parts[i], new int[] {p.from()[0], p.count()[0]}, "part " + i + " of b's 10-token prompt");
+      assertEquals(i == parts.length - 1, p.endsPrompt(0));
+      s.accept(a, false, 6 + i);
+    }
+    s.accept(b, true, 9);
+    Plan both = s.plan(9);
+    assertArrayEquals(new boolean[] {true, true}, both.active(), "b decodes once its prompt is written");
+    assertArrayEquals(new int[] {5, 10}, both.positions(), "a after 2 prompt tokens and 3 steps, b after its 10");
+    assertEquals(List.of(), both.admitted());
+  }
+
+  @Test
   void nothingToDoIsNoPlan() {
     SlotScheduler s = new SlotScheduler(2, 0, 64);
     assertNull(s.plan(0));

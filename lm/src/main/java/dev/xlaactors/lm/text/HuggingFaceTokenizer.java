@@ -14,7 +14,9 @@ import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
+import java.util.ArrayList;
 import java.util.HashMap;
+import java.util.List;
 import java.util.Map;
 import java.util.OptionalInt;
 import java.util.concurrent.atomic.AtomicBoolean;
@@ -40,17 +42,20 @@ public final class HuggingFaceTokenizer implements Tokenizer {
   private final Path file;
   private final ai.djl.huggingface.tokenizers.HuggingFaceTokenizer tokenizer;
   private final Map<String, Integer> wholeTokens;
-  /** For a byte-level vocabulary (GPT-2's spelling of bytes), each id's bytes; else null. */
-  private final byte[][] byteLevelTokens;
+  /**
+   * Each id's own bytes, for a byte-level vocabulary (GPT-2's spelling of bytes) or a SentencePiece-style one
+   * ("▁" for a space, {@code <0xNN>} pieces for bytes); else null.
+   */
+  private final byte[][] tokenBytes;
   private final int vocabularySize;
   private final AtomicBoolean closed = new AtomicBoolean();
 
   private HuggingFaceTokenizer(Path file, ai.djl.huggingface.tokenizers.HuggingFaceTokenizer tokenizer,
-      Map<String, Integer> wholeTokens, byte[][] byteLevelTokens, int vocabularySize) {
+      Map<String, Integer> wholeTokens, byte[][] tokenBytes, int vocabularySize) {
     this.file = file;
     this.tokenizer = tokenizer;
     this.wholeTokens = wholeTokens;
-    this.byteLevelTokens = byteLevelTokens;
+    this.tokenBytes = tokenBytes;
     this.vocabularySize = vocabularySize;
   }
 
@@ -79,7 +84,11 @@ public final class HuggingFaceTokenizer implements Tokenizer {
       throw invalid(file, "its model has no vocabulary", null);
     }
     ai.djl.huggingface.tokenizers.HuggingFaceTokenizer djl = build(file, json);
-    return new HuggingFaceTokenizer(file, djl, Map.copyOf(wholeTokens), byteLevelTokens(root, wholeTokens, maxId + 1), maxId + 1);
+    byte[][] bytes = byteLevelTokens(root, wholeTokens, maxId + 1);
+    if (bytes == null) {
+      bytes = sentencePieceTokens(root, wholeTokens, maxId + 1);
+    }
+    return new HuggingFaceTokenizer(file, djl, Map.copyOf(wholeTokens), bytes, maxId + 1);
   }
 
   private static JsonObject parse(Path file, String json) {
@@ -149,11 +158,7 @@ public final class HuggingFaceTokenizer implements Tokenizer {
       boolean printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
       byteOf.put((char) (printable ? b : 256 + extra++), (byte) b);
     }
-    java.util.Set<String> added = new java.util.HashSet<>();
-    JsonElement addedTokens = root.get("added_tokens");
-    if (addedTokens != null && addedTokens.isJsonArray()) {
-      addedTokens.getAsJsonArray().forEach(t -> added.add(t.getAsJsonObject().get("content").getAsString()));
-    }
+    java.util.Set<String> added = addedTokens(root);
     byte[][] out = new byte[size][];
     for (Map.Entry<String, Integer> e : ids.entrySet()) {
       String token = e.getKey();
@@ -168,6 +173,75 @@ public final class HuggingFaceTokenizer implements Tokenizer {
       out[e.getValue()] = added.contains(token) ? token.getBytes(StandardCharsets.UTF_8) : bytes;
     }
     return out;
+  }
+
+  /**
+   * Each id's bytes when the decoder is SentencePiece's (Llama 2, Gemma, Mistral: a {@code Replace} of "▁" by
+   * a space or a {@code Metaspace}, with {@code ByteFallback} when the vocabulary has {@code <0xNN>} pieces):
+   * a piece is its text with "▁" as a space, a byte piece its byte; so {@link #decodeBytes} gives a byte
+   * piece that holds part of a character, which decode alone turns into U+FFFD, and a piece's leading space,
+   * which decode drops at the start of a text. Added tokens are their text in UTF-8. Null for other decoders.
+   */
+  private static byte[][] sentencePieceTokens(JsonObject root, Map<String, Integer> ids, int size) {
+    JsonElement decoder = root.get("decoder");
+    if (decoder == null || !decoder.isJsonObject()) {
+      return null;
+    }
+    List<JsonObject> steps = new ArrayList<>();
+    JsonObject d = decoder.getAsJsonObject();
+    if ("Sequence".equals(type(d)) && d.get("decoders") != null && d.get("decoders").isJsonArray()) {
+      d.getAsJsonArray("decoders").forEach(e -> steps.add(e.isJsonObject() ? e.getAsJsonObject() : new JsonObject()));
+    } else {
+      steps.add(d);
+    }
+    boolean metaspace = false;
+    boolean byteFallback = false;
+    for (JsonObject step : steps) {
+      String type = type(step);
+      if ("Metaspace".equals(type)) {
+        metaspace = true;
+      } else if ("ByteFallback".equals(type)) {
+        byteFallback = true;
+      } else if ("Replace".equals(type) && step.get("pattern") != null && step.get("pattern").isJsonObject()) {
+        JsonElement pattern = step.getAsJsonObject("pattern").get("String");
+        JsonElement content = step.get("content");
+        metaspace |= pattern != null && "\u2581".equals(pattern.getAsString()) && content != null && " ".equals(content.getAsString());
+      }
+    }
+    if (!metaspace) {
+      return null;
+    }
+    java.util.Set<String> added = addedTokens(root);
+    byte[][] out = new byte[size][];
+    for (Map.Entry<String, Integer> e : ids.entrySet()) {
+      String token = e.getKey();
+      if (added.contains(token)) {
+        out[e.getValue()] = token.getBytes(StandardCharsets.UTF_8);
+      } else if (byteFallback && token.length() == 6 && token.startsWith("<0x") && token.endsWith(">")) {
+        try {
+          out[e.getValue()] = new byte[] {(byte) Integer.parseInt(token.substring(3, 5), 16)};
+        } catch (NumberFormatException notAByte) {
+          out[e.getValue()] = token.getBytes(StandardCharsets.UTF_8);
+        }
+      } else {
+        out[e.getValue()] = token.replace('\u2581', ' ').getBytes(StandardCharsets.UTF_8);
+      }
+    }
+    return out;
+  }
+
+  private static String type(JsonObject o) {
+    JsonElement t = o.get("type");
+    return t != null && t.isJsonPrimitive() ? t.getAsString() : null;
+  }
+
+  private static java.util.Set<String> addedTokens(JsonObject root) {
+    java.util.Set<String> added = new java.util.HashSet<>();
+    JsonElement addedTokens = root.get("added_tokens");
+    if (addedTokens != null && addedTokens.isJsonArray()) {
+      addedTokens.getAsJsonArray().forEach(t -> added.add(t.getAsJsonObject().get("content").getAsString()));
+    }
+    return added;
   }
 
   private static ai.djl.huggingface.tokenizers.HuggingFaceTokenizer build(Path file, String json) {
@@ -241,16 +315,19 @@ public final class HuggingFaceTokenizer implements Tokenizer {
     return tokenizer.decode(wide, skipSpecialTokens);
   }
 
-  /** For a byte-level vocabulary the tokens' own bytes (part of a character too); else {@link #decode}'s text in UTF-8. */
+  /**
+   * For a byte-level or SentencePiece-style vocabulary the tokens' own bytes (part of a character too, a
+   * piece's leading space too); else {@link #decode}'s text in UTF-8.
+   */
   @Override
   public byte[] decodeBytes(int[] ids) {
-    if (byteLevelTokens == null) {
+    if (tokenBytes == null) {
       return Tokenizer.super.decodeBytes(ids);
     }
     decode(ids, false); // checks the ids, as decode does
     java.io.ByteArrayOutputStream out = new java.io.ByteArrayOutputStream();
     for (int id : ids) {
-      byte[] b = byteLevelTokens[id];
+      byte[] b = tokenBytes[id];
       out.writeBytes(b != null ? b : decode(new int[] {id}, false).getBytes(StandardCharsets.UTF_8));
     }
     return out.toByteArray();

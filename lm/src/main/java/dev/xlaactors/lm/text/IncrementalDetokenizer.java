@@ -44,11 +44,59 @@ public final class IncrementalDetokenizer {
     this.tokenizer = tokenizer;
     this.skipSpecialTokens = skipSpecialTokens;
     int from = Math.max(0, promptTokens.length - PROMPT_CONTEXT_TOKENS);
+    // The context starts on a character: SentencePiece's byte-fallback decoder turns every byte of a run that
+    // starts inside one into U+FFFD, which would hide all the text after it.
+    for (int back = 0; from > 0 && back < 3 && startsInsideCharacter(promptTokens[from]); back++) {
+      from--;
+    }
     for (int i = from; i < promptTokens.length; i++) {
       append(promptTokens[i]);
     }
-    prefixSize = size;
-    prefixTextLength = decode(0, prefixSize).length();
+    // A prompt that ends inside a character (its last tokens hold the first bytes of one) loses nothing: the
+    // tokens that hold only bytes of that character are not text yet and stay unread (a SentencePiece byte
+    // piece; a window must not start inside a character there, since its decoder turns every byte of an
+    // invalid run into U+FFFD); a token that also holds whole characters before it (GPT-2's " \xF0") stays
+    // prefix, its text cut before the U+FFFD of the partial bytes. The generated token that completes the
+    // character then emits it whole.
+    int partial = size == 0 ? 0 : incompleteTailBytes(tokenizer.decodeBytes(Arrays.copyOf(window, size)));
+    int unread = 0;
+    for (int i = size - 1; i >= 0 && partial > 0; i--) {
+      int length = tokenizer.decodeBytes(new int[] {window[i]}).length;
+      if (length > partial) {
+        break;
+      }
+      partial -= length;
+      unread++;
+    }
+    prefixSize = size - unread;
+    String text = decode(0, prefixSize);
+    int replaced = 0;
+    while (replaced < partial && replaced < text.length() && text.charAt(text.length() - 1 - replaced) == REPLACEMENT) {
+      replaced++;
+    }
+    prefixTextLength = text.length() - replaced;
+  }
+
+  /** Whether token {@code id}'s bytes start with a UTF-8 continuation byte (it holds the end of a character). */
+  private boolean startsInsideCharacter(int id) {
+    byte[] b = tokenizer.decodeBytes(new int[] {id});
+    return b.length > 0 && (b[0] & 0xC0) == 0x80;
+  }
+
+  /** How many bytes at the end of {@code b} start a UTF-8 character that is not complete (0 to 3). */
+  static int incompleteTailBytes(byte[] b) {
+    int i = b.length - 1;
+    int back = 0;
+    while (i >= 0 && back < 3 && (b[i] & 0xC0) == 0x80) { // continuation bytes back to the lead byte
+      i--;
+      back++;
+    }
+    if (i < 0) {
+      return 0; // only continuation bytes: nothing a later byte could complete
+    }
+    int lead = b[i] & 0xFF;
+    int need = lead >= 0xF8 ? 1 : lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1;
+    return b.length - i >= need ? 0 : b.length - i;
   }
 
   /**

@@ -45,8 +45,9 @@ public interface Tokenizer extends AutoCloseable {
 
   /**
    * The UTF-8 bytes of {@code ids}, special tokens included. A byte-level tokenizer (GPT-2's, tiktoken's)
-   * gives a token's own bytes even when it holds only part of a character, which {@link #decode} turns
-   * into U+FFFD; joining the bytes of consecutive tokens gives the text whole. The default is
+   * or a SentencePiece one with byte fallback (Llama 2's, Gemma's) gives a token's own bytes even when it
+   * holds only part of a character, which {@link #decode} turns into U+FFFD (and a piece's leading space,
+   * which decode drops at the start of a text); joining the bytes of consecutive tokens gives the text whole. The default is
    * {@link #decode}'s text in UTF-8, right for tokenizers whose tokens are whole characters.
    */
   default byte[] decodeBytes(int[] ids) {

@@ -74,6 +74,21 @@ class HuggingFaceTokenizerTest {
   }
 
   @Test
+  void aSentencePieceVocabularyGivesEachPiecesOwnBytes() {
+    // Decoded alone, "▁world" loses its space (the decoder strips a text's first one) and a byte piece of
+    // "ö" is U+FFFD; a piece's own bytes keep both, and joined they are the text (with the space the
+    // normalizer prepended).
+    try (HuggingFaceTokenizer sp = HuggingFaceTokenizer.open(SentencePieceTokenizerJson.write(dir.resolve("sp.json")))) {
+      int[] ids = sp.encode("Hello wörld</s>");
+      assertEquals("world", sp.decode(new int[] {sp.tokenId("\u2581w").getAsInt(), sp.tokenId("o").getAsInt()}) + "rld");
+      assertArrayEquals(" w".getBytes(java.nio.charset.StandardCharsets.UTF_8), sp.decodeBytes(new int[] {sp.tokenId("\u2581w").getAsInt()}));
+      assertArrayEquals(new byte[] {(byte) 0xC3}, sp.decodeBytes(new int[] {sp.tokenId("<0xC3>").getAsInt()}));
+      assertEquals(" Hello wörld</s>", new String(sp.decodeBytes(ids), java.nio.charset.StandardCharsets.UTF_8));
+      assertEquals("Hello wörld</s>", sp.decode(ids));
+    }
+  }
+
+  @Test
   void opensTheTokenizerJsonInAFolder() throws IOException {
     write("tokenizer.json", WORD_LEVEL);
     try (HuggingFaceTokenizer tokenizer = HuggingFaceTokenizer.open(dir)) {

@@ -20,6 +20,7 @@ import org.junit.jupiter.api.io.TempDir;
 class IncrementalDetokenizerTest {
   @TempDir static Path dir;
   static HuggingFaceTokenizer gpt2;
+  static HuggingFaceTokenizer sentencePiece;
 
   static final List<String> TEXTS = List.of(
       "Plain English, with punctuation: done.",
@@ -32,11 +33,13 @@ class IncrementalDetokenizerTest {
   @BeforeAll
   static void open() {
     gpt2 = HuggingFaceTokenizer.open(Gpt2TokenizerJson.write(dir.resolve("tokenizer.json")));
+    sentencePiece = HuggingFaceTokenizer.open(SentencePieceTokenizerJson.write(dir.resolve("sentencepiece.json")));
   }
 
   @AfterAll
   static void close() {
     gpt2.close();
+    sentencePiece.close();
   }
 
   private static List<String> stream(Tokenizer tokenizer, int[] prompt, int[] generated) {
@@ -181,6 +184,48 @@ class IncrementalDetokenizerTest {
       assertEquals(List.of("hello", " world", " again", ""), stream(tokenizer, new int[0], ids));
       // After a prompt, the first generated word is spaced by the prompt's context.
       assertEquals(List.of(" world", " again", ""), stream(tokenizer, new int[] {1}, new int[] {2, 3}));
+    }
+  }
+
+  @Test
+  void sentencePieceWithByteFallbackStreamsSpacesAndWholeCharacters() {
+    // Alone, "▁world" decodes to "world" (the decoder strips a text's first space) and a byte piece to U+FFFD:
+    // the window's context keeps the spaces, and a character's byte pieces wait for its last one.
+    for (String text : TEXTS) {
+      int[] ids = sentencePiece.encode("Say: " + text);
+      int[] prompt = sentencePiece.encode("Say:");
+      assertArrayEquals(prompt, Arrays.copyOf(ids, prompt.length), "the prompt's pieces start the text's");
+      List<String> pieces = stream(sentencePiece, prompt, Arrays.copyOfRange(ids, prompt.length, ids.length));
+      assertEquals(" " + text, String.join("", pieces), text);
+      pieces.forEach(p -> assertFalse(p.contains("\uFFFD"), "half a character in " + pieces));
+    }
+  }
+
+  @Test
+  void aPromptThatEndsInsideACharacterLosesNothing() {
+    // The prompt's last tokens hold the first bytes of a character its continuation completes: that
+    // character is the first text the generated tokens make, whole (it was lost: the prompt's U+FFFD
+    // counted as text already emitted). At every split, so also where the prompt's context would start
+    // inside a character (SentencePiece's byte fallback then made all that followed U+FFFD).
+    for (Tokenizer tokenizer : List.of(gpt2, sentencePiece)) {
+      for (String text : TEXTS) {
+        int[] ids = tokenizer.encode(text);
+        int splits = 0;
+        for (int k = 1; k < ids.length; k++) {
+          byte[] head = tokenizer.decodeBytes(Arrays.copyOf(ids, k));
+          int partial = IncrementalDetokenizer.incompleteTailBytes(head);
+          if (partial > 0) {
+            splits++;
+          }
+          byte[] all = tokenizer.decodeBytes(ids);
+          String expected = new String(all, head.length - partial, all.length - head.length + partial, java.nio.charset.StandardCharsets.UTF_8);
+          List<String> pieces = stream(tokenizer, Arrays.copyOf(ids, k), Arrays.copyOfRange(ids, k, ids.length));
+          assertEquals(expected, String.join("", pieces), tokenizer + " split at " + k + ": " + text);
+        }
+        if (!text.startsWith("Plain") && !text.startsWith("accents")) {
+          assertTrue(splits > 0, "no token of " + tokenizer + " ends inside a character of " + text);
+        }
+      }
     }
   }
 }

@@ -36,14 +36,16 @@ public final class LoadedPackage implements AutoCloseable {
   private final ModelPackage modelPackage;
   private final Device device;
   private final Map<Role, SortedMap<Integer, Model>> models;
+  private final Map<ProgramSpec, Model> bySpec;
   private final Map<String, DeviceBuffer> weights;
   private final AtomicBoolean closed = new AtomicBoolean();
 
   private LoadedPackage(ModelPackage modelPackage, Device device, Map<Role, SortedMap<Integer, Model>> models,
-      Map<String, DeviceBuffer> weights) {
+      Map<ProgramSpec, Model> bySpec, Map<String, DeviceBuffer> weights) {
     this.modelPackage = modelPackage;
     this.device = device;
     this.models = models;
+    this.bySpec = bySpec;
     this.weights = weights;
   }
 
@@ -56,6 +58,7 @@ public final class LoadedPackage implements AutoCloseable {
     List<Executable> compiled = new ArrayList<>();
     Map<String, DeviceBuffer> weights = new LinkedHashMap<>();
     Map<Role, SortedMap<Integer, Model>> models = new EnumMap<>(Role.class);
+    Map<ProgramSpec, Model> bySpec = new LinkedHashMap<>();
     boolean loaded = false;
     try (WeightFiles files = pkg.openWeights()) {
       if (!files.types().equals(pkg.weightTypes())) {
@@ -74,19 +77,24 @@ public final class LoadedPackage implements AutoCloseable {
       for (int i = 0; i < compiled.size(); i++) {
         ProgramSpec p = pkg.programs().get(i);
         Model model = bind(pkg, p, compiled.get(i), weights, device);
-        models.computeIfAbsent(p.role(), r -> new TreeMap<>()).put(p.size(), model);
+        bySpec.put(p, model);
+        // Roles with several programs per size (chunk lengths, decode windows) are reached by their spec only.
+        if (pkg.programs().stream().filter(q -> q.role() == p.role() && q.size() == p.size()).count() == 1) {
+          models.computeIfAbsent(p.role(), r -> new TreeMap<>()).put(p.size(), model);
+        }
       }
       loaded = true;
     } finally {
       compiled.forEach(Executable::close); // each model keeps its own view
       if (!loaded) {
-        models.values().forEach(byRole -> byRole.values().forEach(Model::close));
+        bySpec.values().forEach(Model::close);
         weights.values().forEach(DeviceBuffer::close);
       }
     }
     Map<Role, SortedMap<Integer, Model>> byRole = new EnumMap<>(Role.class);
     models.forEach((role, bySize) -> byRole.put(role, Collections.unmodifiableSortedMap(bySize)));
-    return new LoadedPackage(pkg, device, Collections.unmodifiableMap(byRole), Collections.unmodifiableMap(weights));
+    return new LoadedPackage(pkg, device, Collections.unmodifiableMap(byRole), Collections.unmodifiableMap(bySpec),
+        Collections.unmodifiableMap(weights));
   }
 
   private static Executable compile(ModelPackage pkg, ProgramSpec p, XlaClient client, Map<String, String> xlaOptions) {
@@ -147,7 +155,24 @@ public final class LoadedPackage implements AutoCloseable {
     return model;
   }
 
-  /** The models of {@code role} by size (empty when the package has none), lent: the package closes them. */
+  /**
+   * The model of program {@code spec} (one of {@link ModelPackage#programs()}), lent: the package closes it. The
+   * way to reach a role that has several programs per size (prefill_chunk, decode_batch, score_chunk).
+   */
+  public Model model(ProgramSpec spec) {
+    checkOpen();
+    Model model = bySpec.get(Objects.requireNonNull(spec, "spec"));
+    if (model == null) {
+      throw new InvalidArgumentException("model package '" + modelPackage.name() + "' has no program " + spec.describe());
+    }
+    return model;
+  }
+
+  /**
+   * The models of {@code role} by size (empty when the package has none), lent: the package closes them. A role
+   * with several programs of one size (chunk lengths, decode windows) is not here at that size: see {@link
+   * #model(ProgramSpec)}.
+   */
   public SortedMap<Integer, Model> models(Role role) {
     Objects.requireNonNull(role, "role");
     checkOpen();
@@ -183,7 +208,7 @@ public final class LoadedPackage implements AutoCloseable {
     if (!closed.compareAndSet(false, true)) {
       return;
     }
-    models.values().forEach(bySize -> bySize.values().forEach(Model::close));
+    bySpec.values().forEach(Model::close);
     weights.values().forEach(DeviceBuffer::close);
   }
 

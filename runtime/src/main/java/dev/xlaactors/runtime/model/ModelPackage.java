@@ -48,15 +48,17 @@ public final class ModelPackage {
   public static final int FORMAT = 1;
 
   private static final String NAME_PATTERN = "[A-Za-z0-9._-]+";
+  private static final String SPECIAL_TOKEN_NAME = "[a-z][a-z0-9_]*_token";
   private static final List<String> TOP_KEYS = List.of("format", "name", "kind", "source", "weights", "programs",
-      "host_callbacks", "tokenizer", "chat_template", "generation", "embedding", "limits");
+      "host_callbacks", "tokenizer", "chat_template", "special_tokens", "generation", "embedding", "limits");
   private static final List<String> GENERATION_KEYS = List.of("eos_token_ids", "bos_token_id", "max_tokens",
       "temperature", "top_k", "top_p", "min_p", "repetition_penalty");
 
   /** What a package serves, which decides the roles its programs have. */
   public enum Kind {
     /** Text generation and scoring: {@code prefill_slot}, {@code decode_slots}, {@code slot_cache}, optionally {@code score}. */
-    CAUSAL_LM(Set.of(Role.SCORE, Role.PREFILL_SLOT, Role.DECODE_SLOTS, Role.SLOT_CACHE)),
+    CAUSAL_LM(Set.of(Role.SCORE, Role.PREFILL_SLOT, Role.DECODE_SLOTS, Role.SLOT_CACHE, Role.PREFILL_CHUNK, Role.DECODE_BATCH,
+        Role.SCORE_CHUNK)),
     /** An encoder whose hidden states are pooled: {@code embed}. */
     EMBEDDING(Set.of(Role.EMBED)),
     /** Any program served by tensors: {@code main}. */
@@ -149,6 +151,7 @@ public final class ModelPackage {
   private final List<String> hostCallbacks;
   private final TokenizerSpec tokenizer;
   private final Path chatTemplate;
+  private final Map<String, String> specialTokens;
   private final GenerationDefaults generation;
   private final EmbeddingDefaults embedding;
   private final Limits limits;
@@ -162,7 +165,8 @@ public final class ModelPackage {
     this.sharded = r.sharded;
     this.weightTypes = Collections.unmodifiableMap(r.weightTypes);
     List<ProgramSpec> all = new ArrayList<>(r.programs);
-    all.sort(Comparator.comparing(ProgramSpec::role).thenComparingInt(ProgramSpec::size));
+    all.sort(Comparator.comparing(ProgramSpec::role).thenComparingInt(ProgramSpec::size).thenComparingInt(ProgramSpec::batch)
+        .thenComparingInt(ProgramSpec::length));
     this.programs = List.copyOf(all);
     Map<Role, List<ProgramSpec>> roles = new EnumMap<>(Role.class);
     for (Role role : Role.values()) {
@@ -173,6 +177,7 @@ public final class ModelPackage {
     this.hostCallbacks = List.copyOf(r.hostCallbacks);
     this.tokenizer = r.tokenizer;
     this.chatTemplate = r.chatTemplate;
+    this.specialTokens = Collections.unmodifiableMap(r.specialTokens);
     this.generation = r.generation;
     this.embedding = r.embedding;
     this.limits = r.limits;
@@ -248,6 +253,16 @@ public final class ModelPackage {
     return Optional.ofNullable(chatTemplate);
   }
 
+  /**
+   * The texts of the tokenizer's special tokens by the names a chat template knows them by
+   * ({@code bos_token -> "<s>"}, {@code eos_token}, {@code unk_token}, {@code pad_token}, ...), as the
+   * checkpoint's {@code tokenizer_config.json} gives them; empty when the manifest has none (a package
+   * imported before the importer wrote them).
+   */
+  public Map<String, String> specialTokens() {
+    return specialTokens;
+  }
+
   /** The defaults of a generation request ({@link GenerationDefaults#NONE} when the manifest has none). */
   public GenerationDefaults generation() {
     return generation;
@@ -321,6 +336,7 @@ public final class ModelPackage {
     private final List<String> hostCallbacks = new ArrayList<>();
     private TokenizerSpec tokenizer;
     private Path chatTemplate;
+    private Map<String, String> specialTokens = new LinkedHashMap<>();
     private GenerationDefaults generation = GenerationDefaults.NONE;
     private EmbeddingDefaults embedding;
     private Limits limits;
@@ -357,6 +373,7 @@ public final class ModelPackage {
       if (template != null) {
         chatTemplate = PackagePaths.inside(directory, template, MANIFEST + ": 'chat_template'");
       }
+      readSpecialTokens(top);
       readLimits(top);
       readGeneration(top);
       readEmbedding(top);
@@ -420,6 +437,9 @@ public final class ModelPackage {
         if (role.hasLength()) {
           allowed.add("length");
         }
+        if (role.hasBatch()) {
+          allowed.add("batch");
+        }
         allowed.add("file");
         entry.allowOnly(allowed);
         int size = entry.integer(role.sizeKey());
@@ -430,9 +450,18 @@ public final class ModelPackage {
         if (role.hasLength() && length < 1) {
           throw entry.invalid("length", "is " + length + ", expected at least 1");
         }
-        if (!seen.add(role.jsonName() + " " + size)) {
+        int batch = role.hasBatch() ? entry.integer("batch") : 0;
+        if (role.hasBatch() && (batch < 1 || batch > size)) {
+          throw entry.invalid("batch", "is " + batch + ", expected 1.." + size + " (the rows a step decodes, at most "
+              + "the cache's slots)");
+        }
+        // Roles with several programs per size (chunk lengths, windows) are told apart by length and batch.
+        boolean manyPerSize = role == Role.PREFILL_CHUNK || role == Role.DECODE_BATCH || role == Role.SCORE_CHUNK;
+        String key = role.jsonName() + " " + size + (manyPerSize ? " " + batch + " " + length : "");
+        if (!seen.add(key)) {
           throw entry.invalid(role.sizeKey(), "repeats " + role.jsonName() + " at " + role.sizeKey() + " " + size
-              + ": a package has one program per role and size");
+              + (manyPerSize ? (role.hasBatch() ? ", batch " + batch : "") + ", length " + length : "")
+              + ": a package has one program per role and size" + (manyPerSize ? ", batch and length" : ""));
         }
         String fileName = entry.string("file");
         Path file = PackagePaths.inside(directory, fileName, MANIFEST + ": '" + entry.at("file") + "'");
@@ -445,7 +474,7 @@ public final class ModelPackage {
         } catch (InvalidArgumentException e) {
           throw new InvalidArgumentException(MANIFEST + ": '" + entry.at("file") + "': " + e.getMessage());
         }
-        programs.add(new ProgramSpec(role, size, length, file, export));
+        programs.add(new ProgramSpec(role, size, length, batch, file, export));
       }
     }
 
@@ -463,6 +492,24 @@ public final class ModelPackage {
           throw top.invalid("host_callbacks[" + i + "]", "repeats \"" + s + "\": name each callback once");
         }
         hostCallbacks.add(s);
+      }
+    }
+
+    /** {@code special_tokens}: template variable names ({@code bos_token}, ...) to their texts; causal-lm packages only. */
+    private void readSpecialTokens(ManifestObject top) {
+      if (!top.has("special_tokens")) {
+        return;
+      }
+      if (kind != Kind.CAUSAL_LM) {
+        throw top.invalid("special_tokens", "is for causal-lm packages (their chat template reads it); this one is "
+            + kind.jsonName() + ": drop it");
+      }
+      specialTokens = top.strings("special_tokens");
+      for (String name : specialTokens.keySet()) {
+        if (!name.matches(SPECIAL_TOKEN_NAME)) {
+          throw top.invalid("special_tokens", "has the name \"" + name + "\", expected names such as bos_token, eos_token, "
+              + "unk_token, pad_token (lower case, ending in _token): the chat template sees each by its name");
+        }
       }
     }
 
@@ -596,28 +643,70 @@ public final class ModelPackage {
       }
       switch (kind) {
         case CAUSAL_LM -> {
-          Map<Role, Set<Integer>> slots = new EnumMap<>(Role.class);
-          for (Role r : List.of(Role.PREFILL_SLOT, Role.DECODE_SLOTS, Role.SLOT_CACHE)) {
-            slots.put(r, programs.stream().filter(p -> p.role() == r).map(ProgramSpec::size)
-                .collect(Collectors.toCollection(TreeSet::new)));
-          }
-          Set<Integer> all = new TreeSet<>();
-          slots.values().forEach(all::addAll);
-          for (Map.Entry<Role, Set<Integer>> e : slots.entrySet()) {
-            if (all.isEmpty() || !e.getValue().equals(all)) {
-              Set<Integer> missing = new TreeSet<>(all.isEmpty() ? Set.of() : all);
-              missing.removeAll(e.getValue());
-              throw new InvalidArgumentException(MANIFEST + ": a causal-lm package needs prefill_slot, decode_slots and "
-                  + "slot_cache at the same slot counts; " + e.getKey().jsonName() + " is missing"
-                  + (missing.isEmpty() ? "" : " at slots " + missing) + " (the package has " + describeSlots(slots)
-                  + "): export it, or drop the other slot programs of that count");
-            }
+          if (programs.stream().anyMatch(p -> p.role() == Role.PREFILL_CHUNK || p.role() == Role.DECODE_BATCH)) {
+            checkChunkedSlots();
+          } else {
+            checkFixedSlots();
           }
         }
         case EMBEDDING -> needs(Role.EMBED);
         case TENSOR -> needs(Role.MAIN);
         default -> throw new IllegalStateException(kind.toString());
       }
+    }
+
+    /** A package of fixed slot programs (importer 1): prefill_slot, decode_slots and slot_cache at the same slot counts. */
+    private void checkFixedSlots() {
+      Map<Role, Set<Integer>> slots = sizes(Role.PREFILL_SLOT, Role.DECODE_SLOTS, Role.SLOT_CACHE);
+      Set<Integer> all = new TreeSet<>();
+      slots.values().forEach(all::addAll);
+      for (Map.Entry<Role, Set<Integer>> e : slots.entrySet()) {
+        if (all.isEmpty() || !e.getValue().equals(all)) {
+          Set<Integer> missing = new TreeSet<>(all.isEmpty() ? Set.of() : all);
+          missing.removeAll(e.getValue());
+          throw new InvalidArgumentException(MANIFEST + ": a causal-lm package needs prefill_slot, decode_slots and "
+              + "slot_cache at the same slot counts; " + e.getKey().jsonName() + " is missing"
+              + (missing.isEmpty() ? "" : " at slots " + missing) + " (the package has " + describeSlots(slots)
+              + "): export it, or drop the other slot programs of that count");
+        }
+      }
+    }
+
+    /**
+     * A package of chunked prefill and batched decode (importer 2): prefill_chunk and decode_batch over caches of
+     * the same slot counts, each with its slot_cache, and for each count a decode_batch of every slot over the
+     * whole context, so that any set of running sequences has a program; score_chunk with a slot_cache too.
+     */
+    private void checkChunkedSlots() {
+      Map<Role, Set<Integer>> slots = sizes(Role.PREFILL_CHUNK, Role.DECODE_BATCH, Role.SLOT_CACHE, Role.SCORE_CHUNK);
+      if (!slots.get(Role.PREFILL_CHUNK).equals(slots.get(Role.DECODE_BATCH))) {
+        throw new InvalidArgumentException(MANIFEST + ": a causal-lm package needs prefill_chunk and decode_batch over "
+            + "caches of the same slot counts (the package has " + describeSlots(slots) + "): export both for each cache");
+      }
+      for (ProgramSpec p : programs) {
+        if (p.role() != Role.SLOT_CACHE && p.role().sizeKey().equals("slots") && !slots.get(Role.SLOT_CACHE).contains(p.size())) {
+          throw new InvalidArgumentException(MANIFEST + ": program " + p.describe() + " needs slot_cache at slots " + p.size()
+              + " (its cache's maker); the package has slot_cache at " + slots.get(Role.SLOT_CACHE) + ": export it");
+        }
+      }
+      for (int n : slots.get(Role.DECODE_BATCH)) {
+        boolean whole = programs.stream().anyMatch(p -> p.role() == Role.DECODE_BATCH && p.size() == n && p.batch() == n
+            && p.length() == limits.contextLength());
+        if (!whole) {
+          throw new InvalidArgumentException(MANIFEST + ": decode_batch over the cache of " + n + " slots has no program of batch "
+              + n + " and length " + limits.contextLength() + " (limits.context_length): without it " + n + " sequences, or one "
+              + "at the end of the context, could not decode; export it");
+        }
+      }
+    }
+
+    private Map<Role, Set<Integer>> sizes(Role... roles) {
+      Map<Role, Set<Integer>> slots = new EnumMap<>(Role.class);
+      for (Role r : roles) {
+        slots.put(r, programs.stream().filter(p -> p.role() == r).map(ProgramSpec::size)
+            .collect(Collectors.toCollection(TreeSet::new)));
+      }
+      return slots;
     }
 
     private static String describeSlots(Map<Role, Set<Integer>> slots) {

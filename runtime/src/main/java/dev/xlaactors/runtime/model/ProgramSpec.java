@@ -10,19 +10,20 @@ import java.util.Objects;
  * @param role what the program does
  * @param size its {@code batch} or {@code slots} ({@link Role#sizeKey()})
  * @param length its {@code length}, 0 where the role has none
+ * @param batch its {@code batch} of rows where the role has one beside its slots ({@link Role#hasBatch()}), else 0
  * @param file the {@code jax.export} artifact, inside the package directory
  * @param export the artifact, read
  */
-public record ProgramSpec(Role role, int size, int length, Path file, JaxExport export) {
+public record ProgramSpec(Role role, int size, int length, int batch, Path file, JaxExport export) {
   public ProgramSpec {
     Objects.requireNonNull(role, "role");
     Objects.requireNonNull(file, "file");
     Objects.requireNonNull(export, "export");
   }
 
-  /** As the manifest would say it, e.g. {@code prefill_slot (slots 4, length 16, prefill_slot_s4.jax)}. */
+  /** As the manifest would say it, e.g. {@code prefill_chunk (slots 4, length 128, prefill_chunk_s4_c128.jax)}. */
   public String describe() {
-    return role.jsonName() + " (" + role.sizeKey() + " " + size + (role.hasLength() ? ", length " + length : "")
-        + ", " + file.getFileName() + ")";
+    return role.jsonName() + " (" + role.sizeKey() + " " + size + (role.hasBatch() ? ", batch " + batch : "")
+        + (role.hasLength() ? ", length " + length : "") + ", " + file.getFileName() + ")";
   }
 }

@@ -99,6 +99,33 @@ final class RoleContracts {
         cacheInput(p, s, 4, cache);
         outputs(p, outputs, withCache(TensorType.of(DType.F32, 1, vocabulary), cache), "logits f32[1,V], then the cache");
       }
+      case PREFILL_CHUNK -> {
+        arguments(p, s, 5, "tokens, start, last, slot, cache");
+        input(p, s, 1, "tokens", TensorType.of(DType.S32, 1, length), "one chunk of " + length + " prompt tokens");
+        input(p, s, 2, "start", TensorType.of(DType.S32), "a scalar");
+        input(p, s, 3, "last", TensorType.of(DType.S32), "a scalar");
+        input(p, s, 4, "slot", TensorType.of(DType.S32), "a scalar");
+        cacheInput(p, s, 5, cache);
+        outputs(p, outputs, withCache(TensorType.of(DType.F32, 1, vocabulary), cache), "logits f32[1,V], then the cache");
+      }
+      case SCORE_CHUNK -> {
+        arguments(p, s, 4, "tokens, start, slot, cache");
+        input(p, s, 1, "tokens", TensorType.of(DType.S32, 1, length), "one chunk of " + length + " tokens");
+        input(p, s, 2, "start", TensorType.of(DType.S32), "a scalar");
+        input(p, s, 3, "slot", TensorType.of(DType.S32), "a scalar");
+        cacheInput(p, s, 4, cache);
+        outputs(p, outputs, withCache(TensorType.of(DType.F32, 1, length, vocabulary), cache),
+            "logits f32[1,C,V], then the cache");
+      }
+      case DECODE_BATCH -> {
+        String rows = "batch " + p.batch();
+        arguments(p, s, 4, "tokens, positions, slots, cache");
+        input(p, s, 1, "tokens", TensorType.of(DType.S32, p.batch()), rows);
+        input(p, s, 2, "positions", TensorType.of(DType.S32, p.batch()), rows);
+        input(p, s, 3, "slots", TensorType.of(DType.S32, p.batch()), rows);
+        cacheInput(p, s, 4, cache);
+        outputs(p, outputs, withCache(TensorType.of(DType.F32, p.batch(), vocabulary), cache), "logits f32[B,V], then the cache");
+      }
       case DECODE_SLOTS -> {
         arguments(p, s, 3, "tokens, positions, cache");
         input(p, s, 1, "tokens", TensorType.of(DType.S32, size), sizes);

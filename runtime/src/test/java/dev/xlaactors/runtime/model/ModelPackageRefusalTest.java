@@ -287,6 +287,16 @@ class ModelPackageRefusalTest {
     refused(pkg, "'host_callbacks[1]' must be a callback's name");
 
     Files.writeString(manifest, good);
+    assertEquals(Map.of(), ModelPackage.open(pkg).specialTokens(), "a package imported before special_tokens has none");
+    editManifest(pkg, "\"chat_template\": \"chat_template.jinja\",", "\"chat_template\": \"chat_template.jinja\", "
+        + "\"special_tokens\": {\"bos_token\": \"<s>\", \"eos_token\": \"</s>\", \"pad_token\": \"<pad>\"},");
+    assertEquals(Map.of("bos_token", "<s>", "eos_token", "</s>", "pad_token", "<pad>"), ModelPackage.open(pkg).specialTokens());
+    editManifest(pkg, "\"pad_token\"", "\"PAD\"");
+    refused(pkg, "'special_tokens' has the name \"PAD\"", "bos_token, eos_token");
+    editManifest(pkg, "\"PAD\": \"<pad>\"", "\"pad_token\": 0");
+    refused(pkg, "'special_tokens.pad_token' must be a string");
+
+    Files.writeString(manifest, good);
     Files.delete(pkg.resolve("chat_template.jinja"));
     refused(pkg, "'chat_template'", "file 'chat_template.jinja' does not exist");
   }

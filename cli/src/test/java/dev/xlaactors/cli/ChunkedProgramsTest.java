@@ -1,0 +1,204 @@
+package dev.xlaactors.cli;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assertions.fail;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import dev.xlaactors.actors.CallbackRuntime;
+import dev.xlaactors.lm.LanguageModel;
+import dev.xlaactors.lm.PackageSlotDecoder;
+import dev.xlaactors.runtime.XlaClient;
+import dev.xlaactors.runtime.model.ModelPackage;
+import dev.xlaactors.runtime.model.ProgramSpec;
+import dev.xlaactors.runtime.model.Role;
+import java.io.ByteArrayOutputStream;
+import java.io.IOException;
+import java.io.PrintStream;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.stream.IntStream;
+import java.util.stream.StreamSupport;
+import org.apache.pekko.actor.testkit.typed.javadsl.ActorTestKit;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * Chunked prefill, scoring by chunks and decode programs of several batches and windows (importer 2), on the
+ * Llama fixture of {@link HfParityTest} (64 positions) imported with small chunks and windows so that every
+ * path runs: they give transformers' logits and greedy tokens, the same logits as one whole-sequence run of the
+ * score program, and take prompts up to the context, written in parts, decoding together as each alone. Each
+ * package is loaded once (a load compiles every program).
+ */
+class ChunkedProgramsTest {
+  private static final ObjectMapper JSON = new ObjectMapper();
+  private static final Path FIXTURE = Path.of("src/test/resources/hf/llama");
+
+  @TempDir
+  static Path packages;
+
+  private static Path chunkedDir;
+  private static ActorTestKit testKit;
+  private static XlaClient client;
+  private static CallbackRuntime runtime;
+  private static LanguageModel chunked;
+  private static LanguageModel whole;
+
+  @BeforeAll
+  static void importAndLoadBoth() {
+    System.setProperty("dev.xlaactors.cli.home", Path.of("..").toAbsolutePath().normalize().toString());
+    chunkedDir = packages.resolve("chunked");
+    importHf(chunkedDir, "--slots", "1,2", "--prefill-chunks", "4,8", "--decode-lengths", "8,16", "--score-length", "4");
+    Path wholeDir = packages.resolve("whole");
+    importHf(wholeDir, "--slots", "1", "--prefill-chunks", "64", "--score-length", "64");
+    testKit = ActorTestKit.create();
+    client = XlaClient.create(LanguageModel.clientSettings());
+    runtime = CallbackRuntime.create(testKit.system(), client);
+    chunked = LanguageModel.load(ModelPackage.open(chunkedDir), client.devices().get(0), runtime);
+    whole = LanguageModel.load(ModelPackage.open(wholeDir), client.devices().get(0), runtime);
+  }
+
+  @AfterAll
+  static void close() {
+    chunked.close();
+    whole.close();
+    runtime.close();
+    client.close();
+    testKit.shutdownTestKit();
+  }
+
+  private static void importHf(Path out, String... options) {
+    List<String> args = new ArrayList<>(List.of("import", "hf", FIXTURE.toString(), "--out", out.toString()));
+    args.addAll(List.of(options));
+    ByteArrayOutputStream err = new ByteArrayOutputStream();
+    int status = XlaActorsCli.run(args, new PrintStream(new ByteArrayOutputStream(), true, StandardCharsets.UTF_8),
+        new PrintStream(err, true, StandardCharsets.UTF_8));
+    if (status != 0) {
+      fail(String.join(" ", args) + " exited " + status + ":\n" + err.toString(StandardCharsets.UTF_8));
+    }
+  }
+
+  private static int[] ints(JsonNode array) {
+    return StreamSupport.stream(array.spliterator(), false).mapToInt(JsonNode::asInt).toArray();
+  }
+
+  private static int argmax(float[] logits, int offset, int length) {
+    int best = 0;
+    for (int j = 1; j < length; j++) {
+      best = logits[offset + j] > logits[offset + best] ? j : best;
+    }
+    return best;
+  }
+
+  /** The largest |a - b| - (atol + rtol |a|) over every logit; at most 0 when all are close. */
+  private static double excess(double[][] expected, float[][] got, double rtol, double atol) {
+    assertEquals(expected.length, got.length, "rows");
+    double worst = -1;
+    for (int i = 0; i < expected.length; i++) {
+      for (int j = 0; j < expected[i].length; j++) {
+        worst = Math.max(worst, Math.abs(expected[i][j] - got[i][j]) - (atol + rtol * Math.abs(expected[i][j])));
+      }
+    }
+    return worst;
+  }
+
+  private static double[][] doubles(float[][] rows) {
+    double[][] d = new double[rows.length][];
+    for (int i = 0; i < rows.length; i++) {
+      d[i] = new double[rows[i].length];
+      for (int j = 0; j < rows[i].length; j++) {
+        d[i][j] = rows[i][j];
+      }
+    }
+    return d;
+  }
+
+  /**
+   * Greedy tokens of each prompt, decoded together on one decoder of 2 slots (batch 1 while one runs, batch 2
+   * while both do; windows as their positions grow), each prompt written in parts of at most {@code part} tokens.
+   */
+  private static int[][] greedy(LanguageModel lm, int[][] prompts, int steps, int part) {
+    int v = lm.vocabulary();
+    try (PackageSlotDecoder decoder = lm.decoder(2)) {
+      int[][] out = new int[prompts.length][steps];
+      int[] tokens = new int[2];
+      int[] positions = new int[2];
+      boolean[] active = new boolean[2];
+      for (int s = 0; s < prompts.length; s++) {
+        float[] logits = null;
+        for (int from = 0; from < prompts[s].length; from += part) {
+          logits = decoder.prefill(s, prompts[s], from, Math.min(part, prompts[s].length - from));
+        }
+        out[s][0] = argmax(logits, 0, v);
+      }
+      for (int step = 1; step < steps; step++) {
+        for (int s = 0; s < prompts.length; s++) {
+          tokens[s] = out[s][step - 1];
+          positions[s] = prompts[s].length + step - 1;
+          active[s] = true;
+        }
+        float[] logits = decoder.decode(tokens, positions, active);
+        for (int s = 0; s < prompts.length; s++) {
+          out[s][step] = argmax(logits, s * v, v);
+        }
+      }
+      return out;
+    }
+  }
+
+  @Test
+  void thePackageHasTheChunkedProgramsAsked() {
+    ModelPackage pkg = chunked.modelPackage();
+    assertEquals(List.of(4, 8), pkg.programs(Role.PREFILL_CHUNK).stream().map(ProgramSpec::length).toList());
+    List<String> steps = new ArrayList<>();
+    for (ProgramSpec p : pkg.programs(Role.DECODE_BATCH)) {
+      steps.add(p.size() + "/" + p.batch() + "/" + p.length());
+    }
+    assertEquals(List.of("2/1/8", "2/1/16", "2/1/64", "2/2/8", "2/2/16", "2/2/64"), steps,
+        "one cache of 2 slots; batches 1 and 2; windows 8, 16 and the context");
+    assertEquals(64, pkg.limits().contextLength(), "the checkpoint's context by default");
+    assertEquals(List.of(2), chunked.slotCounts());
+  }
+
+  @Test
+  void chunksAndWindowsGiveTransformersLogitsAndGreedyTokens() throws IOException {
+    JsonNode ref = JSON.readTree(FIXTURE.resolve("reference.json").toFile());
+    double[][] expected = new double[ref.get("logits").size()][];
+    for (int i = 0; i < expected.length; i++) {
+      expected[i] = StreamSupport.stream(ref.get("logits").get(i).spliterator(), false).mapToDouble(JsonNode::asDouble).toArray();
+    }
+    // 10 tokens through score_chunk (score's length is 4): a chunk of 8, then one of 4 holding 2.
+    double worst = excess(expected, chunked.score(ints(ref.get("input_ids"))), 1e-3, 1e-4);
+    assertTrue(worst <= 0, "chunked scoring against transformers exceeds rtol 1e-3, atol 1e-4 by " + worst);
+    // A 6-token prompt as chunks of 4 and 4 (2 padded), then decode steps in the windows of 8 and 16, alone (batch 1).
+    int[] greedyPrompt = ints(ref.get("greedy_prompt"));
+    assertArrayEquals(ints(ref.get("greedy_tokens")), greedy(chunked, new int[][] {greedyPrompt}, 8, 64)[0],
+        "greedy tokens against transformers");
+  }
+
+  @Test
+  void aLongSequenceByChunksHasTheLogitsOfOneWholeRun() {
+    int[] tokens = IntStream.range(0, 60).map(i -> (i * 37 + 11) % 500).toArray();
+    float[][] one = whole.score(tokens); // the score program of 64 positions, one run
+    float[][] byChunks = chunked.score(tokens); // 7 chunks of 8 and one of 4
+    double worst = excess(doubles(one), byChunks, 1e-4, 1e-4);
+    assertTrue(worst <= 0, "chunked scoring of 60 tokens against one whole run exceeds 1e-4 by " + worst);
+  }
+
+  @Test
+  void promptsUpToTheContextInPartsDecodeTogetherAsEachAlone() {
+    int[] longPrompt = IntStream.range(0, 50).map(i -> (i * 53 + 7) % 500).toArray();
+    int[] shortPrompt = IntStream.range(0, 5).map(i -> (i * 29 + 3) % 500).toArray();
+    int[][] together = greedy(chunked, new int[][] {longPrompt, shortPrompt}, 6, 12); // batch 2, windows 8 to 64
+    assertArrayEquals(greedy(chunked, new int[][] {longPrompt}, 6, 50)[0], together[0], "the long prompt, alone or beside another");
+    assertArrayEquals(greedy(chunked, new int[][] {shortPrompt}, 6, 5)[0], together[1], "the short prompt, alone or beside another");
+    float[][] last = whole.score(longPrompt);
+    assertEquals(argmax(last[49], 0, last[49].length), together[0][0], "the first token is the argmax of one whole run's last logits");
+  }
+}
