@@ -16,6 +16,7 @@
 #                                   then GenerationServer on a GPT: continuous batching vs one generation at a time
 #   bench/run.sh serve-fuzz         schemathesis against `bin/xla-actors serve` and its /openapi.json
 #   bench/run.sh serve-load         locust: streamed completions whose clients disconnect at random; slots and RSS after
+#   bench/run.sh serve-clients      lm-eval (local-completions, local-chat-completions) and guidellm against `bin/xla-actors serve`
 #
 # Environment: JAX_PYTHON  a python with jax installed (default: the venv of tools/jax-env.sh)
 #              JAVA_OPTS   extra JVM options for the Java harness
@@ -165,6 +166,17 @@ modes:
                    JSON Schema cannot state and the document states in words (a prompt's tokens
                    against the model's context, /v2 inputs against the model of the path), each
                    listed with its message)
+  serve-clients
+            The clients people point at an OpenAI server, run as they come (no workarounds) against
+            `bin/xla-actors serve` of the tiny llama package alone, loopback only: lm-eval 0.4.13
+            (tools/lm-eval-env.sh) local-completions with its default settings (it finds /tokenize and
+            tokenizes on the server) on bench/lm_eval_tasks (a loglikelihood and a generate_until task
+            over our own 8 rows), local-chat-completions with --apply_chat_template; guidellm 0.8.1
+            (tools/guidellm-env.sh: a venv over tools/torch-env.sh's torch and transformers, several GB)
+            20 synthetic requests, 4 at a time, against /v1/chat/completions and /v1/completions (it
+            sends ignore_eos and stream_options.continuous_usage_stats). Logs in bench/out. Last line:
+            RESULT serve-clients lm_eval_completions=ok|fail lm_eval_chat=ok|fail guidellm_chat=ok|fail
+                   guidellm_completions=ok|fail   (exit 1 unless all ok)
   serve-load
             The same server (its heap fixed: -Xms=-Xmx=LOAD_HEAP, default 384m, pre-touched, so that RSS
             growth is memory outside the heap), warmed up by the same load for LOAD_WARMUP_SECONDS
@@ -760,14 +772,16 @@ run_serve() {
 # Imports the tiny Hugging Face fixtures (once) and prints the packages `serve` gets: gpt2, llama, bert, tensor.
 serve_packages() {
   local dir="$out_dir/serve-packages" m
-  for m in gpt2 llama bert; do
+  for m in ${SERVE_MODELS:-gpt2 llama bert}; do
     if [ ! -f "$dir/$m/xla-model.json" ]; then
       rm -rf "$dir/$m"
       bin/xla-actors import hf "cli/src/test/resources/hf/$m" --out "$dir/$m" >&2
     fi
     echo "$dir/$m"
   done
-  echo "runtime/src/test/resources/fixtures/packages/tensor"
+  if [ -z "${SERVE_MODELS:-}" ]; then
+    echo "runtime/src/test/resources/fixtures/packages/tensor"
+  fi
 }
 
 free_port() {
@@ -910,8 +924,55 @@ sys.exit(0 if ok else 1)
 PY
 }
 
+# The clients people point at an OpenAI server, each run as it comes, against `bin/xla-actors serve` of the
+# tiny llama package alone (one language model, as vLLM serves: lm-eval then tokenizes through /tokenize).
+run_serve_clients() {
+  mkdir -p "$out_dir"
+  local le_python gl_python le_completions=fail le_chat=fail gl_chat=fail gl_completions=fail
+  le_python="$(tools/lm-eval-env.sh)"
+  gl_python="$(tools/guidellm-env.sh)"
+  trap stop_server EXIT
+  SERVE_MODELS=llama start_server "${JAVA_OPTS:-}" "$out_dir/serve-clients-server.log"
+  export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 # nothing may reach a hub: the tasks and the tokenizer are local
+  echo "lm-eval local-completions (default settings) against $server_url" >&2
+  if timeout 600 "$(dirname "$le_python")/lm_eval" --model local-completions \
+    --model_args "model=llama,base_url=$server_url/v1/completions" --tasks xla_actors_choice,xla_actors_gen \
+    --include_path bench/lm_eval_tasks --output_path "$out_dir/serve-clients-lm-eval" > "$out_dir/serve-clients-lm-eval.log" 2>&1 \
+    && grep -q "Using remote tokenizer" "$out_dir/serve-clients-lm-eval.log"; then
+    le_completions=ok
+  fi
+  echo "lm-eval local-chat-completions (default settings)" >&2
+  if timeout 600 "$(dirname "$le_python")/lm_eval" --model local-chat-completions --apply_chat_template \
+    --model_args "model=llama,base_url=$server_url/v1/chat/completions" --tasks xla_actors_gen \
+    --include_path bench/lm_eval_tasks --output_path "$out_dir/serve-clients-lm-eval" > "$out_dir/serve-clients-lm-eval-chat.log" 2>&1; then
+    le_chat=ok
+  fi
+  local format
+  for format in chat completions; do
+    echo "guidellm: 20 requests, 4 at a time, /v1/$format" >&2
+    local route="/v1/chat/completions"
+    [ "$format" = completions ] && route="/v1/completions"
+    rm -f "$out_dir/serve-clients-guidellm-$format.json"
+    timeout 600 "$(dirname "$gl_python")/guidellm" run \
+      --backend "kind=openai_http,target=$server_url,model=llama,request_format=$route" \
+      --profile kind=concurrent,streams=4 --constraint kind=max_requests,count=20 \
+      --tokenizer "kind=huggingface_auto,model=$repo/cli/src/test/resources/hf/llama" \
+      --data kind=synthetic_text,prompt_tokens=8,output_tokens=8 \
+      --output "kind=json,path=$out_dir/serve-clients-guidellm-$format.json" --disable-progress \
+      > "$out_dir/serve-clients-guidellm-$format.log" 2>&1 || true
+    if grep -q "completed .*successful=20 errored=0 incomplete=0" "$out_dir/serve-clients-guidellm-$format.log"; then
+      if [ "$format" = chat ]; then gl_chat=ok; else gl_completions=ok; fi
+    fi
+  done
+  stop_server
+  echo "RESULT serve-clients lm_eval_completions=$le_completions lm_eval_chat=$le_chat guidellm_chat=$gl_chat" \
+    "guidellm_completions=$gl_completions"
+  [ "$le_completions$le_chat$gl_chat$gl_completions" = okokokok ]
+}
+
 case "${1:-}" in
   serve) shift; run_serve "$@" ;;
+  serve-clients) run_serve_clients ;;
   serve-fuzz) run_serve_fuzz ;;
   serve-load) run_serve_load ;;
   execute) run_execute ;;

@@ -120,6 +120,21 @@ def embeddings(client, model):
     check("embeddings: usage", default.usage.prompt_tokens > 0 and default.usage.total_tokens == default.usage.prompt_tokens)
 
 
+def vllm_extensions(client, completion_model, chat_model):
+    """vLLM's fields as guidellm and lm-eval send them, through the client's extra_body and stream_options."""
+    fixed = client.completions.create(model=completion_model, prompt="Hello", max_tokens=8, temperature=0,
+                                      extra_body={"ignore_eos": True, "skip_special_tokens": True,
+                                                  "add_special_tokens": True, "include_stop_str_in_output": False})
+    check("extensions: ignore_eos runs to max_tokens", fixed.usage.completion_tokens == 8
+          and fixed.choices[0].finish_reason == "length", fixed)
+    stream = client.chat.completions.create(model=chat_model, messages=[{"role": "user", "content": "Hi"}], max_tokens=4,
+                                            temperature=0, stream=True, extra_body={"ignore_eos": True},
+                                            stream_options={"include_usage": True, "continuous_usage_stats": True})
+    counts = [chunk.usage.completion_tokens for chunk in stream]
+    check("extensions: continuous usage on every chunk", counts == sorted(counts) and counts[-1] == 4 and len(counts) >= 5,
+          counts)
+
+
 def errors(client, completion_model, chat_model):
     try:
         client.completions.create(model="no-such-model", prompt="x")
@@ -162,6 +177,7 @@ def main():
     completions(client, args.completion_model)
     chat(client, args.chat_model)
     embeddings(client, args.embedding_model)
+    vllm_extensions(client, args.completion_model, args.chat_model)
     errors(client, args.completion_model, args.chat_model)
     print(f"openai-python {openai.__version__}: all checks passed", flush=True)
 

@@ -246,7 +246,7 @@ final class ServeCommand {
             ActorRef<ModelServer.Command> server = session.system().systemActorOf(ModelServer.create(batched, runtime, registry),
                 "serve-" + pkg.name(), Props.empty());
             // The export's output paths name the outputs of /v2 (Open Inference Protocol).
-            inference.add(InferenceEndpoint.of(batched, TensorInference.of(server, session.system().scheduler())).withOutputPaths(pkg.programs(role).get(0).export().outputPaths()));
+            inference.add(InferenceEndpoint.of(batched, TensorInference.of(server, session.system())).withOutputPaths(pkg.programs(role).get(0).export().outputPaths()));
           }
         }
         HttpSettings settings = HttpSettings.create(session.system());
@@ -257,11 +257,12 @@ final class ServeCommand {
           settings = settings.withHost(host);
         }
         ServingRoutes routes = new ServingRoutes(session.system(), settings, registry, inference, generation);
-        OpenAiRoutes openAi = new OpenAiRoutes(session.system(), settings, completions, embedders);
+        OpenAiRoutes openAi = new OpenAiRoutes(session.system(), settings, completions, embedders, registry);
         ApiKeys keys = ApiKeys.create(session.system()).and(apiKeys);
         // GET /openapi.json: every route above, over these models
         OpenApiDocument openApi = OpenApiDocument.of(routes, openAi).withApiKeys(keys);
-        HttpServer http = HttpServer.start(session.system(), settings, keys, openApi.route().orElse(openAi.route()).orElse(routes.route()));
+        HttpServer http = HttpServer.start(session.system(), settings, keys, openApi.route().orElse(openAi.route()).orElse(routes.route()),
+            registry);
         return new Serving(session, http, generation.stream().map(GenerationEndpoint::name).toList(), List.copyOf(clustered));
       } catch (RuntimeException e) {
         session.close();

@@ -203,6 +203,123 @@ class OpenAiClientsTest {
     // 1.62 (7e-7 relative); the other builds closer. Equal to float rounding, not bit for bit.
     assertArrayEquals(expected, embeddings.get(0).vector(), 1e-5f);
     assertFalse(java.util.Arrays.equals(embeddings.get(0).vector(), embeddings.get(1).vector()));
+    assertTrue(metric("xla_openai_embeddings_total\\{model=\"bert\",outcome=\"ok\"} ([0-9.eE+]+)") >= 2, "embeddings are counted");
+  }
+
+  // ------------------------------------------------------------------------------------------ vLLM's extensions
+
+  /**
+   * The fields guidellm and lm-eval send, each changing the answer as vLLM's does. Token 236 is a prompt
+   * whose greedy continuation ends at gpt2's end-of-text (id 0) after 6 tokens (found by trying ids
+   * 1..400 once; greedy, so the same on every CPU but for a near tie).
+   */
+  @Test
+  void vllmsExtensionsChangeTheAnswerAsVllmDoes() throws Exception {
+    JsonNode plain = post("/v1/completions", "{\"model\":\"gpt2\",\"prompt\":[236],\"max_tokens\":10,\"temperature\":0}");
+    assertEquals("stop", plain.at("/choices/0/finish_reason").asText(), "the fixture no longer ends at end-of-text: " + plain);
+    int untilEos = plain.at("/usage/completion_tokens").asInt();
+    assertTrue(untilEos < 10, plain.toString());
+    String text = plain.at("/choices/0/text").asText();
+
+    JsonNode ignored = post("/v1/completions", "{\"model\":\"gpt2\",\"prompt\":[236],\"max_tokens\":10,\"temperature\":0,"
+        + "\"ignore_eos\":true}");
+    assertEquals("length", ignored.at("/choices/0/finish_reason").asText());
+    assertEquals(10, ignored.at("/usage/completion_tokens").asInt());
+    assertTrue(ignored.at("/choices/0/text").asText().startsWith(text), ignored.toString());
+    assertFalse(ignored.at("/choices/0/text").asText().contains("<|endoftext|>"), "special tokens are skipped by default");
+
+    JsonNode special = post("/v1/completions", "{\"model\":\"gpt2\",\"prompt\":[236],\"max_tokens\":10,\"temperature\":0,"
+        + "\"ignore_eos\":true,\"skip_special_tokens\":false}");
+    assertTrue(special.at("/choices/0/text").asText().startsWith(text + "<|endoftext|>"), special.toString());
+
+    String stop = text.substring(text.length() - 3); // a stop string inside the greedy text
+    String stopped = "{\"model\":\"gpt2\",\"prompt\":[236],\"max_tokens\":10,\"temperature\":0,\"stop\":" + JSON.writeValueAsString(stop);
+    String without = post("/v1/completions", stopped + "}").at("/choices/0/text").asText();
+    String with = post("/v1/completions", stopped + ",\"include_stop_str_in_output\":true}").at("/choices/0/text").asText();
+    assertEquals(without + stop, with);
+    assertFalse(without.endsWith(stop));
+
+    // The llama tokenizer adds BOS to a completion's prompt unless told not to; a chat's template writes its own.
+    assertEquals(post("/v1/completions", "{\"model\":\"llama\",\"prompt\":\"Hello\",\"max_tokens\":1}").at("/usage/prompt_tokens").asInt() - 1,
+        post("/v1/completions", "{\"model\":\"llama\",\"prompt\":\"Hello\",\"max_tokens\":1,\"add_special_tokens\":false}")
+            .at("/usage/prompt_tokens").asInt());
+    String chat = "{\"model\":\"llama\",\"messages\":[{\"role\":\"user\",\"content\":\"Hello!\"}],\"max_tokens\":1";
+    assertEquals(post("/v1/chat/completions", chat + "}").at("/usage/prompt_tokens").asInt() + 1,
+        post("/v1/chat/completions", chat + ",\"add_special_tokens\":true}").at("/usage/prompt_tokens").asInt());
+  }
+
+  /** guidellm's stream options: usage on every chunk (the tokens so far), and usage: null on chunks when only include_usage is asked. */
+  @Test
+  void streamsCarryUsageOnEveryChunkWhenAsked() throws Exception {
+    String chat = "{\"model\":\"llama\",\"messages\":[{\"role\":\"user\",\"content\":\"Hello!\"}],\"max_tokens\":4,"
+        + "\"temperature\":0,\"ignore_eos\":true,\"stream\":true,\"stream_options\":{\"include_usage\":true";
+    List<JsonNode> continuous = chunks("/v1/chat/completions", chat + ",\"continuous_usage_stats\":true}}");
+    int previous = -1;
+    for (JsonNode c : continuous) {
+      JsonNode usage = c.get("usage");
+      assertTrue(usage != null && usage.isObject(), "a chunk without usage: " + c);
+      assertTrue(usage.get("completion_tokens").asInt() >= previous, continuous.toString());
+      assertEquals(usage.get("prompt_tokens").asInt() + usage.get("completion_tokens").asInt(), usage.get("total_tokens").asInt());
+      previous = usage.get("completion_tokens").asInt();
+    }
+    assertEquals(4, previous);
+    assertEquals(0, continuous.get(0).at("/usage/completion_tokens").asInt()); // the role chunk: nothing generated yet
+
+    List<JsonNode> once = chunks("/v1/chat/completions", chat + "}}");
+    for (JsonNode c : once.subList(0, once.size() - 1)) {
+      assertTrue(c.has("usage") && c.get("usage").isNull(), "OpenAI writes usage: null on each chunk: " + c);
+    }
+    assertEquals(4, once.get(once.size() - 1).at("/usage/completion_tokens").asInt());
+    for (JsonNode c : chunks("/v1/chat/completions", chat.replace(",\"stream_options\":{\"include_usage\":true", "") + "}")) {
+      assertFalse(c.has("usage"), "usage not asked for: " + c);
+    }
+  }
+
+  /**
+   * vLLM's tokenizer routes, which lm-eval's local-completions finds and uses by default (bench/run.sh
+   * serve-clients runs it), and a max_tokens near 2^31, whose sum with the prompt once wrapped around.
+   */
+  @Test
+  void tokenizerRoutesRoundTripAndAHugeMaxTokensIsRefused() throws Exception {
+    HttpResponse<String> unnamed = raw("/tokenize", "{\"prompt\":\"Hello world\"}");
+    assertEquals(400, unnamed.statusCode(), unnamed.body()); // three models here: which tokenizer is not guessed
+    assertEquals("model", JSON.readTree(unnamed.body()).at("/error/param").asText());
+
+    JsonNode plain = post("/tokenize", "{\"model\":\"llama\",\"prompt\":\"Hello world\",\"add_special_tokens\":false}");
+    JsonNode special = post("/tokenize", "{\"model\":\"llama\",\"prompt\":\"Hello world\"}");
+    assertEquals(plain.get("tokens").size(), plain.get("count").asInt());
+    assertEquals(plain.get("count").asInt() + 1, special.get("count").asInt()); // the tokenizer's BOS
+    assertEquals("Hello world", post("/detokenize", "{\"model\":\"llama\",\"tokens\":" + plain.get("tokens") + "}")
+        .get("prompt").asText());
+    HttpResponse<String> info = HTTP.send(HttpRequest.newBuilder(URI.create(url + "/tokenizer_info?model=gpt2")).build(),
+        HttpResponse.BodyHandlers.ofString());
+    assertEquals(200, info.statusCode(), info.body());
+    assertEquals("<|endoftext|>", JSON.readTree(info.body()).get("eos_token").asText());
+    assertEquals(64, JSON.readTree(info.body()).get("model_max_length").asInt());
+
+    HttpResponse<String> huge = raw("/v1/completions", "{\"model\":\"gpt2\",\"prompt\":\"Hi\",\"max_tokens\":2147483647,\"stream\":true}");
+    assertEquals(400, huge.statusCode(), huge.body());
+    assertEquals("max_tokens", JSON.readTree(huge.body()).at("/error/param").asText());
+  }
+
+  private static HttpResponse<String> raw(String path, String body) throws Exception {
+    return HTTP.send(HttpRequest.newBuilder(URI.create(url + path)).header("Content-Type", "application/json")
+        .POST(HttpRequest.BodyPublishers.ofString(body)).build(), HttpResponse.BodyHandlers.ofString());
+  }
+
+  /** The JSON chunks of a stream, up to {@code [DONE]}. */
+  private static List<JsonNode> chunks(String path, String body) throws Exception {
+    HttpResponse<String> r = HTTP.send(HttpRequest.newBuilder(URI.create(url + path)).header("Content-Type", "application/json")
+        .POST(HttpRequest.BodyPublishers.ofString(body)).build(), HttpResponse.BodyHandlers.ofString());
+    assertEquals(200, r.statusCode(), r.body());
+    List<JsonNode> chunks = new ArrayList<>();
+    for (String line : r.body().split("\n")) {
+      if (line.startsWith("data: {")) {
+        chunks.add(JSON.readTree(line.substring("data: ".length())));
+      }
+    }
+    assertTrue(r.body().endsWith("data: [DONE]\n\n"), r.body());
+    return chunks;
   }
 
   // ------------------------------------------------------------------------------------------ plain HTTP
@@ -216,6 +333,18 @@ class OpenAiClientsTest {
     JsonNode error = JSON.readTree(r.body()).get("error");
     assertTrue(error.get("message").asText().contains("xla-actors.http.max-generate-body-bytes"), r.body());
     assertEquals("invalid_request_error", error.get("type").asText());
+    assertTrue(metric("xla_http_refusals_total\\{api=\"openai\",status=\"413\"} ([0-9.eE+]+)") >= 1, "the refusal is counted");
+  }
+
+  /** The sum of the values of the /metrics lines {@code pattern} matches (its group 1: the value). */
+  private static double metric(String pattern) throws Exception {
+    String metrics = HTTP.send(HttpRequest.newBuilder(URI.create(url + "/metrics")).build(), HttpResponse.BodyHandlers.ofString()).body();
+    Matcher m = Pattern.compile(pattern).matcher(metrics);
+    double total = 0;
+    while (m.find()) {
+      total += Double.parseDouble(m.group(1));
+    }
+    return total;
   }
 
   @Test

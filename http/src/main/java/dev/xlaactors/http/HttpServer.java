@@ -10,6 +10,9 @@ import java.util.Optional;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
+import com.typesafe.config.Config;
+import io.micrometer.core.instrument.MeterRegistry;
+import com.typesafe.config.ConfigFactory;
 import org.apache.pekko.actor.typed.ActorSystem;
 import org.apache.pekko.http.javadsl.Http;
 import org.apache.pekko.http.javadsl.ServerBinding;
@@ -43,26 +46,37 @@ public final class HttpServer implements AutoCloseable {
   }
 
   /**
-   * Binds {@code route} behind the API keys of the system's config ({@link ApiKeys#create}: none by default);
-   * fails (naming the address) when the port is taken or the host cannot be bound.
+   * Binds {@code route}, its rejections and Pekko's own timeouts answered in each protocol's JSON error
+   * shape ({@link RouteErrors}), behind the API keys of the system's config ({@link ApiKeys#create}: none by
+   * default); fails (naming the address) when the port is taken or the host cannot be bound.
    */
   public static HttpServer start(ActorSystem<?> system, HttpSettings settings, Route route) {
-    return start(system, settings, ApiKeys.create(system), route);
+    return start(system, settings, ApiKeys.create(system), route, null);
   }
 
   /**
-   * Binds {@code route} behind {@code keys} ({@link ApiKeys#guard}); fails (naming the address) when the port is
-   * taken or the host cannot be bound. Warns, naming the setting, when the address is reachable from other
-   * machines: without a key anyone there can use every route, and with one the key still crosses the network in
-   * clear (this server has no TLS).
+   * As {@link #start(ActorSystem, HttpSettings, Route)}, counting every error response in {@code registry}
+   * ({@code xla_http_refusals_total{api, status}}; null: not counted). Give it the registry that
+   * {@code GET /metrics} scrapes.
    */
-  public static HttpServer start(ActorSystem<?> system, HttpSettings settings, ApiKeys keys, Route route) {
+  public static HttpServer start(ActorSystem<?> system, HttpSettings settings, Route route, MeterRegistry registry) {
+    return start(system, settings, ApiKeys.create(system), route, registry);
+  }
+
+  /**
+   * As {@link #start(ActorSystem, HttpSettings, Route, MeterRegistry)}, behind {@code keys} ({@link ApiKeys#guard})
+   * instead of the config's. Warns, naming the setting, when the address is reachable from other machines:
+   * without a key anyone there can use every route, and with one the key still crosses the network in clear
+   * (this server has no TLS).
+   */
+  public static HttpServer start(ActorSystem<?> system, HttpSettings settings, ApiKeys keys, Route route, MeterRegistry registry) {
     try {
-      ServerSettings server = ServerSettings.create(ConfigFactory.parseString(
-          "pekko.http.server.parsing.error-handler = \"" + ParseErrorResponses.FQCN + "\"").withFallback(system.settings().config()));
+      // Requests the parser refuses before any route: JSON too, and TRACE with a body 405 (ParseErrorResponses).
+      ServerSettings server = ServerSettings.create(ConfigFactory.parseString("pekko.http.server.parsing.error-handler = \""
+          + ParseErrorResponses.FQCN + "\"").withFallback(serverConfig(system.settings().config(), settings)));
       server = server.withParserSettings(server.getParserSettings().withCustomMethods(QUERY));
       ServerBinding binding = Http.get(system).newServerAt(settings.host(), settings.port()).withSettings(server)
-          .bindFlow(perConnection(system, keys.guard(route)))
+          .bindFlow(perConnection(system, RouteErrors.around(keys.guard(route), registry == null ? null : new HttpMetrics(registry))))
           .toCompletableFuture().get(BIND_WAIT.toSeconds(), TimeUnit.SECONDS);
       exposure(binding.localAddress(), keys).ifPresent(warning -> system.log().warn(warning));
       return new HttpServer(binding);
@@ -95,6 +109,21 @@ public final class HttpServer implements AutoCloseable {
     }
     return Optional.of(where + ", without TLS: the API key and every request cross the network in clear; put a TLS-terminating"
         + " proxy in front and bind " + HttpSettings.ROOT + ".host to 127.0.0.1");
+  }
+
+  /**
+   * {@code config} with {@code pekko.http.server.idle-timeout} at least {@code max-request-timeout} plus
+   * {@code request-timeout-margin} and a second: a connection whose request waits for its answer sends and
+   * receives nothing, so a shorter idle timeout would close it before the request's own deadline.
+   */
+  static Config serverConfig(Config config, HttpSettings settings) {
+    String key = "pekko.http.server.idle-timeout";
+    Duration floor = settings.maxRequestTimeout().plus(settings.requestTimeoutMargin()).plusSeconds(1);
+    boolean infinite = config.hasPath(key) && "infinite".equals(config.getString(key));
+    if (infinite || config.getDuration(key).compareTo(floor) >= 0) {
+      return config;
+    }
+    return ConfigFactory.parseString(key + " = " + floor.toMillis() + "ms").withFallback(config);
   }
 
   /**

@@ -19,9 +19,11 @@ import org.apache.pekko.actor.typed.ActorSystem;
  * @param readyTimeout how long {@code GET /ready} waits for each server's status
  * @param maxGenerateBodyBytes the largest generate request body accepted (413 beyond)
  * @param requestTimeoutMargin how much longer than a request's deadline the HTTP layer waits for its answer
+ * @param maxRequestTimeout the longest deadline a request may ask for; a connection's idle timeout is kept above it
+ * @param sseKeepAlive how long a server-sent event stream stays silent before a keep-alive comment is sent
  */
 public record HttpSettings(String host, int port, long maxBodyBytes, Duration readyTimeout, long maxGenerateBodyBytes,
-    Duration requestTimeoutMargin) {
+    Duration requestTimeoutMargin, Duration maxRequestTimeout, Duration sseKeepAlive) {
   static final String ROOT = "xla-actors.http";
   private static final long MIN_BODY = 1024;
   private static final long MAX_BODY = 1L << 30;
@@ -42,6 +44,13 @@ public record HttpSettings(String host, int port, long maxBodyBytes, Duration re
       throw new XlaException(ErrorCode.INVALID_ARGUMENT, ROOT + ".request-timeout-margin must be a duration >= 0 and <= 1h, got "
           + requestTimeoutMargin);
     }
+    if (maxRequestTimeout == null || maxRequestTimeout.compareTo(Duration.ofSeconds(1)) < 0 || maxRequestTimeout.compareTo(Duration.ofHours(24)) > 0) {
+      throw new XlaException(ErrorCode.INVALID_ARGUMENT, ROOT + ".max-request-timeout must be a duration from 1s to 24h, got "
+          + maxRequestTimeout);
+    }
+    if (sseKeepAlive == null || sseKeepAlive.compareTo(Duration.ofMillis(100)) < 0 || sseKeepAlive.compareTo(Duration.ofMinutes(10)) > 0) {
+      throw new XlaException(ErrorCode.INVALID_ARGUMENT, ROOT + ".sse-keep-alive must be a duration from 100ms to 10m, got " + sseKeepAlive);
+    }
   }
 
   /** Settings from the actor system's config. */
@@ -59,7 +68,9 @@ public record HttpSettings(String host, int port, long maxBodyBytes, Duration re
           bytes(c, "max-body-bytes"),
           SettingRanges.duration(c, "ready-timeout", ROOT + ".ready-timeout", false, Duration.ofMinutes(1), "1m"),
           bytes(c, "max-generate-body-bytes"),
-          SettingRanges.duration(c, "request-timeout-margin", ROOT + ".request-timeout-margin", true, Duration.ofHours(1), "1h"));
+          SettingRanges.duration(c, "request-timeout-margin", ROOT + ".request-timeout-margin", true, Duration.ofHours(1), "1h"),
+          SettingRanges.duration(c, "max-request-timeout", ROOT + ".max-request-timeout", false, Duration.ofHours(24), "24h"),
+          SettingRanges.duration(c, "sse-keep-alive", ROOT + ".sse-keep-alive", false, Duration.ofMinutes(10), "10m"));
     } catch (ConfigException e) {
       throw new XlaException(ErrorCode.INVALID_ARGUMENT, "bad configuration under " + ROOT + ": " + e.getMessage(), e);
     }
@@ -76,21 +87,34 @@ public record HttpSettings(String host, int port, long maxBodyBytes, Duration re
 
   /** These settings on {@code port} (0: a free one). */
   public HttpSettings withPort(int port) {
-    return new HttpSettings(host, port, maxBodyBytes, readyTimeout, maxGenerateBodyBytes, requestTimeoutMargin);
+    return new HttpSettings(host, port, maxBodyBytes, readyTimeout, maxGenerateBodyBytes, requestTimeoutMargin, maxRequestTimeout,
+        sseKeepAlive);
   }
 
   /** These settings with {@code host} as the interface to bind. */
   public HttpSettings withHost(String host) {
-    return new HttpSettings(host, port, maxBodyBytes, readyTimeout, maxGenerateBodyBytes, requestTimeoutMargin);
+    return new HttpSettings(host, port, maxBodyBytes, readyTimeout, maxGenerateBodyBytes, requestTimeoutMargin, maxRequestTimeout,
+        sseKeepAlive);
   }
 
   /** These settings with {@code bytes} as the largest infer request body. */
   public HttpSettings withMaxBodyBytes(long bytes) {
-    return new HttpSettings(host, port, bytes, readyTimeout, maxGenerateBodyBytes, requestTimeoutMargin);
+    return new HttpSettings(host, port, bytes, readyTimeout, maxGenerateBodyBytes, requestTimeoutMargin, maxRequestTimeout,
+        sseKeepAlive);
+  }
+
+  /** These settings with {@code timeout} as the longest deadline a request may ask for (and below the idle timeout). */
+  public HttpSettings withMaxRequestTimeout(Duration timeout) {
+    return new HttpSettings(host, port, maxBodyBytes, readyTimeout, maxGenerateBodyBytes, requestTimeoutMargin, timeout, sseKeepAlive);
+  }
+
+  /** These settings with {@code every} as the silence after which a server-sent event stream gets a keep-alive comment. */
+  public HttpSettings withSseKeepAlive(Duration every) {
+    return new HttpSettings(host, port, maxBodyBytes, readyTimeout, maxGenerateBodyBytes, requestTimeoutMargin, maxRequestTimeout, every);
   }
 
   /** These settings with {@code bytes} as the largest generate request body. */
   public HttpSettings withMaxGenerateBodyBytes(long bytes) {
-    return new HttpSettings(host, port, maxBodyBytes, readyTimeout, bytes, requestTimeoutMargin);
+    return new HttpSettings(host, port, maxBodyBytes, readyTimeout, bytes, requestTimeoutMargin, maxRequestTimeout, sseKeepAlive);
   }
 }

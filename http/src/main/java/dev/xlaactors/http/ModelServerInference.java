@@ -7,6 +7,7 @@ import java.util.List;
 import java.util.Objects;
 import java.util.concurrent.CompletionStage;
 import org.apache.pekko.actor.typed.ActorRef;
+import org.apache.pekko.actor.typed.ActorSystem;
 import org.apache.pekko.actor.typed.Scheduler;
 import org.apache.pekko.actor.typed.javadsl.AskPattern;
 
@@ -14,16 +15,25 @@ import org.apache.pekko.actor.typed.javadsl.AskPattern;
  * {@link TensorInference} by a {@link ModelServer} of this JVM: a row is one {@link ModelServer.Infer},
  * batched with other rows; {@link #cancel} is a {@link ModelServer.Cancel} (a queued row is never computed,
  * a running one loses its place in the answer); ready means the server answers its status and accepts.
+ * The server is watched ({@link ModelServer#watch}): once it has stopped, rows fail at once with
+ * {@code UNAVAILABLE} (503) instead of waiting out their ask.
  */
-record ModelServerInference(ActorRef<ModelServer.Command> server, Scheduler scheduler) implements TensorInference {
+record ModelServerInference(ActorRef<ModelServer.Command> server, Scheduler scheduler, CompletionStage<Void> stopped)
+    implements TensorInference {
   ModelServerInference {
     Objects.requireNonNull(server, "server");
     Objects.requireNonNull(scheduler, "scheduler");
+    Objects.requireNonNull(stopped, "stopped");
+  }
+
+  /** Rows computed by {@code server}, watched from {@code system}. */
+  static ModelServerInference watching(ActorRef<ModelServer.Command> server, ActorSystem<?> system) {
+    return new ModelServerInference(server, system.scheduler(), ModelServer.watch(system, server));
   }
 
   @Override
   public CompletionStage<ModelServer.Prediction> infer(String requestId, List<HostTensor> row, Duration timeout) {
-    return ModelServer.ask(server, requestId, row, timeout, scheduler);
+    return ModelServer.ask(server, requestId, row, timeout, scheduler, stopped);
   }
 
   @Override

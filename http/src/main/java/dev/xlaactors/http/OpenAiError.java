@@ -14,6 +14,8 @@ import org.apache.pekko.http.scaladsl.model.EntityStreamSizeException;
 final class OpenAiError extends RuntimeException {
   static final String INVALID_REQUEST = "invalid_request_error";
   static final String SERVER_ERROR = "server_error";
+  /** The code of a request cancelled because its client went away (logged at DEBUG: expected, not a failure). */
+  static final String CANCELLED = "cancelled";
 
   private final int status;
   private final String type;
@@ -81,6 +83,9 @@ final class OpenAiError extends RuntimeException {
       int status = ServingRoutes.status(x).intValue();
       String type = status == 400 ? INVALID_REQUEST : status == 504 ? "timeout_error" : SERVER_ERROR;
       return new OpenAiError(status, type, null, x.code().name().toLowerCase(java.util.Locale.ROOT), x.getMessage());
+    }
+    if (e instanceof java.util.concurrent.CancellationException) { // the client went away or its HTTP timeout fired: nobody reads this
+      return new OpenAiError(503, SERVER_ERROR, null, CANCELLED, "the request was cancelled");
     }
     if (e instanceof EntityStreamSizeException) {
       return new OpenAiError(413, INVALID_REQUEST, null, "request_too_large", "the request body is larger than this route takes");

@@ -24,9 +24,11 @@ final class OpenAiRequest {
   static final int MAX_INPUTS = 2048;
 
   private static final Set<String> SAMPLING = Set.of("model", "max_tokens", "temperature", "top_p", "top_k", "min_p", "seed", "stop",
-      "n", "stream", "stream_options", "user", "repetition_penalty");
+      "n", "stream", "stream_options", "user", "repetition_penalty", "ignore_eos", "add_special_tokens", "skip_special_tokens",
+      "include_stop_str_in_output");
   private static final Set<String> COMPLETION = union(SAMPLING, Set.of("prompt", "logprobs", "echo"));
   private static final Set<String> CHAT = union(SAMPLING, Set.of("messages", "max_completion_tokens", "logprobs", "top_logprobs"));
+  private static final Set<String> STREAM_OPTIONS = Set.of("include_usage", "continuous_usage_stats");
   private static final Set<String> EMBEDDINGS = Set.of("model", "input", "encoding_format", "dimensions", "user");
   /** Fields of OpenAI's API this server knows but does not implement, with why. */
   private static final Map<String, String> NOT_IMPLEMENTED = Map.ofEntries(
@@ -89,26 +91,82 @@ final class OpenAiRequest {
     }
   }
 
-  /** How a request wants its answer streamed: not at all, or as server-sent events with or without a usage chunk. */
-  record Streaming(boolean stream, boolean includeUsage) {}
+  /**
+   * How a request wants its answer streamed: not at all, or as server-sent events with or without a usage
+   * chunk at the end ({@code includeUsage}) and the usage so far on every chunk ({@code continuousUsage},
+   * vLLM's {@code stream_options.continuous_usage_stats}).
+   */
+  record Streaming(boolean stream, boolean includeUsage, boolean continuousUsage) {}
+
+  /**
+   * vLLM's extensions of a completion or chat request, which its clients (guidellm, lm-eval) send:
+   * {@code ignore_eos} (generate past the end-of-sequence tokens, for load tests of a fixed length),
+   * {@code add_special_tokens} (null: the endpoint's default, true for a completion's prompt text, false for
+   * a chat, whose template writes them), {@code skip_special_tokens} (leave special tokens out of the text,
+   * default true) and {@code include_stop_str_in_output} (the text ends with the stop string that ended it).
+   */
+  record Extensions(boolean ignoreEos, Boolean addSpecialTokens, boolean skipSpecialTokens, boolean includeStopString) {
+    /** What no extension says: vLLM's defaults. */
+    static final Extensions NONE = new Extensions(false, null, true, false);
+
+    /** {@code params} with the model's end-of-sequence stop tokens dropped when {@code ignore_eos} says so. */
+    SamplingParams apply(SamplingParams params) {
+      return ignoreEos ? params.withStopTokenIds(java.util.Set.of()) : params;
+    }
+  }
 
   /**
    * {@code POST /v1/completions}: {@code logprobs} null (none) or how many top tokens (0: the drawn token's
    * only); with {@code echo} the prompt's text (and, with logprobs, its tokens' log-probabilities) comes
    * first, and {@code max_tokens} may be 0 (the prompt scored, nothing generated).
    */
-  record Completion(String model, List<Prompt> prompts, Sampling sampling, Integer logprobs, boolean echo, Streaming streaming) {}
+  record Completion(String model, List<Prompt> prompts, Sampling sampling, Integer logprobs, boolean echo, Streaming streaming,
+      Extensions extensions) {}
 
   /** A chat message: its role and its text (text parts joined). */
   record Message(String role, String content) {}
 
   /** {@code POST /v1/chat/completions}: {@code logprobs} whether to report them, {@code topLogprobs} how many alternatives. */
-  record Chat(String model, List<Message> messages, Sampling sampling, boolean logprobs, int topLogprobs, Streaming streaming) {}
+  record Chat(String model, List<Message> messages, Sampling sampling, boolean logprobs, int topLogprobs, Streaming streaming,
+      Extensions extensions) {}
 
   /** {@code POST /v1/embeddings}: the inputs, {@code base64} for little-endian float32 bytes, {@code dimensions} null unless asked. */
   record Embeddings(String model, List<Prompt> inputs, boolean base64, Integer dimensions) {}
 
+  /**
+   * vLLM's {@code POST /tokenize}: {@code model} null when not named (the one language model served),
+   * the prompt's text and whether the tokenizer adds its special tokens (default true, as vLLM).
+   */
+  record Tokenize(String model, String prompt, boolean addSpecialTokens) {}
+
+  /** vLLM's {@code POST /detokenize}: {@code model} null when not named, the token ids. */
+  record Detokenize(String model, int[] tokens) {}
+
   // ------------------------------------------------------------------------------------------ parsing
+
+  static Tokenize tokenize(JsonNode root) {
+    fields(root, Set.of("model", "prompt", "add_special_tokens"));
+    JsonNode prompt = present(root, "prompt");
+    if (prompt == null || !prompt.isTextual()) {
+      throw OpenAiError.invalid("prompt", "'prompt' is required: the text to tokenize, got " + (prompt == null ? "none"
+          : TensorJson.kind(prompt)));
+    }
+    return new Tokenize(optionalModel(root), prompt.asText(), bool(root, "add_special_tokens", true));
+  }
+
+  static Detokenize detokenize(JsonNode root) {
+    fields(root, Set.of("model", "tokens"));
+    JsonNode tokens = present(root, "tokens");
+    if (tokens == null || !tokens.isArray()) {
+      throw OpenAiError.invalid("tokens", "'tokens' is required: a list of token ids, got " + (tokens == null ? "none"
+          : TensorJson.kind(tokens)));
+    }
+    return new Detokenize(optionalModel(root), ids(tokens, "tokens"));
+  }
+
+  private static String optionalModel(JsonNode root) {
+    return present(root, "model") == null ? null : model(root);
+  }
 
   static Completion completion(JsonNode root) {
     fields(root, COMPLETION);
@@ -128,7 +186,7 @@ final class OpenAiRequest {
     if (present(root, "logprobs") != null) {
       logprobs = (int) whole(root, "logprobs", 0, 0, SamplingParams.MAX_LOGPROBS);
     }
-    return new Completion(model, prompts, sampling, logprobs, echo, streaming(root));
+    return new Completion(model, prompts, sampling, logprobs, echo, streaming(root), extensions(root));
   }
 
   static Chat chat(JsonNode root) {
@@ -155,7 +213,7 @@ final class OpenAiRequest {
     if (top > 0 && !logprobs) {
       throw OpenAiError.invalid("top_logprobs", "top_logprobs needs \"logprobs\": true");
     }
-    return new Chat(model, List.copyOf(messages), sampling, logprobs, top, streaming(root));
+    return new Chat(model, List.copyOf(messages), sampling, logprobs, top, streaming(root), extensions(root));
   }
 
   static Embeddings embeddings(JsonNode root) {
@@ -255,10 +313,17 @@ final class OpenAiRequest {
     return List.copyOf(stops);
   }
 
+  private static Extensions extensions(JsonNode root) {
+    JsonNode add = present(root, "add_special_tokens");
+    return new Extensions(bool(root, "ignore_eos", false), add == null ? null : bool(root, "add_special_tokens", true),
+        bool(root, "skip_special_tokens", true), bool(root, "include_stop_str_in_output", false));
+  }
+
   private static Streaming streaming(JsonNode root) {
     boolean stream = bool(root, "stream", false);
     JsonNode options = present(root, "stream_options");
     boolean usage = false;
+    boolean continuous = false;
     if (options != null) {
       if (!stream) {
         throw OpenAiError.invalid("stream_options", "stream_options is only allowed with \"stream\": true");
@@ -268,13 +333,14 @@ final class OpenAiRequest {
       }
       for (Iterator<String> it = options.fieldNames(); it.hasNext(); ) {
         String name = it.next();
-        if (!name.equals("include_usage") && !options.get(name).isNull()) {
-          throw OpenAiError.unsupported("stream_options." + name, "the one stream option is include_usage");
+        if (!STREAM_OPTIONS.contains(name) && !options.get(name).isNull()) {
+          throw OpenAiError.unsupported("stream_options." + name, "the stream options are include_usage and continuous_usage_stats");
         }
       }
       usage = bool(options, "include_usage", false);
+      continuous = bool(options, "continuous_usage_stats", false);
     }
-    return new Streaming(stream, usage);
+    return new Streaming(stream, usage, continuous);
   }
 
   /** A string, a list of strings, a list of token ids or a list of lists of token ids (ids checked against the model later). */

@@ -27,6 +27,8 @@ import org.apache.pekko.util.ByteString;
 final class OpenAiResponses {
   /** The event that ends every stream. */
   static final ByteString DONE = ByteString.fromString("data: [DONE]\n\n");
+  /** A server-sent event comment, written when a stream has been silent for xla-actors.http.sse-keep-alive; clients skip it. */
+  static final ByteString KEEP_ALIVE = ByteString.fromString(": keep-alive\n\n");
 
   /** Which API a response answers. */
   enum Api {
@@ -59,14 +61,25 @@ final class OpenAiResponses {
   private final String model;
   private final Tokenizer tokenizer;
   private final Integer logprobs; // null: none reported; else how many alternatives
+  private final boolean usageOnChunks;
 
+  /** The writer of one response whose stream chunks carry no {@code "usage"}. */
   OpenAiResponses(Api api, String model, Tokenizer tokenizer, Integer logprobs) {
+    this(api, model, tokenizer, logprobs, false);
+  }
+
+  /**
+   * The writer of one response; {@code usageOnChunks}: every stream chunk carries {@code "usage"} (null,
+   * or the counts so far when given), as OpenAI writes chunks when the client asked for usage.
+   */
+  OpenAiResponses(Api api, String model, Tokenizer tokenizer, Integer logprobs, boolean usageOnChunks) {
     this.api = api;
     this.id = api.idPrefix + java.util.UUID.randomUUID().toString().replace("-", "");
     this.created = System.currentTimeMillis() / 1000;
     this.model = model;
     this.tokenizer = tokenizer;
     this.logprobs = logprobs;
+    this.usageOnChunks = usageOnChunks;
   }
 
   /** Which API this response answers. */
@@ -110,8 +123,8 @@ final class OpenAiResponses {
 
   // ------------------------------------------------------------------------------------------ stream chunks
 
-  /** A chat stream's first chunk of choice {@code index}: the assistant's role, no text yet. */
-  ByteString roleChunk(int index) {
+  /** A chat stream's first chunk of choice {@code index}: the assistant's role, no text yet; {@code usage} as {@link #chunk}'s. */
+  ByteString roleChunk(int index, Usage usage) {
     return event(TensorJson.object(g -> {
       head(g, api.chunkObject);
       g.writeArrayFieldStart("choices");
@@ -125,14 +138,17 @@ final class OpenAiResponses {
       g.writeNullField("finish_reason");
       g.writeEndObject();
       g.writeEndArray();
+      chunkUsage(g, usage);
     }));
   }
 
   /**
    * The chunk of choice {@code index} carrying {@code text} and, when reported, the log-probabilities of
-   * {@code sample} (null: none, as for text held back to the end); {@code finish} null while the choice goes on.
+   * {@code sample} (null: none, as for text held back to the end); {@code finish} null while the choice goes on;
+   * {@code usage} the counts so far (vLLM's {@code continuous_usage_stats}; null: none, written as null when
+   * the client asked for usage).
    */
-  ByteString chunk(int index, String text, Sample sample, int textOffset, TextGenerator.FinishReason finish) {
+  ByteString chunk(int index, String text, Sample sample, int textOffset, TextGenerator.FinishReason finish, Usage usage) {
     return event(TensorJson.object(g -> {
       head(g, api.chunkObject);
       g.writeArrayFieldStart("choices");
@@ -155,11 +171,12 @@ final class OpenAiResponses {
       }
       g.writeEndObject();
       g.writeEndArray();
+      chunkUsage(g, usage);
     }));
   }
 
   /** A completion stream's first chunk of choice {@code index} when it echoes its prompt: the prompt's text and log-probabilities (null: none). */
-  ByteString echoChunk(int index, String echo, PromptLogprobs prompt) {
+  ByteString echoChunk(int index, String echo, PromptLogprobs prompt, Usage usage) {
     return event(TensorJson.object(g -> {
       head(g, api.chunkObject);
       g.writeArrayFieldStart("choices");
@@ -170,6 +187,7 @@ final class OpenAiResponses {
       g.writeNullField("finish_reason");
       g.writeEndObject();
       g.writeEndArray();
+      chunkUsage(g, usage);
     }));
   }
 
@@ -189,7 +207,23 @@ final class OpenAiResponses {
   }
 
   private static ByteString event(byte[] json) {
-    return ByteString.fromString("data: " + new String(json, StandardCharsets.UTF_8) + "\n\n");
+    return ByteString.fromString("data: " + sseSafe(new String(json, StandardCharsets.UTF_8)) + "\n\n");
+  }
+
+  /**
+   * {@code json} with U+0085 (NEL), U+2028 and U+2029 written as JSON escapes: JSON allows them raw in a
+   * string, but they are line breaks to Python's {@code str.splitlines}, which httpx uses to cut a stream
+   * into lines, so a raw one splits a {@code data:} line in two and the client fails to parse either half.
+   * They can only occur inside JSON strings, where the escape means the same character.
+   */
+  static String sseSafe(String json) {
+    for (int i = 0; i < json.length(); i++) {
+      char c = json.charAt(i);
+      if (c == '\u0085' || c == '\u2028' || c == '\u2029') {
+        return json.replace("\u0085", "\\u0085").replace("\u2028", "\\u2028").replace("\u2029", "\\u2029");
+      }
+    }
+    return json;
   }
 
   // ------------------------------------------------------------------------------------------ parts
@@ -199,6 +233,15 @@ final class OpenAiResponses {
     g.writeStringField("object", object);
     g.writeNumberField("created", created);
     g.writeStringField("model", model);
+  }
+
+  /** A stream chunk's {@code "usage"}: absent unless the client asked for usage, then null or the counts so far. */
+  private void chunkUsage(JsonGenerator g, Usage usage) throws IOException {
+    if (usage != null) {
+      usage(g, usage);
+    } else if (usageOnChunks) {
+      g.writeNullField("usage");
+    }
   }
 
   private static void usage(JsonGenerator g, Usage usage) throws IOException {

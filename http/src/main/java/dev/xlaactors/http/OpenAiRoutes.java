@@ -82,16 +82,29 @@ public final class OpenAiRoutes extends AllDirectives {
   private final Executor renderer;
   private final Duration generationTimeout;
   private final long created = System.currentTimeMillis() / 1000;
+  private final HttpMetrics metrics;
 
   /**
    * Routes over the language models {@code generators} and the embedding models {@code embedders} (names
    * unique across both; a request names its model by it), with {@code settings} (body limits, timeouts).
    */
   public OpenAiRoutes(ActorSystem<?> system, HttpSettings settings, List<CompletionEndpoint> generators, List<EmbeddingModel> embedders) {
+    this(system, settings, generators, embedders, new io.micrometer.core.instrument.simple.SimpleMeterRegistry());
+  }
+
+  /** As {@link #OpenAiRoutes(ActorSystem, HttpSettings, List, List)}, the embeddings counted in {@code registry} ({@code xla_openai_embeddings_*}). */
+  public OpenAiRoutes(ActorSystem<?> system, HttpSettings settings, List<CompletionEndpoint> generators, List<EmbeddingModel> embedders,
+      io.micrometer.core.instrument.MeterRegistry registry) {
     this.system = system;
+    this.metrics = new HttpMetrics(registry);
     this.settings = settings;
     this.blocking = system.dispatchers().lookup(DispatcherSelector.blocking());
     this.generationTimeout = GenerationSettings.create(system).defaultTimeout();
+    if (generationTimeout.compareTo(settings.maxRequestTimeout()) > 0) {
+      throw new InvalidArgumentException("xla-actors.actors.generation.default-timeout (" + generationTimeout + ") is longer than "
+          + HttpSettings.ROOT + ".max-request-timeout (" + settings.maxRequestTimeout() + "), above which HTTP connections may be "
+          + "closed as idle: shorten the first or raise the second");
+    }
     ChatTemplateSettings chatSettings = ChatTemplateSettings.create(system);
     this.renderer = system.dispatchers().lookup(DispatcherSelector.fromConfig(chatSettings.dispatcher()));
     Set<String> names = new HashSet<>();
@@ -168,7 +181,7 @@ public final class OpenAiRoutes extends AllDirectives {
 
   /** The route tree. */
   public Route route() {
-    return pathPrefix("v1", () -> concat(
+    return concat(tokenizerRoutes(), pathPrefix("v1", () -> concat(
         path("models", () -> get(() -> complete(models()))),
         path(PathMatchers.segment("models").slash(PathMatchers.segment()), id -> get(() -> complete(model(id)))),
         path("completions", () -> post(() -> withBody(settings.maxGenerateBodyBytes(), "max-generate-body-bytes",
@@ -176,7 +189,86 @@ public final class OpenAiRoutes extends AllDirectives {
         path(PathMatchers.segment("chat").slash("completions"), () -> post(() -> withBody(settings.maxGenerateBodyBytes(),
             "max-generate-body-bytes", (body, connection, timeout) -> chat(body, connection, timeout)))),
         path("embeddings", () -> post(() -> withBody(settings.maxBodyBytes(), "max-body-bytes",
-            (body, connection, timeout) -> embeddings(body))))));
+            (body, connection, timeout) -> embeddings(body)))))));
+  }
+
+  /**
+   * vLLM's tokenizer routes, which lm-eval's API models look for to tokenize on the server (its default,
+   * before it falls back to downloading a Hugging Face tokenizer): {@code GET /tokenizer_info},
+   * {@code POST /tokenize}, {@code POST /detokenize}. They name no model, as vLLM serves one: with several
+   * language models a request names it in {@code model} ({@code ?model=} for tokenizer_info).
+   */
+  private Route tokenizerRoutes() {
+    return concat(
+        path("tokenizer_info", () -> get(() -> parameterOptional("model", model -> complete(guarded(() -> tokenizerInfo(model.orElse(null))))))),
+        path("tokenize", () -> post(() -> withBody(settings.maxGenerateBodyBytes(), "max-generate-body-bytes",
+            (body, connection, timeout) -> CompletableFuture.completedFuture(tokenize(body))))),
+        path("detokenize", () -> post(() -> withBody(settings.maxGenerateBodyBytes(), "max-generate-body-bytes",
+            (body, connection, timeout) -> CompletableFuture.completedFuture(detokenize(body))))));
+  }
+
+  private HttpResponse guarded(java.util.function.Supplier<HttpResponse> answer) {
+    try {
+      return answer.get();
+    } catch (RuntimeException e) {
+      return errorResponse(e);
+    }
+  }
+
+  /** The language model a tokenizer request means: the one it names, else the only one served. */
+  private LanguageModel tokenizerModel(String model, String endpoint) {
+    if (model != null) {
+      return generator(model, endpoint).generator().model();
+    }
+    if (generators.size() != 1) {
+      throw OpenAiError.invalid("model", endpoint + " without 'model' tokenizes for the one language model served; "
+          + (generators.isEmpty() ? "none is served" : generators.size() + " are (" + String.join(", ", generators.keySet())
+          + "): name one in 'model'"));
+    }
+    return generators.values().iterator().next().generator().model();
+  }
+
+  private HttpResponse tokenizerInfo(String model) {
+    LanguageModel lm = tokenizerModel(model, "GET /tokenizer_info");
+    return json(TensorJson.object(g -> {
+      g.writeStringField("model", lm.name());
+      Map<String, String> special = specialTokens(lm); // as the chat template sees them
+      for (String name : List.of("bos_token", "eos_token", "pad_token")) {
+        if (special.get(name) == null) {
+          g.writeNullField(name);
+        } else {
+          g.writeStringField(name, special.get(name));
+        }
+      }
+      if (lm.chatTemplate().isPresent()) {
+        g.writeStringField("chat_template", lm.chatTemplate().get());
+      } else {
+        g.writeNullField("chat_template");
+      }
+      g.writeNumberField("model_max_length", lm.contextLength());
+    }));
+  }
+
+  private HttpResponse tokenize(byte[] body) {
+    OpenAiRequest.Tokenize request = OpenAiRequest.tokenize(parse(body));
+    LanguageModel lm = tokenizerModel(request.model(), "POST /tokenize");
+    int[] ids = request.addSpecialTokens() ? lm.encode(request.prompt()) : lm.tokenizer().encode(request.prompt(), false);
+    return json(TensorJson.object(g -> {
+      g.writeNumberField("count", ids.length);
+      g.writeNumberField("max_model_len", lm.contextLength());
+      g.writeArrayFieldStart("tokens");
+      for (int id : ids) {
+        g.writeNumber(id);
+      }
+      g.writeEndArray();
+    }));
+  }
+
+  private HttpResponse detokenize(byte[] body) {
+    OpenAiRequest.Detokenize request = OpenAiRequest.detokenize(parse(body));
+    LanguageModel lm = tokenizerModel(request.model(), "POST /detokenize");
+    String text = lm.tokenizer().decode(checked(request.tokens(), lm, "tokens"));
+    return json(TensorJson.object(g -> g.writeStringField("prompt", text)));
   }
 
   /** What a route makes of a request's body, its client's connection (null: not known) and its HTTP timeout (null: none). */
@@ -274,12 +366,15 @@ public final class OpenAiRoutes extends AllDirectives {
     for (int p = 0; p < request.prompts().size(); p++) {
       OpenAiRequest.Prompt prompt = request.prompts().get(p);
       String field = request.prompts().size() == 1 ? "prompt" : "prompt[" + p + "]";
-      int[] ids = prompt.tokens() != null ? checked(prompt.tokens(), lm, field) : lm.encode(prompt.text());
+      int[] ids = prompt.tokens() != null ? checked(prompt.tokens(), lm, field)
+          : Boolean.FALSE.equals(request.extensions().addSpecialTokens()) ? lm.tokenizer().encode(prompt.text(), false)
+          : lm.encode(prompt.text());
       maxTokens.add(maxTokens(ep, ids.length, request.sampling().maxTokens(), Math.min(lm.defaults().maxTokens(),
           lm.contextLength() - ids.length), field));
       promptIds.add(ids);
     }
-    OpenAiResponses writer = new OpenAiResponses(OpenAiResponses.Api.COMPLETIONS, request.model(), lm.tokenizer(), request.logprobs());
+    OpenAiResponses writer = new OpenAiResponses(OpenAiResponses.Api.COMPLETIONS, request.model(), lm.tokenizer(), request.logprobs(),
+        request.streaming().includeUsage());
     boolean scorePrompts = request.echo() && request.logprobs() != null;
     // The prompts' own log-probabilities come from the score program: a blocking run, so not on this thread.
     CompletableFuture<List<PromptLogprobs>> scored = !scorePrompts ? CompletableFuture.completedFuture(null)
@@ -295,11 +390,12 @@ public final class OpenAiRoutes extends AllDirectives {
         String echo = request.echo() ? (prompt.text() != null ? prompt.text() : lm.tokenizer().decode(ids)) : null;
         int top = request.logprobs() == null ? 0 : request.logprobs();
         for (int c = 0; c < request.sampling().n(); c++) {
-          SamplingParams params = maxTokens.get(p) == 0 ? null : request.sampling().over(lm.defaults(), maxTokens.get(p), top, c);
+          SamplingParams params = maxTokens.get(p) == 0 ? null
+              : request.extensions().apply(request.sampling().over(lm.defaults(), maxTokens.get(p), top, c));
           jobs.add(new Job(jobs.size(), p, ids, params, echo, logprobs == null ? null : logprobs.get(p)));
         }
       }
-      return run(ep, jobs, promptTokens, writer, request.streaming(), connection, timeout);
+      return run(ep, jobs, promptTokens, writer, request.streaming(), request.extensions(), connection, timeout);
     });
   }
 
@@ -315,17 +411,18 @@ public final class OpenAiRoutes extends AllDirectives {
           + "cannot turn messages into a prompt: use POST /v1/completions with a prompt, or import a checkpoint that has one");
     }
     return template.renderAsync(request.messages(), true, renderer).thenCompose(prompt -> {
-      // As Hugging Face's apply_chat_template: the template writes the special tokens, the tokenizer adds none.
-      int[] ids = lm.tokenizer().encode(prompt, false);
+      // As Hugging Face's apply_chat_template: the template writes the special tokens, the tokenizer adds none (unless asked to, as vLLM).
+      int[] ids = lm.tokenizer().encode(prompt, Boolean.TRUE.equals(request.extensions().addSpecialTokens()));
       int maxTokens = maxTokens(ep, ids.length, request.sampling().maxTokens(), lm.contextLength() - ids.length, "messages");
       List<Job> jobs = new ArrayList<>();
       for (int c = 0; c < request.sampling().n(); c++) {
         SamplingParams params = request.sampling().over(lm.defaults(), maxTokens, request.topLogprobs(), c);
-        jobs.add(new Job(c, 0, ids, params.withStopTokenIds(chatStops(lm, template, params)), null, null));
+        // ignore_eos drops the template's end of turn too.
+        jobs.add(new Job(c, 0, ids, request.extensions().apply(params.withStopTokenIds(chatStops(lm, template, params))), null, null));
       }
       OpenAiResponses writer = new OpenAiResponses(OpenAiResponses.Api.CHAT, request.model(), lm.tokenizer(),
-          request.logprobs() ? request.topLogprobs() : null);
-      return run(ep, jobs, ids.length, writer, request.streaming(), connection, timeout);
+          request.logprobs() ? request.topLogprobs() : null, request.streaming().includeUsage());
+      return run(ep, jobs, ids.length, writer, request.streaming(), request.extensions(), connection, timeout);
     });
   }
 
@@ -367,9 +464,10 @@ public final class OpenAiRoutes extends AllDirectives {
       throw OpenAiError.invalid(field, "model '" + lm.name() + "' takes prompts of 1.." + Math.min(ep.maxPromptLength(),
           lm.contextLength() - 1) + " tokens, got " + promptLength);
     }
-    if (requested != null && promptLength + requested > lm.contextLength()) { // (0 only with echo: scoring the prompt)
+    // In long: a max_tokens near 2^31 must not wrap around to a small or negative sum.
+    if (requested != null && (long) promptLength + requested > lm.contextLength()) { // (0 only with echo: scoring the prompt)
       throw OpenAiError.invalid("max_tokens", "the maximum context length of model '" + lm.name() + "' is " + lm.contextLength()
-          + " tokens; you requested " + (promptLength + requested) + " (" + promptLength + " in the prompt, " + requested
+          + " tokens; you requested " + ((long) promptLength + requested) + " (" + promptLength + " in the prompt, " + requested
           + " in the completion): ask for at most " + (lm.contextLength() - promptLength));
     }
     return requested != null ? requested : Math.max(1, dflt);
@@ -380,10 +478,12 @@ public final class OpenAiRoutes extends AllDirectives {
    * whole response or its stream; cancels the rest when one fails, and all when the client goes away.
    */
   private CompletionStage<HttpResponse> run(CompletionEndpoint ep, List<Job> jobs, int promptTokens, OpenAiResponses writer,
-      OpenAiRequest.Streaming streaming, ClientConnection connection, org.apache.pekko.http.javadsl.TimeoutAccess timeout) {
+      OpenAiRequest.Streaming streaming, OpenAiRequest.Extensions extensions, ClientConnection connection,
+      org.apache.pekko.http.javadsl.TimeoutAccess timeout) {
+    TextGenerator.TextOptions text = new TextGenerator.TextOptions(extensions.skipSpecialTokens(), extensions.includeStopString());
     Generations generations = streaming.stream()
-        ? new StreamedGenerations(ep, jobs, promptTokens, writer, streaming.includeUsage())
-        : new Generations(ep, jobs, promptTokens, writer);
+        ? new StreamedGenerations(ep, jobs, promptTokens, writer, text, streaming)
+        : new Generations(ep, jobs, promptTokens, writer, text);
     generations.start();
     if (connection != null) {
       connection.cancelOnClose(generations.done, generations::cancel);
@@ -407,17 +507,19 @@ public final class OpenAiRoutes extends AllDirectives {
     final List<Job> jobs;
     final int promptTokens;
     final OpenAiResponses writer;
+    final TextGenerator.TextOptions text;
     final List<CompletableFuture<TextGenerator.Result>> results = new ArrayList<>();
     /** Completes when every generation has ended (any way): the client's connection no longer matters then. */
     final CompletableFuture<Void> done = new CompletableFuture<>();
     /** The first failure that was not a cancel of ours: what the response answers with. */
     final java.util.concurrent.atomic.AtomicReference<Throwable> failure = new java.util.concurrent.atomic.AtomicReference<>();
 
-    Generations(CompletionEndpoint ep, List<Job> jobs, int promptTokens, OpenAiResponses writer) {
+    Generations(CompletionEndpoint ep, List<Job> jobs, int promptTokens, OpenAiResponses writer, TextGenerator.TextOptions text) {
       this.ep = ep;
       this.jobs = jobs;
       this.promptTokens = promptTokens;
       this.writer = writer;
+      this.text = text;
     }
 
     void start() {
@@ -426,7 +528,7 @@ public final class OpenAiRoutes extends AllDirectives {
         CompletableFuture<TextGenerator.Result> r = job.params() == null
             ? CompletableFuture.completedFuture(new TextGenerator.Result(job.prompt(), new int[0], "", TextGenerator.FinishReason.LENGTH,
                 List.of())) // max_tokens 0: the echo is the whole answer
-            : ep.generator().generate(job.prompt(), job.params(), null, piece -> onPiece(job, piece)).toCompletableFuture();
+            : ep.generator().generate(job.prompt(), job.params(), null, text, piece -> onPiece(job, piece)).toCompletableFuture();
         results.add(r);
       }
       for (int i = 0; i < jobs.size(); i++) {
@@ -473,7 +575,7 @@ public final class OpenAiRoutes extends AllDirectives {
           return errorResponse(failure.get());
         }
         if (results.stream().anyMatch(CompletableFuture::isCancelled)) { // the client left or the HTTP timeout fired: nobody reads this
-          return error(new OpenAiError(503, OpenAiError.SERVER_ERROR, null, "cancelled", "the request was cancelled"));
+          return error(new OpenAiError(503, OpenAiError.SERVER_ERROR, null, OpenAiError.CANCELLED, "the request was cancelled"));
         }
         List<OpenAiResponses.Choice> choices = new ArrayList<>();
         for (int i = 0; i < jobs.size(); i++) {
@@ -492,15 +594,20 @@ public final class OpenAiRoutes extends AllDirectives {
    */
   private final class StreamedGenerations extends Generations {
     private final boolean includeUsage;
+    private final boolean continuousUsage;
     private final BoundedSourceQueue<ByteString> queue;
     private final Source<ByteString, NotUsed> source;
     private final CompletableFuture<Void> started = new CompletableFuture<>();
     private final int[] textOffsets;
+    private final int[] generated; // tokens so far per choice, for continuous usage; guarded by this
     private boolean failed; // guarded by this
 
-    StreamedGenerations(CompletionEndpoint ep, List<Job> jobs, int promptTokens, OpenAiResponses writer, boolean includeUsage) {
-      super(ep, jobs, promptTokens, writer);
-      this.includeUsage = includeUsage;
+    StreamedGenerations(CompletionEndpoint ep, List<Job> jobs, int promptTokens, OpenAiResponses writer, TextGenerator.TextOptions text,
+        OpenAiRequest.Streaming streaming) {
+      super(ep, jobs, promptTokens, writer, text);
+      this.includeUsage = streaming.includeUsage();
+      // As vLLM: usage on every chunk only when the client asked for usage at all.
+      this.continuousUsage = streaming.includeUsage() && streaming.continuousUsage();
       int capacity = 8;
       for (Job job : jobs) {
         capacity += (job.params() == null ? 0 : job.params().maxTokens()) + 4;
@@ -511,17 +618,23 @@ public final class OpenAiRoutes extends AllDirectives {
       this.source = q.second().watchTermination((mat, ended) -> {
         ended.whenComplete((d, e) -> cancel());
         return mat;
-      }).mapMaterializedValue(m -> NotUsed.getInstance());
+      }).keepAlive(settings.sseKeepAlive(), () -> OpenAiResponses.KEEP_ALIVE).mapMaterializedValue(m -> NotUsed.getInstance());
       this.textOffsets = new int[jobs.size()];
+      this.generated = new int[jobs.size()];
+    }
+
+    /** The usage of choice {@code job} so far, as vLLM's continuous usage stats count it (null: not asked for). */
+    private OpenAiResponses.Usage usageSoFar(Job job) {
+      return continuousUsage ? new OpenAiResponses.Usage(job.prompt().length, generated[job.index()]) : null;
     }
 
     @Override
     void start() {
       for (Job job : jobs) { // a chat choice opens with the assistant's role, an echoed completion with its prompt
         if (writer.api() == OpenAiResponses.Api.CHAT) {
-          offer(writer.roleChunk(job.index()));
+          offer(writer.roleChunk(job.index(), usageSoFar(job)));
         } else if (job.echo() != null) {
-          offer(writer.echoChunk(job.index(), job.echo(), job.promptLogprobs()));
+          offer(writer.echoChunk(job.index(), job.echo(), job.promptLogprobs(), usageSoFar(job)));
           textOffsets[job.index()] = job.echo().length();
         }
       }
@@ -531,10 +644,13 @@ public final class OpenAiRoutes extends AllDirectives {
     @Override
     synchronized void onPiece(Job job, TextGenerator.Piece piece) {
       started.complete(null);
+      if (piece.token() >= 0) {
+        generated[job.index()]++;
+      }
       if (failed || (piece.text().isEmpty() && (piece.sample() == null || !writer.reportsLogprobs()))) {
         return; // nothing to show yet: a character or a possible stop string is held back
       }
-      offer(writer.chunk(job.index(), piece.text(), piece.sample(), textOffsets[job.index()], null));
+      offer(writer.chunk(job.index(), piece.text(), piece.sample(), textOffsets[job.index()], null, usageSoFar(job)));
       textOffsets[job.index()] += piece.text().length();
     }
 
@@ -543,7 +659,7 @@ public final class OpenAiRoutes extends AllDirectives {
       if (failure == null) {
         started.complete(null);
         if (!failed) {
-          offer(writer.chunk(job.index(), "", null, textOffsets[job.index()], result.finishReason()));
+          offer(writer.chunk(job.index(), "", null, textOffsets[job.index()], result.finishReason(), usageSoFar(job)));
         }
         return;
       }
@@ -615,7 +731,10 @@ public final class OpenAiRoutes extends AllDirectives {
       tokens += ids.length;
     }
     int promptTokens = tokens;
-    return CompletableFuture.supplyAsync(() -> model.embed(sequences), blocking).thenApply(vectors -> {
+    long started = System.nanoTime();
+    CompletableFuture<float[][]> embedded = CompletableFuture.supplyAsync(() -> model.embed(sequences), blocking);
+    embedded.whenComplete((v, e) -> metrics.embeddings(model.name(), e == null ? "ok" : "failed", Duration.ofNanos(System.nanoTime() - started)));
+    return embedded.thenApply(vectors -> {
       if (request.dimensions() != null && vectors.length > 0 && vectors[0].length != request.dimensions()) {
         throw OpenAiError.invalid("dimensions", "model '" + model.name() + "' makes embeddings of " + vectors[0].length + " dimensions "
             + "and cannot shorten them; leave dimensions out or give " + vectors[0].length);
@@ -669,7 +788,9 @@ public final class OpenAiRoutes extends AllDirectives {
 
   private HttpResponse errorResponse(Throwable thrown) {
     OpenAiError e = OpenAiError.of(thrown);
-    if (e.status() == 500) {
+    if (OpenAiError.CANCELLED.equals(e.code())) {
+      system.log().debug("OpenAI request cancelled: {}", e.getMessage()); // the client left (or its HTTP timeout fired): expected
+    } else if (e.status() == 500) {
       system.log().warn("OpenAI request failed unexpectedly", thrown);
     }
     return error(e);

@@ -70,6 +70,14 @@ public final class OpenApiDocument extends AllDirectives {
       ((ObjectNode) fields.get("top_k")).put("maximum", vocabulary);
       example(generate, generation.get(0).name(), F.objectNode().put("prompt", "Hello").put("max_tokens", 4));
     }
+    // Deadlines: at most xla-actors.http.max-request-timeout, as the routes check them.
+    long maxTimeoutMs = serving.settings().maxRequestTimeout().toMillis();
+    ((ObjectNode) paths.at("/~1v1~1models~1{model}~1generate/post/requestBody/content/application~1json/schema/properties/timeout_ms"))
+        .put("maximum", maxTimeoutMs);
+    for (String prefix : List.of("/~1v2~1models~1{model}", "/~1v2~1models~1{model}~1versions~1{version}")) {
+      ((ObjectNode) paths.at(prefix + "~1infer/post/requestBody/content/application~1json/schema/properties/parameters/properties/timeout"))
+          .put("maximum", maxTimeoutMs * 1000);
+    }
     int vocabulary = openAi.largestVocabulary();
     if (vocabulary > 0) {
       for (String at : List.of("/~1v1~1completions/post", "/~1v1~1embeddings/post")) {
@@ -494,8 +502,8 @@ public final class OpenApiDocument extends AllDirectives {
     input.put("description", "One of the model's inputs (GET /v2/models/{model}: their names, datatypes and shapes, -1 the rows),"
         + " each once.");
     ObjectNode output = closed(obj(req("name"), "name", str(), "parameters", closed(obj(null, "binary_data", bool()))));
-    ObjectNode parameters = closed(obj(null, "timeout", integer().put("minimum", 1).put("maximum", OpenInferenceRoutes.MAX_TIMEOUT_US)
-        .put("description", "The request's deadline, microseconds."), "binary_data_output", bool(),
+    ObjectNode parameters = closed(obj(null, "timeout", integer().put("minimum", 1)
+        .put("description", "The request's deadline, microseconds, at most max-request-timeout."), "binary_data_output", bool(),
         "priority", F.objectNode().put("description", "Accepted, without effect.")));
     return closed(obj(req("inputs"), "id", str(), "parameters", parameters, "inputs", array(input).put("minItems", 1),
         "outputs", array(output)));

@@ -78,7 +78,6 @@ public final class OpenInferenceRoutes extends AllDirectives {
   /** The only version of every model: models are served as loaded, one at a time. */
   static final String VERSION = "1";
   private static final long STRICT_TIMEOUT_MS = 30_000;
-  static final long MAX_TIMEOUT_US = 86_400_000_000L;
   /** JSON values of a request beyond its data: the objects, lists and single fields around it (generous). */
   private static final long STRUCTURE_VALUES = 64;
   /** The binary tensor data extension's header: the length of the JSON that starts the body. */
@@ -276,7 +275,7 @@ public final class OpenInferenceRoutes extends AllDirectives {
       throw new BadRequestException("id", "expected a string, got " + TensorJson.kind(idNode));
     }
     String id = idNode == null ? null : idNode.asText();
-    RequestParameters parameters = requestParameters(root.get("parameters"));
+    RequestParameters parameters = requestParameters(root.get("parameters"), settings.maxRequestTimeout().toNanos() / 1000);
     Duration timeout = parameters.timeout();
     List<Selected> selected = selectedOutputs(root.get("outputs"), s, parameters.binaryOutput());
     List<List<HostTensor>> rows = InferenceTensorJson.rows(root.get("inputs"), model, s.inputs(), ep.inputTypes(), maxRows, binary);
@@ -328,7 +327,7 @@ public final class OpenInferenceRoutes extends AllDirectives {
   private record Selected(int output, boolean binary) {}
 
   /** The request's {@code parameters}: {@code timeout} (µs) and {@code binary_data_output}. */
-  private static RequestParameters requestParameters(JsonNode p) {
+  private static RequestParameters requestParameters(JsonNode p, long maxTimeoutMicros) {
     if (p == null) {
       return new RequestParameters(null, false);
     }
@@ -347,9 +346,9 @@ public final class OpenInferenceRoutes extends AllDirectives {
     if (t == null) {
       return new RequestParameters(null, binary);
     }
-    if (!t.isIntegralNumber() || !t.canConvertToLong() || t.asLong() < 1 || t.asLong() > MAX_TIMEOUT_US) {
-      throw new BadRequestException("parameters.timeout", "expected the request's deadline in microseconds, 1 to " + MAX_TIMEOUT_US
-          + ", got " + t);
+    if (!t.isIntegralNumber() || !t.canConvertToLong() || t.asLong() < 1 || t.asLong() > maxTimeoutMicros) {
+      throw new BadRequestException("parameters.timeout", "expected the request's deadline in microseconds, 1 to " + maxTimeoutMicros
+          + " (" + HttpSettings.ROOT + ".max-request-timeout), got " + t);
     }
     return new RequestParameters(Duration.ofNanos(Math.multiplyExact(t.asLong(), 1000L)), binary);
   }
@@ -507,6 +506,10 @@ public final class OpenInferenceRoutes extends AllDirectives {
       HttpResponse r = error(ServingRoutes.status(x), x.getMessage());
       return ServingRoutes.status(x) == StatusCodes.SERVICE_UNAVAILABLE && x.code() == ErrorCode.RESOURCE_EXHAUSTED
           ? r.addHeader(RetryAfter.create(1L)) : r;
+    }
+    if (e instanceof java.util.concurrent.CancellationException) { // the client went away: expected, nobody reads this answer
+      system.log().debug("Open Inference request cancelled: {}", e.toString());
+      return error(StatusCodes.SERVICE_UNAVAILABLE, "the request was cancelled");
     }
     system.log().warn("Open Inference request failed unexpectedly", e);
     return error(StatusCodes.INTERNAL_SERVER_ERROR, "internal error: " + e);

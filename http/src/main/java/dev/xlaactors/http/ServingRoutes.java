@@ -91,7 +91,6 @@ public final class ServingRoutes extends AllDirectives {
   private static final ContentType PROMETHEUS = ContentTypes.parse("text/plain; version=0.0.4; charset=utf-8");
   private static final ContentType EVENT_STREAM = ContentTypes.create(MediaTypes.TEXT_EVENT_STREAM);
   private static final long STRICT_TIMEOUT_MS = 30_000;
-  private static final long MAX_TIMEOUT_MS = 86_400_000L;
   private static final int DEFAULT_MAX_TOKENS = 16;
   /** JSON values of a request beyond its data: the objects, lists and single fields around it (generous). */
   private static final long STRUCTURE_VALUES = 32;
@@ -261,7 +260,7 @@ public final class ServingRoutes extends AllDirectives {
     }
     int topK = (int) whole(root, "top_k", 0, 0, ep.vocabulary());
     long seed = whole(root, "seed", 0, Long.MIN_VALUE, Long.MAX_VALUE);
-    Duration timeout = timeout(root);
+    Duration timeout = timeout(root, settings.maxRequestTimeout());
     // Serving's one sampler (lm's): the route's fields are a subset of SamplingParams, checked above.
     SamplingTokenSampler sampler = new SamplingTokenSampler(
         SamplingParams.defaults().withTemperature(temperature).withTopK(topK).withSeed(seed), prompt);
@@ -307,7 +306,8 @@ public final class ServingRoutes extends AllDirectives {
     }
     // This response's: its stream is materialized once.
     TextCodec.Pieces text = ep.text() == null ? null : ep.text().pieces(prompt);
-    Source<ByteString, NotUsed> sse = Source.single(head).concat(first.second()).map(e -> ByteString.fromString(sse(text, e)));
+    Source<ByteString, NotUsed> sse = Source.single(head).concat(first.second()).map(e -> ByteString.fromString(sse(text, e)))
+        .keepAlive(settings.sseKeepAlive(), () -> OpenAiResponses.KEEP_ALIVE);
     return HttpResponse.create().withEntity(HttpEntities.create(EVENT_STREAM, sse));
   }
 
@@ -390,7 +390,7 @@ public final class ServingRoutes extends AllDirectives {
         g.writeStringField("error", x.getMessage());
       });
     }
-    return "event: " + name + "\ndata: " + new String(data, StandardCharsets.UTF_8) + "\n\n";
+    return "event: " + name + "\ndata: " + OpenAiResponses.sseSafe(new String(data, StandardCharsets.UTF_8)) + "\n\n";
   }
 
   /** The prompt's tokens: {@code tokens} (ids), or {@code prompt} (text, when the model has a tokenizer). */
@@ -456,10 +456,14 @@ public final class ServingRoutes extends AllDirectives {
     return n.asLong();
   }
 
-  /** The request's {@code timeout_ms} (null when absent: the server's default). */
-  private static Duration timeout(JsonNode root) {
+  /** The request's {@code timeout_ms} (null when absent: the server's default), at most {@code max} (max-request-timeout). */
+  private static Duration timeout(JsonNode root, Duration max) {
     JsonNode n = root.get("timeout_ms");
-    return n == null ? null : Duration.ofMillis(whole(root, "timeout_ms", 0, 1, MAX_TIMEOUT_MS));
+    if (n != null && n.isIntegralNumber() && n.canConvertToLong() && n.asLong() > max.toMillis()) {
+      throw new BadRequestException("timeout_ms", "expected a deadline of 1 to " + max.toMillis() + " ms (" + HttpSettings.ROOT
+          + ".max-request-timeout; raise it there for longer requests), got " + n.asLong());
+    }
+    return n == null ? null : Duration.ofMillis(whole(root, "timeout_ms", 0, 1, max.toMillis()));
   }
 
   // ------------------------------------------------------------------------------------------ models, ready
@@ -572,6 +576,10 @@ public final class ServingRoutes extends AllDirectives {
       HttpResponse r = error(status(x), e instanceof BadRequestException b ? b.field() : null, x.code(), x.getMessage());
       return x instanceof OverloadedException ? r.addHeader(RetryAfter.create(1L)) : r;
     }
+    if (e instanceof java.util.concurrent.CancellationException) { // the client went away: expected, nobody reads this answer
+      system.log().debug("request cancelled: {}", e.toString());
+      return error(StatusCodes.SERVICE_UNAVAILABLE, null, ErrorCode.CANCELLED, "the request was cancelled");
+    }
     system.log().warn("request failed unexpectedly", e);
     return error(StatusCodes.INTERNAL_SERVER_ERROR, null, ErrorCode.INTERNAL, "internal error: " + e);
   }
@@ -584,6 +592,11 @@ public final class ServingRoutes extends AllDirectives {
         g.writeStringField("field", field);
       }
     });
+  }
+
+  /** The settings these routes were made with. */
+  HttpSettings settings() {
+    return settings;
   }
 
   /** The HTTP status of a serving error. */

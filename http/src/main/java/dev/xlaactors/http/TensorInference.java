@@ -6,7 +6,7 @@ import java.time.Duration;
 import java.util.List;
 import java.util.concurrent.CompletionStage;
 import org.apache.pekko.actor.typed.ActorRef;
-import org.apache.pekko.actor.typed.Scheduler;
+import org.apache.pekko.actor.typed.ActorSystem;
 
 /**
  * Where the rows of a tensor inference request ({@code POST /v2/models/<m>/infer}) are computed. The routes
@@ -40,8 +40,11 @@ public interface TensorInference {
    */
   CompletionStage<String> notReady(Duration wait);
 
-  /** Rows computed by {@code server}, a {@link ModelServer} of this JVM, asked on {@code scheduler}. */
-  static TensorInference of(ActorRef<ModelServer.Command> server, Scheduler scheduler) {
-    return new ModelServerInference(server, scheduler);
+  /**
+   * Rows computed by {@code server}, a {@link ModelServer} of this JVM, asked on {@code system}'s scheduler
+   * and watched from it: once the server has stopped, rows fail at once ({@code UNAVAILABLE}).
+   */
+  static TensorInference of(ActorRef<ModelServer.Command> server, ActorSystem<?> system) {
+    return ModelServerInference.watching(server, system);
   }
 }

@@ -73,7 +73,7 @@ class ClientDisconnectTest {
     ServeSettings.Model serve = new ServeSettings.Model(4, Duration.ofSeconds(60), 64, Duration.ofMinutes(2), 1);
     server = kit.spawn(ModelServer.create(model, callbacks, serve, registry));
     HttpSettings settings = HttpSettings.create(kit.system()).withPort(0);
-    ServingRoutes routes = new ServingRoutes(kit.system(), settings, registry, List.of(InferenceEndpoint.of(model, TensorInference.of(server, kit.system().scheduler()))), List.of());
+    ServingRoutes routes = new ServingRoutes(kit.system(), settings, registry, List.of(InferenceEndpoint.of(model, TensorInference.of(server, kit.system()))), List.of());
     http = HttpServer.start(kit.system(), settings, routes.route());
   }
 

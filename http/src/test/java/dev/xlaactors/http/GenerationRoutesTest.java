@@ -68,7 +68,8 @@ class GenerationRoutesTest {
     kit = ActorTestKit.create("generation-routes-test", ConfigFactory.parseString(
         "pekko.http.server.request-timeout = 1s\n"
             + "xla-actors.actors.generation.default-timeout = 2s\n"
-            + "xla-actors.http.request-timeout-margin = 1s").withFallback(ConfigFactory.load()));
+            + "xla-actors.http.request-timeout-margin = 1s\n"
+            + "xla-actors.http.sse-keep-alive = 200ms").withFallback(ConfigFactory.load()));
     registry = new PrometheusMeterRegistry(PrometheusConfig.DEFAULT);
     GenerationSettings settings = new GenerationSettings(8, Duration.ofMinutes(5), "xla-actors.actors.run-dispatcher");
     StepDecoder goneDecoder = new StepDecoder(1, 10, 4, 16);
@@ -84,6 +85,13 @@ class GenerationRoutesTest {
         List.of(GenerationEndpoint.of("gone", gone, goneDecoder, null), GenerationEndpoint.of("steps", live, stepsDecoder, new ByteCodec()),
             GenerationEndpoint.of("one", oneServer, one, null)));
     http = HttpServer.start(kit.system(), httpSettings, routes.route());
+    // One request first, its answer not looked at: a cold JVM can take longer than Pekko's 1 s request-timeout
+    // (set low above) to reach the route, whichever test happens to run first.
+    try {
+      post("/v1/models/steps/generate", "{\"tokens\": [1], \"max_tokens\": 1}");
+    } catch (Exception e) {
+      throw new IllegalStateException("the warm-up request failed", e);
+    }
   }
 
   @AfterAll
@@ -204,6 +212,41 @@ class GenerationRoutesTest {
     HttpResponse<String> r = held.get(60, TimeUnit.SECONDS);
     assertEquals(200, r.statusCode(), r.body());
     assertTrue(r.body().contains("event: done"), r.body());
+  }
+
+  @Test
+  void aSilentStreamGetsKeepAliveCommentsUntilItsNextToken() throws Exception {
+    steps.decodeGate = new CountDownLatch(1); // the first token (the prefill's) comes; the next waits at the gate
+    List<String> lines = java.util.Collections.synchronizedList(new ArrayList<>());
+    CompletableFuture<HttpResponse<Void>> stream = HTTP.sendAsync(generate("steps", "{\"tokens\": [4], \"max_tokens\": 2}"),
+        HttpResponse.BodyHandlers.ofLines()).thenApply(r -> {
+          r.body().forEach(lines::add);
+          return null;
+        });
+    try {
+      long until = System.nanoTime() + Duration.ofSeconds(30).toNanos();
+      while (lines.stream().filter(l -> l.equals(": keep-alive")).count() < 2 && System.nanoTime() < until) {
+        Thread.sleep(50);
+      }
+    } finally {
+      steps.decodeGate.countDown();
+      steps.decodeGate = null;
+    }
+    stream.get(60, TimeUnit.SECONDS);
+    List<String> seen = List.copyOf(lines);
+    int firstToken = seen.indexOf("event: token");
+    int keepAlive = seen.indexOf(": keep-alive");
+    assertTrue(firstToken >= 0 && keepAlive > firstToken && seen.lastIndexOf("event: token") > keepAlive, seen.toString());
+    assertTrue(seen.contains("event: done"), seen.toString());
+  }
+
+  @Test
+  void aDeadlineAboveMaxRequestTimeoutIsRefusedNamingTheKey() throws Exception {
+    HttpResponse<String> r = post("/v1/models/steps/generate", "{\"tokens\": [1], \"timeout_ms\": 600001}"); // the default is 10 min
+    assertEquals(400, r.statusCode(), r.body());
+    JsonNode body = json(r);
+    assertEquals("timeout_ms", body.get("field").asText());
+    assertTrue(body.get("error").asText().contains("xla-actors.http.max-request-timeout"), r.body());
   }
 
   @Test

@@ -19,7 +19,8 @@ class HttpSettingsTest {
   @Test
   void defaults() {
     HttpSettings s = HttpSettings.fromConfig(with(""));
-    assertEquals(new HttpSettings("127.0.0.1", 8080, 8L << 20, Duration.ofSeconds(2), 1L << 20, Duration.ofSeconds(5)), s);
+    assertEquals(new HttpSettings("127.0.0.1", 8080, 8L << 20, Duration.ofSeconds(2), 1L << 20, Duration.ofSeconds(5),
+        Duration.ofMinutes(10), Duration.ofSeconds(15)), s);
   }
 
   @Test

@@ -42,7 +42,8 @@ class OpenAiRequestTest {
     assertEquals(2, c.sampling().n());
     assertEquals(3, c.logprobs());
     assertTrue(c.echo());
-    assertEquals(new OpenAiRequest.Streaming(true, true), c.streaming());
+    assertEquals(new OpenAiRequest.Streaming(true, true, false), c.streaming());
+    assertEquals(OpenAiRequest.Extensions.NONE, c.extensions());
 
     SamplingParams p = c.sampling().over(SamplingParams.defaults().withStopTokenIds(Set.of(9)), 5, 3, 1);
     assertEquals(0.5, p.temperature());
@@ -57,6 +58,38 @@ class OpenAiRequestTest {
     List<OpenAiRequest.Prompt> lists = OpenAiRequest.completion(json("{\"model\":\"m\",\"prompt\":[[1],[2,3]]}")).prompts();
     assertArrayEquals(new int[] {2, 3}, lists.get(1).tokens());
     assertNull(OpenAiRequest.completion(json("{\"model\":\"m\",\"prompt\":\"x\"}")).logprobs());
+  }
+
+  @Test
+  void vllmsExtensionsAreTakenAsGuidellmAndLmEvalSendThem() {
+    // guidellm 0.8.1's body: ignore_eos and continuous usage stats (both were 400 before).
+    OpenAiRequest.Completion g = OpenAiRequest.completion(json("""
+        {"model":"m","prompt":"x","max_tokens":8,"ignore_eos":true,"stream":true,
+         "stream_options":{"include_usage":true,"continuous_usage_stats":true}}"""));
+    assertEquals(new OpenAiRequest.Streaming(true, true, true), g.streaming());
+    assertTrue(g.extensions().ignoreEos());
+    SamplingParams p = g.extensions().apply(g.sampling().over(SamplingParams.defaults().withStopTokenIds(Set.of(9)), 8, 0, 0));
+    assertEquals(Set.of(), p.stopTokenIds()); // the end-of-sequence token no longer stops it
+    assertEquals(Set.of(9), OpenAiRequest.Extensions.NONE.apply(SamplingParams.defaults().withStopTokenIds(Set.of(9))).stopTokenIds());
+
+    OpenAiRequest.Chat c = OpenAiRequest.chat(json("""
+        {"model":"m","messages":[{"role":"user","content":"x"}],"add_special_tokens":true,"skip_special_tokens":false,
+         "include_stop_str_in_output":true}"""));
+    assertEquals(new OpenAiRequest.Extensions(false, true, false, true), c.extensions());
+    assertEquals("skip_special_tokens", refused(() -> OpenAiRequest.completion(json("{\"model\":\"m\",\"prompt\":\"x\","
+        + "\"skip_special_tokens\":1}"))).param());
+    assertEquals("stream_options.include_obfuscation", refused(() -> OpenAiRequest.completion(json("{\"model\":\"m\",\"prompt\":\"x\","
+        + "\"stream\":true,\"stream_options\":{\"include_obfuscation\":true}}"))).param());
+    // max_tokens near 2^31 is taken here (the model's context refuses it later, in long arithmetic).
+    assertEquals(Integer.MAX_VALUE, OpenAiRequest.completion(json("{\"model\":\"m\",\"prompt\":\"x\",\"max_tokens\":2147483647}"))
+        .sampling().maxTokens());
+  }
+
+  @Test
+  void lineBreaksPythonSplitsOnAreEscapedInServerSentEvents() {
+    assertEquals("{\"t\":\"a\\u0085b\\u2028c\\u2029\"}", OpenAiResponses.sseSafe("{\"t\":\"a\u0085b\u2028c\u2029\"}"));
+    String plain = "{\"t\":\"é\"}";
+    assertTrue(plain == OpenAiResponses.sseSafe(plain)); // nothing to escape: the same string, no copy
   }
 
   @Test

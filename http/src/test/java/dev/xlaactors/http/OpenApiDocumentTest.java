@@ -149,7 +149,7 @@ class OpenApiDocumentTest {
     var server = kit.<dev.xlaactors.actors.serve.ModelServer.Command>createTestProbe().ref();
     HttpSettings settings = HttpSettings.create(kit.system());
     ServingRoutes serving = new ServingRoutes(kit.system(), settings, new PrometheusMeterRegistry(PrometheusConfig.DEFAULT),
-        List.of(new InferenceEndpoint("affine", TensorInference.of(server, kit.system().scheduler()), List.of("x"), List.of(dev.xlaactors.runtime.TensorType.of(
+        List.of(new InferenceEndpoint("affine", TensorInference.of(server, kit.system()), List.of("x"), List.of(dev.xlaactors.runtime.TensorType.of(
             dev.xlaactors.runtime.DType.F32, 3)))),
         List.of(new GenerationEndpoint("small", generator, 100, 8, 16, null), new GenerationEndpoint("big", generator, 512, 32, 64, null)));
     JsonNode doc = OpenApiDocument.of(serving, new OpenAiRoutes(kit.system(), settings, List.of(), List.of())).json();

@@ -51,7 +51,7 @@ final class OpenInferenceFixture implements AutoCloseable {
       loaded.add(l);
       BatchedModel batched = BatchedModel.of(pkg.name(), l.models(role));
       ActorRef<ModelServer.Command> server = kit.spawn(ModelServer.create(batched, callbacks, registry), "serve-" + pkg.name());
-      endpoints.add(InferenceEndpoint.of(batched, TensorInference.of(server, kit.system().scheduler())).withOutputPaths(pkg.programs(role).get(0).export().outputPaths()));
+      endpoints.add(InferenceEndpoint.of(batched, TensorInference.of(server, kit.system())).withOutputPaths(pkg.programs(role).get(0).export().outputPaths()));
     }
     HttpSettings settings = HttpSettings.create(kit.system()).withPort(0).withMaxBodyBytes(4096);
     http = HttpServer.start(kit.system(), settings, new ServingRoutes(kit.system(), settings, registry, endpoints, List.of()).route());

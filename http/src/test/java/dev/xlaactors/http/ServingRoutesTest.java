@@ -80,7 +80,7 @@ class ServingRoutesTest {
     registry = new PrometheusMeterRegistry(PrometheusConfig.DEFAULT);
     server = kit.spawn(ModelServer.create(model, callbacks, registry));
     HttpSettings settings = HttpSettings.create(kit.system()).withPort(0).withMaxBodyBytes(4096);
-    ServingRoutes routes = new ServingRoutes(kit.system(), settings, registry, List.of(InferenceEndpoint.of(model, TensorInference.of(server, kit.system().scheduler()))), List.of());
+    ServingRoutes routes = new ServingRoutes(kit.system(), settings, registry, List.of(InferenceEndpoint.of(model, TensorInference.of(server, kit.system()))), List.of());
     http = HttpServer.start(kit.system(), settings, routes.route());
   }
 
@@ -241,7 +241,7 @@ class ServingRoutesTest {
         new io.micrometer.core.instrument.simple.SimpleMeterRegistry()));
     HttpSettings settings = HttpSettings.create(kit.system()).withPort(0);
     ServingRoutes routes = new ServingRoutes(kit.system(), settings, registry,
-        List.of(new InferenceEndpoint("other", TensorInference.of(second, kit.system().scheduler()), model.inputNames(), model.requestInputTypes())), List.of());
+        List.of(new InferenceEndpoint("other", TensorInference.of(second, kit.system()), model.inputNames(), model.requestInputTypes())), List.of());
     try (HttpServer other = HttpServer.start(kit.system(), settings, routes.route())) {
       HttpRequest ready = HttpRequest.newBuilder(URI.create(other.url() + "/ready")).GET().build();
       assertEquals(200, HTTP.send(ready, HttpResponse.BodyHandlers.ofString()).statusCode());
@@ -249,6 +249,15 @@ class ServingRoutesTest {
       HttpResponse<String> r = HTTP.send(ready, HttpResponse.BodyHandlers.ofString());
       assertEquals(503, r.statusCode(), r.body());
       assertTrue(json(r).get("error").asText().contains("other: no status within"), r.body());
+      // An infer request to it is refused at once (its server is watched), not after its ask times out.
+      long started = System.nanoTime();
+      HttpResponse<String> infer = HTTP.send(HttpRequest.newBuilder(URI.create(other.url() + "/v2/models/other/infer"))
+          .header("Content-Type", "application/json").POST(HttpRequest.BodyPublishers.ofString(request(new float[] {1, 2, 3, 4}, 1)))
+          .build(), HttpResponse.BodyHandlers.ofString());
+      long tookMs = (System.nanoTime() - started) / 1_000_000;
+      assertEquals(503, infer.statusCode(), infer.body());
+      assertTrue(json(infer).get("error").asText().contains("has stopped"), infer.body());
+      assertTrue(tookMs < 5_000, "a stopped server's answer took " + tookMs + " ms");
     }
   }
 }

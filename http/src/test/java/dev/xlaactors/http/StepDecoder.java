@@ -20,6 +20,7 @@ final class StepDecoder implements SlotDecoder {
   final CountDownLatch closed = new CountDownLatch(1);
   volatile CountDownLatch gate; // null: calls do not wait
   volatile CountDownLatch entered = new CountDownLatch(1);
+  volatile CountDownLatch decodeGate; // null: decode steps do not wait (prefills do not look at it)
 
   StepDecoder(int slots, int vocabulary, int maxPrompt, int context) {
     this.slots = slots;
@@ -60,6 +61,7 @@ final class StepDecoder implements SlotDecoder {
   @Override
   public float[] decode(int[] tokens, int[] positions, boolean[] active) {
     hold();
+    await(decodeGate);
     decodes.incrementAndGet();
     float[] logits = new float[slots * vocabulary];
     for (int s = 0; s < slots; s++) {
@@ -70,7 +72,10 @@ final class StepDecoder implements SlotDecoder {
 
   private void hold() {
     entered.countDown();
-    CountDownLatch g = gate;
+    await(gate);
+  }
+
+  private static void await(CountDownLatch g) {
     if (g != null) {
       try {
         if (!g.await(60, TimeUnit.SECONDS)) {

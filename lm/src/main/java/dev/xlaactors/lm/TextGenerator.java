@@ -22,7 +22,7 @@ import org.apache.pekko.stream.javadsl.Sink;
  * Text generation over a {@link GenerationServer} that serves a {@link LanguageModel}: a request is a prompt
  * and {@link SamplingParams}; its text streams as it is decoded, never splitting a character across pieces
  * ({@link IncrementalDetokenizer}), and ends at a stop token, a stop string (matched on the text, across
- * token boundaries; the stop string is not part of the text), {@code maxTokens} or a full context.
+ * token boundaries; the stop string is not part of the text unless {@link TextOptions} asks for it), {@code maxTokens} or a full context.
  *
  * <p>The server schedules (continuous batching, deadlines, backpressure) and runs each step as a
  * supervised run; this class only turns tokens into text. Thread-safe: each request has its own state.
@@ -42,6 +42,16 @@ public final class TextGenerator {
    * the end comes last as a piece of its own, with token -1 and no sample.
    */
   public record Piece(String text, int token, Sample sample) {}
+
+  /**
+   * How a generation's tokens become text: {@code skipSpecialTokens} leaves special tokens (end-of-text,
+   * chat markers) out of it; {@code includeStopString} ends the text with the stop string that stopped it
+   * (vLLM's {@code include_stop_str_in_output}) instead of just before it.
+   */
+  public record TextOptions(boolean skipSpecialTokens, boolean includeStopString) {
+    /** Special tokens left out, the stop string too: what OpenAI answers. */
+    public static final TextOptions DEFAULT = new TextOptions(true, false);
+  }
 
   /** A finished generation: the prompt's and the generated token ids, the whole text, why it ended, the samples. */
   public record Result(int[] promptTokens, int[] tokens, String text, FinishReason finishReason, List<Sample> samples) {}
@@ -76,8 +86,14 @@ public final class TextGenerator {
    * its server drops it, waiting or decoding, and no more pieces come.
    */
   public CompletionStage<Result> generate(int[] prompt, SamplingParams params, Duration timeout, Consumer<Piece> onPiece) {
+    return generate(prompt, params, timeout, TextOptions.DEFAULT, onPiece);
+  }
+
+  /** {@link #generate(int[], SamplingParams, Duration, Consumer)} with its text made as {@code text} says. */
+  public CompletionStage<Result> generate(int[] prompt, SamplingParams params, Duration timeout, TextOptions text,
+      Consumer<Piece> onPiece) {
     SamplingTokenSampler sampler = new SamplingTokenSampler(params, prompt);
-    Request request = new Request(prompt, params, sampler, onPiece);
+    Request request = new Request(prompt, params, text, sampler, onPiece);
     var run = GenerationServer.events(server, prompt, params.maxTokens(), params.stopTokenIds(), sampler, timeout)
         .viaMat(KillSwitches.single(), Keep.right())
         .toMat(Sink.foreach(request::on), Keep.both())
@@ -99,18 +115,20 @@ public final class TextGenerator {
     private final Consumer<Piece> onPiece;
     private final IncrementalDetokenizer detokenizer;
     private final StopStringMatcher stops;
+    private final boolean includeStopString;
     private final StringBuilder text = new StringBuilder();
     private final List<Integer> tokens = new ArrayList<>();
     private final List<Sample> samples = new ArrayList<>();
     private final CompletableFuture<Result> result = new CompletableFuture<>();
     private volatile UniqueKillSwitch kill;
 
-    Request(int[] prompt, SamplingParams params, SamplingTokenSampler sampler, Consumer<Piece> onPiece) {
+    Request(int[] prompt, SamplingParams params, TextOptions options, SamplingTokenSampler sampler, Consumer<Piece> onPiece) {
       this.prompt = prompt.clone();
       this.sampler = sampler;
       this.onPiece = onPiece;
-      this.detokenizer = IncrementalDetokenizer.create(model.tokenizer(), prompt, true);
+      this.detokenizer = IncrementalDetokenizer.create(model.tokenizer(), prompt, options.skipSpecialTokens());
       this.stops = new StopStringMatcher(params.stopStrings());
+      this.includeStopString = options.includeStopString();
     }
 
     void on(GenerationServer.Event event) {
@@ -146,8 +164,9 @@ public final class TextGenerator {
         tokens.add(t.token());
         samples.add(sample);
         StopStringMatcher.Output out = stops.append(detokenizer.next(t.token()));
-        text.append(out.text());
-        onPiece.accept(new Piece(out.text(), t.token(), sample));
+        String shown = shown(out);
+        text.append(shown);
+        onPiece.accept(new Piece(shown, t.token(), sample));
         if (out.stopped()) {
           finish(FinishReason.STOP, false);
           stop();
@@ -159,10 +178,15 @@ public final class TextGenerator {
       }
     }
 
+    /** The text of {@code out} to show: with the stop string that ended it when the request asked for it. */
+    private String shown(StopStringMatcher.Output out) {
+      return includeStopString && out.stopped() ? out.text() + out.stopString().get() : out.text();
+    }
+
     private void finish(FinishReason reason, boolean flush) {
       if (flush) {
         StopStringMatcher.Output out = stops.append(detokenizer.finish());
-        String rest = out.text() + (out.stopped() ? "" : stops.finish());
+        String rest = shown(out) + (out.stopped() ? "" : stops.finish());
         if (out.stopped()) {
           reason = FinishReason.STOP;
         }

@@ -19,6 +19,7 @@ import org.apache.pekko.actor.typed.ActorSystem;
  */
 public record GenerationSettings(int maxWaiting, Duration defaultTimeout, String dispatcher) {
   private static final String ROOT = "xla-actors.actors.generation";
+  private static final String RUNS_DISPATCHER = "xla-actors.actors.runs.dispatcher";
 
   public GenerationSettings {
     SettingRanges.check(maxWaiting, ROOT + ".max-waiting", String.valueOf(maxWaiting), 0, SettingRanges.MAX_QUEUE,
@@ -41,7 +42,14 @@ public record GenerationSettings(int maxWaiting, Duration defaultTimeout, String
       String dispatcher = c.getString("dispatcher");
       if (!config.hasPath(dispatcher) || !config.getConfig(dispatcher).hasPath("type")) {
         throw new XlaException(ErrorCode.INVALID_ARGUMENT, ROOT + ".dispatcher must be the config path of a dispatcher section "
-            + "(with type = Dispatcher), got \"" + dispatcher + "\"; e.g. \"xla-actors.actors.run-dispatcher\"");
+            + "(with type = Dispatcher), got \"" + dispatcher + "\"; e.g. \"xla-actors.actors.generation-dispatcher\"");
+      }
+      String runs = config.hasPath(RUNS_DISPATCHER) ? config.getString(RUNS_DISPATCHER) : null;
+      if (dispatcher.equals(runs)) {
+        throw new XlaException(ErrorCode.INVALID_ARGUMENT, ROOT + ".dispatcher = \"" + dispatcher + "\" is also " + RUNS_DISPATCHER
+            + ": a generation step blocks its thread until its runs finish, and they wait for a thread of that same pool, so with "
+            + "as many served models as threads every thread waits and nothing runs; give generation its own pool, e.g. "
+            + "\"xla-actors.actors.generation-dispatcher\" (the default)");
       }
       return new GenerationSettings(
           SettingRanges.count(c, "max-waiting", ROOT + ".max-waiting", 0, SettingRanges.MAX_QUEUE, "requests waiting for a slot"),

@@ -30,6 +30,9 @@ import java.util.concurrent.TimeUnit;
 import java.util.function.Supplier;
 import org.apache.pekko.NotUsed;
 import org.apache.pekko.actor.typed.ActorRef;
+import org.apache.pekko.actor.typed.ActorSystem;
+import org.apache.pekko.actor.typed.Props;
+import org.apache.pekko.actor.typed.Terminated;
 import org.apache.pekko.actor.typed.Behavior;
 import org.apache.pekko.actor.typed.PostStop;
 import org.apache.pekko.actor.typed.Scheduler;
@@ -567,6 +570,45 @@ public final class ModelServer extends AbstractBehavior<ModelServer.Command> {
       return CompletableFuture.failedFuture(new ServingException(ErrorCode.UNAVAILABLE, null, requestId, "request '" + requestId
           + "' got no answer from " + server.path() + " within " + wait.toMillis() + " ms (" + cause + "): is the server running?", cause));
     });
+  }
+
+  /**
+   * Watches {@code server} from a small system actor of {@code system}: the stage completes (with null)
+   * when the server has stopped. Give it to {@link #ask(ActorRef, String, List, Duration, Scheduler,
+   * CompletionStage)} so that a request to a stopped server fails at once instead of when its ask times out
+   * (its tensors held until then). One watch per server and client, not per request. The watching actor
+   * stops with the server.
+   */
+  public static CompletionStage<Void> watch(ActorSystem<?> system, ActorRef<Command> server) {
+    CompletableFuture<Void> stopped = new CompletableFuture<>();
+    system.systemActorOf(Behaviors.<Void>setup(context -> {
+      context.watch(server);
+      return Behaviors.receive(Void.class).onSignal(Terminated.class, t -> {
+        stopped.complete(null);
+        return Behaviors.stopped();
+      }).build();
+    }), "model-server-watch-" + UUID.randomUUID(), Props.empty());
+    return stopped;
+  }
+
+  /**
+   * As {@link #ask(ActorRef, String, List, Duration, Scheduler)}, failing with {@code UNAVAILABLE} at once
+   * when {@code stopped} ({@link #watch}) says the server has stopped, before the request or while it waits.
+   */
+  public static CompletionStage<Prediction> ask(ActorRef<Command> server, String requestId, List<HostTensor> inputs, Duration timeout,
+      Scheduler scheduler, CompletionStage<Void> stopped) {
+    CompletableFuture<Void> gone = stopped.toCompletableFuture();
+    if (gone.isDone()) {
+      return CompletableFuture.failedFuture(stoppedError(server, requestId));
+    }
+    CompletableFuture<Prediction> answer = ask(server, requestId, inputs, timeout, scheduler).toCompletableFuture();
+    gone.thenRun(() -> answer.completeExceptionally(stoppedError(server, requestId)));
+    return answer;
+  }
+
+  private static ServingException stoppedError(ActorRef<Command> server, String requestId) {
+    return new ServingException(ErrorCode.UNAVAILABLE, null, requestId, "request '" + requestId + "' was not computed: the model server "
+        + server.path().name() + " has stopped (restart it, or use another model)");
   }
 
   /**

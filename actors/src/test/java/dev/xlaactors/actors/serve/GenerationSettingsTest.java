@@ -21,7 +21,8 @@ class GenerationSettingsTest {
     GenerationSettings s = GenerationSettings.fromConfig(with(""));
     assertEquals(64, s.maxWaiting());
     assertEquals(Duration.ofMinutes(5), s.defaultTimeout());
-    assertEquals("xla-actors.actors.run-dispatcher", s.dispatcher());
+    // Its own pool: a step waits for its runs on run-dispatcher, which it must never occupy itself.
+    assertEquals("xla-actors.actors.generation-dispatcher", s.dispatcher());
   }
 
   @Test
@@ -32,6 +33,8 @@ class GenerationSettingsTest {
         {"xla-actors.actors.generation.default-timeout = 0s", "xla-actors.actors.generation.default-timeout must be a positive duration"},
         {"xla-actors.actors.generation.dispatcher = nowhere", "xla-actors.actors.generation.dispatcher must be the config path of a dispatcher"},
         {"xla-actors.actors.generation.max-wait = 3", "xla-actors.actors.generation.max-wait"},
+        {"xla-actors.actors.generation.dispatcher = \"xla-actors.actors.run-dispatcher\"",
+            "xla-actors.actors.generation.dispatcher = \"xla-actors.actors.run-dispatcher\" is also xla-actors.actors.runs.dispatcher"},
     };
     for (String[] c : cases) {
       XlaException e = assertThrows(XlaException.class, () -> GenerationSettings.fromConfig(with(c[0])), c[0]);
