@@ -251,7 +251,7 @@ public final class OpenApiDocument extends AllDirectives {
     chatRequest.set("allOf", arr(anyOf(withLogprobs, withoutTop), notBoth, streamOptionsOnlyWithStream()));
     paths.putObject("/v1/chat/completions").set("post", op("Answers messages rendered by the model's chat template (OpenAI's chat "
         + "completions); streamed when stream is true.", null, completions(completionResponse("chat.completion", true)), chatRequest));
-    ObjectNode embeddingsRequest = closed(obj(null, "model", modelName(embedding), "input", prompt(1),
+    ObjectNode embeddingsRequest = closed(obj(null, "model", modelName(embedding), "input", prompt(0), // an encoder takes "" (its special tokens alone)
         // null in the enum too: OpenAPI 3.0 reads nullable as a type, which an enum without null still refuses
         "encoding_format", nullable(str().set("enum", arr("float", "base64").addNull())),
         "dimensions", nullable(integer().put("minimum", 1).put("maximum", 1 << 20)), "user", nullable(str())));
