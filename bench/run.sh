@@ -165,14 +165,20 @@ modes:
             (examples, coverage, fuzzing, stateful), positive and negative data, at most FUZZ_EXAMPLES
             (default 20) cases per operation and FUZZ_SECONDS (default 90) in all, seed FUZZ_SEED
             (default 1), failing cases of earlier runs replayed first (bench/out/serve-fuzz-examples);
-            checks not_a_server_error, response_schema_conformance,
-            status_code_conformance, content_type_conformance. A table per operation (cases, responses
-            by status class, failed checks), then the failures. Last line:
+            every check (--checks all: server errors, conformance of statuses, content types,
+            headers and bodies, schema-valid data accepted and invalid data refused, undeclared
+            methods 405 with Allow, the API key not ignored: the server runs with one,
+            XLA_ACTORS_API_KEY, and the document declares it). A table per operation (cases,
+            responses by status class, failed checks), then the failures. Last line:
             RESULT serve-fuzz operations=<n> cases=<n> server_errors=<5xx responses>
-                   schema_violations=<failed conformance checks> own_deadline_504=<n>   (exit 1 unless the
-                   first two are 0; own_deadline_504: 504s answering a request whose own deadline, down to
-                   the microsecond schemathesis draws, passed before it ran, as documented: not counted
-                   as server errors)
+                   schema_violations=<failed conformance checks> failed_checks=<every failed check>
+                   model_limits=<n> own_deadline_504=<n>   (exit 1 unless the first three are 0;
+                   own_deadline_504: 504s answering a request whose own deadline, down to the
+                   microsecond schemathesis draws, passed before it ran, as documented: not counted
+                   as server errors; model_limits: schema-valid requests refused 400 for a model limit
+                   JSON Schema cannot state and the document states in words (a prompt's tokens
+                   against the model's context, /v2 inputs against the model of the path), each
+                   listed with its message)
   serve-clients
             The clients people point at an OpenAI server, run as they come (no workarounds) against
             `bin/xla-actors serve` of the tiny llama package alone, loopback only: lm-eval 0.4.13
@@ -906,16 +912,19 @@ stop_server() {
 
 run_serve_fuzz() {
   mkdir -p "$out_dir"
-  local st_python report="$out_dir/serve-fuzz" rc=0
+  local st_python report="$out_dir/serve-fuzz" rc=0 key
   st_python="$(tools/schemathesis-env.sh)"
   trap stop_server EXIT
-  start_server "${JAVA_OPTS:-}" "$out_dir/serve-fuzz-server.log"
+  # The server requires an API key (xla-actors.http.api-key through its environment variable): the document then
+  # declares it, schemathesis sends it, and its ignored_auth check sends requests without it or with a wrong one.
+  key="fuzz-$(python3 -c 'import secrets; print(secrets.token_hex(16))')"
+  XLA_ACTORS_API_KEY="$key" start_server "${JAVA_OPTS:-}" "$out_dir/serve-fuzz-server.log"
   rm -rf "$report" && mkdir -p "$report"
-  curl -sf "$server_url/openapi.json" > "$report/openapi.json"
+  curl -sf -H "Authorization: Bearer $key" "$server_url/openapi.json" > "$report/openapi.json"
   echo "schemathesis against $server_url/openapi.json: at most ${FUZZ_EXAMPLES:-20} cases per operation, ${FUZZ_SECONDS:-90} s" >&2
   # From bench/out: schemathesis keeps a crash cache (.schemathesis/) in its working directory.
-  (cd "$out_dir" && "$(dirname "$st_python")/schemathesis" run "$server_url/openapi.json" \
-    --checks not_a_server_error,response_schema_conformance,status_code_conformance,content_type_conformance \
+  (cd "$out_dir" && "$(dirname "$st_python")/schemathesis" run "$report/openapi.json" --url "$server_url" \
+    --header "Authorization: Bearer $key" --checks all \
     --max-examples "${FUZZ_EXAMPLES:-20}" --max-time "${FUZZ_SECONDS:-90}" --seed "${FUZZ_SEED:-1}" \
     --request-timeout 30 --workers 2 --no-color --report ndjson --report-ndjson-path "$report/events.ndjson" \
     --generation-database "$out_dir/serve-fuzz-examples" \

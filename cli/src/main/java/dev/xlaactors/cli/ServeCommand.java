@@ -12,6 +12,7 @@ import dev.xlaactors.cluster.XlaCluster;
 import dev.xlaactors.http.CompletionEndpoint;
 import dev.xlaactors.http.GenerationEndpoint;
 import dev.xlaactors.http.HttpServer;
+import dev.xlaactors.http.ApiKeys;
 import dev.xlaactors.http.HttpSettings;
 import dev.xlaactors.http.InferenceEndpoint;
 import dev.xlaactors.http.OpenAiRoutes;
@@ -61,6 +62,7 @@ import org.apache.pekko.actor.typed.Props;
  */
 final class ServeCommand {
   static final String USAGE = "usage: bin/xla-actors serve PKG [PKG...] [--host H (default 127.0.0.1)] [--port P (default 8080; 0 = any free port)]"
+      + " [--api-key KEY (repeatable; clients send Authorization: Bearer KEY)] [--api-key-file FILE (one key a line)]"
       + " [--cluster] [--seed HOST:PORT (repeatable; implies --cluster)] [--cluster-port P (this node's cluster port; implies --cluster)]";
 
   /** The cluster role of the nodes {@code serve --cluster} starts: they hold the sharded models. */
@@ -69,11 +71,16 @@ final class ServeCommand {
   private ServeCommand() {}
 
   static int run(List<String> args, PrintStream out, PrintStream err) throws UsageException, InterruptedException {
-    CommandLine line = CommandLine.parse("serve", args, Set.of("--host", "--port", "--seed", "--cluster-port"), Set.of("--cluster"));
+    CommandLine line = CommandLine.parse("serve", args, Set.of("--host", "--port", "--seed", "--cluster-port", "--api-key", "--api-key-file"),
+        Set.of("--cluster"));
     line.expectPositional(1, Integer.MAX_VALUE, "one or more model package directories");
     Integer port = line.integer("--port", null, 0, 65535);
     String host = line.value("--host").orElse(null);
     Integer clusterPort = line.integer("--cluster-port", null, 0, 65535);
+    // Added to xla-actors.http.api-key / api-keys-file (XLA_ACTORS_API_KEY keeps a key out of the process list).
+    List<String> keys = new ArrayList<>(line.all("--api-key"));
+    line.value("--api-key-file").ifPresent(file -> keys.addAll(ApiKeys.readFile(Path.of(file), "serve --api-key-file")));
+    ApiKeys apiKeys = ApiKeys.of(keys);
     Config cluster = line.flag("--cluster") || clusterPort != null || !line.all("--seed").isEmpty()
         ? clusterConfig(ConfigFactory.load(), line.all("--seed"), clusterPort) : null;
     List<ModelPackage> packages = new ArrayList<>();
@@ -89,7 +96,7 @@ final class ServeCommand {
       }
       packages.add(pkg);
     }
-    try (Serving serving = Serving.start(packages, host, port, cluster)) {
+    try (Serving serving = Serving.start(packages, host, port, cluster, apiKeys)) {
       out.println("serving " + String.join(", ", names) + " at " + serving.url() + " (Ctrl-C stops the server)");
       if (serving.clusterNode() != null) {
         out.println("cluster node " + serving.clusterNode() + " (role " + ROLE + "): /v2 of " + serving.clustered()
@@ -179,7 +186,7 @@ final class ServeCommand {
 
     /** Loads {@code packages} and binds the routes at {@code host} and {@code port} (null: the settings'). */
     static Serving start(List<ModelPackage> packages, String host, Integer port) {
-      return start(packages, host, port, null);
+      return start(packages, host, port, null, ApiKeys.none());
     }
 
     /**
@@ -187,8 +194,9 @@ final class ServeCommand {
      * #clusterConfig}) this process joins the cluster first and its {@code tensor} packages are computed by the
      * node holding each (they are loaded here only when sharding puts a model here). Waits up to the cluster's
      * {@code callbacks.await-timeout} for this node to be Up; until it is, {@code /v2/health/ready} says so.
+     * Clients must show one of {@code apiKeys} or of the config's ({@link ApiKeys#create}) when there are any.
      */
-    static Serving start(List<ModelPackage> packages, String host, Integer port, Config cluster) {
+    static Serving start(List<ModelPackage> packages, String host, Integer port, Config cluster, ApiKeys apiKeys) {
       RuntimeSession session = cluster == null ? RuntimeSession.start("serve") : RuntimeSession.start(XlaCluster.start(cluster));
       try {
         CallbackRuntime runtime = session.runtime();
@@ -250,8 +258,11 @@ final class ServeCommand {
         }
         ServingRoutes routes = new ServingRoutes(session.system(), settings, registry, inference, generation);
         OpenAiRoutes openAi = new OpenAiRoutes(session.system(), settings, completions, embedders, registry);
-        OpenApiDocument openApi = OpenApiDocument.of(routes, openAi); // GET /openapi.json: every route above, over these models
-        HttpServer http = HttpServer.start(session.system(), settings, openApi.route().orElse(openAi.route()).orElse(routes.route()), registry);
+        ApiKeys keys = ApiKeys.create(session.system()).and(apiKeys);
+        // GET /openapi.json: every route above, over these models
+        OpenApiDocument openApi = OpenApiDocument.of(routes, openAi).withApiKeys(keys);
+        HttpServer http = HttpServer.start(session.system(), settings, keys, openApi.route().orElse(openAi.route()).orElse(routes.route()),
+            registry);
         return new Serving(session, http, generation.stream().map(GenerationEndpoint::name).toList(), List.copyOf(clustered));
       } catch (RuntimeException e) {
         session.close();

@@ -82,7 +82,7 @@ class OpenAiClientsTest {
     }
   }
 
-  private static Path imported(String name) throws IOException {
+  static Path imported(String name) throws IOException {
     Path pkg = PACKAGES.resolve(name).toAbsolutePath();
     Path manifest = pkg.resolve("xla-model.json");
     if (Files.exists(manifest) && Files.getLastModifiedTime(manifest).compareTo(

@@ -2,6 +2,10 @@ package dev.xlaactors.cluster;
 
 import dev.xlaactors.error.ErrorCode;
 import dev.xlaactors.error.XlaException;
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.attribute.PosixFilePermissions;
 import java.sql.Connection;
 import java.sql.DriverManager;
 import java.sql.SQLException;
@@ -64,6 +68,7 @@ final class JobJournalSchema {
       // loopback only (H2 reads this before its first connection).
       System.setProperty("h2.bindAddress", "127.0.0.1");
     }
+    settings.h2Directory().ifPresent(JobJournalSchema::createPrivately);
     List<String> statements = h2 ? H2 : POSTGRESQL;
     SQLException last = null;
     for (int attempt = 1; attempt <= ATTEMPTS; attempt++) {
@@ -86,5 +91,26 @@ final class JobJournalSchema {
     throw new XlaException(ErrorCode.UNAVAILABLE,
         "cannot create the job journal's tables at xla-actors.cluster.jobs.journal.url = " + settings.url()
             + " after " + ATTEMPTS + " attempts: " + last.getMessage() + " (is the database running and reachable?)", last);
+  }
+
+  /**
+   * Creates {@code directory} (and missing parents) readable by this user only, where the file system has
+   * POSIX permissions: H2 would create it with the umask's (usually world-readable), and whoever can read
+   * the journal's file can open a copy of it. An existing directory is left as it is.
+   */
+  private static void createPrivately(Path directory) {
+    if (Files.isDirectory(directory)) {
+      return;
+    }
+    try {
+      if (directory.getFileSystem().supportedFileAttributeViews().contains("posix")) {
+        Files.createDirectories(directory, PosixFilePermissions.asFileAttribute(PosixFilePermissions.fromString("rwx------")));
+      } else {
+        Files.createDirectories(directory);
+      }
+    } catch (IOException e) {
+      throw new XlaException(ErrorCode.UNAVAILABLE, "cannot create the job journal's directory " + directory
+          + " (xla-actors.cluster.jobs.journal.url): " + e + "; create it or choose another path", e);
+    }
   }
 }

@@ -11,6 +11,7 @@ import java.time.Duration;
 import java.util.HashMap;
 import java.util.Locale;
 import java.util.Map;
+import java.util.Optional;
 import java.util.regex.Pattern;
 
 /**
@@ -66,11 +67,53 @@ public record JobJournalSettings(
   /**
    * The URL of an H2 journal in the file {@code base} (H2 adds {@code .mv.db}): shared by the JVMs of one
    * machine (the first that opens it serves it to the others over loopback, {@code AUTO_SERVER}), each
-   * commit written before it is acknowledged. The default journal is this under {@code
-   * ~/.cache/xla-actors/jobs/journal}.
+   * commit written before it is acknowledged. Give it a password ({@code journal.password}): with an empty one
+   * any local user can connect ({@link #exposure}). The default journal is {@code
+   * ~/.cache/xla-actors/jobs/journal} without {@code AUTO_SERVER}: one JVM opens it.
    */
   public static String h2File(Path base) {
     return "jdbc:h2:file:" + base.toAbsolutePath() + ";AUTO_SERVER=TRUE;" + H2_DURABLE;
+  }
+
+  /**
+   * The warning for an H2 journal that other processes can open without a password: one served to them
+   * ({@code AUTO_SERVER=TRUE}, a TCP port on loopback) under an empty password lets any local user connect as
+   * its admin, and an admin can run Java code in the serving JVM ({@code CREATE ALIAS}). Empty otherwise.
+   */
+  Optional<String> exposure() {
+    if (dialect() != Dialect.H2 || !password.isEmpty()) {
+      return Optional.empty();
+    }
+    String autoServer = h2Settings(url).get("AUTO_SERVER");
+    if (autoServer == null || !autoServer.trim().equalsIgnoreCase("TRUE")) {
+      return Optional.empty();
+    }
+    return Optional.of("the job journal " + url + " is served to the other processes of this machine (AUTO_SERVER=TRUE) with an"
+        + " empty password: any local user can connect as its admin and run Java code in the JVM serving it (CREATE ALIAS); set "
+        + ROOT + ".journal.password (the same on every node; a new file is created with it), or drop AUTO_SERVER=TRUE from "
+        + ROOT + ".journal.url when one JVM uses the file (the default), or use PostgreSQL");
+  }
+
+  /**
+   * The directory of an H2 journal file in this machine's file system ({@code jdbc:h2:file:/dir/journal},
+   * {@code jdbc:h2:~/dir/journal}); empty for PostgreSQL, in-memory and TCP URLs.
+   */
+  Optional<Path> h2Directory() {
+    if (dialect() != Dialect.H2 || inMemory()) {
+      return Optional.empty();
+    }
+    String path = h2Path(url);
+    if (path.startsWith("file:")) {
+      path = path.substring("file:".length());
+    }
+    if (path.matches("^[A-Za-z][A-Za-z0-9]+:.*")) { // tcp:, ssl:, split:, nio:, ...: not a plain file here
+      return Optional.empty();
+    }
+    if (path.startsWith("~")) {
+      path = System.getProperty("user.home") + path.substring(1);
+    }
+    Path parent = Path.of(path).toAbsolutePath().getParent();
+    return Optional.ofNullable(parent);
   }
 
   /** The name of the database that the journal, the snapshot store and the read journal share. */
@@ -180,7 +223,7 @@ public record JobJournalSettings(
       }
     }
     throw invalid("journal.url",
-        "must be an H2 URL (jdbc:h2:file:/path/jobs;AUTO_SERVER=TRUE;WRITE_DELAY=0, the single-machine default) or a PostgreSQL one"
+        "must be an H2 URL (jdbc:h2:file:/path/jobs;WRITE_DELAY=0, the single-JVM default) or a PostgreSQL one"
             + " (jdbc:postgresql://host:5432/database)", url);
   }
 

@@ -172,6 +172,8 @@ public final class ShardedBatchJobs {
         system.log().warn("the job journal {} is in this JVM's memory: every job's progress is lost when the JVM"
             + " ends; set xla-actors.cluster.jobs.journal.url to a file (the default) or PostgreSQL to keep it", journal.url());
       }
+      journal.exposure().ifPresent(warning -> system.log().warn(warning));
+      JobJournalCompaction.start(system, journal, JobJournalCompaction.Settings.fromConfig(system.settings().config()));
     }
     return ClusterSharding.get(system).init(
         Entity.of(TYPE_KEY, context -> JobEntity.create(context, client, catalog, journal))

@@ -2,6 +2,9 @@ package dev.xlaactors.cluster;
 
 import com.typesafe.config.Config;
 import com.typesafe.config.ConfigFactory;
+import java.net.InetAddress;
+import java.net.UnknownHostException;
+import java.util.Optional;
 import org.apache.pekko.actor.typed.ActorSystem;
 import org.apache.pekko.actor.typed.Behavior;
 import org.apache.pekko.actor.typed.javadsl.Behaviors;
@@ -37,8 +40,34 @@ public final class XlaCluster {
     Config overrides = settings.clustered()
         ? settings.pekkoOverrides().withFallback(security.pekkoOverrides())
         : settings.pekkoOverrides();
-    return ActorSystem.create(
+    ActorSystem<T> system = ActorSystem.create(
         guardian, settings.systemName(), overrides.withFallback(journal).withFallback(config).resolve());
+    if (settings.clustered()) {
+      exposure(settings, security).ifPresent(warning -> system.log().warn(warning));
+    }
+    return system;
+  }
+
+  /**
+   * The warning for a cluster node listening at {@code settings}' hostname with {@code security}: none with
+   * TLS (only nodes with a certificate of the cluster's CA get in) or on a loopback address; else what is
+   * exposed and the setting that closes it. A host name that does not resolve is taken as reachable.
+   */
+  static Optional<String> exposure(ClusterSettings settings, ClusterSecuritySettings security) {
+    if (security.tls()) {
+      return Optional.empty();
+    }
+    try {
+      if (InetAddress.getByName(settings.hostname()).isLoopbackAddress()) {
+        return Optional.empty();
+      }
+    } catch (UnknownHostException e) {
+      // Warn: Pekko binds it once it resolves.
+    }
+    return Optional.of("the cluster listens on " + settings.hostname() + ":" + settings.port() + " (xla-actors.cluster.hostname), which"
+        + " other machines can reach, with xla-actors.cluster.security.tls = off: any process that reaches that port can join the"
+        + " cluster and send to its actors (run programs, serve or call callbacks, start jobs); set xla-actors.cluster.security.tls ="
+        + " on with key-store and trust-store (tools/cluster-certs.sh makes them), see docs/cluster.md, \"Secure a cluster\"");
   }
 
   /** Whether {@code system} is a cluster node (its provider is {@code cluster}). */

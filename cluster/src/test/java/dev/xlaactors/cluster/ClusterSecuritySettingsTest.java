@@ -130,6 +130,20 @@ class ClusterSecuritySettingsTest {
     assertEquals("CallbackSecret(hidden)", CallbackSecret.of("abc").toString());
   }
 
+  @Test
+  void aNodeOtherMachinesReachWithoutTlsIsWarnedAboutNamingTheSetting() {
+    ClusterSecuritySettings plain = ClusterSecuritySettings.fromConfig(ConfigFactory.load());
+    assertTrue(XlaCluster.exposure(ClusterSettings.fromConfig(ConfigFactory.parseString(
+        "xla-actors.cluster.hostname = \"127.0.0.1\"").withFallback(ConfigFactory.load())), plain).isEmpty());
+    ClusterSettings reachable = ClusterSettings.fromConfig(ConfigFactory.parseString(
+        "xla-actors.cluster { seed-nodes = [\"10.0.0.5:25520\"], hostname = \"10.0.0.5\" }").withFallback(ConfigFactory.load()));
+    String warning = XlaCluster.exposure(reachable, plain).orElseThrow();
+    assertTrue(warning.contains("10.0.0.5:25520") && warning.contains("xla-actors.cluster.security.tls = off")
+        && warning.contains("set xla-actors.cluster.security.tls = on"), warning);
+    // With TLS only nodes holding a certificate of the cluster's CA get in: nothing to warn about.
+    assertTrue(XlaCluster.exposure(reachable, ClusterSecuritySettings.fromConfig(tls(""))).isEmpty());
+  }
+
   private static Config tls(String keyPassword) {
     return ConfigFactory.parseString("""
         xla-actors.cluster.security {

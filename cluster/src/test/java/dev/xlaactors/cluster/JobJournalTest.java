@@ -30,7 +30,9 @@ class JobJournalTest {
   @Test
   void theUrlChoosesTheDatabaseAndItsSlickProfile() {
     JobJournalSettings h2 = JobJournalSettings.fromConfig(ConfigFactory.load());
-    assertTrue(h2.url().startsWith("jdbc:h2:file:") && h2.url().endsWith(";AUTO_SERVER=TRUE;WRITE_DELAY=0"), h2.url());
+    // One JVM opens the default file: no AUTO_SERVER port that other local users could connect to.
+    assertTrue(h2.url().startsWith("jdbc:h2:file:") && h2.url().endsWith("/.cache/xla-actors/jobs/journal;WRITE_DELAY=0"), h2.url());
+    assertTrue(h2.exposure().isEmpty() && h2.h2Directory().orElseThrow().endsWith(".cache/xla-actors/jobs"), h2.url());
     Config pekko = h2.pekkoOverrides();
     String db = "pekko-persistence-jdbc.shared-databases." + JobJournalSettings.SHARED_DATABASE;
     assertEquals("slick.jdbc.H2Profile$", pekko.getString(db + ".profile"));

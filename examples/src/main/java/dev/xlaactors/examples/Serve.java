@@ -145,7 +145,7 @@ public final class Serve {
       if (o.port() != null) {
         settings = settings.withPort(o.port());
       }
-      ServingRoutes routes = new ServingRoutes(system, settings, registry, List.of(InferenceEndpoint.of(scoring, TensorInference.of(scoringServer, system.scheduler()))),
+      ServingRoutes routes = new ServingRoutes(system, settings, registry, List.of(InferenceEndpoint.of(scoring, TensorInference.of(scoringServer, system))),
           List.of(GenerationEndpoint.of("gpt", gptServer, decoder, text)));
       http = HttpServer.start(system, settings, routes.route());
       System.err.printf("serving scoring (dimension %d, batch sizes %s) and gpt ('%s', %d slots) at %s; started in %.1f s%n",

@@ -1,8 +1,12 @@
 package dev.xlaactors.http;
 
+import com.typesafe.config.ConfigFactory;
 import dev.xlaactors.error.ErrorCode;
 import dev.xlaactors.error.XlaException;
+import java.net.InetAddress;
+import java.net.InetSocketAddress;
 import java.time.Duration;
+import java.util.Optional;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
@@ -43,10 +47,11 @@ public final class HttpServer implements AutoCloseable {
 
   /**
    * Binds {@code route}, its rejections and Pekko's own timeouts answered in each protocol's JSON error
-   * shape ({@link RouteErrors}); fails (naming the address) when the port is taken or the host cannot be bound.
+   * shape ({@link RouteErrors}), behind the API keys of the system's config ({@link ApiKeys#create}: none by
+   * default); fails (naming the address) when the port is taken or the host cannot be bound.
    */
   public static HttpServer start(ActorSystem<?> system, HttpSettings settings, Route route) {
-    return start(system, settings, route, null);
+    return start(system, settings, ApiKeys.create(system), route, null);
   }
 
   /**
@@ -55,12 +60,25 @@ public final class HttpServer implements AutoCloseable {
    * {@code GET /metrics} scrapes.
    */
   public static HttpServer start(ActorSystem<?> system, HttpSettings settings, Route route, MeterRegistry registry) {
+    return start(system, settings, ApiKeys.create(system), route, registry);
+  }
+
+  /**
+   * As {@link #start(ActorSystem, HttpSettings, Route, MeterRegistry)}, behind {@code keys} ({@link ApiKeys#guard})
+   * instead of the config's. Warns, naming the setting, when the address is reachable from other machines:
+   * without a key anyone there can use every route, and with one the key still crosses the network in clear
+   * (this server has no TLS).
+   */
+  public static HttpServer start(ActorSystem<?> system, HttpSettings settings, ApiKeys keys, Route route, MeterRegistry registry) {
     try {
-      ServerSettings server = ServerSettings.create(serverConfig(system.settings().config(), settings));
+      // Requests the parser refuses before any route: JSON too, and TRACE with a body 405 (ParseErrorResponses).
+      ServerSettings server = ServerSettings.create(ConfigFactory.parseString("pekko.http.server.parsing.error-handler = \""
+          + ParseErrorResponses.FQCN + "\"").withFallback(serverConfig(system.settings().config(), settings)));
       server = server.withParserSettings(server.getParserSettings().withCustomMethods(QUERY));
       ServerBinding binding = Http.get(system).newServerAt(settings.host(), settings.port()).withSettings(server)
-          .bindFlow(perConnection(system, RouteErrors.around(route, registry == null ? null : new HttpMetrics(registry))))
+          .bindFlow(perConnection(system, RouteErrors.around(keys.guard(route), registry == null ? null : new HttpMetrics(registry))))
           .toCompletableFuture().get(BIND_WAIT.toSeconds(), TimeUnit.SECONDS);
+      exposure(binding.localAddress(), keys).ifPresent(warning -> system.log().warn(warning));
       return new HttpServer(binding);
     } catch (ExecutionException e) {
       throw new XlaException(ErrorCode.UNAVAILABLE, "cannot listen on " + settings.host() + ":" + settings.port() + " ("
@@ -72,6 +90,25 @@ public final class HttpServer implements AutoCloseable {
       Thread.currentThread().interrupt();
       throw new XlaException(ErrorCode.CANCELLED, "interrupted while binding " + settings.host() + ":" + settings.port(), e);
     }
+  }
+
+  /**
+   * The warning for a server bound at {@code address} with {@code keys}: none on a loopback address (only this
+   * machine reaches it); else what is exposed and the setting that closes it.
+   */
+  static Optional<String> exposure(InetSocketAddress address, ApiKeys keys) {
+    InetAddress ip = address.getAddress();
+    if (ip != null && ip.isLoopbackAddress()) {
+      return Optional.empty();
+    }
+    String where = "HTTP listens on " + address.getHostString() + ":" + address.getPort() + " (" + HttpSettings.ROOT
+        + ".host), which other machines can reach";
+    if (!keys.required()) {
+      return Optional.of(where + ", without an API key: anyone who reaches it can run every model; set "
+          + HttpSettings.ROOT + ".api-key or api-keys-file (serve --api-key), and put a TLS proxy in front, or bind 127.0.0.1");
+    }
+    return Optional.of(where + ", without TLS: the API key and every request cross the network in clear; put a TLS-terminating"
+        + " proxy in front and bind " + HttpSettings.ROOT + ".host to 127.0.0.1");
   }
 
   /**

@@ -195,6 +195,13 @@ final class InferenceTensorJson {
             + " after it)");
       }
     }
+    for (var names = p.fieldNames(); names.hasNext(); ) {
+      String name = names.next();
+      if (!name.equals("binary_data_size")) { // refused, not ignored: a client never gets less than it asked for
+        throw new BadRequestException(path + "." + name, "not supported; an input's one parameter is binary_data_size (the binary tensor"
+            + " data extension)");
+      }
+    }
     JsonNode size = p.get("binary_data_size");
     if (size == null) {
       return -1;

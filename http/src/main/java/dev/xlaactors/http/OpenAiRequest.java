@@ -250,6 +250,7 @@ final class OpenAiRequest {
     if (inputs.size() > MAX_INPUTS) {
       throw OpenAiError.invalid("input", "at most " + MAX_INPUTS + " inputs per request, got " + inputs.size());
     }
+    string(root, "user", null); // accepted without effect, as OpenAI defines it: a string
     String format = string(root, "encoding_format", "float");
     if (!format.equals("float") && !format.equals("base64")) {
       throw OpenAiError.invalid("encoding_format", "expected \"float\" or \"base64\", got \"" + format + "\"");
@@ -291,6 +292,7 @@ final class OpenAiRequest {
   }
 
   private static Sampling sampling(JsonNode root, String maxTokensField, int minTokens) {
+    string(root, "user", null); // accepted without effect, as OpenAI defines it: a string
     Integer maxTokens = present(root, maxTokensField) == null ? null : (int) whole(root, maxTokensField, 0, minTokens, Integer.MAX_VALUE);
     Double temperature = number(root, "temperature", 0, 2, "0 (greedy) to 2");
     Double topP = number(root, "top_p", Double.MIN_VALUE, 1, "above 0, at most 1");

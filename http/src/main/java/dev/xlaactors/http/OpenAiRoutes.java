@@ -162,6 +162,23 @@ public final class OpenAiRoutes extends AllDirectives {
     return List.copyOf(templates.keySet());
   }
 
+  /** The lengths of the embedding models' embeddings (what {@code dimensions} may ask for), distinct, in order. */
+  List<Integer> embeddingDimensions() {
+    return embedders.values().stream().map(EmbeddingModel::dimensions).distinct().toList();
+  }
+
+  /** The largest vocabulary of the language and embedding models (a token id is below it), 0 with none. */
+  int largestVocabulary() {
+    int largest = 0;
+    for (CompletionEndpoint ep : generators.values()) {
+      largest = Math.max(largest, ep.generator().model().vocabulary());
+    }
+    for (EmbeddingModel m : embedders.values()) {
+      largest = Math.max(largest, m.modelPackage().limits().vocabulary());
+    }
+    return largest;
+  }
+
   /** The embedding models, in order. */
   List<String> embeddingModels() {
     return List.copyOf(embedders.keySet());

@@ -4,7 +4,10 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.JsonNodeFactory;
 import com.fasterxml.jackson.databind.node.ObjectNode;
+import dev.xlaactors.lm.sampling.SamplingParams;
+import java.util.Iterator;
 import java.util.List;
+import java.util.Map;
 import org.apache.pekko.http.javadsl.model.ContentTypes;
 import org.apache.pekko.http.javadsl.model.HttpEntities;
 import org.apache.pekko.http.javadsl.model.HttpResponse;
@@ -67,6 +70,27 @@ public final class OpenApiDocument extends AllDirectives {
       ((ObjectNode) fields.get("top_k")).put("maximum", vocabulary);
       example(generate, generation.get(0).name(), F.objectNode().put("prompt", "Hello").put("max_tokens", 4));
     }
+    // Deadlines: at most xla-actors.http.max-request-timeout, as the routes check them.
+    long maxTimeoutMs = serving.settings().maxRequestTimeout().toMillis();
+    ((ObjectNode) paths.at("/~1v1~1models~1{model}~1generate/post/requestBody/content/application~1json/schema/properties/timeout_ms"))
+        .put("maximum", maxTimeoutMs);
+    for (String prefix : List.of("/~1v2~1models~1{model}", "/~1v2~1models~1{model}~1versions~1{version}")) {
+      ((ObjectNode) paths.at(prefix + "~1infer/post/requestBody/content/application~1json/schema/properties/parameters/properties/timeout"))
+          .put("maximum", maxTimeoutMs * 1000);
+    }
+    int vocabulary = openAi.largestVocabulary();
+    if (vocabulary > 0) {
+      for (String at : List.of("/~1v1~1completions/post", "/~1v1~1embeddings/post")) {
+        ObjectNode body = (ObjectNode) paths.at(at + "/requestBody/content/application~1json/schema/properties");
+        for (JsonNode form : body.get(at.contains("embeddings") ? "input" : "prompt").get("oneOf")) {
+          JsonNode items = form.path("items"); // token ids: [id] or [[id]]; text has none
+          JsonNode id = items.has("items") ? items.get("items") : items;
+          if (id instanceof ObjectNode o && "integer".equals(o.path("type").asText())) {
+            o.put("maximum", vocabulary - 1);
+          }
+        }
+      }
+    }
     List<String> ids = new java.util.ArrayList<>(openAi.completionModels());
     ids.addAll(openAi.embeddingModels());
     if (!ids.isEmpty()) {
@@ -82,6 +106,10 @@ public final class OpenApiDocument extends AllDirectives {
       example((ObjectNode) paths.at("/~1v1~1chat~1completions/post"), null, chat);
     }
     if (!openAi.embeddingModels().isEmpty()) {
+      ObjectNode dimensions = (ObjectNode) paths.at("/~1v1~1embeddings/post/requestBody/content/application~1json/schema/properties/dimensions");
+      ArrayNode lengths = arr(openAi.embeddingDimensions().toArray());
+      dimensions.set("enum", lengths.addNull()); // null: as absent (nullable)
+      dimensions.put("description", "The length of the model's embeddings, which it cannot shorten (leave it out for the same).");
       example((ObjectNode) paths.at("/~1v1~1embeddings/post"), null, F.objectNode().put("model", openAi.embeddingModels().get(0))
           .put("input", "Hello"));
     }
@@ -140,7 +168,9 @@ public final class OpenApiDocument extends AllDirectives {
     String version = OpenApiDocument.class.getPackage().getImplementationVersion();
     doc.putObject("info").put("title", "xla-actors serve").put("version", version != null ? version : "development")
         .put("description", "Model serving over HTTP: the project's own routes, the OpenAI API and the Open Inference Protocol "
-            + "(KServe v2). See docs/http.md.");
+            + "(KServe v2). See docs/http.md. A method a path does not list is answered 405 with an Allow header naming those it does. "
+            + "Limits of a model that depend on its tokenizer or its tensors (a prompt's tokens against its context, /v2 inputs "
+            + "against the model of the path) are stated in words and answered 400 naming the field.");
     ObjectNode paths = doc.putObject("paths");
     List<String> openAiModels = new java.util.ArrayList<>(completion);
     openAiModels.addAll(embedding);
@@ -164,14 +194,16 @@ public final class OpenApiDocument extends AllDirectives {
         ok(JSON, obj(req("models"), "models", array(endpoint))), null));
     ObjectNode generate = closed(obj(null,
         "tokens", array(integer().put("minimum", 0)).put("minItems", 1),
-        "prompt", str().put("description", "Text, for a model with a tokenizer; give it or tokens."),
+        "prompt", str().put("minLength", 1).put("description", "Text, for a model with a tokenizer; give it or tokens. Its tokens "
+            + "must fit the model's prompt length (GET /v1/endpoints: max_prompt_tokens): 400 when they do not."),
         "max_tokens", integer().put("minimum", 1),
         "stop_tokens", array(integer().put("minimum", 0)),
-        "temperature", number().put("minimum", 0).put("maximum", 100),
+        "temperature", temperature(100),
         "top_k", integer().put("minimum", 0),
         "seed", integer().put("format", "int64"),
         "timeout_ms", integer().put("minimum", 1).put("maximum", 86_400_000L)));
     generate.put("description", "Exactly one of tokens and prompt.");
+    generate.set("oneOf", arr(obj(req("tokens")), obj(req("prompt"))));
     paths.putObject("/v1/models/{model}/generate").set("post", op("Generates tokens, streamed as server-sent events: token events "
         + "{index, token, text?}, then one done {reason, tokens, text?} or error {status, code, error}.",
         List.of(pathParameter("model", generation)), stream(errors(OURS, 400, 404, 413, 500, 503, 504)), generate));
@@ -179,16 +211,37 @@ public final class OpenApiDocument extends AllDirectives {
     // ---- OpenAI
     ObjectNode model = obj(req("id", "object", "created", "owned_by"), "id", str(), "object", str().set("enum", arr("model")),
         "created", integer(), "owned_by", str(), "max_model_len", integer());
+    // vLLM's tokenizer routes, which lm-eval's local-completions reads before it scores.
+    ObjectNode tokenizeRequest = closed(obj(req("prompt"), "model", modelName(completion), "prompt", str(),
+        "add_special_tokens", nullable(bool())));
+    ObjectNode tokenIds = array(integer().put("minimum", 0));
+    ObjectNode tokenized = ok(JSON, obj(req("tokens", "count", "max_model_len"), "tokens", tokenIds, "count", integer(),
+        "max_model_len", integer()));
+    tokenized.setAll(errors(OPENAI, 400, 404));
+    paths.putObject("/tokenize").set("post", op("vLLM's tokenize: the prompt's token ids (model optional when one language model is "
+        + "served).", null, tokenized, tokenizeRequest));
+    ObjectNode detokenizeRequest = closed(obj(req("tokens"), "model", modelName(completion), "tokens", tokenIds));
+    ObjectNode detokenized = ok(JSON, obj(req("prompt"), "prompt", str()));
+    detokenized.setAll(errors(OPENAI, 400, 404));
+    paths.putObject("/detokenize").set("post", op("vLLM's detokenize: the text of token ids.", null, detokenized, detokenizeRequest));
+    ObjectNode info = ok(JSON, F.objectNode().put("type", "object"));
+    info.setAll(errors(OPENAI, 400, 404));
+    paths.putObject("/tokenizer_info").set("get", op("vLLM's tokenizer_info: the model's tokenizer kind, special tokens and limits "
+        + "(?model= optional when one language model is served).", null, info, null));
     paths.putObject("/v1/models").set("get", op("The served models in OpenAI's list shape.", null,
         ok(JSON, obj(req("object", "data"), "object", str().set("enum", arr("list")), "data", array(model))), null));
     ObjectNode oneModel = ok(JSON, model);
     oneModel.setAll(errors(OPENAI, 404));
     paths.putObject("/v1/models/{id}").set("get", op("One served model.", List.of(pathParameter("id", openAiModels)), oneModel, null));
     ObjectNode completionRequest = sampling(completion);
-    props(completionRequest).set("prompt", prompt());
+    props(completionRequest).set("prompt", prompt(1));
     props(completionRequest).set("logprobs", nullable(integer().put("minimum", 0).put("maximum", 20)));
     props(completionRequest).set("echo", nullable(bool()));
     completionRequest.set("required", arr("model", "prompt"));
+    completionRequest.put("description", "max_tokens 0 (the prompt scored, nothing generated) only with echo true. The prompt's tokens"
+        + " and max_tokens must fit the model's context (GET /v1/models: max_model_len): 400 when they do not.");
+    completionRequest.set("allOf", arr(anyOf(obj(req("echo"), "echo", bool().set("enum", arr(true))),
+        obj(null, "max_tokens", nullable(integer().put("minimum", 1)))), streamOptionsOnlyWithStream()));
     paths.putObject("/v1/completions").set("post", op("Continues prompts (OpenAI's completions); streamed when stream is true.", null,
         completions(completionResponse("text_completion", false)), completionRequest));
     ObjectNode chatRequest = sampling(chat);
@@ -201,7 +254,8 @@ public final class OpenApiDocument extends AllDirectives {
         "content", content, "name", nullable(str()));
     message.put("additionalProperties", false);
     props(chatRequest).set("messages", array(message).put("minItems", 1));
-    props(chatRequest).set("max_completion_tokens", nullable(integer().put("minimum", 1)));
+    props(chatRequest).set("max_tokens", nullable(integer().put("minimum", 1).put("maximum", Integer.MAX_VALUE)));
+    props(chatRequest).set("max_completion_tokens", nullable(integer().put("minimum", 1).put("maximum", Integer.MAX_VALUE)));
     props(chatRequest).set("logprobs", nullable(bool()));
     props(chatRequest).set("top_logprobs", nullable(integer().put("minimum", 0).put("maximum", 20)));
     ObjectNode jsonSchema = obj(req("schema"), "name", str(), "description", str(), "schema", F.objectNode().put("type", "object"),
@@ -210,12 +264,19 @@ public final class OpenApiDocument extends AllDirectives {
     props(chatRequest).set("response_format", nullable(obj(req("type"), "type", str().set("enum", arr("text", "json_object",
         "json_schema")), "json_schema", jsonSchema)));
     chatRequest.set("required", arr("model", "messages"));
-    chatRequest.put("description", "max_tokens and max_completion_tokens: one at most; top_logprobs needs logprobs true; "
+    chatRequest.put("description", "max_tokens and max_completion_tokens: one at most; top_logprobs above 0 needs logprobs true. The "
+        + "rendered messages' tokens and max_tokens must fit the model's context (GET /v1/models: max_model_len): 400 when they do not. "
         + "response_format json_schema: the subset of JSON Schema in docs/http.md (other keywords are refused naming them).");
+    ObjectNode withLogprobs = obj(req("logprobs"), "logprobs", bool().set("enum", arr(true)));
+    ObjectNode withoutTop = obj(null, "top_logprobs", nullable(integer().put("maximum", 0)));
+    ObjectNode notBoth = F.objectNode();
+    notBoth.set("not", obj(req("max_tokens", "max_completion_tokens")));
+    chatRequest.set("allOf", arr(anyOf(withLogprobs, withoutTop), notBoth, streamOptionsOnlyWithStream()));
     paths.putObject("/v1/chat/completions").set("post", op("Answers messages rendered by the model's chat template (OpenAI's chat "
         + "completions); streamed when stream is true.", null, completions(completionResponse("chat.completion", true)), chatRequest));
-    ObjectNode embeddingsRequest = closed(obj(null, "model", modelName(embedding), "input", prompt(),
-        "encoding_format", nullable(str().set("enum", arr("float", "base64"))),
+    ObjectNode embeddingsRequest = closed(obj(null, "model", modelName(embedding), "input", prompt(0), // an encoder takes "" (its special tokens alone)
+        // null in the enum too: OpenAPI 3.0 reads nullable as a type, which an enum without null still refuses
+        "encoding_format", nullable(str().set("enum", arr("float", "base64").addNull())),
         "dimensions", nullable(integer().put("minimum", 1).put("maximum", 1 << 20)), "user", nullable(str())));
     embeddingsRequest.set("required", arr("model", "input"));
     ObjectNode embedding0 = F.objectNode();
@@ -251,6 +312,8 @@ public final class OpenApiDocument extends AllDirectives {
       modelReady.setAll(errors(V2, 400, 404));
       paths.putObject(prefix + "/ready").set("get", op("The model accepts requests (400 when not).", params, modelReady, null));
       ObjectNode infer = ok(JSON, inferResponse());
+      // Outputs asked for as binary (the binary tensor data extension): the JSON, then their raw bytes.
+      ((ObjectNode) infer.at("/200/content")).putObject("application/octet-stream").set("schema", str().put("format", "binary"));
       infer.setAll(errors(V2, 400, 404, 413, 500, 503, 504));
       paths.putObject(prefix + "/infer").set("post", op("Runs the model on a batch of rows; data as JSON (or the binary tensor data "
           + "extension, with the Inference-Header-Content-Length header).", params, infer, inferRequest()));
@@ -268,6 +331,33 @@ public final class OpenApiDocument extends AllDirectives {
     v2Error.put("description", "An error of the Open Inference Protocol.");
     schemas.set("InferenceError", v2Error);
     return doc;
+  }
+
+  /**
+   * This document for a server that requires {@code keys} ({@link ApiKeys#guard}): a bearer security scheme,
+   * required by every operation but the probes ({@link ApiKeys#OPEN}), each of which may then answer 401 in its
+   * protocol's error shape. Itself when no key is required.
+   */
+  public OpenApiDocument withApiKeys(ApiKeys keys) {
+    if (!keys.required()) {
+      return this;
+    }
+    ObjectNode doc = document.deepCopy();
+    ObjectNode scheme = ((ObjectNode) doc.get("components")).putObject("securitySchemes").putObject("apiKey");
+    scheme.put("type", "http").put("scheme", "bearer").put("description", "An API key of the server (xla-actors.http.api-key, "
+        + "api-keys-file, serve --api-key), sent as Authorization: Bearer <key>, as OpenAI's clients send their api_key.");
+    for (Iterator<Map.Entry<String, JsonNode>> paths = doc.get("paths").fields(); paths.hasNext(); ) {
+      Map.Entry<String, JsonNode> path = paths.next();
+      if (ApiKeys.OPEN.contains(path.getKey())) {
+        continue;
+      }
+      String schema = path.getKey().startsWith("/v2") ? V2 : ApiKeys.openAiPath(path.getKey()) ? OPENAI : OURS;
+      for (JsonNode operation : path.getValue()) {
+        ((ObjectNode) operation).putArray("security").addObject().putArray("apiKey");
+        ((ObjectNode) operation.get("responses")).set("401", response("No API key, or not one of the server's.", JSON, ref(schema)));
+      }
+    }
+    return new OpenApiDocument(doc);
   }
 
   /** The document as a JSON tree (a copy). */
@@ -372,17 +462,22 @@ public final class OpenApiDocument extends AllDirectives {
   private static ObjectNode sampling(List<String> models) {
     return closed(obj(null,
         "model", modelName(models),
-        "max_tokens", nullable(integer().put("minimum", 0)),
+        "max_tokens", nullable(integer().put("minimum", 0).put("maximum", Integer.MAX_VALUE)),
         "temperature", nullable(number().put("minimum", 0).put("maximum", 2)),
         "top_p", nullable(number().put("exclusiveMinimum", true).put("minimum", 0).put("maximum", 1)),
-        "top_k", nullable(integer().put("minimum", -1)),
+        "top_k", nullable(integer().put("minimum", -1).put("maximum", Integer.MAX_VALUE)),
         "min_p", nullable(number().put("minimum", 0).put("maximum", 1)),
         "seed", nullable(integer().put("format", "int64")),
         "stop", nullable(oneOf(str().put("minLength", 1), array(str().put("minLength", 1)).put("maxItems", OpenAiRequest.MAX_STOPS))),
         "n", nullable(integer().put("minimum", 1).put("maximum", OpenAiRequest.MAX_CHOICES)),
         "stream", nullable(bool()),
-        "stream_options", nullable(obj(null, "include_usage", nullable(bool()))),
+        "stream_options", nullable(closed(obj(null, "include_usage", nullable(bool()), "continuous_usage_stats", nullable(bool())))),
         "user", nullable(str()),
+        // vLLM's extensions (docs/http.md), which guidellm and lm-eval send
+        "ignore_eos", nullable(bool()),
+        "add_special_tokens", nullable(bool()),
+        "skip_special_tokens", nullable(bool()),
+        "include_stop_str_in_output", nullable(bool()),
         "repetition_penalty", nullable(number().put("exclusiveMinimum", true).put("minimum", 0).put("maximum", 100)),
         "logit_bias", nullable(F.objectNode().put("type", "object").set("additionalProperties", number().put("minimum", -100)
             .put("maximum", 100))),
@@ -391,10 +486,24 @@ public final class OpenApiDocument extends AllDirectives {
         "min_tokens", nullable(integer().put("minimum", 0))));
   }
 
-  /** A string, strings, token ids, or lists of token ids. */
-  private static ObjectNode prompt() {
+  /** {@code stream_options} absent (or null) unless {@code stream} is true. */
+  private static ObjectNode streamOptionsOnlyWithStream() {
+    ObjectNode noOptions = F.objectNode();
+    noOptions.set("not", obj(req("stream_options"), "stream_options", obj(null)));
+    return anyOf(obj(req("stream"), "stream", bool().set("enum", arr(true))), noOptions);
+  }
+
+  private static ObjectNode anyOf(ObjectNode... schemas) {
+    ObjectNode o = F.objectNode();
+    o.set("anyOf", arr((Object[]) schemas));
+    return o;
+  }
+
+  /** A string, strings (each at least {@code minLength} characters), token ids, or lists of token ids. */
+  private static ObjectNode prompt(int minLength) {
     ObjectNode id = integer().put("minimum", 0);
-    return oneOf(str(), array(str()).put("minItems", 1), array(id).put("minItems", 1),
+    ObjectNode text = str().put("minLength", minLength);
+    return oneOf(text, array(text.deepCopy()).put("minItems", 1), array(id).put("minItems", 1),
         array(array(id).put("minItems", 1)).put("minItems", 1));
   }
 
@@ -415,14 +524,22 @@ public final class OpenApiDocument extends AllDirectives {
   }
 
   private static ObjectNode inferRequest() {
-    ObjectNode data = F.objectNode().put("description", "The row-major values, nested or flat; or absent with binary_data_size.");
-    ObjectNode input = obj(req("name", "shape", "datatype"), "name", str(), "shape", array(integer().put("minimum", 0)),
+    ObjectNode data = F.objectNode().put("description", "The row-major values, nested or flat, as many as the shape holds, in the"
+        + " model's datatype for this input (400 naming the input when not).");
+    ObjectNode inputParameters = closed(obj(null));
+    inputParameters.put("description", "None in JSON; binary_data_size belongs to the binary tensor data extension, whose body is"
+        + " JSON and raw bytes with the Inference-Header-Content-Length header.");
+    ObjectNode input = closed(obj(req("name", "shape", "datatype"), "name", str(), "shape", array(integer().put("minimum", 0)),
         "datatype", str().set("enum", arr("BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "INT32", "INT64", "FP16",
-            "BF16", "FP32", "FP64")), "parameters", obj(null), "data", data);
-    ObjectNode output = obj(req("name"), "name", str(), "parameters", obj(null));
-    ObjectNode request = closed(obj(req("inputs"), "id", str(), "parameters", obj(null, "timeout", integer().put("minimum", 1),
-        "binary_data_output", bool(), "priority", integer()), "inputs", array(input).put("minItems", 1), "outputs", array(output)));
-    return request;
+            "BF16", "FP32", "FP64")), "parameters", inputParameters, "data", data));
+    input.put("description", "One of the model's inputs (GET /v2/models/{model}: their names, datatypes and shapes, -1 the rows),"
+        + " each once.");
+    ObjectNode output = closed(obj(req("name"), "name", str(), "parameters", closed(obj(null, "binary_data", bool()))));
+    ObjectNode parameters = closed(obj(null, "timeout", integer().put("minimum", 1)
+        .put("description", "The request's deadline, microseconds, at most max-request-timeout."), "binary_data_output", bool(),
+        "priority", F.objectNode().put("description", "Accepted, without effect.")));
+    return closed(obj(req("inputs"), "id", str(), "parameters", parameters, "inputs", array(input).put("minItems", 1),
+        "outputs", array(output)));
   }
 
   private static ObjectNode inferResponse() {
@@ -465,6 +582,10 @@ public final class OpenApiDocument extends AllDirectives {
     for (Object v : values) {
       if (v instanceof JsonNode n) {
         a.add(n);
+      } else if (v instanceof Boolean b) {
+        a.add(b);
+      } else if (v instanceof Integer i) {
+        a.add(i);
       } else {
         a.add(String.valueOf(v));
       }
@@ -498,6 +619,16 @@ public final class OpenApiDocument extends AllDirectives {
     ObjectNode o = F.objectNode();
     o.set("oneOf", arr((Object[]) schemas));
     return o;
+  }
+
+  /**
+   * A temperature: 0 (greedy) or from {@link SamplingParams#MIN_TEMPERATURE} to {@code max}; between them,
+   * dividing logits overflows their softmax, so the generate route refuses it.
+   */
+  private static ObjectNode temperature(double max) {
+    ObjectNode t = number().put("minimum", 0).put("maximum", max);
+    t.set("anyOf", arr(number().put("maximum", 0), number().put("minimum", SamplingParams.MIN_TEMPERATURE)));
+    return t;
   }
 
   private static ObjectNode nullable(ObjectNode schema) {

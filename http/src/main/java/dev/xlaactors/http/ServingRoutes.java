@@ -594,6 +594,11 @@ public final class ServingRoutes extends AllDirectives {
     });
   }
 
+  /** The settings these routes were made with. */
+  HttpSettings settings() {
+    return settings;
+  }
+
   /** The HTTP status of a serving error. */
   static StatusCode status(XlaException x) {
     if (x instanceof InvalidArgumentException || x.code() == ErrorCode.INVALID_ARGUMENT) {

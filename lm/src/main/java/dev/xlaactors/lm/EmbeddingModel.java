@@ -81,6 +81,12 @@ public final class EmbeddingModel implements AutoCloseable {
     return loaded;
   }
 
+  /** The length of each embedding: the last dimension of the encoder's hidden states. */
+  public int dimensions() {
+    long[] dims = encoders.get(encoders.firstKey()).outputTypes().get(0).shape().dims();
+    return (int) dims[dims.length - 1];
+  }
+
   /** The longest sequence the encoder takes. */
   public int maxLength() {
     return length;
