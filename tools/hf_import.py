@@ -5,7 +5,7 @@ Run with the venv of tools/jax-env.sh (JAX, numpy, safetensors, flatbuffers; ml_
     $(bash tools/jax-env.sh) tools/hf_import.py HF_DIR --out PKG [--name NAME] [--dtype as-is|f32|bf16]
         [--slots 1,4] [--prefill-chunks 32,128] [--decode-lengths 256,1024] [--context-length N]
         [--kv-cache-memory 1GiB] [--score-length N] [--embed-batches 1,4] [--embed-length N]
-        [--tiktoken ENCODING] [--platforms cpu,cuda]
+        [--tiktoken ENCODING] [--platforms cpu,cuda] [--kernels native|xla] [--quantize none|int8]
 
 HF_DIR is what `save_pretrained` writes: config.json, model.safetensors (or shards and
 model.safetensors.index.json), tokenizer.json, tokenizer_config.json, generation_config.json when present.
@@ -18,6 +18,15 @@ The programs are written here in jax.numpy from the architecture's definition an
 their first argument is the flat dict of weights keyed by the checkpoint's own tensor names, so the weights
 are copied as they are (or converted by --dtype, or rewritten without the tensors no program takes, which
 the contract refuses: BERT's pooler, say). Programs compute in f32 whatever the weights' dtype.
+
+--kernels native has the weight matmuls of at most 16 rows (decode) call the bridge's native kernels,
+typed-FFI custom calls xla_actors.matmul_f32 / xla_actors.matmul_q8 (WeightAccess); --kernels xla (the
+default) leaves every matmul to XLA, for a package that runs on any PJRT plugin. --quantize int8 stores each matmul
+weight whose input size is a multiple of 32 as Q8_0-style int8 (W.q8 s8[N,K] and W.q8_scales f32[N,K/32]:
+blocks of 32 inputs, scale = the block's largest magnitude / 127), which every program multiplies by with the
+native int8 kernel (or dequantises before an XLA dot with --kernels xla); a tied embedding is looked up from
+the same int8 table.
+
 
 The KV cache is one f32 array [layers, 2 (key, value), slots, kv_heads, context, head_dim] of N =
 max(--slots) slots, keys stored after the rotary embedding; the programs donate it and update it in place
@@ -58,6 +67,14 @@ SAFETENSORS_DTYPES = {
     "I16": np.dtype(np.int16), "I8": np.dtype(np.int8), "U8": np.dtype(np.uint8), "BOOL": np.dtype(np.bool_),
 }
 DTYPE_NAMES = {"F64": "float64", "F32": "float32", "F16": "float16", "BF16": "bfloat16"}
+
+
+# The bridge's native matmul targets (native/src/main/cpp/matmul_kernels.cc; --kernels native).
+MATMUL_F32 = "xla_actors.matmul_f32"
+MATMUL_Q8 = "xla_actors.matmul_q8"
+NATIVE_MAX_ROWS = 16  # f32 matmuls of at most this many rows use the native kernel (decode), larger ones XLA's
+Q8_BLOCK = 32
+Q8_SUFFIX, Q8_SCALE_SUFFIX = ".q8", ".q8_scales"  # the int8 values and scales of weight W: W.q8, W.q8_scales
 
 
 class Refusal(Exception):
@@ -222,7 +239,63 @@ def attention(q, keys, values, visible, scale):
     return o.reshape(B, Tq, H * Dh)
 
 
-class Decoder:
+class WeightAccess:
+    """How programs read weights and multiply by them: the one place that knows --kernels and --quantize.
+
+    kernels "xla": every weight matmul is an XLA dot. "native": the bridge's typed-FFI custom calls
+    (native/src/main/cpp/matmul_kernels.cc) for the matmuls of at most NATIVE_MAX_ROWS rows (decode: one row
+    per slot), where XLA's dot emitter reads well under the memory bandwidth; larger ones (score, prefill)
+    stay XLA dots, which are compute-bound and fast there. Weights named in `q8` are stored as Q8_0-style
+    int8 (`name + Q8_SUFFIX`: s8[N,K], `name + Q8_SCALE_SUFFIX`: f32[N,K/32]) and multiplied by the native
+    int8 kernel at every row count, or, with kernels "xla", dequantised in the program before an XLA dot.
+    `matmul_weights` records, while tracing, each weight a matmul reads and whether it is [N,K]."""
+
+    kernels = "xla"
+    q8 = frozenset()
+    emitted = set()  # the native targets the programs traced since it was last reset call
+
+    def matmul(self, P, name, x, transposed=False):
+        """x [..., K] times the weight `name`: [K,N] (Conv1D), or [N,K] when transposed (nn.Linear, the head)."""
+        self.matmul_weights = getattr(self, "matmul_weights", {})
+        self.matmul_weights[name] = transposed
+        rows = math.prod(x.shape[:-1])
+        if name in self.q8:
+            q, scales = P[name + Q8_SUFFIX], P[name + Q8_SCALE_SUFFIX]
+            n, k = q.shape
+            if self.kernels == "native":
+                self.emitted.add(MATMUL_Q8)
+                return jax.ffi.ffi_call(MATMUL_Q8, jax.ShapeDtypeStruct(x.shape[:-1] + (n,), F32))(x.astype(F32), q, scales)
+            w = (q.astype(F32).reshape(n, k // Q8_BLOCK, Q8_BLOCK) * scales[..., None]).reshape(n, k)
+            return x @ w.T
+        stored = P[name]
+        if self.kernels == "native" and rows <= NATIVE_MAX_ROWS and stored.dtype == F32 and x.dtype == F32:
+            n = stored.shape[0] if transposed else stored.shape[1]
+            self.emitted.add(MATMUL_F32)
+            return jax.ffi.ffi_call(MATMUL_F32, jax.ShapeDtypeStruct(x.shape[:-1] + (n,), F32))(
+                x, stored, w_transposed=np.int32(1 if transposed else 0))
+        w = self.w(P, name)
+        return x @ (w.T if transposed else w)
+
+    def rows_of(self, P, name, index):
+        """Rows `index` of the table `name` in f32 (an embedding lookup), dequantised when stored as int8."""
+        if name in self.q8:
+            q, scales = P[name + Q8_SUFFIX][index], P[name + Q8_SCALE_SUFFIX][index]
+            return (q.astype(F32).reshape(q.shape[:-1] + (-1, Q8_BLOCK)) * scales[..., None]).reshape(q.shape)
+        return P[name][index].astype(F32)
+
+
+def quantize_q8(w):
+    """Q8_0: w [N,K] (K a multiple of 32) as int8 values and one f32 scale per block of 32 along K, the
+    scale being the block's largest magnitude / 127 (so each block's extreme is exactly +-127)."""
+    n, k = w.shape
+    blocks = np.asarray(w, np.float32).reshape(n, k // Q8_BLOCK, Q8_BLOCK)
+    scales = np.abs(blocks).max(axis=-1) / np.float32(127)
+    safe = np.where(scales > 0, scales, np.float32(1))
+    q = np.clip(np.rint(blocks / safe[..., None]), -127, 127).astype(np.int8)
+    return q.reshape(n, k), scales.astype(np.float32)
+
+
+class Decoder(WeightAccess):
     """A pre-norm decoder-only transformer: x += attn(norm1(x)); x += mlp(norm2(x)). Subclasses give the
     architecture's pieces; the programs (score and the slot programs) are written once here."""
 
@@ -248,7 +321,7 @@ class Decoder:
         return x, cache
 
     def logits(self, P, x):
-        return self.final_norm(P, x) @ self.w(P, self.head_name).T
+        return self.matmul(P, self.head_name, self.final_norm(P, x), transposed=True)
 
     def score(self, P, tokens):
         B, T = tokens.shape
@@ -381,10 +454,10 @@ class Gpt2(Decoder):
         return layer_norm(x, self.w(P, name + ".weight"), self.w(P, name + ".bias"), self.eps)
 
     def conv1d(self, P, name, x):
-        return x @ self.w(P, name + ".weight") + self.w(P, name + ".bias")
+        return self.matmul(P, name + ".weight", x) + self.w(P, name + ".bias")
 
     def embed(self, P, tokens, positions):
-        return P[self.p + "wte.weight"][tokens].astype(F32) + P[self.p + "wpe.weight"][positions].astype(F32)
+        return self.rows_of(P, self.p + "wte.weight", tokens) + P[self.p + "wpe.weight"][positions].astype(F32)
 
     def norm1(self, P, i, x):
         return self.ln(P, f"{self.p}h.{i}.ln_1", x)
@@ -485,7 +558,7 @@ class Llama(Decoder):
         return 1.0 / math.sqrt(self.head_dim)
 
     def linear(self, P, name, x):
-        y = x @ self.w(P, name + ".weight").T
+        y = self.matmul(P, name + ".weight", x, transposed=True)
         return y + self.w(P, name + ".bias") if name + ".bias" in self.names else y
 
     def rope(self, x, positions):
@@ -496,7 +569,7 @@ class Llama(Decoder):
         return x * jnp.cos(emb) + jnp.concatenate([-x2, x1], axis=-1) * jnp.sin(emb)
 
     def embed(self, P, tokens, positions):
-        return P[self.embedding_name][tokens].astype(F32)
+        return self.rows_of(P, self.embedding_name, tokens)
 
     def norm1(self, P, i, x):
         return rms_norm(x, self.w(P, f"model.layers.{i}.input_layernorm.weight"), self.eps)
@@ -524,7 +597,7 @@ class Llama(Decoder):
         return rms_norm(x, self.w(P, "model.norm.weight"), self.eps)
 
 
-class Bert:
+class Bert(WeightAccess):
     """BertModel (or the encoder of BertForMaskedLM, tensors named bert.*): post-norm encoder, learned
     absolute positions, token type 0 everywhere, exact (erf) GELU. Its pooler and MLM head are not used."""
 
@@ -554,7 +627,7 @@ class Bert:
         return layer_norm(x, self.w(P, name + gain), self.w(P, name + bias), self.eps)
 
     def linear(self, P, name, x):
-        return x @ self.w(P, name + ".weight").T + self.w(P, name + ".bias")
+        return self.matmul(P, name + ".weight", x, transposed=True) + self.w(P, name + ".bias")
 
     def embed(self, P, tokens, mask):
         B, T = tokens.shape
@@ -681,9 +754,11 @@ def choose_context(model, a, notes):
     return context
 
 
-def export_program(fn, donated, weights, args, platforms, name):
+def export_program(fn, donated, weights, args, platforms, name, custom_calls=()):
     jitted = jax.jit(fn, donate_argnums=donated) if donated is not None else jax.jit(fn)
-    exp = export.export(jitted, platforms=platforms)(weights, *args)
+    # The native kernels' custom calls are outside jax.export's allow-list of targets it knows are stable.
+    checks = [export.DisabledSafetyCheck.custom_call(t) for t in sorted(custom_calls)]
+    exp = export.export(jitted, platforms=platforms, disabled_checks=checks)(weights, *args)
     if donated is not None:
         text = exp.mlir_module()
         if "tf.aliasing_output" not in text and "jax.buffer_donor" not in text:
@@ -804,17 +879,53 @@ def chat_template(hf_dir, tok_config):
 DTYPE_CONVERSIONS = {"as-is": None, "f32": "F32", "bf16": "BF16"}
 
 
-def write_weights(ckpt, keep, target, out, notes):
+def q8_derived(model, weight_specs):
+    """For --quantize int8: {package tensor: (checkpoint tensor, Q8_SUFFIX or Q8_SCALE_SUFFIX, transposed)}
+    for every floating matmul weight whose input size K is a multiple of 32, with their specs put in
+    weight_specs in place of the f32 weight's."""
+    derived = {}
+    for name, transposed in sorted(model.matmul_weights.items()):
+        spec = weight_specs[name]
+        n, k = spec.shape if transposed else spec.shape[::-1]
+        if spec.dtype not in (np.float32, np.float16, ml_dtypes.bfloat16) or k % Q8_BLOCK:
+            continue
+        weight_specs[name + Q8_SUFFIX] = jax.ShapeDtypeStruct((n, k), jnp.int8)
+        weight_specs[name + Q8_SCALE_SUFFIX] = jax.ShapeDtypeStruct((n, k // Q8_BLOCK), F32)
+        del weight_specs[name]
+        derived[name + Q8_SUFFIX] = (name, Q8_SUFFIX, transposed)
+        derived[name + Q8_SCALE_SUFFIX] = (name, Q8_SCALE_SUFFIX, transposed)
+    return derived
+
+
+def write_weights(ckpt, keep, target, out, notes, derived=None):
     """Writes the kept tensors into out as the checkpoint shipped them (one file, or the same shards with
     a rewritten index): a file is copied when nothing in it changes and its data is already aligned, else
-    rewritten. Returns the manifest's "weights" entry and the package's dtype."""
+    rewritten. Tensors in `derived` (q8_derived) are quantised from their checkpoint tensor and written in
+    its file. Returns the manifest's "weights" entry and the package's dtype."""
     floating = {"F64", "F32", "F16", "BF16"}
+    derived = derived or {}
+    quantized = {}
 
     def code_of(name):
+        if name in derived:
+            return "I8" if derived[name][1] == Q8_SUFFIX else "F32"
         code = ckpt.dtype_code(name)
         return target if target and code in floating else code
 
+    def shape_of(name):
+        if name not in derived:
+            return ckpt.tensors[name][1]["shape"]
+        source, part, transposed = derived[name]
+        n, k = ckpt.tensors[source][1]["shape"][:: 1 if transposed else -1]
+        return [n, k] if part == Q8_SUFFIX else [n, k // Q8_BLOCK]
+
     def array_of(name):
+        if name in derived:
+            source, part, transposed = derived[name]
+            if source not in quantized:
+                w = ckpt.array(source).astype(np.float32)
+                quantized[source] = quantize_q8(w if transposed else w.T)
+            return quantized[source][0 if part == Q8_SUFFIX else 1]
         a = ckpt.array(name)
         code = code_of(name)
         return a if code == ckpt.dtype_code(name) else a.astype(SAFETENSORS_DTYPES[code])
@@ -822,18 +933,18 @@ def write_weights(ckpt, keep, target, out, notes):
     weight_map, total = {}, 0
     for file in ckpt.files:
         header, start = ckpt.headers[file]
-        names = sorted(n for n in header if n != "__metadata__" and n in keep)
+        names = sorted([n for n in header if n != "__metadata__" and n in keep]
+                       + [n for n, (source, _, _) in derived.items() if source in header and n in keep])
         if not names:
             notes.append(f"{file} dropped: none of its tensors is used")
             continue
-        unchanged = (len(names) == len(header) - ("__metadata__" in header)
+        unchanged = (len(names) == len(header) - ("__metadata__" in header) and not any(n in derived for n in names)
                      and all(code_of(n) == ckpt.dtype_code(n) for n in names) and start % ALIGNMENT == 0)
         if unchanged:
             shutil.copyfile(ckpt.dir / file, out / file)
             total += os.path.getsize(out / file) - start
         else:
-            total += write_safetensors(out / file, names, lambda n: ckpt.tensors[n][1]["shape"], code_of, array_of,
-                                       header.get("__metadata__"))
+            total += write_safetensors(out / file, names, shape_of, code_of, array_of, header.get("__metadata__"))
         weight_map.update({n: file for n in names})
     codes = {code_of(n) for n in keep if code_of(n) in floating}
     dtype = DTYPE_NAMES[codes.pop()] if len(codes) == 1 else "mixed"
@@ -884,15 +995,24 @@ def import_checkpoint(a):
     plan = program_plan(model, a, context)
     weight_specs = {n: ckpt.spec(n, target if target and ckpt.dtype_code(n) in DTYPE_NAMES else None)
                     for n in ckpt.tensors}
-    used = {}
-    for attrs, file, fn, donated, args in plan:
-        if fn is not None:
-            used[file] = used_weights(fn, weight_specs, file, cfg, *args)
-    keep = set().union(*used.values())
+    model.kernels = a.kernels
     rows = weight_specs[model.embedding_name].shape[0]
+    derived = {}
+    for quantizing in (False, True) if a.quantize == "int8" else (False,):
+        if quantizing:  # the first pass recorded which weights the matmuls read
+            derived = q8_derived(model, weight_specs)
+            model.q8 = frozenset(source for source, _, _ in derived.values())
+            notes.append(f"{len(model.q8)} matmul weight(s) stored as int8 (Q8_0: blocks of 32, f32 scales)")
+        used, custom_calls = {}, {}
+        for attrs, file, fn, donated, args in plan:
+            if fn is not None:
+                model.emitted = set()
+                used[file] = used_weights(fn, weight_specs, file, cfg, *args)
+                custom_calls[file] = model.emitted
+    keep = set().union(*used.values())
     if rows != model.vocab:
         raise Refusal(f"{cfg.path}: vocab_size is {model.vocab} but {model.embedding_name} has {rows} rows")
-    unused = sorted(set(ckpt.tensors) - keep)
+    unused = sorted(set(ckpt.tensors) - keep - {source for source, _, _ in derived.values()})
     unknown = [n for n in unused if not any(re.search(p, n) for p in model.droppable)]
     if unknown:
         raise Refusal(f"the checkpoint has tensors the {arch} programs here do not use: {unknown[:8]}"
@@ -908,14 +1028,14 @@ def import_checkpoint(a):
     shutil.rmtree(partial, ignore_errors=True)
     partial.mkdir(parents=True)
     try:
-        weights_entry, dtype = write_weights(ckpt, keep, target, partial, notes)
+        weights_entry, dtype = write_weights(ckpt, keep, target, partial, notes, derived)
         programs = []
         for attrs, file, fn, donated, args in plan:
             if fn is None:
                 blob = export_slot_cache(model.slot_cache_shape(attrs["slots"], context), a.platforms)
             else:
                 specs = {n: weight_specs[n] for n in sorted(used[file])}
-                blob = export_program(fn, donated, specs, args, a.platforms, file)
+                blob = export_program(fn, donated, specs, args, a.platforms, file, custom_calls[file])
             (partial / file).write_bytes(blob)
             programs.append({**attrs, "file": file})
 
@@ -924,7 +1044,8 @@ def import_checkpoint(a):
             "name": a.name or re.sub(r"[^A-Za-z0-9._-]+", "-", hf_dir.resolve().name),
             "kind": model.kind,
             "source": {"architecture": arch, "dtype": dtype, "importer": f"tools/hf_import.py {IMPORTER_VERSION}",
-                       "jax": jax.__version__},
+                       "jax": jax.__version__, "kernels": a.kernels,
+                       **({"quantization": "q8_0"} if a.quantize == "int8" else {})},
             "weights": weights_entry,
             "programs": programs,
         }
@@ -985,6 +1106,14 @@ def main():
     ap.add_argument("--name", help="the package's name (default: HF_DIR's name)")
     ap.add_argument("--dtype", choices=sorted(DTYPE_CONVERSIONS), default="as-is",
                     help="the weights' floating dtype in the package (programs compute in f32 either way)")
+    # xla by default: bench/run.sh kernels did not measure the native kernels faster end to end on the shared
+    # 2-core machine (bench/README.md, kernels), where a call split over threads waits for any descheduled one.
+    ap.add_argument("--kernels", choices=["native", "xla"], default="xla",
+                    help="the weight matmuls: xla (XLA's dots alone, the default: the package runs on any PJRT "
+                    "plugin) or native (the bridge's FFI kernels for decode's matmuls and every int8 matmul)")
+    ap.add_argument("--quantize", choices=["none", "int8"], default="none",
+                    help="int8: store the matmul weights as Q8_0-style int8 (blocks of 32 inputs, one f32 scale "
+                    "each), about 3.6x smaller; activations stay f32")
     ap.add_argument("--slots", type=int_list, default=[1, 4],
                     help="the batch sizes of the decode programs; the cache holds max(SLOTS) sequences")
     ap.add_argument("--score-length", type=int, default=32,

@@ -142,10 +142,10 @@ def errors(client, completion_model, chat_model):
     except openai.NotFoundError as e:
         check("errors: unknown model -> NotFoundError", e.status_code == 404 and e.code == "model_not_found", e)
     try:
-        client.completions.create(model=completion_model, prompt="x", presence_penalty=0.5)
+        client.completions.create(model=completion_model, prompt="x", suffix="y")
         check("errors: unsupported field", False, "no error")
     except openai.BadRequestError as e:
-        check("errors: unsupported field -> BadRequestError naming it", e.param == "presence_penalty", e)
+        check("errors: unsupported field -> BadRequestError naming it", e.param == "suffix", e)
     try:
         client.completions.create(model=completion_model, prompt="x", extra_body={"no_such_field": 1})
         check("errors: unknown field", False, "no error")
@@ -161,6 +161,52 @@ def errors(client, completion_model, chat_model):
         check("errors: max_tokens beyond the context", False, "no error")
     except openai.BadRequestError as e:
         check("errors: max_tokens beyond the context -> BadRequestError", e.param == "max_tokens", e)
+
+
+def structured(client, completion_model, chat_model):
+    """response_format with a pydantic model (client.chat.completions.parse), json_object, a refused schema, and the
+    logits processors of the sampling fields (logit_bias, min_tokens): the model has random weights, so only the
+    constraint makes its answers parse."""
+    import json
+    from typing import Literal
+
+    import pydantic
+
+    class Person(pydantic.BaseModel):  # small: the tiny test packages have a context of 64 tokens
+        name: str
+        age: int
+        kind: Literal["a", "b"]
+
+    for seed in range(2):
+        completion = client.chat.completions.parse(model=chat_model, messages=[{"role": "user", "content": "Who?"}],
+                                                   response_format=Person, temperature=1, seed=seed)
+        choice = completion.choices[0]
+        check(f"structured: parse(response_format=Person) seed {seed} -> a Person",
+              isinstance(choice.message.parsed, Person) and choice.finish_reason == "stop", choice.message.content)
+        check(f"structured: seed {seed}'s content validates as a Person",
+              Person.model_validate_json(choice.message.content) == choice.message.parsed, choice.message.content)
+    any_object = client.chat.completions.create(model=chat_model, messages=[{"role": "user", "content": "JSON please"}],
+                                                response_format={"type": "json_object"}, seed=1)
+    check("structured: json_object -> a JSON object", isinstance(json.loads(any_object.choices[0].message.content), dict),
+          any_object.choices[0].message.content)
+    try:
+        client.chat.completions.create(model=chat_model, messages=[{"role": "user", "content": "hi"}], response_format={
+            "type": "json_schema", "json_schema": {"name": "id", "schema": {"type": "string", "pattern": "^a+$"}}})
+        check("structured: a schema outside the subset", False, "no error")
+    except openai.BadRequestError as e:
+        check("structured: a schema outside the subset -> BadRequestError naming the keyword",
+              e.param == "response_format" and "'pattern'" in str(e), e)
+    biased = client.completions.create(model=completion_model, prompt="Hello", max_tokens=4, temperature=0, logprobs=0,
+                                       logit_bias={"65": 100})
+    check("sampling: logit_bias +100 -> that token every time", len(set(biased.choices[0].logprobs.tokens)) == 1
+          and biased.usage.completion_tokens == 4, biased.choices[0].logprobs.tokens)
+    ended = client.completions.create(model=completion_model, prompt="Hello", max_tokens=5, temperature=0, logit_bias={"0": 100})
+    check("sampling: the end of text at +100 ends at once", ended.choices[0].text == "" and ended.choices[0].finish_reason == "stop",
+          ended)
+    held = client.completions.create(model=completion_model, prompt="Hello", max_tokens=5, temperature=0, logit_bias={"0": 100},
+                                     extra_body={"min_tokens": 3})
+    check("sampling: min_tokens 3 holds the end of text back", held.usage.completion_tokens == ended.usage.completion_tokens + 3
+          and held.choices[0].finish_reason == "stop", held)
 
 
 def main():
@@ -179,6 +225,7 @@ def main():
     embeddings(client, args.embedding_model)
     vllm_extensions(client, args.completion_model, args.chat_model)
     errors(client, args.completion_model, args.chat_model)
+    structured(client, args.completion_model, args.chat_model)
     print(f"openai-python {openai.__version__}: all checks passed", flush=True)
 
 

@@ -190,6 +190,7 @@ std::string RegisterFfiHandlers(Plugin* plugin) {
   std::string problem = RegisterFfiHandler(plugin, kProofTarget, &ScaleAddHandler);
   if (problem.empty()) problem = RegisterFfiHandler(plugin, HostCallbackTarget(), HostCallbackHandler());
   if (problem.empty()) problem = RegisterLapackHandlers(plugin);
+  if (problem.empty()) problem = RegisterMatmulHandlers(plugin);
   return problem;
 }
 

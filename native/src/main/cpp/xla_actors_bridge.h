@@ -23,7 +23,8 @@ extern "C" {
 // PJRT_Plugin_Initialize once.
 const PJRT_Api* XlaActors_LoadPlugin(const char* path, char* error, size_t error_size);
 
-// Registers the bridge's FFI handlers (xla_actors.host_callback, xla_actors.scale_add) for platform
+// Registers the bridge's FFI handlers (xla_actors.host_callback, xla_actors.scale_add, the lapack_*_ffi
+// targets, xla_actors.matmul_f32 and xla_actors.matmul_q8) for platform
 // "Host". Returns 1 when registered, 0 when the plugin has no usable FFI extension (the reason in
 // `error`), -1 on failure (the reason in `error`). Idempotent per plugin.
 int XlaActors_RegisterFfiHandlers(const PJRT_Api* api, char* error, size_t error_size);
@@ -37,6 +38,15 @@ int XlaActors_LoadLapack(const char* path, char* message, size_t message_size);
 // Records why LAPACK could not be loaded (say, OpenBLAS is not on the class path), for the handlers'
 // errors. Ignored once LAPACK is loaded.
 void XlaActors_SetLapackUnavailable(const char* reason);
+
+// The instruction set the native matmul kernels (xla_actors.matmul_f32, xla_actors.matmul_q8) run with:
+// "avx512", "avx2" or "portable": the widest this CPU has, capped by XLA_ACTORS_KERNEL_ISA or by XLA_FLAGS'
+// --xla_cpu_max_isa. Decided on first use, then fixed for the process.
+const char* XlaActors_MatmulKernelIsa(void);
+
+// How many threads (the calling XLA thread included) split one native matmul's output columns:
+// XLA_ACTORS_KERNEL_THREADS, else the CPUs this process may run on, at most 16. Starts the pool.
+int XlaActors_MatmulKernelThreads(void);
 
 // One host call, as the sink sees it. Valid only during the sink's call; copy what you keep.
 typedef struct XlaActors_HostCall {

@@ -1,6 +1,7 @@
 package dev.xlaactors.bench;
 
 import dev.xlaactors.actors.CallbackRuntime;
+import dev.xlaactors.error.InvalidArgumentException;
 import dev.xlaactors.lm.LanguageModel;
 import dev.xlaactors.lm.PackageSlotDecoder;
 import dev.xlaactors.lm.sampling.Sampler;
@@ -40,7 +41,12 @@ import org.apache.pekko.actor.typed.javadsl.Behaviors;
  * plugin} (the loaded PJRT plugin's build: {@code XLA_ACTORS_PLUGIN_BUILD} when set, else its file's name)
  * and {@code plugin_api} (its PJRT C API version).
  *
- * <p>Usage: {@code ModelsBench <package dir> [reps] [steps]}.
+ * <p>Usage: {@code ModelsBench <package dir> [reps] [steps] [prompt] [long prompt]}. {@code prompt} (default: the
+ * longest prompt the package takes, which for a package that prefills by chunks is its whole context) is the
+ * prompt length of the prefill and decode rows, capped by {@link #promptLength} so that the decode steps fit in
+ * the context. {@code long prompt} adds {@code prefill_long_ms}: a prompt of that many tokens into slot 0 of the
+ * smallest slot count, timed as the prefill row ({@code bench/run.sh llamacpp}'s 2,000 tokens), or {@code
+ * prefill_long_refused} with the decoder's message when the package does not take it.
  */
 public final class ModelsBench {
   private ModelsBench() {}
@@ -51,6 +57,8 @@ public final class ModelsBench {
     ModelPackage pkg = ModelPackage.open(Path.of(args[0]));
     int reps = args.length > 1 ? Integer.parseInt(args[1]) : 5;
     int steps = args.length > 2 ? Integer.parseInt(args[2]) : 32;
+    int promptArg = args.length > 3 ? Integer.parseInt(args[3]) : Integer.MAX_VALUE;
+    int longPrompt = args.length > 4 ? Integer.parseInt(args[4]) : 0;
     StringBuilder json = new StringBuilder("{");
     ActorSystem<Void> system = ActorSystem.create(Behaviors.empty(), "models-bench");
     long weightBytes = 0;
@@ -82,7 +90,7 @@ public final class ModelsBench {
         for (int slots : slotCounts) {
           try (PackageSlotDecoder decoder = model.decoder(slots)) {
             memory.add(ProcessMemory.at("cache_s" + slots, plugin, weightPaths));
-            int t = decoder.maxPromptLength();
+            int t = promptLength(promptArg, decoder.maxPromptLength(), decoder.contextLength(), steps);
             int v = decoder.vocabulary();
             int[] prompt = new int[t];
             for (int i = 0; i < t; i++) {
@@ -124,8 +132,14 @@ public final class ModelsBench {
                 tokensPerSecond.add(slots * steps / seconds);
               }
             }
+            if (slots == slotCounts.get(0)) {
+              json.append(", \"prompt_tokens\": ").append(t);
+            }
             json.append(", \"prefill_s").append(slots).append("_ms\": ").append(stats(prefill));
             json.append(", \"decode_s").append(slots).append("_tokens_per_s\": ").append(stats(tokensPerSecond));
+            if (longPrompt > 0 && slots == slotCounts.get(0)) {
+              json.append(longPrefill(decoder, longPrompt, reps));
+            }
             memory.add(ProcessMemory.at("decoded_s" + slots, plugin, weightPaths));
           }
           // VmHWM only grows: each slot count's figure is the peak of everything up to its decode. The smallest
@@ -143,6 +157,41 @@ public final class ModelsBench {
     json.append(", \"weights_bytes\": ").append(weightBytes);
     json.append(", \"memory\": [").append(String.join(", ", memory.stream().map(ProcessMemory::json).toList())).append("]}");
     System.out.println(json);
+  }
+
+  /**
+   * The prompt length of the prefill and decode rows: {@code asked}, at most the longest prompt the decoder
+   * takes, and short enough that {@code steps} decode steps after it stay inside the context.
+   */
+  static int promptLength(int asked, int maxPrompt, int context, int steps) {
+    int t = Math.min(asked, Math.min(maxPrompt, context - steps));
+    if (t < 1) {
+      throw new IllegalArgumentException("a context of " + context + " positions leaves no room for a prompt before "
+          + steps + " decode steps: ask for fewer steps");
+    }
+    return t;
+  }
+
+  /** The {@code prefill_long} fields: a {@code tokens}-long prompt into slot 0, a warm-up then {@code reps} timed. */
+  private static String longPrefill(PackageSlotDecoder decoder, int tokens, int reps) {
+    int[] prompt = new int[tokens];
+    for (int i = 0; i < tokens; i++) {
+      prompt[i] = i % decoder.vocabulary();
+    }
+    List<Double> ms = new ArrayList<>();
+    try {
+      for (int r = 0; r < reps + 1; r++) {
+        long t0 = System.nanoTime();
+        decoder.prefill(0, prompt);
+        if (r > 0) {
+          ms.add((System.nanoTime() - t0) / 1e6);
+        }
+      }
+    } catch (InvalidArgumentException e) { // the package's prompt limit: said in the output, not a failure
+      return ", \"prefill_long_tokens\": " + tokens + ", \"prefill_long_refused\": \""
+          + e.getMessage().replace("\\", "\\\\").replace("\"", "\\\"") + "\"";
+    }
+    return ", \"prefill_long_tokens\": " + tokens + ", \"prefill_long_ms\": " + stats(ms);
   }
 
   /**

@@ -9,6 +9,7 @@ import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.HashSet;
 import java.util.List;
+import java.util.Map;
 import java.util.Set;
 
 /**
@@ -20,7 +21,8 @@ import java.util.Set;
 final class ImportCommand {
   static final String USAGE = "usage: bin/xla-actors import hf HF_DIR --out PKG [--dtype as-is|f32|bf16] [--slots 1,4] "
       + "[--context-length N | --max-model-len N] [--kv-cache-memory 1GiB] [--prefill-chunks 32,128] "
-      + "[--decode-lengths 256,1024] [--score-length N] [--prefill-length N] [--embed-batches 1,4]";
+      + "[--decode-lengths 256,1024] [--score-length N] [--prefill-length N] [--embed-batches 1,4] "
+      + "[--kernels native|xla] [--quantize none|int8] [--tiktoken ENCODING]";
 
   /** Options with one integer value each, passed on to tools/hf_import.py as given. */
   private static final List<String> INTEGERS = List.of("--score-length", "--prefill-length", "--context-length", "--max-model-len");
@@ -28,12 +30,19 @@ final class ImportCommand {
   /** Options with a comma-separated list of positive integers, passed on as given. */
   private static final List<String> LISTS = List.of("--slots", "--embed-batches", "--prefill-chunks", "--decode-lengths");
 
+  /** Options with one value of a fixed set each, passed on as given. */
+  private static final Map<String, List<String>> CHOICES = Map.of(
+      "--kernels", List.of("native", "xla"),
+      "--quantize", List.of("none", "int8"),
+      "--tiktoken", List.of("r50k_base", "p50k_base", "cl100k_base", "o200k_base"));
+
   private ImportCommand() {}
 
   static int run(List<String> args, Path home, PrintStream out, PrintStream err) throws UsageException, IOException, InterruptedException {
     Set<String> options = new HashSet<>(Set.of("--out", "--dtype", "--kv-cache-memory"));
     options.addAll(INTEGERS);
     options.addAll(LISTS);
+    options.addAll(CHOICES.keySet());
     CommandLine line = CommandLine.parse("import", args, options, Set.of());
     line.expectPositional(2, 2, "a format and a checkpoint directory: import hf HF_DIR --out PKG");
     if (!line.positional().get(0).equals("hf")) {
@@ -52,6 +61,13 @@ final class ImportCommand {
     String dtype = line.value("--dtype").orElse("as-is");
     if (!List.of("as-is", "f32", "bf16").contains(dtype)) {
       throw new UsageException("import: --dtype takes as-is, f32 or bf16, got '" + dtype + "'");
+    }
+    for (Map.Entry<String, List<String>> choice : CHOICES.entrySet()) {
+      String value = line.value(choice.getKey()).orElse(null);
+      if (value != null && !choice.getValue().contains(value)) {
+        throw new UsageException("import: " + choice.getKey() + " takes " + String.join(", ", choice.getValue()) + ", got '"
+            + value + "'");
+      }
     }
     for (String option : INTEGERS) {
       line.integer(option, null, 1, 1 << 24);
@@ -74,6 +90,7 @@ final class ImportCommand {
     List<String> passed = new ArrayList<>(INTEGERS);
     passed.addAll(LISTS);
     passed.add("--kv-cache-memory");
+    passed.addAll(CHOICES.keySet());
     for (String option : passed) {
       if (line.value(option).isPresent()) {
         command.add(option);

@@ -187,6 +187,27 @@ class OpenAiClientsTest {
     assertEquals(6, streamed.metadata().tokenUsage().outputTokenCount());
   }
 
+  /** What the AI service below returns: LangChain4j asks for its JSON schema (name: string, age: integer, both required). */
+  record Person(String name, int age) {}
+
+  /** An AI service whose answer is a record. */
+  interface Extractor {
+    Person extract(String text);
+  }
+
+  @Test
+  void aLangChain4jAiServiceGetsItsRecordFromARandomModel() {
+    // With the JSON-schema capability LangChain4j sends response_format json_schema (no format instructions in the
+    // prompt): only the grammar makes the random model's answer parse into the record.
+    OpenAiChatModel model = OpenAiChatModel.builder().baseUrl(url + "/v1").apiKey("unused").modelName("llama").maxRetries(0)
+        .supportedCapabilities(dev.langchain4j.model.chat.Capability.RESPONSE_FORMAT_JSON_SCHEMA).strictJsonSchema(true)
+        .logRequests(false).build();
+    Extractor extractor = dev.langchain4j.service.AiServices.create(Extractor.class, model);
+    Person p = extractor.extract("Ann, 41"); // LangChain4j parses the answer into the record, or throws
+    assertNotNull(p);
+    assertNotNull(p.name());
+  }
+
   @Test
   void langChain4jEmbedsAsTheHttpApiDoes() throws Exception {
     OpenAiEmbeddingModel model = OpenAiEmbeddingModel.builder().baseUrl(url + "/v1").apiKey("unused").modelName("bert").maxRetries(0)

@@ -1,6 +1,9 @@
 package dev.xlaactors.http;
 
 import com.fasterxml.jackson.databind.JsonNode;
+import dev.xlaactors.lm.sampling.LogitBias;
+import dev.xlaactors.lm.sampling.MinTokens;
+import dev.xlaactors.lm.sampling.OccurrencePenalty;
 import dev.xlaactors.lm.sampling.SamplingParams;
 import java.util.ArrayList;
 import java.util.Iterator;
@@ -10,8 +13,7 @@ import java.util.Set;
 
 /**
  * The request bodies of the OpenAI API, parsed and checked before anything reaches a model: each field's
- * type and range, and every field known. A field this server does not implement (tools, penalties,
- * {@code logit_bias}, ...) is refused naming it, so a client never silently gets less than it asked
+ * type and range, and every field known. A field this server does not implement (tools, ...) is refused naming it, so a client never silently gets less than it asked
  * for; a field given as JSON {@code null} counts as absent (clients write unset options that way). The
  * limits that depend on a model (vocabulary, context) are checked by {@link OpenAiRoutes}.
  */
@@ -25,9 +27,10 @@ final class OpenAiRequest {
 
   private static final Set<String> SAMPLING = Set.of("model", "max_tokens", "temperature", "top_p", "top_k", "min_p", "seed", "stop",
       "n", "stream", "stream_options", "user", "repetition_penalty", "ignore_eos", "add_special_tokens", "skip_special_tokens",
-      "include_stop_str_in_output");
+      "include_stop_str_in_output", "logit_bias", "presence_penalty", "frequency_penalty", "min_tokens");
   private static final Set<String> COMPLETION = union(SAMPLING, Set.of("prompt", "logprobs", "echo"));
-  private static final Set<String> CHAT = union(SAMPLING, Set.of("messages", "max_completion_tokens", "logprobs", "top_logprobs"));
+  private static final Set<String> CHAT = union(SAMPLING, Set.of("messages", "max_completion_tokens", "logprobs", "top_logprobs",
+      "response_format"));
   private static final Set<String> STREAM_OPTIONS = Set.of("include_usage", "continuous_usage_stats");
   private static final Set<String> EMBEDDINGS = Set.of("model", "input", "encoding_format", "dimensions", "user");
   /** Fields of OpenAI's API this server knows but does not implement, with why. */
@@ -37,10 +40,7 @@ final class OpenAiRequest {
       Map.entry("functions", "no function calling"),
       Map.entry("function_call", "no function calling"),
       Map.entry("parallel_tool_calls", "no tool calling"),
-      Map.entry("response_format", "no constrained (JSON) output"),
-      Map.entry("logit_bias", "no logit bias"),
-      Map.entry("presence_penalty", "use repetition_penalty (a multiplicative penalty, as Hugging Face's)"),
-      Map.entry("frequency_penalty", "use repetition_penalty (a multiplicative penalty, as Hugging Face's)"),
+      Map.entry("response_format", "structured output is a chat completions option (response_format there)"),
       Map.entry("best_of", "use n and pick among the choices"),
       Map.entry("suffix", "no insertion (fill-in-the-middle)"),
       Map.entry("audio", "text only"),
@@ -64,11 +64,24 @@ final class OpenAiRequest {
    * @param stop the stop strings, matched on the text across token boundaries (empty: none)
    */
   record Sampling(Integer maxTokens, Double temperature, Double topP, Integer topK, Double minP, Long seed, List<String> stop,
-      Double repetitionPenalty, int n) {
+      Double repetitionPenalty, int n, Map<Integer, Float> logitBias, double presencePenalty, double frequencyPenalty, int minTokens) {
 
-    /** {@code defaults} (the model's) with what the request sets; {@code choice} offsets the seed so that the n choices differ. */
+    /**
+     * {@code defaults} (the model's) with what the request sets; {@code choice} offsets the seed so that the n choices differ.
+     * {@code logit_bias}, the presence and frequency penalties and {@code min_tokens} become the sampler's logits processors
+     * ({@link LogitBias}, {@link OccurrencePenalty}, {@link MinTokens} of the model's stop tokens), in that order.
+     */
     SamplingParams over(SamplingParams defaults, int maxTokens, int logprobs, int choice) {
       SamplingParams p = defaults.withMaxTokens(maxTokens).withLogprobs(logprobs).withStopStrings(stop);
+      if (!logitBias.isEmpty()) {
+        p = p.withProcessor(new LogitBias(logitBias));
+      }
+      if (presencePenalty != 0 || frequencyPenalty != 0) {
+        p = p.withProcessor(new OccurrencePenalty(presencePenalty, frequencyPenalty));
+      }
+      if (minTokens > 0) {
+        p = p.withProcessor(new MinTokens(minTokens, defaults.stopTokenIds()));
+      }
       if (temperature != null) { // as vLLM, a temperature too small to divide by is the smallest one
         p = p.withTemperature(temperature == 0 ? 0 : Math.max(temperature, SamplingParams.MIN_TEMPERATURE));
       }
@@ -126,9 +139,19 @@ final class OpenAiRequest {
   /** A chat message: its role and its text (text parts joined). */
   record Message(String role, String content) {}
 
-  /** {@code POST /v1/chat/completions}: {@code logprobs} whether to report them, {@code topLogprobs} how many alternatives. */
+  /**
+   * {@code POST /v1/chat/completions}: {@code logprobs} whether to report them, {@code topLogprobs} how many alternatives,
+   * {@code responseFormat} null for text.
+   */
   record Chat(String model, List<Message> messages, Sampling sampling, boolean logprobs, int topLogprobs, Streaming streaming,
-      Extensions extensions) {}
+      Extensions extensions, ResponseFormat responseFormat) {}
+
+  /**
+   * A chat's {@code response_format} other than text: {@code schema} null for {@code json_object} (any JSON object),
+   * else the JSON schema's text of {@code json_schema} (its {@code name} is for the client; {@code strict} or not, the
+   * output always follows the schema: a schema the grammar cannot follow is refused either way).
+   */
+  record ResponseFormat(String schema, String name) {}
 
   /** {@code POST /v1/embeddings}: the inputs, {@code base64} for little-endian float32 bytes, {@code dimensions} null unless asked. */
   record Embeddings(String model, List<Prompt> inputs, boolean base64, Integer dimensions) {}
@@ -213,7 +236,7 @@ final class OpenAiRequest {
     if (top > 0 && !logprobs) {
       throw OpenAiError.invalid("top_logprobs", "top_logprobs needs \"logprobs\": true");
     }
-    return new Chat(model, List.copyOf(messages), sampling, logprobs, top, streaming(root), extensions(root));
+    return new Chat(model, List.copyOf(messages), sampling, logprobs, top, streaming(root), extensions(root), responseFormat(root));
   }
 
   static Embeddings embeddings(JsonNode root) {
@@ -281,7 +304,85 @@ final class OpenAiRequest {
     Long seed = present(root, "seed") == null ? null : whole(root, "seed", 0, Long.MIN_VALUE, Long.MAX_VALUE);
     Double penalty = number(root, "repetition_penalty", Double.MIN_VALUE, 100, "above 0 (1: none)");
     int n = (int) whole(root, "n", 1, 1, MAX_CHOICES);
-    return new Sampling(maxTokens, temperature, topP, topK, minP, seed, stops(root), penalty, n);
+    Double presence = number(root, "presence_penalty", -2, 2, "from -2 to 2 (0: none)");
+    Double frequency = number(root, "frequency_penalty", -2, 2, "from -2 to 2 (0: none)");
+    int leastTokens = (int) whole(root, "min_tokens", 0, 0, Integer.MAX_VALUE);
+    if (maxTokens != null && leastTokens > maxTokens) {
+      throw OpenAiError.invalid("min_tokens", "min_tokens " + leastTokens + " is above " + maxTokensField + " " + maxTokens
+          + ": ask for at most as many as the most");
+    }
+    return new Sampling(maxTokens, temperature, topP, topK, minP, seed, stops(root), penalty, n, logitBias(root),
+        presence == null ? 0 : presence, frequency == null ? 0 : frequency, leastTokens);
+  }
+
+  /** OpenAI's {@code logit_bias}: token ids (as the object's keys, strings) to biases from -100 to 100; ids checked against the model later. */
+  private static Map<Integer, Float> logitBias(JsonNode root) {
+    JsonNode b = present(root, "logit_bias");
+    if (b == null) {
+      return Map.of();
+    }
+    if (!b.isObject()) {
+      throw OpenAiError.invalid("logit_bias", "expected an object of token id to bias, such as {\"50256\": -100}, got " + TensorJson.kind(b));
+    }
+    Map<Integer, Float> bias = new java.util.TreeMap<>();
+    for (Iterator<Map.Entry<String, JsonNode>> it = b.fields(); it.hasNext(); ) {
+      Map.Entry<String, JsonNode> e = it.next();
+      int id;
+      try {
+        id = Integer.parseInt(e.getKey());
+      } catch (NumberFormatException x) {
+        id = -1;
+      }
+      if (id < 0) {
+        throw OpenAiError.invalid("logit_bias", "keys are token ids (whole numbers >= 0 written as strings), got \"" + e.getKey() + "\"");
+      }
+      JsonNode v = e.getValue();
+      if (!v.isNumber() || !(v.asDouble() >= -LogitBias.MAX_BIAS && v.asDouble() <= LogitBias.MAX_BIAS)) {
+        throw OpenAiError.invalid("logit_bias", "the bias of token " + id + " is " + v + ": expected a number from -100 to 100");
+      }
+      bias.put(id, (float) v.asDouble());
+    }
+    return bias;
+  }
+
+  /** {@code response_format}: null for {@code text}; {@code json_object}; {@code json_schema} with its {@code schema}. */
+  private static ResponseFormat responseFormat(JsonNode root) {
+    JsonNode f = present(root, "response_format");
+    if (f == null) {
+      return null;
+    }
+    if (!f.isObject() || !f.path("type").isTextual()) {
+      throw OpenAiError.invalid("response_format", "expected {\"type\": \"text\" | \"json_object\" | \"json_schema\", ...}, got "
+          + TensorJson.kind(f));
+    }
+    String type = f.get("type").asText();
+    switch (type) {
+      case "text":
+        return null;
+      case "json_object":
+        return new ResponseFormat(null, null);
+      case "json_schema":
+        JsonNode js = present(f, "json_schema");
+        if (js == null || !js.isObject()) {
+          throw OpenAiError.invalid("response_format", "type json_schema needs \"json_schema\": {\"name\", \"schema\", \"strict\"}");
+        }
+        for (Iterator<String> it = js.fieldNames(); it.hasNext(); ) {
+          String name = it.next();
+          if (!Set.of("name", "schema", "strict", "description").contains(name)) {
+            throw OpenAiError.invalid("response_format", "unknown field json_schema." + name + ": it takes name, description, schema and strict");
+          }
+        }
+        JsonNode schema = present(js, "schema");
+        if (schema == null || !schema.isObject()) {
+          throw OpenAiError.invalid("response_format", "json_schema.schema is required: the JSON schema (an object) the answer follows");
+        }
+        if (present(js, "strict") != null && !js.get("strict").isBoolean()) {
+          throw OpenAiError.invalid("response_format", "json_schema.strict is true or false, got " + js.get("strict"));
+        }
+        return new ResponseFormat(schema.toString(), js.path("name").asText(""));
+      default:
+        throw OpenAiError.invalid("response_format", "type is \"text\", \"json_object\" or \"json_schema\", got \"" + type + "\"");
+    }
   }
 
   private static List<String> stops(JsonNode root) {

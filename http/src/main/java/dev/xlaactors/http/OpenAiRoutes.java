@@ -9,6 +9,11 @@ import dev.xlaactors.lm.LanguageModel;
 import dev.xlaactors.lm.TextGenerator;
 import dev.xlaactors.runtime.HostTensor;
 import dev.xlaactors.lm.sampling.SamplingParams;
+import dev.xlaactors.lm.structured.GrammarProcessor;
+import dev.xlaactors.lm.structured.JsonSchemaAutomaton;
+import dev.xlaactors.lm.structured.TokenGrammar;
+import dev.xlaactors.lm.structured.TokenVocabulary;
+import dev.xlaactors.lm.structured.UnsupportedSchemaException;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.time.Duration;
@@ -360,6 +365,7 @@ public final class OpenAiRoutes extends AllDirectives {
           lm.contextLength() - ids.length), field));
       promptIds.add(ids);
     }
+    checkLogitBias(request.sampling(), lm);
     OpenAiResponses writer = new OpenAiResponses(OpenAiResponses.Api.COMPLETIONS, request.model(), lm.tokenizer(), request.logprobs(),
         request.streaming().includeUsage());
     boolean scorePrompts = request.echo() && request.logprobs() != null;
@@ -397,20 +403,63 @@ public final class OpenAiRoutes extends AllDirectives {
           + "template (its checkpoint's tokenizer_config.json has no chat_template, and there is no chat_template.jinja), so it "
           + "cannot turn messages into a prompt: use POST /v1/completions with a prompt, or import a checkpoint that has one");
     }
+    checkLogitBias(request.sampling(), lm);
     return template.renderAsync(request.messages(), true, renderer).thenCompose(prompt -> {
       // As Hugging Face's apply_chat_template: the template writes the special tokens, the tokenizer adds none (unless asked to, as vLLM).
       int[] ids = lm.tokenizer().encode(prompt, Boolean.TRUE.equals(request.extensions().addSpecialTokens()));
       int maxTokens = maxTokens(ep, ids.length, request.sampling().maxTokens(), lm.contextLength() - ids.length, "messages");
-      List<Job> jobs = new ArrayList<>();
-      for (int c = 0; c < request.sampling().n(); c++) {
-        SamplingParams params = request.sampling().over(lm.defaults(), maxTokens, request.topLogprobs(), c);
-        // ignore_eos drops the template's end of turn too.
-        jobs.add(new Job(c, 0, ids, request.extensions().apply(params.withStopTokenIds(chatStops(lm, template, params))), null, null));
-      }
       OpenAiResponses writer = new OpenAiResponses(OpenAiResponses.Api.CHAT, request.model(), lm.tokenizer(),
           request.logprobs() ? request.topLogprobs() : null, request.streaming().includeUsage());
-      return run(ep, jobs, ids.length, writer, request.streaming(), request.extensions(), connection, timeout);
+      // A response format's grammar: the vocabulary is read once per model (seconds for 150,000 tokens) and the schema
+      // compiled once per schema (cached), both blocking, so not on this thread.
+      CompletableFuture<TokenGrammar> grammar = request.responseFormat() == null ? CompletableFuture.completedFuture(null)
+          : CompletableFuture.supplyAsync(() -> grammar(lm, request.responseFormat()), blocking);
+      return grammar.thenCompose(constraint -> {
+        List<Job> jobs = new ArrayList<>();
+        for (int c = 0; c < request.sampling().n(); c++) {
+          SamplingParams params = request.sampling().over(lm.defaults(), maxTokens, request.topLogprobs(), c);
+          Set<Integer> stops = chatStops(lm, template, params);
+          // ignore_eos drops the template's end of turn too.
+          params = request.extensions().apply(params.withStopTokenIds(stops));
+          if (constraint != null) {
+            if (stops.isEmpty()) {
+              throw OpenAiError.invalid("response_format", "model '" + lm.name() + "' has no end-of-text token, so a constrained"
+                  + " answer cannot end: import it with its generation_config.json's eos_token_id");
+            }
+            // A constrained answer ends with a chat stop whatever ignore_eos says: the grammar's end is one.
+            params = params.withStopTokenIds(stops).withProcessor(new GrammarProcessor(constraint, stops));
+          }
+          jobs.add(new Job(c, 0, ids, params, null, null));
+        }
+        return run(ep, jobs, ids.length, writer, request.streaming(), request.extensions(), connection, timeout);
+      });
     });
+  }
+
+  /**
+   * The grammar of a chat's {@code response_format} for {@code lm}: any JSON object, or JSON valid for the schema; a
+   * schema outside the subset the grammar compiles is refused naming the keyword.
+   */
+  private static TokenGrammar grammar(LanguageModel lm, OpenAiRequest.ResponseFormat format) {
+    TokenVocabulary vocabulary = TokenVocabulary.of(lm.tokenizer());
+    TokenGrammar grammar;
+    try {
+      grammar = format.schema() == null ? TokenGrammar.cached("json_object", vocabulary, JsonSchemaAutomaton::anyObject)
+          : TokenGrammar.cached(format.schema(), vocabulary, () -> JsonSchemaAutomaton.compile(format.schema()));
+    } catch (UnsupportedSchemaException e) {
+      throw OpenAiError.invalid("response_format", e.getMessage());
+    }
+    return grammar;
+  }
+
+  /** Refuses a {@code logit_bias} naming a token outside the model's vocabulary. */
+  private static void checkLogitBias(OpenAiRequest.Sampling sampling, LanguageModel lm) {
+    for (int id : sampling.logitBias().keySet()) {
+      if (id >= lm.vocabulary()) {
+        throw OpenAiError.invalid("logit_bias", "token " + id + " is outside the vocabulary of model '" + lm.name() + "' (0.."
+            + (lm.vocabulary() - 1) + ")");
+      }
+    }
   }
 
   /**

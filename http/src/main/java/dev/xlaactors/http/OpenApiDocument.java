@@ -204,8 +204,14 @@ public final class OpenApiDocument extends AllDirectives {
     props(chatRequest).set("max_completion_tokens", nullable(integer().put("minimum", 1)));
     props(chatRequest).set("logprobs", nullable(bool()));
     props(chatRequest).set("top_logprobs", nullable(integer().put("minimum", 0).put("maximum", 20)));
+    ObjectNode jsonSchema = obj(req("schema"), "name", str(), "description", str(), "schema", F.objectNode().put("type", "object"),
+        "strict", nullable(bool()));
+    jsonSchema.put("additionalProperties", false);
+    props(chatRequest).set("response_format", nullable(obj(req("type"), "type", str().set("enum", arr("text", "json_object",
+        "json_schema")), "json_schema", jsonSchema)));
     chatRequest.set("required", arr("model", "messages"));
-    chatRequest.put("description", "max_tokens and max_completion_tokens: one at most; top_logprobs needs logprobs true.");
+    chatRequest.put("description", "max_tokens and max_completion_tokens: one at most; top_logprobs needs logprobs true; "
+        + "response_format json_schema: the subset of JSON Schema in docs/http.md (other keywords are refused naming them).");
     paths.putObject("/v1/chat/completions").set("post", op("Answers messages rendered by the model's chat template (OpenAI's chat "
         + "completions); streamed when stream is true.", null, completions(completionResponse("chat.completion", true)), chatRequest));
     ObjectNode embeddingsRequest = closed(obj(null, "model", modelName(embedding), "input", prompt(),
@@ -377,7 +383,12 @@ public final class OpenApiDocument extends AllDirectives {
         "stream", nullable(bool()),
         "stream_options", nullable(obj(null, "include_usage", nullable(bool()))),
         "user", nullable(str()),
-        "repetition_penalty", nullable(number().put("exclusiveMinimum", true).put("minimum", 0).put("maximum", 100))));
+        "repetition_penalty", nullable(number().put("exclusiveMinimum", true).put("minimum", 0).put("maximum", 100)),
+        "logit_bias", nullable(F.objectNode().put("type", "object").set("additionalProperties", number().put("minimum", -100)
+            .put("maximum", 100))),
+        "presence_penalty", nullable(number().put("minimum", -2).put("maximum", 2)),
+        "frequency_penalty", nullable(number().put("minimum", -2).put("maximum", 2)),
+        "min_tokens", nullable(integer().put("minimum", 0))));
   }
 
   /** A string, strings, token ids, or lists of token ids. */

@@ -101,9 +101,8 @@ class OpenAiRequestTest {
     assertEquals("invalid_request_error", tools.type());
     assertTrue(tools.getMessage().contains("'tools' is not supported"), tools.getMessage());
 
-    OpenAiError penalty = refused(() -> OpenAiRequest.completion(json("{\"model\":\"m\",\"prompt\":\"x\",\"presence_penalty\":0.5}")));
-    assertEquals("presence_penalty", penalty.param());
-    assertTrue(penalty.getMessage().contains("repetition_penalty"), penalty.getMessage());
+    OpenAiError suffix = refused(() -> OpenAiRequest.completion(json("{\"model\":\"m\",\"prompt\":\"x\",\"suffix\":\"y\"}")));
+    assertEquals("suffix", suffix.param());
 
     OpenAiError unknown = refused(() -> OpenAiRequest.completion(json("{\"model\":\"m\",\"prompt\":\"x\",\"temprature\":1}")));
     assertEquals("temprature", unknown.param());
@@ -115,6 +114,40 @@ class OpenAiRequestTest {
     OpenAiError toolCalls = refused(() -> OpenAiRequest.chat(json("{\"model\":\"m\",\"messages\":[{\"role\":\"assistant\","
         + "\"content\":\"\",\"tool_calls\":[]}]}")));
     assertEquals("messages[0].tool_calls", toolCalls.param());
+  }
+
+  @Test
+  void logitsProcessorFieldsAndResponseFormatsAreRead() {
+    OpenAiRequest.Sampling s = OpenAiRequest.completion(json("{\"model\":\"m\",\"prompt\":\"x\",\"logit_bias\":{\"7\":-100,\"3\":2.5},"
+        + "\"presence_penalty\":0.5,\"frequency_penalty\":-1,\"min_tokens\":2,\"max_tokens\":4}")).sampling();
+    assertEquals(java.util.Map.of(7, -100f, 3, 2.5f), s.logitBias());
+    dev.xlaactors.lm.sampling.SamplingParams p = s.over(dev.xlaactors.lm.sampling.SamplingParams.defaults()
+        .withStopTokenIds(java.util.Set.of(0)), 4, 0, 0);
+    assertEquals(List.of(new dev.xlaactors.lm.sampling.LogitBias(java.util.Map.of(7, -100f, 3, 2.5f)),
+        new dev.xlaactors.lm.sampling.OccurrencePenalty(0.5, -1), new dev.xlaactors.lm.sampling.MinTokens(2, java.util.Set.of(0))),
+        p.processors());
+    assertEquals(List.of(), OpenAiRequest.completion(json("{\"model\":\"m\",\"prompt\":\"x\"}")).sampling()
+        .over(dev.xlaactors.lm.sampling.SamplingParams.defaults(), 4, 0, 0).processors(), "no field, no processor");
+
+    String chat = "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],";
+    assertNull(OpenAiRequest.chat(json(chat + "\"response_format\":{\"type\":\"text\"}}")).responseFormat());
+    assertEquals(new OpenAiRequest.ResponseFormat(null, null),
+        OpenAiRequest.chat(json(chat + "\"response_format\":{\"type\":\"json_object\"}}")).responseFormat());
+    assertEquals(new OpenAiRequest.ResponseFormat("{\"type\":\"integer\"}", "n"), OpenAiRequest.chat(json(chat
+        + "\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"n\",\"strict\":true,\"schema\":{\"type\":\"integer\"}}}}"))
+        .responseFormat());
+
+    assertEquals("logit_bias", refused(() -> OpenAiRequest.completion(json("{\"model\":\"m\",\"prompt\":\"x\",\"logit_bias\":{\"1\":101}}")))
+        .param());
+    assertEquals("presence_penalty", refused(() -> OpenAiRequest.completion(json("{\"model\":\"m\",\"prompt\":\"x\","
+        + "\"presence_penalty\":2.5}"))).param());
+    OpenAiError min = refused(() -> OpenAiRequest.completion(json("{\"model\":\"m\",\"prompt\":\"x\",\"min_tokens\":5,\"max_tokens\":4}")));
+    assertEquals("min_tokens", min.param());
+    assertTrue(min.getMessage().contains("above max_tokens 4"), min.getMessage());
+    OpenAiError schemaless = refused(() -> OpenAiRequest.chat(json(chat + "\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"n\"}}}")));
+    assertEquals("response_format", schemaless.param());
+    assertTrue(schemaless.getMessage().contains("json_schema.schema is required"), schemaless.getMessage());
+    assertEquals("response_format", refused(() -> OpenAiRequest.chat(json(chat + "\"response_format\":{\"type\":\"yaml\"}}"))).param());
   }
 
   @Test

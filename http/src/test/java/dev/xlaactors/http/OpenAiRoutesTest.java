@@ -72,7 +72,7 @@ class OpenAiRoutesTest {
     JsonNode malformed = error(post("/v1/completions", "{\"model\":"), 400);
     assertEquals("invalid_request_error", malformed.get("type").asText());
 
-    JsonNode field = error(post("/v1/completions", "{\"model\":\"gpt\",\"prompt\":\"x\",\"logit_bias\":{\"1\":5}}"), 400);
+    JsonNode field = error(post("/v1/completions", "{\"model\":\"gpt\",\"prompt\":\"x\",\"logit_bias\":{\"one\":5}}"), 400);
     assertEquals("logit_bias", field.get("param").asText()); // checked before the model is looked up
 
     JsonNode embeddings = error(post("/v1/embeddings", "{\"model\":\"bert\",\"input\":\"x\",\"dimensions\":\"8\"}"), 400);

@@ -9,7 +9,8 @@ import java.util.List;
  * Draws one token from one row of logits by a request's {@link SamplingParams} and its sequence's
  * {@link SequenceState}, and reports log-probabilities (see {@link Sample}).
  *
- * <p>The steps, in Hugging Face's order: the repetition penalty on the sequence's tokens; temperature
+ * <p>The steps, in Hugging Face's order: the repetition penalty on the sequence's tokens; the request's
+ * {@link LogitsProcessor}s in order (masks and biases; the reported log-probabilities stay the model's); temperature
  * 0 takes the highest logit (the lowest id on a tie); otherwise the logits are divided by the
  * temperature, cut to the top {@code k}, then to the nucleus of probability {@code topP} (a fraction of
  * the top-k's mass when there is a top-k cut), then to the tokens at least {@code minP} times as likely
@@ -73,19 +74,23 @@ public final class Sampler {
     double logNormalizer = rawMax + Math.log(rawMass);
 
     boolean penalised = params.repetitionPenalty() != 1 && state.distinctCount() > 0;
+    boolean processed = !state.processors().isEmpty();
     float[] ordered = raw; // the values the cuts order by
-    if (penalised || (!params.isGreedy() && params.temperature() != 1)) {
+    if (penalised || processed || (!params.isGreedy() && params.temperature() != 1)) {
       ordered = scores;
       System.arraycopy(raw, 0, scores, 0, n);
       if (penalised) {
         applyRepetitionPenalty(params.repetitionPenalty(), state, n);
+      }
+      if (processed) {
+        applyProcessors(state, n);
       }
     }
     int token;
     if (params.isGreedy()) {
       token = argmax(ordered, n);
     } else {
-      double total = ordered == raw
+      double total = ordered == raw && !processed
           ? rawMass // the raw row's weights are already there
           : fillWeights(ordered, ordered[argmax(ordered, n)], params.temperature(), n);
       token = draw(ordered, total, params, state, n);
@@ -153,6 +158,29 @@ public final class Sampler {
       // Kept finite, and finite after the smallest temperature divides it: a penalty near 0 (8.5e-156, found by
       // serve-fuzz) made repeated tokens' logits +Infinity, their weights exp(Inf - Inf) = NaN, and no token drawable.
       scores[token] = (float) Math.max(-PENALISED_BOUND, Math.min(PENALISED_BOUND, y));
+    }
+  }
+
+  /**
+   * Runs the sequence's processors on {@code scores} in order, then checks what they left: no NaN or
+   * {@code +Infinity}, and at least one token that can be drawn.
+   */
+  private void applyProcessors(SequenceState state, int n) {
+    for (LogitsProcessor p : state.processors()) {
+      p.process(state, scores, n);
+    }
+    boolean any = false;
+    for (int i = 0; i < n; i++) {
+      float x = scores[i];
+      if (Float.isNaN(x) || x == Float.POSITIVE_INFINITY) {
+        throw new InvalidArgumentException("after the logits processors " + state.processors() + " logit " + i + " is " + x
+            + ": expected processors to leave finite logits or -inf for masked tokens");
+      }
+      any |= x != Float.NEGATIVE_INFINITY;
+    }
+    if (!any) {
+      throw new InvalidArgumentException("the logits processors " + state.processors() + " masked all " + n + " tokens: no token"
+          + " can be drawn; a processor must leave at least one token (e.g. the end of text when its constraint is met)");
     }
   }
 

@@ -9,7 +9,7 @@ import java.util.Set;
  * logged, compared and sent across a cluster, validated once here (as vLLM's {@code SamplingParams}).
  *
  * <p>The {@link Sampler} applies, in Hugging Face's order: {@code repetitionPenalty} to the tokens the
- * sequence holds, then {@code temperature} (0 = greedy: the highest logit, the lowest id on a tie, and
+ * sequence holds, then the {@code processors} in order, then {@code temperature} (0 = greedy: the highest logit, the lowest id on a tie, and
  * the rest below is ignored), {@code topK}, {@code topP} and {@code minP}, and draws from what is left.
  *
  * @param temperature divides the logits; 0 = greedy, else finite and at least {@value #MIN_TEMPERATURE}
@@ -31,6 +31,10 @@ import java.util.Set;
  * @param logprobs how many of the most likely tokens to report with each sample, with their
  *     log-probabilities; in {@code [0, }{@value #MAX_LOGPROBS}{@code ]}; 0 = none (the drawn token's
  *     log-probability is always reported)
+ * @param processors Java code run on each step's logits after the repetition penalty and before
+ *     temperature ({@link LogitsProcessor}): built-ins such as {@link LogitBias}, {@link OccurrencePenalty},
+ *     {@link MinTokens} and grammar constraints, or a user's own; applied in order; none null; null is read
+ *     as none
  */
 public record SamplingParams(
     double temperature,
@@ -42,7 +46,8 @@ public record SamplingParams(
     List<String> stopStrings,
     int maxTokens,
     double repetitionPenalty,
-    int logprobs) {
+    int logprobs,
+    List<LogitsProcessor> processors) {
 
   /** The lowest temperature other than 0 (greedy). */
   public static final double MIN_TEMPERATURE = 0.01;
@@ -92,6 +97,11 @@ public record SamplingParams(
     if (logprobs < 0 || logprobs > MAX_LOGPROBS) {
       throw invalid("logprobs", logprobs, "an integer in [0, " + MAX_LOGPROBS + "]", "use 0 for none");
     }
+    processors = processors == null ? List.of() : processors;
+    if (processors.stream().anyMatch(java.util.Objects::isNull)) {
+      throw invalid("processors", processors, "logits processors, none null", "leave out the null");
+    }
+    processors = List.copyOf(processors);
   }
 
   private static InvalidArgumentException invalid(String field, Object value, String expected, String fix) {
@@ -103,7 +113,7 @@ public record SamplingParams(
    * {@value #DEFAULT_MAX_TOKENS} tokens, no stops, no top log-probabilities.
    */
   public static SamplingParams defaults() {
-    return new SamplingParams(1.0, 0, 1.0, 0.0, null, Set.of(), List.of(), DEFAULT_MAX_TOKENS, 1.0, 0);
+    return new SamplingParams(1.0, 0, 1.0, 0.0, null, Set.of(), List.of(), DEFAULT_MAX_TOKENS, 1.0, 0, List.of());
   }
 
   /** {@link #defaults()} with temperature 0: always the most likely token. */
@@ -118,51 +128,63 @@ public record SamplingParams(
 
   /** These parameters with {@code temperature} changed. */
   public SamplingParams withTemperature(double temperature) {
-    return new SamplingParams(temperature, topK, topP, minP, seed, stopTokenIds, stopStrings, maxTokens, repetitionPenalty, logprobs);
+    return new SamplingParams(temperature, topK, topP, minP, seed, stopTokenIds, stopStrings, maxTokens, repetitionPenalty, logprobs, processors);
   }
 
   /** These parameters with {@code topK} changed. */
   public SamplingParams withTopK(int topK) {
-    return new SamplingParams(temperature, topK, topP, minP, seed, stopTokenIds, stopStrings, maxTokens, repetitionPenalty, logprobs);
+    return new SamplingParams(temperature, topK, topP, minP, seed, stopTokenIds, stopStrings, maxTokens, repetitionPenalty, logprobs, processors);
   }
 
   /** These parameters with {@code topP} changed. */
   public SamplingParams withTopP(double topP) {
-    return new SamplingParams(temperature, topK, topP, minP, seed, stopTokenIds, stopStrings, maxTokens, repetitionPenalty, logprobs);
+    return new SamplingParams(temperature, topK, topP, minP, seed, stopTokenIds, stopStrings, maxTokens, repetitionPenalty, logprobs, processors);
   }
 
   /** These parameters with {@code minP} changed. */
   public SamplingParams withMinP(double minP) {
-    return new SamplingParams(temperature, topK, topP, minP, seed, stopTokenIds, stopStrings, maxTokens, repetitionPenalty, logprobs);
+    return new SamplingParams(temperature, topK, topP, minP, seed, stopTokenIds, stopStrings, maxTokens, repetitionPenalty, logprobs, processors);
   }
 
   /** These parameters with {@code seed} changed (null = random). */
   public SamplingParams withSeed(Long seed) {
-    return new SamplingParams(temperature, topK, topP, minP, seed, stopTokenIds, stopStrings, maxTokens, repetitionPenalty, logprobs);
+    return new SamplingParams(temperature, topK, topP, minP, seed, stopTokenIds, stopStrings, maxTokens, repetitionPenalty, logprobs, processors);
   }
 
   /** These parameters with {@code stopTokenIds} changed. */
   public SamplingParams withStopTokenIds(Set<Integer> stopTokenIds) {
-    return new SamplingParams(temperature, topK, topP, minP, seed, stopTokenIds, stopStrings, maxTokens, repetitionPenalty, logprobs);
+    return new SamplingParams(temperature, topK, topP, minP, seed, stopTokenIds, stopStrings, maxTokens, repetitionPenalty, logprobs, processors);
   }
 
   /** These parameters with {@code stopStrings} changed. */
   public SamplingParams withStopStrings(List<String> stopStrings) {
-    return new SamplingParams(temperature, topK, topP, minP, seed, stopTokenIds, stopStrings, maxTokens, repetitionPenalty, logprobs);
+    return new SamplingParams(temperature, topK, topP, minP, seed, stopTokenIds, stopStrings, maxTokens, repetitionPenalty, logprobs, processors);
   }
 
   /** These parameters with {@code maxTokens} changed. */
   public SamplingParams withMaxTokens(int maxTokens) {
-    return new SamplingParams(temperature, topK, topP, minP, seed, stopTokenIds, stopStrings, maxTokens, repetitionPenalty, logprobs);
+    return new SamplingParams(temperature, topK, topP, minP, seed, stopTokenIds, stopStrings, maxTokens, repetitionPenalty, logprobs, processors);
   }
 
   /** These parameters with {@code repetitionPenalty} changed. */
   public SamplingParams withRepetitionPenalty(double repetitionPenalty) {
-    return new SamplingParams(temperature, topK, topP, minP, seed, stopTokenIds, stopStrings, maxTokens, repetitionPenalty, logprobs);
+    return new SamplingParams(temperature, topK, topP, minP, seed, stopTokenIds, stopStrings, maxTokens, repetitionPenalty, logprobs, processors);
   }
 
   /** These parameters with {@code logprobs} changed. */
   public SamplingParams withLogprobs(int logprobs) {
-    return new SamplingParams(temperature, topK, topP, minP, seed, stopTokenIds, stopStrings, maxTokens, repetitionPenalty, logprobs);
+    return new SamplingParams(temperature, topK, topP, minP, seed, stopTokenIds, stopStrings, maxTokens, repetitionPenalty, logprobs, processors);
+  }
+
+  /** These parameters with {@code processors} changed. */
+  public SamplingParams withProcessors(List<LogitsProcessor> processors) {
+    return new SamplingParams(temperature, topK, topP, minP, seed, stopTokenIds, stopStrings, maxTokens, repetitionPenalty, logprobs, processors);
+  }
+
+  /** These parameters with {@code processor} run after the ones they have. */
+  public SamplingParams withProcessor(LogitsProcessor processor) {
+    java.util.ArrayList<LogitsProcessor> all = new java.util.ArrayList<>(processors);
+    all.add(processor);
+    return withProcessors(all);
   }
 }

@@ -23,7 +23,7 @@ class SamplingParamsTest {
   @Test
   void defaultsAndGreedy() {
     SamplingParams defaults = SamplingParams.defaults();
-    assertEquals(new SamplingParams(1.0, 0, 1.0, 0.0, null, Set.of(), List.of(), 16, 1.0, 0), defaults);
+    assertEquals(new SamplingParams(1.0, 0, 1.0, 0.0, null, Set.of(), List.of(), 16, 1.0, 0, List.of()), defaults);
     assertNull(defaults.seed());
     SamplingParams greedy = SamplingParams.greedy();
     assertEquals(0.0, greedy.temperature());
@@ -36,7 +36,7 @@ class SamplingParamsTest {
     SamplingParams p = SamplingParams.defaults().withTopK(40).withTopP(0.9).withMinP(0.05).withSeed(7L)
         .withStopTokenIds(Set.of(50256)).withStopStrings(List.of("\n\n")).withMaxTokens(128)
         .withRepetitionPenalty(1.3).withLogprobs(5).withTemperature(0.7);
-    assertEquals(new SamplingParams(0.7, 40, 0.9, 0.05, 7L, Set.of(50256), List.of("\n\n"), 128, 1.3, 5), p);
+    assertEquals(new SamplingParams(0.7, 40, 0.9, 0.05, 7L, Set.of(50256), List.of("\n\n"), 128, 1.3, 5, List.of()), p);
   }
 
   @Test

@@ -1,0 +1,438 @@
+// Native matrix products for the weight matmuls of model programs, called from compiled programs as XLA
+// typed-FFI custom calls (platform "Host"):
+//
+//   xla_actors.matmul_f32  (x f32[..., K], w f32[K, N] or f32[N, K] with w_transposed = 1) -> f32[..., N]
+//   xla_actors.matmul_q8   (x f32[..., K], q s8[N, K], scales f32[N, K/32])                -> f32[..., N]
+//
+// matmul_q8 is Q8_0-style weight-only quantisation: w[n, k] = q[n, k] * scales[n, k / 32], blocks of 32
+// along the input dimension. Activations stay f32 (no quantisation of x), so the only error is the
+// weights'.
+//
+// Why: decode at a few rows is a chain of matrix-vector products whose speed is the memory bandwidth;
+// XLA's CPU dot emitter reads ~0.4 of it on the pinned plugin. These kernels stream each weight once per
+// call, in long contiguous runs, on every core (a small persistent pool; XLA's thread is blocked in the
+// handler meanwhile and takes a share of the work itself).
+//
+// One source, three instruction sets: the kernels (matmul_kernels_isa.inc) are written over GCC's generic
+// vector types and compiled three times, under `#pragma GCC target` regions (AVX-512, AVX2+FMA) and for the
+// x86-64 baseline, so the library still loads on any x86-64 and the choice is made at run time from the CPU's
+// features, capped by XLA_FLAGS' --xla_cpu_max_isa (so a run that limits XLA to AVX2 limits us too) or by
+// XLA_ACTORS_KERNEL_ISA (avx512, avx2, portable). XLA_ACTORS_KERNEL_THREADS sets the pool's size
+// (default: the CPUs this process may run on, at most 16).
+// The kernels pass wide vectors only between always-inlined functions of one instruction set; the
+// warning about the ABI of such vectors across instruction sets does not apply.
+#pragma GCC diagnostic ignored "-Wpsabi"
+// GCC 12 reports the _mm512_undefined_*() inside its own AVX-512 conversion intrinsics as maybe used
+// uninitialised (a known false positive of those headers).
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+#include <immintrin.h>
+#include <sched.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bridge.h"
+#include "xla/ffi/api/c_api.h"
+
+namespace xla_actors {
+namespace {
+
+constexpr const char kMatmulF32Target[] = "xla_actors.matmul_f32";
+constexpr const char kMatmulQ8Target[] = "xla_actors.matmul_q8";
+constexpr int kQ8Block = 32;
+
+// ---------------------------------------------------------------- the kernels, once per instruction set
+
+struct Problem {
+  const float* x;
+  const void* w;
+  const float* scales;  // matmul_q8 only
+  float* y;
+  int64_t M, K, N;
+};
+
+using Kernel = void (*)(const Problem&, int64_t n0, int64_t n1);
+
+namespace avx512 {
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma")
+#define XLA_ACTORS_L 16
+#include "matmul_kernels_isa.inc"
+#undef XLA_ACTORS_L
+#pragma GCC pop_options
+}  // namespace avx512
+
+namespace avx2 {
+#pragma GCC push_options
+#pragma GCC target("avx2,fma")
+#define XLA_ACTORS_L 8
+#include "matmul_kernels_isa.inc"
+#undef XLA_ACTORS_L
+#pragma GCC pop_options
+}  // namespace avx2
+
+namespace portable {  // the x86-64 baseline (SSE2)
+#define XLA_ACTORS_L 4
+#include "matmul_kernels_isa.inc"
+#undef XLA_ACTORS_L
+}  // namespace portable
+
+struct Isa {
+  const char* name;
+  Kernel dot_f32, axpy_f32, dot_q8;
+};
+
+const Isa kAvx512 = {"avx512", &avx512::DotF32Part, &avx512::AxpyF32Part, &avx512::DotQ8Part};
+const Isa kAvx2 = {"avx2", &avx2::DotF32Part, &avx2::AxpyF32Part, &avx2::DotQ8Part};
+const Isa kPortable = {"portable", &portable::DotF32Part, &portable::AxpyF32Part, &portable::DotQ8Part};
+
+std::string Lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+  return s;
+}
+
+// The widest instruction set this CPU has, capped by XLA_ACTORS_KERNEL_ISA, else by XLA_FLAGS'
+// --xla_cpu_max_isa (SSE4_2, AVX, AVX2, AVX512...; XLA's names), read once.
+const Isa& ChooseIsa() {
+  __builtin_cpu_init();
+  int cap = 2;  // 2: avx512, 1: avx2, 0: portable
+  const char* ours = std::getenv("XLA_ACTORS_KERNEL_ISA");
+  const char* flags = std::getenv("XLA_FLAGS");
+  if (ours != nullptr && *ours != '\0') {
+    std::string v = Lower(ours);
+    cap = v == "portable" ? 0 : v == "avx2" ? 1 : 2;
+  } else if (flags != nullptr) {
+    std::string f(flags);
+    const std::string key = "--xla_cpu_max_isa=";
+    size_t at = f.find(key);
+    if (at != std::string::npos) {
+      std::string v = Lower(f.substr(at + key.size(), f.find_first_of(" \t", at) - at - key.size()));
+      if (v.rfind("avx512", 0) == 0) cap = 2;
+      else if (v == "avx2") cap = 1;
+      else cap = 0;  // SSE4_2 or AVX (no FMA): the baseline kernels
+    }
+  }
+  if (cap >= 2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq")) {
+    return kAvx512;
+  }
+  if (cap >= 1 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return kAvx2;
+  return kPortable;
+}
+
+const Isa& TheIsa() {
+  static const Isa& isa = ChooseIsa();
+  return isa;
+}
+
+// ---------------------------------------------------------------- the pool
+
+// A few persistent workers that split one call's output columns with the calling XLA thread. Workers
+// spin briefly after a job (decode makes one call every few tens of microseconds), then sleep. One call
+// at a time: a call that finds the pool busy (another run's matmul on another XLA thread) computes on its
+// own thread instead of waiting.
+class KernelPool {
+ public:
+  explicit KernelPool(int threads) {
+    for (int i = 1; i < threads; ++i) workers_.emplace_back([this] { Work(); });
+  }
+
+  // Never destroyed (a static that lives until exit; joining at exit could race XLA's own teardown).
+  int size() const { return static_cast<int>(workers_.size()) + 1; }
+
+  // Runs part(i) for i in [0, parts), on the workers and the caller; returns when all are done.
+  void Run(int parts, const std::function<void(int)>& part) {
+    std::unique_lock<std::mutex> busy(busy_, std::try_to_lock);
+    if (!busy.owns_lock() || parts <= 1 || workers_.empty()) {
+      for (int i = 0; i < parts; ++i) part(i);
+      return;
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      // A worker still leaving the previous job's Drain takes an index past any job's parts until
+      // the new job is fully published.
+      next_.store(kClosed);
+      part_ = &part;
+      parts_ = parts;
+      remaining_.store(parts);
+      next_.store(0);
+      generation_.fetch_add(1, std::memory_order_release);
+    }
+    cv_.notify_all();
+    Drain();
+    while (remaining_.load(std::memory_order_acquire) > 0) __builtin_ia32_pause();
+  }
+
+ private:
+  void Drain() {
+    for (int i; (i = next_.fetch_add(1)) < parts_.load();) {
+      (*part_.load())(i);
+      remaining_.fetch_sub(1, std::memory_order_acq_rel);
+    }
+  }
+
+  void Work() {
+    uint64_t seen = 0;
+    for (;;) {
+      // Spin up to kSpin for the next job before sleeping: decode calls follow each other within
+      // microseconds, and a wake-up through the condition variable costs tens of them.
+      bool ready = false;
+      auto until = std::chrono::steady_clock::now() + kSpin;
+      for (int spin = 0; !ready; ++spin) {
+        ready = generation_.load(std::memory_order_acquire) != seen;
+        if (ready || ((spin & 63) == 63 && std::chrono::steady_clock::now() > until)) break;
+        __builtin_ia32_pause();
+      }
+      if (!ready) {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [&] { return generation_.load() != seen; });
+      }
+      seen = generation_.load(std::memory_order_acquire);
+      Drain();
+    }
+  }
+
+  static constexpr std::chrono::microseconds kSpin{50};
+  static constexpr int kClosed = 1 << 30;
+
+  std::vector<std::thread> workers_;
+  std::mutex busy_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::atomic<const std::function<void(int)>*> part_{nullptr};
+  std::atomic<int> parts_{0};
+  std::atomic<int> next_{0};
+  std::atomic<int> remaining_{0};
+  std::atomic<uint64_t> generation_{0};
+};
+
+int PoolThreads() {
+  const char* env = std::getenv("XLA_ACTORS_KERNEL_THREADS");
+  if (env != nullptr && *env != '\0') {
+    int n = std::atoi(env);
+    if (n >= 1) return std::min(n, 64);
+  }
+  cpu_set_t set;
+  int cpus = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set)
+                                                          : static_cast<int>(std::thread::hardware_concurrency());
+  return std::max(1, std::min(cpus, 16));
+}
+
+KernelPool& Pool() {
+  static KernelPool* pool = new KernelPool(PoolThreads());
+  return *pool;
+}
+
+// Splits [0, N) into parts, each a multiple of `align` columns, and runs the kernel on them. Several parts
+// per thread, taken in turn from a shared counter: on a machine shared with other work a thread may be
+// descheduled mid-call, and the others then take its share instead of waiting for half the product.
+// Small products run on the calling thread: waking the workers costs more than they save.
+void RunSplit(Kernel kernel, const Problem& p, int64_t align) {
+  KernelPool& pool = Pool();
+  constexpr int64_t kMinPartWork = int64_t{1} << 17;  // multiply-adds: ~10 µs, well above the hand-off's cost
+  int64_t work = p.M * p.K * p.N;
+  int parts = pool.size() == 1 || work < (int64_t{1} << 16)
+                  ? 1
+                  : static_cast<int>(std::max<int64_t>(pool.size(), std::min<int64_t>(pool.size() * 8, work / kMinPartWork)));
+  int64_t per = (p.N + parts - 1) / parts;
+  per = (per + align - 1) / align * align;
+  parts = static_cast<int>((p.N + per - 1) / per);
+  pool.Run(parts, [&](int i) {
+    int64_t n0 = i * per, n1 = std::min(p.N, n0 + per);
+    if (n0 < n1) kernel(p, n0, n1);
+  });
+}
+
+// ---------------------------------------------------------------- the handlers
+
+std::string Dims(const XLA_FFI_Buffer* b) {
+  std::string s = "[";
+  for (int64_t d = 0; d < b->rank; ++d) s += (d ? "," : "") + std::to_string(b->dims[d]);
+  return s + "]";
+}
+
+std::string DtypeName(XLA_FFI_DataType t) {
+  switch (t) {
+    case XLA_FFI_DataType_F32: return "f32";
+    case XLA_FFI_DataType_S8: return "s8";
+    case XLA_FFI_DataType_F16: return "f16";
+    case XLA_FFI_DataType_BF16: return "bf16";
+    case XLA_FFI_DataType_F64: return "f64";
+    default: return "dtype " + std::to_string(static_cast<int>(t));
+  }
+}
+
+XLA_FFI_Error* Invalid(XLA_FFI_CallFrame* frame, const char* target, const std::string& message) {
+  return MakeFfiError(frame->api, XLA_FFI_Error_Code_INVALID_ARGUMENT, std::string(target) + ": " + message);
+}
+
+// Checks the frame holds `args` buffers and one buffer result, of the given dtypes.
+XLA_FFI_Error* CheckBuffers(XLA_FFI_CallFrame* frame, const char* target, const std::vector<XLA_FFI_DataType>& args,
+                            const char* const* names) {
+  if (frame->args.size != static_cast<int64_t>(args.size()) || frame->rets.size != 1) {
+    return Invalid(frame, target, "expected " + std::to_string(args.size()) + " operands and 1 result, got " +
+                                      std::to_string(frame->args.size) + " and " + std::to_string(frame->rets.size));
+  }
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (frame->args.types[i] != XLA_FFI_ArgType_BUFFER) return Invalid(frame, target, "operands must be buffers");
+    auto* b = static_cast<XLA_FFI_Buffer*>(frame->args.args[i]);
+    if (b->dtype != args[i]) {
+      return Invalid(frame, target, std::string(names[i]) + " must be " + DtypeName(args[i]) + ", got " +
+                                        DtypeName(b->dtype) + Dims(b));
+    }
+  }
+  if (frame->rets.types[0] != XLA_FFI_RetType_BUFFER ||
+      static_cast<XLA_FFI_Buffer*>(frame->rets.rets[0])->dtype != XLA_FFI_DataType_F32) {
+    return Invalid(frame, target, "the result must be an f32 buffer");
+  }
+  return nullptr;
+}
+
+// Checks y is x's shape with the last dimension N; sets M (the product of x's leading dims) and K.
+XLA_FFI_Error* CheckRows(XLA_FFI_CallFrame* frame, const char* target, const XLA_FFI_Buffer* x,
+                         const XLA_FFI_Buffer* y, int64_t N, int64_t* M, int64_t* K) {
+  if (x->rank < 1) return Invalid(frame, target, "x must have at least one dimension, got a scalar");
+  bool fits = y->rank == x->rank && y->dims[y->rank - 1] == N;
+  *M = 1;
+  for (int64_t d = 0; d + 1 < x->rank; ++d) {
+    *M *= x->dims[d];
+    fits = fits && y->dims[d] == x->dims[d];
+  }
+  *K = x->dims[x->rank - 1];
+  if (!fits) {
+    std::string expected = "[";
+    for (int64_t d = 0; d + 1 < x->rank; ++d) expected += std::to_string(x->dims[d]) + ",";
+    return Invalid(frame, target, "the result is f32" + Dims(y) + ", expected f32" + expected + std::to_string(N) +
+                                      "] for x f32" + Dims(x));
+  }
+  return nullptr;
+}
+
+// An integer attribute (any integer or bool scalar), or `fallback` when absent. *bad is set when the
+// attribute is there but not an integer scalar.
+int64_t IntAttribute(const XLA_FFI_CallFrame* frame, const char* name, int64_t fallback, bool* bad) {
+  int64_t i = FindAttribute(frame, name);
+  if (i < 0) return fallback;
+  if (frame->attrs.types[i] != XLA_FFI_AttrType_SCALAR) {
+    *bad = true;
+    return fallback;
+  }
+  auto* s = static_cast<XLA_FFI_Scalar*>(frame->attrs.attrs[i]);
+  switch (s->dtype) {
+    case XLA_FFI_DataType_PRED: return *static_cast<bool*>(s->value) ? 1 : 0;
+    case XLA_FFI_DataType_S8: return *static_cast<int8_t*>(s->value);
+    case XLA_FFI_DataType_U8: return *static_cast<uint8_t*>(s->value);
+    case XLA_FFI_DataType_S32: return *static_cast<int32_t*>(s->value);
+    case XLA_FFI_DataType_S64: return *static_cast<int64_t*>(s->value);
+    default: *bad = true; return fallback;
+  }
+}
+
+XLA_FFI_Error* MatmulF32Impl(XLA_FFI_CallFrame* frame) {
+  if (AnswerMetadataProbe(frame)) return nullptr;
+  if (frame->stage != XLA_FFI_ExecutionStage_EXECUTE) return nullptr;
+  static const char* const kNames[] = {"x", "w"};
+  if (XLA_FFI_Error* e = CheckBuffers(frame, kMatmulF32Target, {XLA_FFI_DataType_F32, XLA_FFI_DataType_F32}, kNames)) {
+    return e;
+  }
+  bool bad = false;
+  int64_t transposed = IntAttribute(frame, "w_transposed", 0, &bad);
+  if (bad || (transposed != 0 && transposed != 1)) {
+    return Invalid(frame, kMatmulF32Target, "attribute 'w_transposed' must be an integer 0 (w is [K,N]) or 1 (w is [N,K])");
+  }
+  auto* x = static_cast<XLA_FFI_Buffer*>(frame->args.args[0]);
+  auto* w = static_cast<XLA_FFI_Buffer*>(frame->args.args[1]);
+  auto* y = static_cast<XLA_FFI_Buffer*>(frame->rets.rets[0]);
+  if (w->rank != 2) return Invalid(frame, kMatmulF32Target, "w must be a matrix, got f32" + Dims(w));
+  const int64_t N = transposed ? w->dims[0] : w->dims[1];
+  const int64_t wk = transposed ? w->dims[1] : w->dims[0];
+  int64_t M, K;
+  if (XLA_FFI_Error* e = CheckRows(frame, kMatmulF32Target, x, y, N, &M, &K)) return e;
+  if (wk != K) {
+    return Invalid(frame, kMatmulF32Target, "x is f32" + Dims(x) + " but w is f32" + Dims(w) +
+                                                (transposed ? " ([N,K])" : " ([K,N])") + ": K differs");
+  }
+  if (M == 0 || N == 0) return nullptr;
+  if (K == 0) {
+    std::memset(y->data, 0, M * N * sizeof(float));
+    return nullptr;
+  }
+  Problem p{static_cast<const float*>(x->data), w->data, nullptr, static_cast<float*>(y->data), M, K, N};
+  const Isa& isa = TheIsa();
+  // The dot form writes 4 columns per tile and reads each column's weights as one run. The axpy form reads a
+  // part's columns of every weight row: parts of 256 columns keep those runs 1 KiB long, which the
+  // prefetcher streams (16-column parts measured 10x slower for 3072x768).
+  RunSplit(transposed ? isa.dot_f32 : isa.axpy_f32, p, transposed ? 4 : 256);
+  return nullptr;
+}
+
+XLA_FFI_Error* MatmulQ8Impl(XLA_FFI_CallFrame* frame) {
+  if (AnswerMetadataProbe(frame)) return nullptr;
+  if (frame->stage != XLA_FFI_ExecutionStage_EXECUTE) return nullptr;
+  static const char* const kNames[] = {"x", "q", "scales"};
+  if (XLA_FFI_Error* e = CheckBuffers(frame, kMatmulQ8Target,
+                                      {XLA_FFI_DataType_F32, XLA_FFI_DataType_S8, XLA_FFI_DataType_F32}, kNames)) {
+    return e;
+  }
+  auto* x = static_cast<XLA_FFI_Buffer*>(frame->args.args[0]);
+  auto* q = static_cast<XLA_FFI_Buffer*>(frame->args.args[1]);
+  auto* s = static_cast<XLA_FFI_Buffer*>(frame->args.args[2]);
+  auto* y = static_cast<XLA_FFI_Buffer*>(frame->rets.rets[0]);
+  if (q->rank != 2) return Invalid(frame, kMatmulQ8Target, "q must be a matrix [N,K], got s8" + Dims(q));
+  const int64_t N = q->dims[0];
+  int64_t M, K;
+  if (XLA_FFI_Error* e = CheckRows(frame, kMatmulQ8Target, x, y, N, &M, &K)) return e;
+  if (q->dims[1] != K || K % kQ8Block != 0) {
+    return Invalid(frame, kMatmulQ8Target, "x is f32" + Dims(x) + " and q is s8" + Dims(q) +
+                                               ": expected q [N,K] with K the same and a multiple of 32");
+  }
+  if (s->rank != 2 || s->dims[0] != N || s->dims[1] != K / kQ8Block) {
+    return Invalid(frame, kMatmulQ8Target, "scales is f32" + Dims(s) + ", expected f32[" + std::to_string(N) + "," +
+                                               std::to_string(K / kQ8Block) + "] (one per 32 inputs of each output)");
+  }
+  if (M == 0 || N == 0) return nullptr;
+  if (K == 0) {
+    std::memset(y->data, 0, M * N * sizeof(float));
+    return nullptr;
+  }
+  Problem p{static_cast<const float*>(x->data), q->data, static_cast<const float*>(s->data),
+            static_cast<float*>(y->data), M, K, N};
+  RunSplit(TheIsa().dot_q8, p, 2);
+  return nullptr;
+}
+
+XLA_FFI_Error* MatmulF32Handler(XLA_FFI_CallFrame* frame) {
+  return GuardHandler(frame, kMatmulF32Target, &MatmulF32Impl);
+}
+
+XLA_FFI_Error* MatmulQ8Handler(XLA_FFI_CallFrame* frame) {
+  return GuardHandler(frame, kMatmulQ8Target, &MatmulQ8Impl);
+}
+
+}  // namespace
+
+const char* MatmulKernelIsa() { return TheIsa().name; }
+
+int MatmulKernelThreads() { return Pool().size(); }
+
+std::string RegisterMatmulHandlers(Plugin* plugin) {
+  std::string problem = RegisterFfiHandler(plugin, kMatmulF32Target, &MatmulF32Handler);
+  if (problem.empty()) problem = RegisterFfiHandler(plugin, kMatmulQ8Target, &MatmulQ8Handler);
+  return problem;
+}
+
+}  // namespace xla_actors
+
+extern "C" const char* XlaActors_MatmulKernelIsa(void) { return xla_actors::MatmulKernelIsa(); }
+
+extern "C" int XlaActors_MatmulKernelThreads(void) { return xla_actors::MatmulKernelThreads(); }

@@ -1,0 +1,35 @@
+package dev.xlaactors.runtime;
+
+import static dev.xlaactors.nativebridge.pjrt.global.Pjrt.XlaActors_MatmulKernelIsa;
+import static dev.xlaactors.nativebridge.pjrt.global.Pjrt.XlaActors_MatmulKernelThreads;
+
+/**
+ * The bridge's native matrix products, which compiled programs call as the typed-FFI custom calls
+ * {@code xla_actors.matmul_f32} ({@code x f32[..., K]} times {@code w f32[K, N]}, or {@code w f32[N, K]} with
+ * the attribute {@code w_transposed = 1}) and {@code xla_actors.matmul_q8} ({@code x f32[..., K]} times
+ * Q8_0-style int8 weights {@code q s8[N, K]} with one f32 scale per 32 inputs, {@code scales f32[N, K/32]}).
+ * {@code tools/hf_import.py --kernels native} emits them for the weight matmuls of model programs.
+ *
+ * <p>The kernels are chosen once per process from the CPU's features (AVX-512, AVX2 with FMA, or the
+ * x86-64 baseline), capped by {@code XLA_ACTORS_KERNEL_ISA} ({@code avx512}, {@code avx2}, {@code portable})
+ * or else by {@code XLA_FLAGS}' {@code --xla_cpu_max_isa}; {@code XLA_ACTORS_KERNEL_THREADS} sets how many
+ * threads split one product. Both are environment variables because the choice is made natively, on the
+ * first call, for the whole process. Thread-safe.
+ */
+public final class MatmulKernels {
+  static {
+    NativeLibrary.load();
+  }
+
+  private MatmulKernels() {}
+
+  /** The instruction set the kernels run with: {@code "avx512"}, {@code "avx2"} or {@code "portable"}. */
+  public static String isa() {
+    return XlaActors_MatmulKernelIsa().getString();
+  }
+
+  /** How many threads, the calling XLA thread included, split one product's output columns. */
+  public static int threads() {
+    return XlaActors_MatmulKernelThreads();
+  }
+}

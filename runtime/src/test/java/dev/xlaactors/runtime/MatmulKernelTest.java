@@ -1,0 +1,210 @@
+package dev.xlaactors.runtime;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNotEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import dev.xlaactors.error.ExecutionFailedException;
+import java.util.List;
+import java.util.Random;
+import java.util.Set;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+
+/**
+ * The bridge's native matmul handlers ({@code xla_actors.matmul_f32}, {@code xla_actors.matmul_q8}) called by
+ * custom calls in compiled programs, against a double-precision reference computed here: both weight
+ * layouts, shapes whose sizes are not multiples of any vector length (the kernels' tails), shapes large
+ * enough to be split over the kernel threads, and calls whose dtypes or shapes do not fit, which fail with an
+ * error naming the operand (never crash). CI runs this class a second time with
+ * {@code XLA_FLAGS=--xla_cpu_max_isa=AVX2}, which the kernels must honour.
+ */
+class MatmulKernelTest {
+  private static XlaClient client;
+
+  @BeforeAll
+  static void start() {
+    client = XlaClient.create();
+  }
+
+  @AfterAll
+  static void stop() {
+    client.close();
+  }
+
+  private static String type(String dtype, long... dims) {
+    StringBuilder s = new StringBuilder("tensor<");
+    for (long d : dims) {
+      s.append(d).append('x');
+    }
+    return s.append(dtype).append('>').toString();
+  }
+
+  /** A program of one custom call to {@code target} with operands of the given types. */
+  private static String program(String target, String attributes, String resultType, String... operandTypes) {
+    StringBuilder params = new StringBuilder();
+    StringBuilder names = new StringBuilder();
+    for (int i = 0; i < operandTypes.length; i++) {
+      params.append(i > 0 ? ", " : "").append("%a").append(i).append(": ").append(operandTypes[i]);
+      names.append(i > 0 ? ", " : "").append("%a").append(i);
+    }
+    return "func.func @main(" + params + ") -> " + resultType + " {\n"
+        + "  %0 = stablehlo.custom_call @" + target + "(" + names + ") {api_version = 4 : i32, backend_config = {"
+        + attributes + "}} : (" + String.join(", ", operandTypes) + ") -> " + resultType + "\n"
+        + "  return %0 : " + resultType + "\n}\n";
+  }
+
+  private static float[] random(Random random, int count) {
+    float[] values = new float[count];
+    for (int i = 0; i < count; i++) {
+      values[i] = random.nextFloat() * 2 - 1;
+    }
+    return values;
+  }
+
+  private static float[] run(String program, HostTensor... inputs) {
+    try (Executable exe = client.compile(program)) {
+      List<HostTensor> out = exe.run(inputs);
+      return out.get(0).toFloatArray();
+    }
+  }
+
+  /**
+   * Each element within {@code tolerance} times the sum of its terms' magnitudes: f32 sums in another order
+   * differ by a few units of that, whatever cancellation makes of the result.
+   */
+  private static void assertClose(double[][] expected, float[] actual, double tolerance) {
+    assertEquals(expected[0].length, actual.length);
+    for (int i = 0; i < actual.length; i++) {
+      double error = Math.abs(expected[0][i] - actual[i]);
+      assertTrue(error <= tolerance * (1e-3 + expected[1][i]),
+          "element " + i + ": expected " + expected[0][i] + ", got " + actual[i]);
+    }
+  }
+
+  /** x [m, k] times w, where w(k, n) reads the weight of input k and output n. */
+  private interface Weight {
+    double at(int k, int n);
+  }
+
+  /** The products and, for each element, the sum of its terms' magnitudes. */
+  private static double[][] reference(float[] x, int m, int k, int n, Weight w) {
+    double[] y = new double[m * n];
+    double[] magnitude = new double[m * n];
+    for (int r = 0; r < m; r++) {
+      for (int c = 0; c < n; c++) {
+        double sum = 0;
+        double abs = 0;
+        for (int i = 0; i < k; i++) {
+          double term = (double) x[r * k + i] * w.at(i, c);
+          sum += term;
+          abs += Math.abs(term);
+        }
+        y[r * n + c] = sum;
+        magnitude[r * n + c] = abs;
+      }
+    }
+    return new double[][] {y, magnitude};
+  }
+
+  @Test
+  void f32ProductsMatchTheReferenceInBothWeightLayouts() {
+    Random random = new Random(7);
+    // {batch, rows, k, n}: odd sizes reach every tail; the last two are large enough to use the pool.
+    int[][] shapes = {{3, 5, 70, 37}, {1, 1, 768, 96}, {1, 2, 256, 300}, {1, 1, 128, 1000}};
+    for (int[] s : shapes) {
+      int m = s[0] * s[1];
+      int k = s[2];
+      int n = s[3];
+      float[] x = random(random, m * k);
+      float[] w = random(random, k * n);
+      HostTensor xs = HostTensor.ofFloats(x, s[0], s[1], k);
+      String result = type("f32", s[0], s[1], n);
+      String xType = type("f32", s[0], s[1], k);
+
+      float[] plain = run(program("xla_actors.matmul_f32", "", result, xType, type("f32", k, n)),
+          xs, HostTensor.ofFloats(w, k, n));
+      assertClose(reference(x, m, k, n, (i, c) -> w[i * n + c]), plain, 1e-6);
+
+      float[] transposed = run(program("xla_actors.matmul_f32", "w_transposed = 1 : i32", result, xType,
+          type("f32", n, k)), xs, HostTensor.ofFloats(w, n, k));
+      assertClose(reference(x, m, k, n, (i, c) -> w[c * k + i]), transposed, 1e-6);
+    }
+  }
+
+  @Test
+  void q8ProductsMatchTheDequantisedReference() {
+    Random random = new Random(11);
+    int[][] shapes = {{2, 3, 96, 45}, {1, 1, 768, 130}, {1, 4, 256, 200}};
+    for (int[] s : shapes) {
+      int m = s[0] * s[1];
+      int k = s[2];
+      int n = s[3];
+      float[] x = random(random, m * k);
+      byte[] q = new byte[n * k];
+      random.nextBytes(q);
+      q[0] = -128;  // the extremes of int8 convert exactly
+      q[1] = 127;
+      float[] scales = random(random, n * (k / 32));
+      float[] y = run(program("xla_actors.matmul_q8", "", type("f32", s[0], s[1], n), type("f32", s[0], s[1], k),
+              type("i8", n, k), type("f32", n, k / 32)),
+          HostTensor.ofFloats(x, s[0], s[1], k), HostTensor.ofBytes(DType.S8, q, n, k),
+          HostTensor.ofFloats(scales, n, k / 32));
+      assertClose(reference(x, m, k, n, (i, c) -> q[c * k + i] * (double) scales[c * (k / 32) + i / 32]), y, 1e-6);
+    }
+  }
+
+  private static String failure(String program, HostTensor... inputs) {
+    try (Executable exe = client.compile(program)) {
+      return assertThrows(ExecutionFailedException.class, () -> exe.run(inputs)).getMessage();
+    }
+  }
+
+  @Test
+  void callsThatDoNotFitFailWithTheOperandAndTheFix() {
+    HostTensor x = HostTensor.ofFloats(new float[6], 2, 3);
+    String message = failure(program("xla_actors.matmul_f32", "", type("f32", 2, 4), type("f32", 2, 3),
+        type("f32", 5, 4)), x, HostTensor.ofFloats(new float[20], 5, 4));
+    assertTrue(message.contains("xla_actors.matmul_f32: x is f32[2,3] but w is f32[5,4] ([K,N]): K differs"), message);
+
+    message = failure(program("xla_actors.matmul_f32", "", type("f32", 2, 4), type("f32", 2, 3),
+        type("f16", 3, 4)), x, HostTensor.ofHalfFloats(new float[12], 3, 4));
+    assertTrue(message.contains("w must be f32, got f16[3,4]"), message);
+
+    message = failure(program("xla_actors.matmul_f32", "", type("f32", 2, 5), type("f32", 2, 3),
+        type("f32", 3, 4)), x, HostTensor.ofFloats(new float[12], 3, 4));
+    assertTrue(message.contains("the result is f32[2,5], expected f32[2,4] for x f32[2,3]"), message);
+
+    message = failure(program("xla_actors.matmul_f32", "w_transposed = 2 : i32", type("f32", 2, 4),
+        type("f32", 2, 3), type("f32", 3, 4)), x, HostTensor.ofFloats(new float[12], 3, 4));
+    assertTrue(message.contains("attribute 'w_transposed' must be an integer 0 (w is [K,N]) or 1"), message);
+
+    HostTensor x64 = HostTensor.ofFloats(new float[128], 2, 64);
+    message = failure(program("xla_actors.matmul_q8", "", type("f32", 2, 3), type("f32", 2, 64), type("i8", 3, 64),
+        type("f32", 3, 3)), x64, HostTensor.ofBytes(DType.S8, new byte[192], 3, 64), HostTensor.ofFloats(new float[9], 3, 3));
+    assertTrue(message.contains("scales is f32[3,3], expected f32[3,2] (one per 32 inputs of each output)"), message);
+
+    HostTensor x3 = HostTensor.ofFloats(new float[6], 2, 3);
+    message = failure(program("xla_actors.matmul_q8", "", type("f32", 2, 4), type("f32", 2, 3), type("i8", 4, 3),
+        type("f32", 4, 1)), x3, HostTensor.ofBytes(DType.S8, new byte[12], 4, 3), HostTensor.ofFloats(new float[4], 4, 1));
+    assertTrue(message.contains("expected q [N,K] with K the same and a multiple of 32"), message);
+
+    message = failure(program("xla_actors.matmul_q8", "", type("f32", 2, 3), type("f32", 2, 64), type("f32", 3, 64),
+        type("f32", 3, 2)), x64, HostTensor.ofFloats(new float[192], 3, 64), HostTensor.ofFloats(new float[6], 3, 2));
+    assertTrue(message.contains("q must be s8, got f32[3,64]"), message);
+  }
+
+  @Test
+  void theKernelsHonourXlasInstructionSetCap() {
+    String isa = MatmulKernels.isa();
+    assertTrue(Set.of("avx512", "avx2", "portable").contains(isa), isa);
+    assertTrue(MatmulKernels.threads() >= 1);
+    String flags = System.getenv("XLA_FLAGS");
+    String ours = System.getenv("XLA_ACTORS_KERNEL_ISA");
+    if (ours == null && flags != null && flags.contains("--xla_cpu_max_isa=AVX2")) {
+      assertNotEquals("avx512", isa, "XLA_FLAGS caps XLA at AVX2, and the kernels with it");
+    }
+  }
+}
