@@ -10,6 +10,7 @@ import dev.xlaactors.cluster.ModelCatalog;
 import dev.xlaactors.cluster.ShardedComputations;
 import dev.xlaactors.cluster.XlaCluster;
 import dev.xlaactors.http.CompletionEndpoint;
+import dev.xlaactors.http.EmbeddingEndpoint;
 import dev.xlaactors.http.GenerationEndpoint;
 import dev.xlaactors.http.HttpServer;
 import dev.xlaactors.http.ApiKeys;
@@ -220,7 +221,7 @@ final class ServeCommand {
         List<InferenceEndpoint> inference = new ArrayList<>();
         List<GenerationEndpoint> generation = new ArrayList<>();
         List<CompletionEndpoint> completions = new ArrayList<>();
-        List<EmbeddingModel> embedders = new ArrayList<>();
+        List<EmbeddingEndpoint> embedders = new ArrayList<>();
         for (ModelPackage pkg : packages) {
           if (pkg.kind() == ModelPackage.Kind.CAUSAL_LM) {
             LanguageModel lm = session.own(LanguageModel.load(pkg, session.device(), runtime));
@@ -234,10 +235,10 @@ final class ServeCommand {
             inference.add(ShardedTensorInference.endpoint(session.system(), computations, pkg));
           } else {
             LoadedPackage loaded;
+            EmbeddingModel embedder = null;
             Role role = pkg.kind() == ModelPackage.Kind.EMBEDDING ? Role.EMBED : Role.MAIN;
             if (pkg.kind() == ModelPackage.Kind.EMBEDDING) {
-              EmbeddingModel embedder = session.own(EmbeddingModel.load(pkg, session.device(), runtime));
-              embedders.add(embedder);
+              embedder = session.own(EmbeddingModel.load(pkg, session.device(), runtime));
               loaded = embedder.loaded(); // one copy of the weights for both routes
             } else {
               loaded = session.own(pkg.load(session.device()));
@@ -245,6 +246,9 @@ final class ServeCommand {
             BatchedModel batched = BatchedModel.of(loaded, role);
             ActorRef<ModelServer.Command> server = session.system().systemActorOf(ModelServer.create(batched, runtime, registry),
                 "serve-" + pkg.name(), Props.empty());
+            if (embedder != null) { // /v1/embeddings runs its inputs as rows of this server too: one queue, one deadline
+              embedders.add(EmbeddingEndpoint.of(embedder, server, session.system()));
+            }
             // The export's output paths name the outputs of /v2 (Open Inference Protocol).
             inference.add(InferenceEndpoint.of(batched, TensorInference.of(server, session.system())).withOutputPaths(pkg.programs(role).get(0).export().outputPaths()));
           }

@@ -2,10 +2,12 @@ package dev.xlaactors.http;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import dev.xlaactors.actors.serve.GenerationSettings;
+import dev.xlaactors.actors.serve.ModelServer;
 import dev.xlaactors.error.InvalidArgumentException;
 import dev.xlaactors.lm.EmbeddingModel;
 import dev.xlaactors.lm.LanguageModel;
 import dev.xlaactors.lm.TextGenerator;
+import dev.xlaactors.runtime.HostTensor;
 import dev.xlaactors.lm.sampling.SamplingParams;
 import dev.xlaactors.lm.structured.GrammarProcessor;
 import dev.xlaactors.lm.structured.JsonSchemaAutomaton;
@@ -69,7 +71,9 @@ import org.apache.pekko.util.ByteString;
  * <p>A client that goes away cancels its generations: bound by {@link HttpServer}, through its
  * {@link ClientConnection}; and a stream that Pekko HTTP can no longer write cancels them too. Bodies are
  * bounded by {@code xla-actors.http.max-generate-body-bytes} (completions, chat) and {@code max-body-bytes}
- * (embeddings): 413 beyond. Embeddings run on Pekko's blocking-IO dispatcher. Thread-safe.
+ * (embeddings): 413 beyond. Embeddings run one input a row on the model's server ({@link EmbeddingEndpoint}):
+ * admitted up to its queue capacity (503 beyond), each with its deadline (504), cancelled with the client.
+ * Thread-safe.
  */
 public final class OpenAiRoutes extends AllDirectives {
   private static final ContentType EVENT_STREAM = ContentTypes.create(MediaTypes.TEXT_EVENT_STREAM);
@@ -81,7 +85,7 @@ public final class OpenAiRoutes extends AllDirectives {
   private final HttpSettings settings;
   private final Map<String, CompletionEndpoint> generators = new LinkedHashMap<>();
   private final Map<String, ChatTemplate> templates = new LinkedHashMap<>();
-  private final Map<String, EmbeddingModel> embedders = new LinkedHashMap<>();
+  private final Map<String, EmbeddingEndpoint> embedders = new LinkedHashMap<>();
   private final Executor blocking;
   /** Where chat templates render (xla-actors.http.chat-template.dispatcher): never on the routes' own threads. */
   private final Executor renderer;
@@ -93,12 +97,12 @@ public final class OpenAiRoutes extends AllDirectives {
    * Routes over the language models {@code generators} and the embedding models {@code embedders} (names
    * unique across both; a request names its model by it), with {@code settings} (body limits, timeouts).
    */
-  public OpenAiRoutes(ActorSystem<?> system, HttpSettings settings, List<CompletionEndpoint> generators, List<EmbeddingModel> embedders) {
+  public OpenAiRoutes(ActorSystem<?> system, HttpSettings settings, List<CompletionEndpoint> generators, List<EmbeddingEndpoint> embedders) {
     this(system, settings, generators, embedders, new io.micrometer.core.instrument.simple.SimpleMeterRegistry());
   }
 
   /** As {@link #OpenAiRoutes(ActorSystem, HttpSettings, List, List)}, the embeddings counted in {@code registry} ({@code xla_openai_embeddings_*}). */
-  public OpenAiRoutes(ActorSystem<?> system, HttpSettings settings, List<CompletionEndpoint> generators, List<EmbeddingModel> embedders,
+  public OpenAiRoutes(ActorSystem<?> system, HttpSettings settings, List<CompletionEndpoint> generators, List<EmbeddingEndpoint> embedders,
       io.micrometer.core.instrument.MeterRegistry registry) {
     this.system = system;
     this.metrics = new HttpMetrics(registry);
@@ -122,7 +126,7 @@ public final class OpenAiRoutes extends AllDirectives {
       lm.chatTemplate().ifPresent(t -> templates.put(e.name(), new ChatTemplate(e.name(), t, specialTokens(lm), chatSettings,
           java.time.Clock.systemDefaultZone())));
     }
-    for (EmbeddingModel m : embedders) {
+    for (EmbeddingEndpoint m : embedders) {
       if (!names.add(m.name())) {
         throw new InvalidArgumentException("two models are named '" + m.name() + "': give each model its own name");
       }
@@ -194,7 +198,7 @@ public final class OpenAiRoutes extends AllDirectives {
         path(PathMatchers.segment("chat").slash("completions"), () -> post(() -> withBody(settings.maxGenerateBodyBytes(),
             "max-generate-body-bytes", (body, connection, timeout) -> chat(body, connection, timeout)))),
         path("embeddings", () -> post(() -> withBody(settings.maxBodyBytes(), "max-body-bytes",
-            (body, connection, timeout) -> embeddings(body)))))));
+            (body, connection, timeout) -> embeddings(body, connection, timeout)))))));
   }
 
   /**
@@ -743,16 +747,29 @@ public final class OpenAiRoutes extends AllDirectives {
 
   // ------------------------------------------------------------------------------------------ embeddings
 
-  private CompletionStage<HttpResponse> embeddings(byte[] body) {
+  /**
+   * One row per input on the model's server ({@link EmbeddingEndpoint#inference()}), as {@code /v2} runs
+   * rows: batched with everyone else's, refused at once when its queue is full (503 with Retry-After), each
+   * with the server's deadline (504), cancelled when the client leaves or another row fails; pooled here.
+   */
+  private CompletionStage<HttpResponse> embeddings(byte[] body, ClientConnection connection,
+      org.apache.pekko.http.javadsl.TimeoutAccess timeout) {
     JsonNode root = parse(body);
     OpenAiRequest.Embeddings request = OpenAiRequest.embeddings(root);
-    EmbeddingModel model = embedders.get(request.model());
-    if (model == null) {
+    EmbeddingEndpoint ep = embedders.get(request.model());
+    if (ep == null) {
       if (generators.containsKey(request.model())) {
         throw OpenAiError.invalid("model", "model '" + request.model() + "' is a language model: it serves /v1/completions and "
             + "/v1/chat/completions, not POST /v1/embeddings (serve an embedding package for that)");
       }
       throw notFound(request.model());
+    }
+    EmbeddingModel model = ep.model();
+    if (request.inputs().size() > ep.serve().queueCapacity()) {
+      // Every input is a request to the model's server, queued at once: more than its queue holds could never all be admitted.
+      throw OpenAiError.invalid("input", "model '" + model.name() + "' takes at most " + ep.serve().queueCapacity() + " inputs in one "
+          + "request (xla-actors.actors.serve.models." + model.name() + ".queue-capacity), got " + request.inputs().size()
+          + ": send fewer per request or raise that key");
     }
     List<int[]> sequences = new ArrayList<>();
     int tokens = 0;
@@ -781,8 +798,9 @@ public final class OpenAiRoutes extends AllDirectives {
     }
     int promptTokens = tokens;
     long started = System.nanoTime();
-    CompletableFuture<float[][]> embedded = CompletableFuture.supplyAsync(() -> model.embed(sequences), blocking);
-    embedded.whenComplete((v, e) -> metrics.embeddings(model.name(), e == null ? "ok" : "failed", Duration.ofNanos(System.nanoTime() - started)));
+    CompletableFuture<float[][]> embedded = embed(ep, sequences, connection, timeout);
+    embedded.whenComplete((v, e) -> metrics.embeddings(model.name(), e == null ? "ok" : outcome(e),
+        Duration.ofNanos(System.nanoTime() - started)));
     return embedded.thenApply(vectors -> {
       if (request.dimensions() != null && vectors.length > 0 && vectors[0].length != request.dimensions()) {
         throw OpenAiError.invalid("dimensions", "model '" + model.name() + "' makes embeddings of " + vectors[0].length + " dimensions "
@@ -818,6 +836,80 @@ public final class OpenAiRoutes extends AllDirectives {
         g.writeEndObject();
       }));
     });
+  }
+
+  /**
+   * The embeddings of {@code sequences}, one row each on {@code ep}'s server; fails at the first failed row
+   * (cancelling the others). Rows are closed once answered; the Pekko HTTP timeout follows the rows' deadline.
+   */
+  private CompletableFuture<float[][]> embed(EmbeddingEndpoint ep, List<int[]> sequences, ClientConnection connection,
+      org.apache.pekko.http.javadsl.TimeoutAccess timeout) {
+    List<String> ids = new ArrayList<>();
+    List<CompletableFuture<float[]>> answers = new ArrayList<>();
+    Runnable cancelAll = () -> ids.forEach(rowId -> ep.inference().cancel(rowId, "another input of its request failed, "
+        + "or the request was given up")); // ignored for rows already answered
+    List<List<HostTensor>> rows = new ArrayList<>();
+    try { // every row made before any is sent: a refused sequence leaves nothing running
+      for (int s = 0; s < sequences.size(); s++) {
+        rows.add(ep.model().row(s, sequences.get(s)));
+      }
+    } catch (RuntimeException e) {
+      rows.forEach(r -> r.forEach(HostTensor::close));
+      throw e;
+    }
+    for (int s = 0; s < sequences.size(); s++) {
+      int tokens = sequences.get(s).length;
+      List<HostTensor> row = rows.get(s);
+      String rowId = ModelServer.newRequestId();
+      ids.add(rowId);
+      CompletableFuture<float[]> answer = ep.inference().infer(rowId, row, null).toCompletableFuture()
+          .whenComplete((p, f) -> row.forEach(HostTensor::close))
+          .thenApply(p -> {
+            try {
+              return ep.model().pooled(p.outputs().get(0), tokens);
+            } finally {
+              p.outputs().forEach(HostTensor::close);
+            }
+          });
+      answers.add(answer);
+      if (connection != null) { // after the ask, which has sent the Infer, so that the Cancel comes after it
+        connection.cancelOnClose(answer, () -> ep.inference().cancel(rowId, "its HTTP client closed the connection"));
+      }
+    }
+    if (timeout != null) {
+      // The server answers at the deadline; this fires only for one that does not (Pekko's request-timeout would otherwise apply).
+      Duration wait = ep.serve().defaultTimeout().plus(settings.requestTimeoutMargin());
+      timeout.update(wait, request -> {
+        cancelAll.run();
+        return error(new OpenAiError(504, "timeout_error", null, "timeout", "model '" + ep.name() + "' did not answer within "
+            + wait.toMillis() + " ms (xla-actors.actors.serve.models." + ep.name() + ".default-timeout plus " + HttpSettings.ROOT
+            + ".request-timeout-margin): the request was cancelled"));
+      });
+    }
+    CompletableFuture<float[][]> all = new CompletableFuture<>();
+    AtomicInteger pending = new AtomicInteger(answers.size());
+    for (CompletableFuture<float[]> a : answers) {
+      a.whenComplete((v, failure) -> {
+        if (failure != null) {
+          if (all.completeExceptionally(failure)) {
+            cancelAll.run();
+          }
+        } else if (pending.decrementAndGet() == 0) {
+          all.complete(answers.stream().map(CompletableFuture::join).toArray(float[][]::new));
+        }
+      });
+    }
+    return all;
+  }
+
+  /** The outcome label of a failed embeddings request: its HTTP status's reason. */
+  private static String outcome(Throwable failure) {
+    int status = OpenAiError.of(failure).status();
+    return switch (status) {
+      case 503 -> OpenAiError.CANCELLED.equals(OpenAiError.of(failure).code()) ? "cancelled" : "unavailable";
+      case 504 -> "timeout";
+      default -> status < 500 ? "refused" : "failed";
+    };
   }
 
   // ------------------------------------------------------------------------------------------ JSON and errors

@@ -108,19 +108,8 @@ public final class EmbeddingModel implements AutoCloseable {
    * sequence when one is empty, longer than {@link #maxLength()} or holds a token outside the vocabulary.
    */
   public float[][] embed(List<int[]> sequences, Pooling pooling, boolean normalize) {
-    int vocabulary = modelPackage().limits().vocabulary();
     for (int s = 0; s < sequences.size(); s++) {
-      int[] ids = sequences.get(s);
-      if (ids.length < 1 || ids.length > length) {
-        throw new InvalidArgumentException("sequence " + s + " of model '" + name() + "' has " + ids.length + " tokens; the encoder "
-            + "takes 1.." + length);
-      }
-      for (int i = 0; i < ids.length; i++) {
-        if (ids[i] < 0 || ids[i] >= vocabulary) {
-          throw new InvalidArgumentException("token " + ids[i] + " at " + i + " of sequence " + s + " is outside the vocabulary of "
-              + "model '" + name() + "' (0.." + (vocabulary - 1) + ")");
-        }
-      }
+      check(s, sequences.get(s));
     }
     float[][] result = new float[sequences.size()][];
     int largest = encoders.lastKey();
@@ -132,6 +121,56 @@ public final class EmbeddingModel implements AutoCloseable {
       }
     }
     return result;
+  }
+
+  private void check(int s, int[] ids) {
+    if (ids.length < 1 || ids.length > length) {
+      throw new InvalidArgumentException("sequence " + s + " of model '" + name() + "' has " + ids.length + " tokens; the encoder "
+          + "takes 1.." + length);
+    }
+    int vocabulary = modelPackage().limits().vocabulary();
+    for (int i = 0; i < ids.length; i++) {
+      if (ids[i] < 0 || ids[i] >= vocabulary) {
+        throw new InvalidArgumentException("token " + ids[i] + " at " + i + " of sequence " + s + " is outside the vocabulary of "
+            + "model '" + name() + "' (0.." + (vocabulary - 1) + ")");
+      }
+    }
+  }
+
+  /**
+   * The encoder's inputs for one sequence as a model server of the package's {@code embed} programs takes
+   * them as one request (its per-request inputs, without the batch dimension): tokens and mask, each
+   * {@code i32[maxLength()]}, padded with zeros (masked, so padding changes nothing). The caller owns and
+   * closes them. Refused as {@link #embed(List)} refuses a sequence; {@code s} names it in the message.
+   */
+  public List<HostTensor> row(int s, int[] ids) {
+    check(s, ids);
+    int[] tokens = new int[length];
+    int[] mask = new int[length];
+    System.arraycopy(ids, 0, tokens, 0, ids.length);
+    java.util.Arrays.fill(mask, 0, ids.length, 1);
+    HostTensor t = HostTensor.ofInts(tokens, length);
+    try {
+      return List.of(t, HostTensor.ofInts(mask, length));
+    } catch (RuntimeException e) {
+      t.close();
+      throw e;
+    }
+  }
+
+  /**
+   * The embedding of a sequence of {@code tokens} tokens from the encoder's answer to its {@link #row}: its
+   * hidden states {@code f32[maxLength(), d]}, pooled and normalised as the package's {@link #defaults()} say
+   * (the same vector {@link #embed(List)} makes).
+   */
+  public float[] pooled(HostTensor hidden, int tokens) {
+    float[] states = hidden.toFloatArray();
+    if (states.length == 0 || states.length % length != 0) {
+      throw new InvalidArgumentException("model '" + name() + "': the encoder answered " + states.length + " floats for one sequence, "
+          + "expected maxLength (" + length + ") times its hidden size");
+    }
+    float[] v = pool(states, 0, tokens, states.length / length, defaults().pooling());
+    return defaults().normalize() ? unitLength(v) : v;
   }
 
   /** Runs the smallest encoder that holds {@code group} and pools each sequence's hidden states. */
