@@ -168,7 +168,7 @@ public final class OpenAiRoutes extends AllDirectives {
 
   /** The lengths of the embedding models' embeddings (what {@code dimensions} may ask for), distinct, in order. */
   List<Integer> embeddingDimensions() {
-    return embedders.values().stream().map(EmbeddingModel::dimensions).distinct().toList();
+    return embedders.values().stream().map(e -> e.model().dimensions()).distinct().toList();
   }
 
   /** The largest vocabulary of the language and embedding models (a token id is below it), 0 with none. */
@@ -177,8 +177,8 @@ public final class OpenAiRoutes extends AllDirectives {
     for (CompletionEndpoint ep : generators.values()) {
       largest = Math.max(largest, ep.generator().model().vocabulary());
     }
-    for (EmbeddingModel m : embedders.values()) {
-      largest = Math.max(largest, m.modelPackage().limits().vocabulary());
+    for (EmbeddingEndpoint e : embedders.values()) {
+      largest = Math.max(largest, e.model().modelPackage().limits().vocabulary());
     }
     return largest;
   }
