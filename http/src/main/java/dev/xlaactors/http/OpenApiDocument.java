@@ -90,6 +90,9 @@ public final class OpenApiDocument extends AllDirectives {
           }
         }
       }
+      // vLLM's detokenize: ids of the model's vocabulary too (the largest one's: a smaller model's is a model limit).
+      ((ObjectNode) paths.at("/~1detokenize/post/requestBody/content/application~1json/schema/properties/tokens/items"))
+          .put("maximum", vocabulary - 1);
     }
     List<String> ids = new java.util.ArrayList<>(openAi.completionModels());
     ids.addAll(openAi.embeddingModels());
@@ -211,23 +214,28 @@ public final class OpenApiDocument extends AllDirectives {
     // ---- OpenAI
     ObjectNode model = obj(req("id", "object", "created", "owned_by"), "id", str(), "object", str().set("enum", arr("model")),
         "created", integer(), "owned_by", str(), "max_model_len", integer());
-    // vLLM's tokenizer routes, which lm-eval's local-completions reads before it scores.
-    ObjectNode tokenizeRequest = closed(obj(req("prompt"), "model", modelName(completion), "prompt", str(),
-        "add_special_tokens", nullable(bool())));
+    // vLLM's tokenizer routes, which lm-eval's local-completions reads before it scores. Their model is
+    // optional only when one language model is served (the server then takes it); with more it is required.
+    boolean modelRequired = completion.size() > 1;
+    ObjectNode tokenizeRequest = closed(obj(modelRequired ? req("model", "prompt") : req("prompt"), "model", modelName(completion),
+        "prompt", str(), "add_special_tokens", nullable(bool())));
     ObjectNode tokenIds = array(integer().put("minimum", 0));
     ObjectNode tokenized = ok(JSON, obj(req("tokens", "count", "max_model_len"), "tokens", tokenIds, "count", integer(),
         "max_model_len", integer()));
     tokenized.setAll(errors(OPENAI, 400, 404));
     paths.putObject("/tokenize").set("post", op("vLLM's tokenize: the prompt's token ids (model optional when one language model is "
         + "served).", null, tokenized, tokenizeRequest));
-    ObjectNode detokenizeRequest = closed(obj(req("tokens"), "model", modelName(completion), "tokens", tokenIds));
+    ObjectNode detokenizeRequest = closed(obj(modelRequired ? req("model", "tokens") : req("tokens"), "model", modelName(completion),
+        "tokens", tokenIds.deepCopy()));
     ObjectNode detokenized = ok(JSON, obj(req("prompt"), "prompt", str()));
     detokenized.setAll(errors(OPENAI, 400, 404));
     paths.putObject("/detokenize").set("post", op("vLLM's detokenize: the text of token ids.", null, detokenized, detokenizeRequest));
     ObjectNode info = ok(JSON, F.objectNode().put("type", "object"));
     info.setAll(errors(OPENAI, 400, 404));
+    ObjectNode infoModel = F.objectNode().put("name", "model").put("in", "query").put("required", modelRequired);
+    infoModel.set("schema", modelName(completion));
     paths.putObject("/tokenizer_info").set("get", op("vLLM's tokenizer_info: the model's tokenizer kind, special tokens and limits "
-        + "(?model= optional when one language model is served).", null, info, null));
+        + "(?model= optional when one language model is served).", List.of(infoModel), info, null));
     paths.putObject("/v1/models").set("get", op("The served models in OpenAI's list shape.", null,
         ok(JSON, obj(req("object", "data"), "object", str().set("enum", arr("list")), "data", array(model))), null));
     ObjectNode oneModel = ok(JSON, model);
