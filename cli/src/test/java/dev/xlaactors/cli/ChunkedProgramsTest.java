@@ -124,6 +124,15 @@ class ChunkedProgramsTest {
     return worst;
   }
 
+  /** transformers' logits of the fixture's reference tokens. */
+  private static double[][] referenceLogits(JsonNode ref) {
+    double[][] expected = new double[ref.get("logits").size()][];
+    for (int i = 0; i < expected.length; i++) {
+      expected[i] = StreamSupport.stream(ref.get("logits").get(i).spliterator(), false).mapToDouble(JsonNode::asDouble).toArray();
+    }
+    return expected;
+  }
+
   private static double[][] doubles(float[][] rows) {
     double[][] d = new double[rows.length][];
     for (int i = 0; i < rows.length; i++) {
@@ -185,10 +194,7 @@ class ChunkedProgramsTest {
   @Test
   void chunksAndWindowsGiveTransformersLogitsAndGreedyTokens() throws IOException {
     JsonNode ref = JSON.readTree(FIXTURE.resolve("reference.json").toFile());
-    double[][] expected = new double[ref.get("logits").size()][];
-    for (int i = 0; i < expected.length; i++) {
-      expected[i] = StreamSupport.stream(ref.get("logits").get(i).spliterator(), false).mapToDouble(JsonNode::asDouble).toArray();
-    }
+    double[][] expected = referenceLogits(ref);
     // 10 tokens through score_chunk (score's length is 4): a chunk of 8, then one of 4 holding 2.
     double worst = excess(expected, chunked.score(ints(ref.get("input_ids"))), 1e-3, 1e-4);
     assertTrue(worst <= 0, "chunked scoring against transformers exceeds rtol 1e-3, atol 1e-4 by " + worst);
@@ -226,10 +232,7 @@ class ChunkedProgramsTest {
   @Test
   void anF16CacheStaysWithinItsToleranceOfTransformers() throws IOException {
     JsonNode ref = JSON.readTree(FIXTURE.resolve("reference.json").toFile());
-    double[][] expected = new double[ref.get("logits").size()][];
-    for (int i = 0; i < expected.length; i++) {
-      expected[i] = StreamSupport.stream(ref.get("logits").get(i).spliterator(), false).mapToDouble(JsonNode::asDouble).toArray();
-    }
+    double[][] expected = referenceLogits(ref);
     double worst = excess(expected, halfCache.score(ints(ref.get("input_ids"))), 0, 0.02);
     assertTrue(worst <= 0, "an f16 cache's logits against transformers exceed 0.02 by " + worst);
     int[] prompt = ints(ref.get("greedy_prompt"));
