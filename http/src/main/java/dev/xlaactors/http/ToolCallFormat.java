@@ -15,22 +15,24 @@ import java.util.Map;
  * How a chat answer with {@code tools} is constrained and read back. The whole answer is one JSON object (compact, as the
  * grammar writes it) that the JSON-schema grammar constrains:
  * <ul>
- *   <li>a call, {@code {"tool_call":{"name":"NAME","arguments":{...}}}}, NAME one of the tools' names and the arguments
- *       valid for that tool's {@code parameters} schema (an {@code anyOf} over the tools);</li>
+ *   <li>a call, {@code {"name":"NAME","arguments":{...}}} (the form Hermes-style templates such as Qwen2.5's ask for),
+ *       NAME one of the tools' names and the arguments valid for that tool's {@code parameters} schema (an {@code anyOf}
+ *       over the tools);</li>
  *   <li>or, with {@code tool_choice} {@code auto}, an answer in words, {@code {"response":"TEXT"}} (the response's value
  *       is the {@code response_format}'s schema instead when the request has one).</li>
  * </ul>
  * With {@code required} only the call form is allowed, with a named function only that function's; with {@code none} no
  * grammar is added (the tools still reach the chat template). So with {@code auto} the model's own logits decide between
- * words and a call at the first byte where the two forms differ ({@code t} or {@code r} after <code>{"</code>), masked as
+ * words and a call at the first byte where the two forms differ ({@code n} or {@code r} after <code>{"</code>), masked as
  * every other step: no template markers are needed, and a model of random weights answers either way, always parsing
- * (llama.cpp's generic tool-call format is the same idea).
+ * (llama.cpp's generic tool-call format is the same idea). The forms are short on purpose: a call costs about 25 tokens
+ * more than its arguments on a byte-level vocabulary.
  *
  * <p>{@link Decoder} reads the answer's text as it streams: the call's name once whole, then its arguments as deltas; or
  * the response's text (JSON-unescaped). Stateless but for its decoders; thread-safe.
  */
 final class ToolCallFormat {
-  static final String CALL_PREFIX = "{\"tool_call\":{\"name\":\"";
+  static final String CALL_PREFIX = "{\"name\":\"";
   static final String ARGUMENTS = "\",\"arguments\":";
   static final String RESPONSE_PREFIX = "{\"response\":";
 
@@ -63,7 +65,6 @@ final class ToolCallFormat {
         calls.add(object(f, "name", f.objectNode().put("const", tool.name()), "arguments", parameters));
       }
     }
-    ObjectNode call = object(f, "tool_call", calls.size() == 1 ? calls.get(0) : f.objectNode().set("anyOf", calls));
     if (tools.choice().equals("auto")) {
       JsonNode response;
       if (format == null) {
@@ -75,9 +76,12 @@ final class ToolCallFormat {
         hoistDefinitions(schema, defs, "response_format");
         response = schema;
       }
-      root.set("anyOf", f.arrayNode().add(call).add(object(f, "response", response)));
+      calls.add(object(f, "response", response));
+    }
+    if (calls.size() == 1) {
+      root.setAll((ObjectNode) calls.get(0));
     } else {
-      root.setAll(call);
+      root.set("anyOf", calls);
     }
     if (!defs.isEmpty()) {
       root.set("$defs", defs);
@@ -252,8 +256,8 @@ final class ToolCallFormat {
             phase = Phase.ARGUMENTS;
           }
           case ARGUMENTS -> {
-            // The last two characters may be the form's "}}": held back until the end.
-            int until = end ? (raw.toString().endsWith("}}") ? raw.length() - 2 : raw.length()) : raw.length() - 2;
+            // The last character may be the form's "}": held back until the end.
+            int until = end ? (raw.charAt(raw.length() - 1) == '}' ? raw.length() - 1 : raw.length()) : raw.length() - 1;
             if (until > at) {
               String delta = raw.substring(at, until);
               arguments.append(delta);

@@ -27,8 +27,8 @@ class ToolCallFormatTest {
     return OpenAiRequest.chat(TensorJson.parseObject(body.getBytes(StandardCharsets.UTF_8))).tools();
   }
 
-  private static final String WEATHER = "{\"tool_call\":{\"name\":\"get_weather\",\"arguments\":{\"city\":\"Paris\",\"unit\":\"C\"}}}";
-  private static final String NOW = "{\"tool_call\":{\"name\":\"now\",\"arguments\":{}}}";
+  private static final String WEATHER = "{\"name\":\"get_weather\",\"arguments\":{\"city\":\"Paris\",\"unit\":\"C\"}}";
+  private static final String NOW = "{\"name\":\"now\",\"arguments\":{}}";
   private static final String WORDS = "{\"response\":\"Hi \\\"you\\\"\\n\\u00e9\\ud83c\\udf89\"}";
 
   @Test
@@ -110,9 +110,9 @@ class ToolCallFormatTest {
     assertFalse(words.isCall());
     assertEquals("Hi \"you\"\n\u00e9\ud83c\udf89", words.content());
     ToolCallFormat.Decoder cut = new ToolCallFormat.Decoder("call_x");
-    cut.feed("{\"tool_c");
+    cut.feed("{\"na");
     cut.finish();
-    assertEquals("{\"tool_c", cut.content(), "cut short before either form: the text as it is");
+    assertEquals("{\"na", cut.content(), "cut short before either form: the text as it is");
   }
 
   @Test
