@@ -139,7 +139,7 @@ final class OpenAiResponses {
             g.writeEndObject();
             g.writeEndObject();
             g.writeEndArray();
-            finish = finishReason(c.result().finishReason(), true);
+            finish = finishReason(c.result().finishReason(), answer.isWholeCall());
           } else {
             g.writeStringField("content", answer.content());
           }
@@ -337,7 +337,7 @@ final class OpenAiResponses {
     return reason == TextGenerator.FinishReason.STOP ? "stop" : "length";
   }
 
-  /** {@code "tool_calls"} for a call that ended whole ({@code call}), else as {@link #finishReason(TextGenerator.FinishReason)}. */
+  /** {@code "tool_calls"} for a call that ended whole ({@code call}: its arguments are all there), else as {@link #finishReason(TextGenerator.FinishReason)}. */
   static String finishReason(TextGenerator.FinishReason reason, boolean call) {
     return call && reason == TextGenerator.FinishReason.STOP ? "tool_calls" : finishReason(reason);
   }

@@ -423,7 +423,7 @@ public final class OpenAiRoutes extends AllDirectives {
     checkLogitBias(request.sampling(), lm);
     List<OpenAiRequest.Tool> tools = request.tools() == null ? List.of() : request.tools().functions();
     // With tools the answer is a call or words in ToolCallFormat's JSON (a response_format's schema inside it).
-    String toolSchema = request.tools() == null ? null : ToolCallFormat.schema(request.tools(), request.responseFormat());
+    boolean toolCalls = request.tools() != null && request.tools().mayCall();
     return template.renderAsync(request.messages(), true, tools, renderer).thenCompose(prompt -> {
       // As Hugging Face's apply_chat_template: the template writes the special tokens, the tokenizer adds none (unless asked to, as vLLM).
       int[] ids = lm.tokenizer().encode(prompt, Boolean.TRUE.equals(request.extensions().addSpecialTokens()));
@@ -432,11 +432,13 @@ public final class OpenAiRoutes extends AllDirectives {
           request.logprobs() ? request.topLogprobs() : null, request.streaming().includeUsage());
       // A response format's grammar: the vocabulary is read once per model (seconds for 150,000 tokens) and the schema
       // compiled once per schema (cached), both blocking, so not on this thread.
-      if (toolSchema != null) {
+      if (toolCalls) {
         writer.withToolCalls();
       }
-      CompletableFuture<TokenGrammar> grammar = toolSchema != null
-          ? CompletableFuture.supplyAsync(() -> grammar(lm, new OpenAiRequest.ResponseFormat(toolSchema, "tools"), "tools"), blocking)
+      // The tools' schemas are checked and compiled there too (a large schema takes a while).
+      CompletableFuture<TokenGrammar> grammar = toolCalls
+          ? CompletableFuture.supplyAsync(() -> grammar(lm, new OpenAiRequest.ResponseFormat(ToolCallFormat.schema(request.tools(),
+              request.responseFormat()), "tools"), "tools"), blocking)
           : request.responseFormat() == null ? CompletableFuture.completedFuture(null)
           : CompletableFuture.supplyAsync(() -> grammar(lm, request.responseFormat(), "response_format"), blocking);
       return grammar.thenCompose(constraint -> {
@@ -448,7 +450,7 @@ public final class OpenAiRoutes extends AllDirectives {
           params = request.extensions().apply(params.withStopTokenIds(stops));
           if (constraint != null) {
             if (stops.isEmpty()) {
-              throw OpenAiError.invalid(toolSchema != null ? "tools" : "response_format", "model '" + lm.name() + "' has no end-of-text token, so a constrained"
+              throw OpenAiError.invalid(toolCalls ? "tools" : "response_format", "model '" + lm.name() + "' has no end-of-text token, so a constrained"
                   + " answer cannot end: import it with its generation_config.json's eos_token_id");
             }
             // A constrained answer ends with a chat stop whatever ignore_eos says: the grammar's end is one.
@@ -748,7 +750,7 @@ public final class OpenAiRoutes extends AllDirectives {
           ToolCallFormat.Decoder answer = answers[job.index()];
           offerAnswer(job, answer.finish());
           offer(writer.chunk(job.index(), "", null, textOffsets[job.index()], OpenAiResponses.finishReason(result.finishReason(),
-              answer.isCall()), usageSoFar(job)));
+              answer.isWholeCall()), usageSoFar(job)));
         } else if (!failed) {
           offer(writer.chunk(job.index(), "", null, textOffsets[job.index()], result.finishReason(), usageSoFar(job)));
         }

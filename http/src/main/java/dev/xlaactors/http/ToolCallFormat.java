@@ -199,6 +199,22 @@ final class ToolCallFormat {
       return name != null;
     }
 
+    /**
+     * Whether the answer is a call whose arguments are whole JSON (after {@link #finish}): not one cut short by
+     * {@code max_tokens} or a stop string (its {@code finish_reason} stays {@code length} or {@code stop}).
+     */
+    boolean isWholeCall() {
+      if (name == null || phase != Phase.DONE || raw.charAt(raw.length() - 1) != '}') {
+        return false;
+      }
+      try (var parser = TensorJson.MAPPER.getFactory().createParser(arguments.toString())) {
+        TensorJson.MAPPER.readTree(parser);
+        return parser.nextToken() == null;
+      } catch (java.io.IOException e) {
+        return false;
+      }
+    }
+
     /** The call's function name (null: not a call). */
     String name() {
       return name;

@@ -104,6 +104,12 @@ class ToolCallFormatTest {
     weather.finish();
     assertEquals("get_weather", weather.name());
     assertEquals("{\"city\":\"Paris\",\"unit\":\"C\"}", weather.arguments());
+    assertTrue(weather.isWholeCall());
+    ToolCallFormat.Decoder stopped = new ToolCallFormat.Decoder("call_x"); // a stop string cut it
+    stopped.feed(WEATHER.substring(0, WEATHER.indexOf("Paris")));
+    stopped.finish();
+    assertEquals("get_weather", stopped.name());
+    assertFalse(stopped.isWholeCall(), "cut short: finish_reason is not tool_calls");
     ToolCallFormat.Decoder words = new ToolCallFormat.Decoder("call_x");
     words.feed(WORDS);
     words.finish();
