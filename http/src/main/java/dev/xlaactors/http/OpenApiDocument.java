@@ -254,11 +254,14 @@ public final class OpenApiDocument extends AllDirectives {
         "The call's arguments: a JSON text (400 when it is not JSON).")));
     ObjectNode call = closed(obj(req("id", "function"), "id", str(), "type", str().set("enum", arr("function")), "function",
         callFunction));
-    ObjectNode message = obj(req("role"), "role", str().set("enum", arr("system", "developer", "user", "assistant", "tool")),
-        "content", content, "name", nullable(str()), "tool_calls", nullable(array(call)), "tool_call_id", nullable(str()));
-    message.put("additionalProperties", false);
-    message.put("description", "tool_calls: an assistant's only; tool_call_id: required for a tool's message, only there (400 naming"
-        + " the field otherwise).");
+    // One schema per kind of message: an assistant's may hold tool_calls, a tool's must hold tool_call_id (400 naming it otherwise).
+    ObjectNode message = oneOf(
+        closed(obj(req("role"), "role", str().set("enum", arr("system", "developer", "user")), "content", content, "name",
+            nullable(str()))),
+        closed(obj(req("role"), "role", str().set("enum", arr("assistant")), "content", content.deepCopy(), "name", nullable(str()),
+            "tool_calls", nullable(array(call)))),
+        closed(obj(req("role", "tool_call_id"), "role", str().set("enum", arr("tool")), "content", content.deepCopy(), "name",
+            nullable(str()), "tool_call_id", str())));
     props(chatRequest).set("messages", array(message).put("minItems", 1));
     props(chatRequest).set("max_tokens", nullable(integer().put("minimum", 1).put("maximum", Integer.MAX_VALUE)));
     props(chatRequest).set("max_completion_tokens", nullable(integer().put("minimum", 1).put("maximum", Integer.MAX_VALUE)));
