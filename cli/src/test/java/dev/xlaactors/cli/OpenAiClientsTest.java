@@ -50,8 +50,8 @@ import org.junit.jupiter.api.Test;
  * the tiny Hugging Face test checkpoints, imported once into target/: gpt2 (no chat template), llama (a
  * chat template) and bert (embeddings), checked with the clients people use: openai-python
  * ({@code tools/openai_client_check.py} in the venv of {@code tools/openai-env.sh}) and LangChain4j's
- * OpenAI module (chat, streaming chat, embeddings); and over plain HTTP what clients do not show: the
- * body limit and a client that disconnects mid-stream cancelling its generations.
+ * OpenAI module (chat, streaming chat, embeddings, AI services with a record result and with tools); and over plain HTTP
+ * what clients do not show: the body limit and a client that disconnects mid-stream cancelling its generations.
  */
 class OpenAiClientsTest {
   private static final ObjectMapper JSON = new ObjectMapper();
