@@ -227,12 +227,15 @@ final class ChatTemplate {
     return context;
   }
 
-  /** A JSON text as the maps, lists, strings, numbers and booleans a template reads (checked as JSON by the request's parser). */
+  /**
+   * A call's arguments as the maps, lists, strings, numbers and booleans a template reads; a text that is not JSON (a call
+   * cut short by max_tokens, sent back) stays the text, as transformers gets a string it is given.
+   */
   private static Object javaValue(String json) {
     try {
       return TensorJson.MAPPER.readValue(json, Object.class);
     } catch (java.io.IOException e) {
-      throw OpenAiError.invalid("messages", "tool call arguments are not JSON: " + e.getMessage());
+      return json;
     }
   }
 

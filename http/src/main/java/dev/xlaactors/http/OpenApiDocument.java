@@ -251,7 +251,7 @@ public final class OpenApiDocument extends AllDirectives {
     content.set("oneOf", arr(str(), array(part)));
     content.put("nullable", true);
     ObjectNode callFunction = closed(obj(req("name", "arguments"), "name", str(), "arguments", str().put("description",
-        "The call's arguments: a JSON text (400 when it is not JSON).")));
+        "The call's arguments: a JSON text (the template gets it as an object; a text that is not JSON stays text).")));
     ObjectNode call = closed(obj(req("id", "function"), "id", str(), "type", str().set("enum", arr("function")), "function",
         callFunction));
     // One schema per kind of message: an assistant's may hold tool_calls, a tool's must hold tool_call_id (400 naming it otherwise).
