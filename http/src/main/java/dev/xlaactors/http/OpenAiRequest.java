@@ -540,6 +540,10 @@ final class OpenAiRequest {
       throw OpenAiError.invalid(path + ".role", "expected \"system\", \"developer\", \"user\", \"assistant\" or \"tool\", got "
           + role);
     }
+    JsonNode name = present(m, "name");
+    if (name != null && !name.isTextual()) { // taken without effect, as vLLM; but a string, as OpenAI defines it
+      throw OpenAiError.invalid(path + ".name", "expected a string, got " + TensorJson.kind(name));
+    }
     List<ToolCall> calls = toolCalls(m, path, role.asText());
     String callId = null;
     if (role.asText().equals("tool")) {

@@ -165,6 +165,8 @@ class OpenAiRequestTest {
         + "\"content\":\"x\"}]}"))).param());
     assertEquals("messages[0].role", refused(() -> OpenAiRequest.chat(json("{\"model\":\"m\",\"messages\":[{\"role\":\"function\","
         + "\"name\":\"f\",\"content\":\"x\"}]}"))).param());
+    assertEquals("messages[0].name", refused(() -> OpenAiRequest.chat(json("{\"model\":\"m\",\"messages\":[{\"role\":\"user\","
+        + "\"content\":\"x\",\"name\":{}}]}"))).param());
     assertEquals("{not json", OpenAiRequest.chat(json("{\"model\":\"m\",\"messages\":[{\"role\":\"assistant\",\"tool_calls\":"
         + "[{\"id\":\"c\",\"type\":\"function\",\"function\":{\"name\":\"f\",\"arguments\":\"{not json\"}}]}]}")).messages().get(0)
         .toolCalls().get(0).arguments(), "a call cut short, sent back: taken as text");
