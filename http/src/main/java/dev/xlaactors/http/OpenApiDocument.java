@@ -258,9 +258,18 @@ public final class OpenApiDocument extends AllDirectives {
     ObjectNode content = F.objectNode();
     content.set("oneOf", arr(str(), array(part)));
     content.put("nullable", true);
-    ObjectNode message = obj(req("role"), "role", str().set("enum", arr("system", "developer", "user", "assistant")),
-        "content", content, "name", nullable(str()));
-    message.put("additionalProperties", false);
+    ObjectNode callFunction = closed(obj(req("name", "arguments"), "name", str(), "arguments", str().put("description",
+        "The call's arguments: a JSON text (the template gets it as an object; a text that is not JSON stays text).")));
+    ObjectNode call = closed(obj(req("id", "function"), "id", str(), "type", str().set("enum", arr("function")), "function",
+        callFunction));
+    // One schema per kind of message: an assistant's may hold tool_calls, a tool's must hold tool_call_id (400 naming it otherwise).
+    ObjectNode message = oneOf(
+        closed(obj(req("role"), "role", str().set("enum", arr("system", "developer", "user")), "content", content, "name",
+            nullable(str()))),
+        closed(obj(req("role"), "role", str().set("enum", arr("assistant")), "content", content.deepCopy(), "name", nullable(str()),
+            "tool_calls", nullable(array(call)))),
+        closed(obj(req("role", "tool_call_id"), "role", str().set("enum", arr("tool")), "content", content.deepCopy(), "name",
+            nullable(str()), "tool_call_id", str())));
     props(chatRequest).set("messages", array(message).put("minItems", 1));
     props(chatRequest).set("max_tokens", nullable(integer().put("minimum", 1).put("maximum", Integer.MAX_VALUE)));
     props(chatRequest).set("max_completion_tokens", nullable(integer().put("minimum", 1).put("maximum", Integer.MAX_VALUE)));
@@ -271,6 +280,18 @@ public final class OpenApiDocument extends AllDirectives {
     jsonSchema.put("additionalProperties", false);
     props(chatRequest).set("response_format", nullable(obj(req("type"), "type", str().set("enum", arr("text", "json_object",
         "json_schema")), "json_schema", jsonSchema)));
+    ObjectNode function = closed(obj(req("name"), "name", str().put("pattern", "^[A-Za-z0-9_-]{1,64}$"), "description", nullable(str()),
+        "parameters", nullable(F.objectNode().put("type", "object").put("description", "The JSON schema of the arguments: the subset"
+            + " of response_format's (other keywords are refused naming the tool and them).")), "strict", nullable(bool())));
+    ObjectNode tool = closed(obj(req("type", "function"), "type", str().set("enum", arr("function")), "function", function));
+    props(chatRequest).set("tools", nullable(array(tool).put("minItems", 1).put("maxItems", OpenAiRequest.MAX_TOOLS)
+        .put("description", "The functions the model may call; names unique (400 naming the second otherwise).")));
+    ObjectNode named = closed(obj(req("type", "function"), "type", str().set("enum", arr("function")), "function",
+        closed(obj(req("name"), "name", str()))));
+    props(chatRequest).set("tool_choice", nullable(oneOf(str().set("enum", arr("none", "auto", "required")), named)
+        .put("description", "none, auto (the default with tools), required, or a function of tools by name; only with tools but"
+            + " none (400 otherwise).")));
+    props(chatRequest).set("parallel_tool_calls", nullable(bool()));
     chatRequest.set("required", arr("model", "messages"));
     chatRequest.put("description", "max_tokens and max_completion_tokens: one at most; top_logprobs above 0 needs logprobs true. The "
         + "rendered messages' tokens and max_tokens must fit the model's context (GET /v1/models: max_model_len): 400 when they do not. "
@@ -518,7 +539,9 @@ public final class OpenApiDocument extends AllDirectives {
   private static ObjectNode completionResponse(String object, boolean chat) {
     ObjectNode choice = chat
         ? obj(req("index", "message", "finish_reason"), "index", integer(), "message", obj(req("role", "content"),
-            "role", str(), "content", str()), "logprobs", nullable(obj(null)), "finish_reason", str())
+            "role", str(), "content", nullable(str()), "tool_calls", array(obj(req("id", "type", "function"), "id", str(), "type",
+                str(), "function", obj(req("name", "arguments"), "name", str(), "arguments", str())))), "logprobs",
+            nullable(obj(null)), "finish_reason", str().set("enum", arr("stop", "length", "tool_calls")))
         : obj(req("index", "text", "finish_reason"), "index", integer(), "text", str(), "logprobs", nullable(obj(null)),
             "finish_reason", str());
     return obj(req("id", "object", "created", "model", "choices", "usage"), "id", str(), "object", str().set("enum", arr(object)),
