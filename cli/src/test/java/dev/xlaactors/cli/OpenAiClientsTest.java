@@ -210,7 +210,8 @@ class OpenAiClientsTest {
 
   /**
    * A constrained answer parses whatever else the request says: response_format on /v1/completions (vLLM takes it
-   * there too), and stop strings every answer would hold ("{" and a quote) do not cut it short of parsing.
+   * there too), and stop strings every answer would hold ("{" and a quote) do not cut it short of parsing, nor does
+   * min_tokens leave a whole answer nothing to draw.
    */
   @Test
   void constrainedAnswersParseOnCompletionsAndPastStopStrings() throws Exception {
@@ -225,7 +226,7 @@ class OpenAiClientsTest {
       assertEquals("stop", choice.get("finish_reason").asText(), choice.toString());
     }
     JsonNode chat = post("/v1/chat/completions", "{\"model\":\"llama\",\"messages\":[{\"role\":\"user\",\"content\":\"JSON?\"}],"
-        + "\"max_tokens\":24,\"seed\":3,\"stop\":\"{\",\"response_format\":{\"type\":\"json_object\"}}");
+        + "\"max_tokens\":24,\"seed\":3,\"stop\":\"{\",\"min_tokens\":24,\"response_format\":{\"type\":\"json_object\"}}");
     String content = chat.at("/choices/0/message/content").asText();
     assertTrue(JSON.readTree(content).isObject(), "not a JSON object: " + chat);
     assertEquals("stop", chat.at("/choices/0/finish_reason").asText(), chat.toString());

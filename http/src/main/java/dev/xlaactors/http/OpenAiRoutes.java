@@ -457,14 +457,18 @@ public final class OpenAiRoutes extends AllDirectives {
    * {@code params} constrained by {@code grammar}, ending at {@code stops} whatever {@code ignore_eos} says (the grammar's
    * end is one of them), and without stop strings: a stop string inside the answer (a quote, a brace, a word of a
    * value) would cut it short of parsing, so a constrained answer ends where the grammar says it is whole, never at a
-   * stop string (vLLM applies them and can return JSON cut short; we do not).
+   * stop string (vLLM applies them and can return JSON cut short; we do not). {@code min_tokens} is dropped too: held-back
+   * end tokens would leave a whole answer (a closed object) nothing to draw.
    */
   private static SamplingParams constrained(LanguageModel lm, SamplingParams params, TokenGrammar grammar, Set<Integer> stops) {
     if (stops.isEmpty()) {
       throw OpenAiError.invalid("response_format", "model '" + lm.name() + "' has no end-of-text token, so a constrained"
           + " answer cannot end: import it with its generation_config.json's eos_token_id");
     }
-    return params.withStopTokenIds(stops).withStopStrings(List.of()).withProcessor(new GrammarProcessor(grammar, stops));
+    List<dev.xlaactors.lm.sampling.LogitsProcessor> kept = params.processors().stream()
+        .filter(p -> !(p instanceof dev.xlaactors.lm.sampling.MinTokens)).toList();
+    return params.withStopTokenIds(stops).withStopStrings(List.of()).withProcessors(kept)
+        .withProcessor(new GrammarProcessor(grammar, stops));
   }
 
   private static int promptTokens(List<int[]> prompts) {
