@@ -138,6 +138,18 @@ def report(measures, na_file):
                 ratio = f"{statistics.median(o) / statistics.median(ll):.2f}" if o and ll else "n/a"
                 label = f"{metric} ({UNITS.get(metric, '')})"
                 print(f"| {label:<28} | {ov + ', ' + lv:<26} | {cell(o):<24} | {cell(ll):<24} | {ratio:>14} |")
+    # Ours alone: one sequence on the 8-slot package (the smallest decode program that holds it) against a
+    # package of one slot only, the "one user at one user's cost" of the issue.
+    shared = values.get(("gpt2", "decode_b1", "ours", "f32"), [])
+    alone = values.get(("gpt2", "decode_b1", "ours", "f32-1slot"), [])
+    one_of_8 = "n/a"
+    if shared and alone:
+        one_of_8 = f"{statistics.median(shared) / statistics.median(alone):.3f}"
+        print("\ngpt2, ours: one sequence decoding, min / median / max over the rounds")
+        print(f"| {'package':<40} | {'decode (tok/s)':<24} |")
+        print(f"|{'-' * 42}|{'-' * 26}|")
+        print(f"| {'8 slots (--slots 1,8), 1 running':<40} | {cell(shared):<24} |")
+        print(f"| {'1 slot (--slots 1)':<40} | {cell(alone):<24} |")
     fields = []
     for field, model, metric, ov, lv in RESULT_FIELDS:
         o = values.get((model, metric, "ours", ov), [])
@@ -148,6 +160,7 @@ def report(measures, na_file):
             fields.append(f"{field}=n/a")
             why = na.get(field) or ("no llama.cpp figure" if o else "no figure of ours" if ll else "neither side measured it")
             print(f"n/a {field}: {why}")
+    fields.append(f"one_of_8={one_of_8}")
     print("RESULT llamacpp " + " ".join(fields))
 
 

@@ -210,10 +210,13 @@ modes:
             a 124 M GPT-2 and a SmolLM2-135M-shaped Llama; llama.cpp reads them converted to GGUF (F32, and
             Q8_0 by llama-quantize), we import them with `bin/xla-actors import hf` (f32; int8 once import
             has --quantize). First the greedy tokens of transformers, llama.cpp (llama-server) and ours on
-            one prompt (exit 1 when ours and llama.cpp's differ at a clear winner). Then BENCH_REPS rounds
+            one prompt (exit 1 when ours and llama.cpp's differ at a clear winner), and a 2,000-token prompt
+            served by ours on the 4,096-position Llama with echo + logprobs against transformers'
+            (tools/long_prompt_check.py; exit 1 past 2e-3). Then BENCH_REPS rounds
             (default 5), each model ours then llama.cpp: prefill of 128 tokens, decode tokens/s of 1 and 8
             sequences (32 steps after the prompt; 8: aggregate), peak RSS of one sequence (VmHWM); the
-            Llama's 2,000-token prefill; ours: ModelsBench, llama.cpp: llama-batched-bench -t 2. Then
+            Llama's 2,000-token prefill; ours: ModelsBench, llama.cpp: llama-batched-bench -t 2; ours
+            also one sequence on a GPT-2 package of one slot. Then
             guidellm (tools/guidellm-env.sh) against `bin/xla-actors serve` and llama-server, GPT-2 F32:
             synchronous and 8 concurrent, 64 tokens in and 32 out, LLAMACPP_SERVE_REQUESTS (default 32)
             requests and LLAMACPP_SERVE_SECONDS (default 60) per profile: TTFT, inter-token latency, output
@@ -221,7 +224,8 @@ modes:
             RESULT llamacpp decode_b1=<F32, 1 sequence> decode_b8=<8> decode_b1_q8=<our int8 / Q8_0>
                    decode_b8_q8=<...> prefill=<128 tokens> prefill_2k=<2,000 tokens, the Llama> rss=<peak>
                    serve_sync=<output tokens/s> serve_c8=<...> llama_decode_b1=<...> llama_decode_b8=<...>
-                   llama_prefill=<...> llama_rss=<...>   (n/a where a side has no figure, with why;
+                   llama_prefill=<...> llama_rss=<...> one_of_8=<ours: one sequence on the 8-slot
+                   package / on the 1-slot package>   (n/a where a side has no figure, with why;
                    GPT-2's figures unless named llama_)
   structured  logits processors and JSON-schema constrained decoding (lm.structured): the sampler's cost
             per token per vocabulary entry alone and with a grammar, a logit bias and penalties, over
@@ -1065,23 +1069,26 @@ PY
 
 # ---------------------------------------------------------------------------- llamacpp
 
-# Everything the llamacpp mode makes is kept under one folder keyed by the scripts that make it, so that a
-# change to one of them makes it again: the checkpoints, their GGUFs and our packages of them.
+# Everything the llamacpp mode makes is kept under one folder keyed by the scripts that make the checkpoints
+# and their GGUFs, so that a change to one of them makes them again; our packages of them are made again when
+# the importer or their options change (see llamacpp_import).
 llamacpp_dir() {
   local key
-  key="$(cat tools/llamacpp_checkpoints.py tools/llamacpp_convert.py tools/hf_import.py | sha256sum | cut -c1-10)"
+  key="$(cat tools/llamacpp_checkpoints.py tools/llamacpp_convert.py | sha256sum | cut -c1-10)"
   echo "${XLA_ACTORS_CACHE:-$HOME/.cache/xla-actors}/llamacpp-bench-$key"
 }
 
-# `bin/xla-actors import hf` with extra options, once per package folder ($1: HF dir, $2: package dir).
+# `bin/xla-actors import hf` with extra options ($1: HF dir, $2: package dir), again only when the importer
+# or the options changed since the package was made (.complete holds their key).
 llamacpp_import() {
-  local hf="$1" pkg="$2"
+  local hf="$1" pkg="$2" key
   shift 2
-  if [ ! -f "$pkg/.complete" ]; then
+  key="$( (cat tools/hf_import.py; echo "$*") | sha256sum | cut -c1-16)"
+  if [ "$(cat "$pkg/.complete" 2> /dev/null)" != "$key" ]; then
     rm -rf "$pkg"
     echo "importing $hf into $pkg ($*)..." >&2
     bin/xla-actors import hf "$hf" --out "$pkg" "$@" >&2
-    touch "$pkg/.complete"
+    echo "$key" > "$pkg/.complete"
   fi
 }
 
@@ -1107,6 +1114,10 @@ llamacpp_prepare() {
   # Our side: the checkpoint imported as a user would, decode programs for 1 and 8 sequences, the rest as
   # import's defaults (prompts by chunks of 32 and 128 up to the context, the context capped by a 1 GiB cache).
   llamacpp_import "$d/hf" "$d/pkg-f32" --slots 1,8
+  if [ "$m" = gpt2 ]; then
+    # A package of one slot only: what one sequence on the 8-slot package must decode as fast as.
+    llamacpp_import "$d/hf" "$d/pkg-f32-1slot" --slots 1
+  fi
   if [ -n "$int8_option" ]; then
     llamacpp_import "$d/hf" "$d/pkg-int8" --slots 1,8 $int8_option
   fi
@@ -1261,7 +1272,9 @@ run_llamacpp() {
   # Features of ours that other work is adding: each figure appears once the option is there.
   int8_option=""
   if bin/xla-actors help import 2>&1 | grep -q -- '--quantize'; then
-    int8_option="--quantize int8"
+    # int8 with the native int8 kernel (with --kernels xla every program dequantises the weights first, the
+    # slowest variant bench/run.sh kernels measured)
+    int8_option="--quantize int8 --kernels native"
   else
     printf 'decode_b1_q8\t%s\n' "bin/xla-actors import hf has no --quantize yet (int8 weights are being added)" >> "$na"
     printf 'decode_b8_q8\t%s\n' "bin/xla-actors import hf has no --quantize yet (int8 weights are being added)" >> "$na"
@@ -1277,12 +1290,24 @@ run_llamacpp() {
   for m in gpt2 llama; do
     llamacpp_agreement "$m"
   done
+  # A 2,000-token prompt on the 4,096-position Llama, imported with no length option (prompts by chunks up to
+  # the context): served with echo and logprobs, every prompt token's log-probability against transformers'.
+  trap stop_server EXIT
+  start_ours_server "$ldir/llama/pkg-f32" "$out_dir/llamacpp-long-prompt-server.log"
+  "$torch_python" tools/long_prompt_check.py "$ldir/llama/hf" "$server_url" \
+    "$(curl -sf "$server_url/v1/models" | python3 -c 'import json, sys; print(json.load(sys.stdin)["data"][0]["id"])')" \
+    --tokens 2000 || agreement_failed=1
+  stop_server
+  trap - EXIT
   echo
   local rep
   for rep in $(seq 1 "$reps"); do
     for m in gpt2 llama; do
       echo "round $rep of $reps, $m: ours (ModelsBench), then llama.cpp (llama-batched-bench)..." >&2
       ours_round "$m" "$ldir/$m/pkg-f32" f32 "$rep"
+      if [ "$m" = gpt2 ]; then
+        ours_round "$m" "$ldir/$m/pkg-f32-1slot" f32-1slot "$rep"
+      fi
       llamacpp_round "$m" f32 "$rep"
       if [ -n "$int8_option" ]; then
         ours_round "$m" "$ldir/$m/pkg-int8" int8 "$rep"

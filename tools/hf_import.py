@@ -4,7 +4,7 @@ Run with the venv of tools/jax-env.sh (JAX, numpy, safetensors, flatbuffers; ml_
 
     $(bash tools/jax-env.sh) tools/hf_import.py HF_DIR --out PKG [--name NAME] [--dtype as-is|f32|bf16]
         [--slots 1,4] [--prefill-chunks 32,128] [--decode-lengths 256,1024] [--context-length N]
-        [--kv-cache-memory 1GiB] [--score-length N] [--embed-batches 1,4] [--embed-length N]
+        [--kv-cache-memory 1GiB] [--kv-cache-dtype f32|f16|bf16] [--score-length N] [--embed-batches 1,4] [--embed-length N]
         [--tiktoken ENCODING] [--platforms cpu,cuda] [--kernels native|xla] [--quantize none|int8]
 
 HF_DIR is what `save_pretrained` writes: config.json, model.safetensors (or shards and
@@ -28,7 +28,8 @@ native int8 kernel (or dequantises before an XLA dot with --kernels xla); a tied
 the same int8 table.
 
 
-The KV cache is one f32 array [layers, 2 (key, value), slots, kv_heads, context, head_dim] of N =
+The KV cache is one array [layers, 2 (key, value), slots, kv_heads, context, head_dim] (f32, or f16/bf16 with
+--kv-cache-dtype; attention reads it back as f32) of N =
 max(--slots) slots, keys stored after the rotary embedding; the programs donate it and update it in place
 with dynamic_update_slice. A prompt of any length up to the context is written by chunks (prefill_chunk at
 an offset of a slot's row); a decode step of B <= N sequences names their rows and reads only the first L
@@ -301,9 +302,19 @@ class Decoder(WeightAccess):
 
     kind = "causal-lm"
     droppable = ()  # patterns of checkpoint tensors no program needs (buffers saved by old versions)
+    cache_dtype = F32  # --kv-cache-dtype: what the cache stores; attention reads it back as f32
 
     def __init__(self, names):
         self.names = names
+
+    def to_cache(self, kv):
+        """Keys and values as the cache stores them (f16/bf16 round to nearest even)."""
+        return kv.astype(self.cache_dtype)
+
+    @staticmethod
+    def from_cache(kv):
+        """Keys and values read from the cache, for attention in f32."""
+        return kv.astype(F32)
 
     def w(self, P, name):
         """A weight in f32 (bf16 checkpoints are upcast inside the program)."""
@@ -343,7 +354,7 @@ class Decoder(WeightAccess):
             k, v = k.transpose(0, 2, 1, 3), v.transpose(0, 2, 1, 3)  # [1,KVH,T,Dh]
             # Positions 0..T-1 of the slot's row; those at or past `length` hold the padding's keys, which
             # no later step reads before decode_slots overwrites them.
-            cache = lax.dynamic_update_slice(cache, jnp.stack([k, v])[None], (i, 0, slot, 0, 0, 0))
+            cache = lax.dynamic_update_slice(cache, self.to_cache(jnp.stack([k, v])[None]), (i, 0, slot, 0, 0, 0))
             return attention(q, k, v, causal, self.scale(i)), cache
 
         x, cache = self.run(P, self.embed(P, tokens, positions), positions, attend, cache)
@@ -361,8 +372,9 @@ class Decoder(WeightAccess):
 
         def attend(i, q, k, v, cache):
             kv = jnp.stack([k.transpose(0, 2, 1, 3), v.transpose(0, 2, 1, 3)])[None]  # [1,2,1,KVH,C,Dh]
-            cache = lax.dynamic_update_slice(cache, kv, (i, 0, slot, 0, start, 0))
-            row = lax.dynamic_slice(cache, (i, 0, slot, 0, 0, 0), (1, 2, 1, self.kv_heads, context, self.head_dim))
+            cache = lax.dynamic_update_slice(cache, self.to_cache(kv), (i, 0, slot, 0, start, 0))
+            row = self.from_cache(lax.dynamic_slice(cache, (i, 0, slot, 0, 0, 0),
+                                                    (1, 2, 1, self.kv_heads, context, self.head_dim)))
             return attention(q, row[0, 0], row[0, 1], visible, self.scale(i)), cache
 
         return self.run(P, self.embed(P, tokens, positions), positions, attend, cache)
@@ -388,8 +400,8 @@ class Decoder(WeightAccess):
             # with these (tools/jax_gpt.py measured a scatter over the slots 2x slower).
             for s in range(S):
                 kv = jnp.stack([k[s, 0], v[s, 0]])[None, :, None, :, None, :]  # [1,2,1,KVH,1,Dh]
-                cache = lax.dynamic_update_slice(cache, kv, (i, 0, s, 0, positions[s], 0))
-            return attention(q, cache[i, 0], cache[i, 1], visible, self.scale(i)), cache
+                cache = lax.dynamic_update_slice(cache, self.to_cache(kv), (i, 0, s, 0, positions[s], 0))
+            return attention(q, self.from_cache(cache[i, 0]), self.from_cache(cache[i, 1]), visible, self.scale(i)), cache
 
         x, cache = self.run(P, self.embed(P, tokens[:, None], pos), pos, attend, cache)
         return self.logits(P, x[:, 0]), cache
@@ -407,11 +419,11 @@ class Decoder(WeightAccess):
             rows = []
             for b in range(B):
                 kv = jnp.stack([k[b, 0], v[b, 0]])[None, :, None, :, None, :]  # [1,2,1,KVH,1,Dh]
-                cache = lax.dynamic_update_slice(cache, kv, (i, 0, slots[b], 0, positions[b], 0))
+                cache = lax.dynamic_update_slice(cache, self.to_cache(kv), (i, 0, slots[b], 0, positions[b], 0))
             for b in range(B):
                 rows.append(lax.dynamic_slice(cache, (i, 0, slots[b], 0, 0, 0),
                                               (1, 2, 1, self.kv_heads, length, self.head_dim))[0, :, 0])
-            window = jnp.stack(rows, axis=1)  # [2,B,KVH,length,Dh]
+            window = self.from_cache(jnp.stack(rows, axis=1))  # [2,B,KVH,length,Dh]
             return attention(q, window[0], window[1], visible, self.scale(i)), cache
 
         x, cache = self.run(P, self.embed(P, tokens[:, None], pos), pos, attend, cache)
@@ -695,7 +707,7 @@ def program_plan(model, a, context):
     # One cache of N slots (the largest batch); decode programs for each batch size B and attention window
     # L read only the rows and positions in use; prompts of any length up to the context go in by chunks.
     N = max(a.slots)
-    cache = jax.ShapeDtypeStruct(model.slot_cache_shape(N, context), F32)
+    cache = jax.ShapeDtypeStruct(model.slot_cache_shape(N, context), model.cache_dtype)
     for C in chunk_lengths(a, context):
         plan.append(({"role": "prefill_chunk", "slots": N, "length": C}, f"prefill_chunk_s{N}_c{C}.jax",
                      model.prefill_chunk, 5, (jax.ShapeDtypeStruct((1, C), jnp.int32), i32, i32, i32, cache)))
@@ -708,7 +720,7 @@ def program_plan(model, a, context):
     plan.append(({"role": "slot_cache", "slots": N}, f"slot_cache_s{N}.jax", None, None, ()))
     # Scoring a sequence longer than score's length: chunks of the longest prefill chunk over a cache of its own.
     C = max(chunk_lengths(a, context))
-    score_cache = jax.ShapeDtypeStruct(model.slot_cache_shape(1, context), F32)
+    score_cache = jax.ShapeDtypeStruct(model.slot_cache_shape(1, context), model.cache_dtype)
     plan.append(({"role": "score_chunk", "slots": 1, "length": C}, f"score_chunk_s1_c{C}.jax", model.score_chunk, 4,
                  (jax.ShapeDtypeStruct((1, C), jnp.int32), i32, i32, score_cache)))
     if N != 1:
@@ -728,7 +740,7 @@ def decode_lengths(a, context):
 
 
 def cache_bytes(model, slots, context):
-    return 4 * math.prod(model.slot_cache_shape(slots, context))
+    return jnp.dtype(model.cache_dtype).itemsize * math.prod(model.slot_cache_shape(slots, context))
 
 
 def choose_context(model, a, notes):
@@ -766,8 +778,8 @@ def export_program(fn, donated, weights, args, platforms, name, custom_calls=())
     return exp.serialize()
 
 
-def export_slot_cache(shape, platforms):
-    return export.export(jax.jit(lambda: jnp.zeros(shape, F32)), platforms=platforms)().serialize()
+def export_slot_cache(shape, dtype, platforms):
+    return export.export(jax.jit(lambda: jnp.zeros(shape, dtype)), platforms=platforms)().serialize()
 
 
 # ---------------------------------------------------------------- tokenizer and generation defaults
@@ -877,6 +889,8 @@ def chat_template(hf_dir, tok_config):
 
 
 DTYPE_CONVERSIONS = {"as-is": None, "f32": "F32", "bf16": "BF16"}
+# --kv-cache-dtype: what the KV cache stores (attention computes in f32 either way).
+KV_CACHE_DTYPES = {"f32": F32, "f16": jnp.float16, "bf16": jnp.bfloat16}
 
 
 def q8_derived(model, weight_specs):
@@ -976,6 +990,7 @@ def import_checkpoint(a):
     arch = architecture_of(cfg)
     ckpt = Checkpoint(hf_dir)
     model = ARCHITECTURES[arch](cfg, set(ckpt.tensors))
+    model.cache_dtype = KV_CACHE_DTYPES[a.kv_cache_dtype]
     notes = []
     context = choose_context(model, a, notes)
     target = DTYPE_CONVERSIONS[a.dtype]
@@ -1032,7 +1047,7 @@ def import_checkpoint(a):
         programs = []
         for attrs, file, fn, donated, args in plan:
             if fn is None:
-                blob = export_slot_cache(model.slot_cache_shape(attrs["slots"], context), a.platforms)
+                blob = export_slot_cache(model.slot_cache_shape(attrs["slots"], context), model.cache_dtype, a.platforms)
             else:
                 specs = {n: weight_specs[n] for n in sorted(used[file])}
                 blob = export_program(fn, donated, specs, args, a.platforms, file, custom_calls[file])
@@ -1045,7 +1060,8 @@ def import_checkpoint(a):
             "kind": model.kind,
             "source": {"architecture": arch, "dtype": dtype, "importer": f"tools/hf_import.py {IMPORTER_VERSION}",
                        "jax": jax.__version__, "kernels": a.kernels,
-                       **({"quantization": "q8_0"} if a.quantize == "int8" else {})},
+                       **({"quantization": "q8_0"} if a.quantize == "int8" else {}),
+                       **({"kv_cache_dtype": a.kv_cache_dtype} if a.kv_cache_dtype != "f32" else {})},
             "weights": weights_entry,
             "programs": programs,
         }
@@ -1131,8 +1147,12 @@ def main():
     ap.add_argument("--context-length", "--max-model-len", dest="context_length", type=int,
                     help="cap the context (limits.context_length and the cache's positions) below the model's")
     ap.add_argument("--kv-cache-memory", type=byte_size, default=byte_size("1GiB"),
-                    help="the most bytes the cache of max(SLOTS) sequences may take (f32); the context is "
+                    help="the most bytes the cache of max(SLOTS) sequences may take; the context is "
                     "capped to fit (default 1GiB; suffixes KiB, MiB, GiB)")
+    ap.add_argument("--kv-cache-dtype", choices=sorted(KV_CACHE_DTYPES), default="f32",
+                    help="what the KV cache stores: f32 (the default, exact), f16 or bf16 (half the memory, so "
+                    "twice the context in the same --kv-cache-memory, and half the bytes a decode step reads "
+                    "from it; rounded, attention still computes in f32)")
     ap.add_argument("--tiktoken", choices=["r50k_base", "p50k_base", "cl100k_base", "o200k_base"],
                     help="for a checkpoint without tokenizer.json: an encoding JTokkit bundles (r50k_base is GPT-2's)")
     # cpu alone by default: a module lowered for several platforms takes the platform index as a run-time

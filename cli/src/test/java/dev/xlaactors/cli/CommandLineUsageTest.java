@@ -65,6 +65,8 @@ class CommandLineUsageTest {
     refused("--context-length and --max-model-len are the same option", "import", "hf", dir.toString(), "--out",
         dir.resolve("p").toString(), "--context-length", "512", "--max-model-len", "1024");
     refused("--prefill-chunks", "import", "hf", dir.toString(), "--out", dir.resolve("p").toString(), "--prefill-chunks", "32,x");
+    refused("--kv-cache-dtype takes f32, f16, bf16, got 'fp8'", "import", "hf", dir.toString(), "--out", dir.resolve("p").toString(),
+        "--kv-cache-dtype", "fp8");
   }
 
   @Test

@@ -83,6 +83,17 @@ class OpenAiClientsTest {
   }
 
   static Path imported(String name) throws IOException {
+    // Test classes share these packages and run in two JVMs at once (surefire's forkCount in cli/pom.xml):
+    // one imports while the other waits on the lock, then finds the package made.
+    Files.createDirectories(PACKAGES);
+    try (java.nio.channels.FileChannel lock = java.nio.channels.FileChannel.open(PACKAGES.resolve(".lock"),
+        java.nio.file.StandardOpenOption.CREATE, java.nio.file.StandardOpenOption.WRITE);
+        var held = lock.lock()) {
+      return importedHoldingTheLock(name);
+    }
+  }
+
+  private static Path importedHoldingTheLock(String name) throws IOException {
     Path pkg = PACKAGES.resolve(name).toAbsolutePath();
     Path manifest = pkg.resolve("xla-model.json");
     if (Files.exists(manifest) && Files.getLastModifiedTime(manifest).compareTo(
@@ -188,7 +199,9 @@ class OpenAiClientsTest {
   }
 
   /** What the AI service below returns: LangChain4j asks for its JSON schema (name: string, age: integer, both required). */
-  record Person(String name, int age) {}
+  // long, not int: LangChain4j's schema of either is an unbounded "integer", which the grammar holds to 15 digits
+  // (JsonSchemaAutomaton.MAX_DIGITS), more than an int takes; a random model writes such numbers.
+  record Person(String name, long age) {}
 
   /** An AI service whose answer is a record. */
   interface Extractor {
