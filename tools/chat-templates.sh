@@ -14,6 +14,7 @@ version=0.3.36
 sha256=832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e
 templates=(
   Qwen-Qwen2.5-7B-Instruct
+  Qwen-Qwen3-0.6B
   mistralai-Mistral-Nemo-Instruct-2407
   microsoft-Phi-3.5-mini-instruct
   google-gemma-2-2b-it
@@ -43,7 +44,12 @@ fail() {
   exit 1
 }
 
-if [ ! -f "$dir/.complete" ]; then
+complete=1
+[ -f "$dir/.complete" ] || complete=0
+for t in "${templates[@]}"; do
+  [ -f "$dir/$t.jinja" ] || complete=0 # a template added to the list since the cache was made
+done
+if [ "$complete" = 0 ]; then
   if [ ! -f "$sdist" ] || ! echo "$sha256  $sdist" | sha256sum -c --status; then
     rm -f "$sdist"
     mkdir -p "$cache/sdists"

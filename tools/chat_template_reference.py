@@ -48,13 +48,13 @@ LLAMA2_STYLE = (
     "{% endfor %}"
 )
 
-# Not here: Qwen3's template, which Jinjava 2.8 cannot parse (namespace(last_query_index=messages|length - 1):
-# a keyword argument whose value is arithmetic on a filter; docs/http.md, "Chat templates").
 # family: (template file in the llama.cpp set, or None for LLAMA2_STYLE), base tokenizer, special tokens
 # (tokenizer_config.json's names), further added special tokens.
 FAMILIES = {
     "qwen2.5": ("Qwen-Qwen2.5-7B-Instruct", "byte-level",
                 {"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>"}, ["<|im_start|>"]),
+    "qwen3": ("Qwen-Qwen3-0.6B", "byte-level",
+              {"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>"}, ["<|im_start|>", "<think>", "</think>"]),
     "smollm3": ("HuggingFaceTB-SmolLM3-3B", "byte-level",
                 {"bos_token": "<|im_start|>", "eos_token": "<|im_end|>", "pad_token": "<|im_end|>"}, []),
     "mistral-nemo": ("mistralai-Mistral-Nemo-Instruct-2407", "byte-level",
@@ -85,6 +85,11 @@ CONVERSATIONS = [
     [{"role": "user", "content": "Ünïcödé: naïve café, 日本語, emoji 🎉🤖"},
      {"role": "assistant", "content": "Ça va? 👍 Ελληνικά"},
      {"role": "user", "content": "{% raw %}{{ raw }}{% endraw %} and {# comment #} end"}],
+    # Reasoning in the answers (Qwen3's template keeps it only after the last question) and a last answer.
+    [{"role": "user", "content": "Think first: 2+2?"},
+     {"role": "assistant", "content": "<think>\ntwo and two\n</think>\n\n4."},
+     {"role": "user", "content": "And 3+3?"},
+     {"role": "assistant", "content": "<think>three and three</think>6."}],
 ]
 
 CORPUS = [

@@ -64,8 +64,9 @@ final class ChatTemplate {
     this.model = model;
     // Jinja drops one newline at the end of a template (keep_trailing_newline is off in Hugging Face's
     // environment); Jinjava's option of that name trims the output instead, so the source is trimmed here.
-    this.template = template.endsWith("\r\n") ? template.substring(0, template.length() - 2)
-        : template.endsWith("\n") || template.endsWith("\r") ? template.substring(0, template.length() - 1) : template;
+    // Two forms of Jinja that Jinjava parses otherwise (keyword values, [::-1]) are rewritten: see JinjaSource.
+    this.template = JinjaSource.forJinjava(template.endsWith("\r\n") ? template.substring(0, template.length() - 2)
+        : template.endsWith("\n") || template.endsWith("\r") ? template.substring(0, template.length() - 1) : template);
     this.specialTokens = Map.copyOf(specialTokens);
     this.settings = settings;
     this.jinjava = jinjava(settings);

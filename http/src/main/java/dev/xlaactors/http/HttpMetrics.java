@@ -8,8 +8,9 @@ import java.time.Duration;
 /**
  * The HTTP layer's own meters, beside the servers' ({@code xla_serve_*}, {@code xla_generate_*}): every
  * refusal it answers, whatever refused it ({@code xla_http_refusals_total{api, status}}: a bad or too large
- * body, an unknown route or method, an overloaded or stopped server, a timeout; {@code api} is the
- * protocol of the path: {@code open_inference}, {@code openai} or {@code ours}), and the embeddings the
+ * body, an unknown route or method, an overloaded or stopped server, a timeout, a request the parser
+ * refused; {@code api} is the protocol of the path: {@code open_inference}, {@code openai} or {@code ours},
+ * the last for the parser's refusals, which come before the path is known), and the embeddings the
  * OpenAI routes compute ({@code xla_openai_embeddings_total{model, outcome}}, {@code
  * xla_openai_embeddings_seconds{model}}). Thread-safe (Micrometer's meters are).
  */

@@ -40,9 +40,11 @@ public final class HttpServer implements AutoCloseable {
    */
   static final HttpMethod QUERY = HttpMethods.custom("QUERY", true, true, RequestEntityAcceptances.Expected);
   private final ServerBinding binding;
+  private final ServerSettings settings; // what the parser's refusals are counted by (ParseErrorResponses)
 
-  private HttpServer(ServerBinding binding) {
+  private HttpServer(ServerBinding binding, ServerSettings settings) {
     this.binding = binding;
+    this.settings = settings;
   }
 
   /**
@@ -75,11 +77,21 @@ public final class HttpServer implements AutoCloseable {
       ServerSettings server = ServerSettings.create(ConfigFactory.parseString("pekko.http.server.parsing.error-handler = \""
           + ParseErrorResponses.FQCN + "\"").withFallback(serverConfig(system.settings().config(), settings)));
       server = server.withParserSettings(server.getParserSettings().withCustomMethods(QUERY));
-      ServerBinding binding = Http.get(system).newServerAt(settings.host(), settings.port()).withSettings(server)
-          .bindFlow(perConnection(system, RouteErrors.around(keys.guard(route), registry == null ? null : new HttpMetrics(registry))))
-          .toCompletableFuture().get(BIND_WAIT.toSeconds(), TimeUnit.SECONDS);
+      HttpMetrics metrics = registry == null ? null : new HttpMetrics(registry);
+      if (metrics != null) {
+        ParseErrorResponses.count(server, metrics);
+      }
+      ServerBinding binding;
+      try {
+        binding = Http.get(system).newServerAt(settings.host(), settings.port()).withSettings(server)
+            .bindFlow(perConnection(system, RouteErrors.around(keys.guard(route), metrics)))
+            .toCompletableFuture().get(BIND_WAIT.toSeconds(), TimeUnit.SECONDS);
+      } catch (ExecutionException | TimeoutException | InterruptedException | RuntimeException e) {
+        ParseErrorResponses.forget(server);
+        throw e;
+      }
       exposure(binding.localAddress(), keys).ifPresent(warning -> system.log().warn(warning));
-      return new HttpServer(binding);
+      return new HttpServer(binding, server);
     } catch (ExecutionException e) {
       throw new XlaException(ErrorCode.UNAVAILABLE, "cannot listen on " + settings.host() + ":" + settings.port() + " ("
           + HttpSettings.ROOT + ".host/port): " + e.getCause().getMessage() + "; choose another port (0: any free one)", e.getCause());
@@ -160,6 +172,7 @@ public final class HttpServer implements AutoCloseable {
   /** Stops accepting connections and ends the open ones (waiting up to 5 s for requests in progress). */
   @Override
   public void close() {
+    ParseErrorResponses.forget(settings);
     try {
       binding.terminate(Duration.ofSeconds(5)).toCompletableFuture().get(30, TimeUnit.SECONDS);
     } catch (ExecutionException | TimeoutException e) {

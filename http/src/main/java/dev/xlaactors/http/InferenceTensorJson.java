@@ -3,6 +3,7 @@ package dev.xlaactors.http;
 import com.fasterxml.jackson.core.JsonGenerator;
 import com.fasterxml.jackson.databind.JsonNode;
 import dev.xlaactors.runtime.DType;
+import dev.xlaactors.runtime.HalfFloats;
 import dev.xlaactors.runtime.HostTensor;
 import dev.xlaactors.runtime.TensorType;
 import java.io.ByteArrayOutputStream;
@@ -153,27 +154,32 @@ final class InferenceTensorJson {
     for (int r = 0; r < rows; r++) {
       out.add(new ArrayList<>());
     }
-    for (int i = 0; i < types.size(); i++) {
-      if (binaryAt[i] >= 0) {
-        long need = rows * types.get(i).byteSize();
-        if (binarySize[i] != need) {
-          throw new BadRequestException(paths[i] + ".parameters.binary_data_size", "shape " + shape(rows, types.get(i)) + " of "
-              + datatype(types.get(i).dtype()) + " takes " + need + " bytes, got " + binarySize[i]);
+    try { // a refused input gives back the rows made before it (pooled memory)
+      for (int i = 0; i < types.size(); i++) {
+        if (binaryAt[i] >= 0) {
+          long need = rows * types.get(i).byteSize();
+          if (binarySize[i] != need) {
+            throw new BadRequestException(paths[i] + ".parameters.binary_data_size", "shape " + shape(rows, types.get(i)) + " of "
+                + datatype(types.get(i).dtype()) + " takes " + need + " bytes, got " + binarySize[i]);
+          }
+          binaryRows(binary, (int) binaryAt[i], rows, paths[i], names.get(i), types.get(i), out);
+          continue;
         }
-        binaryRows(binary, (int) binaryAt[i], rows, paths[i], names.get(i), types.get(i), out);
-        continue;
+        List<JsonNode> values = new ArrayList<>();
+        flatten(byInput[i].get("data"), values, paths[i] + ".data");
+        long perRow = types.get(i).shape().elementCount();
+        if (values.size() != perRow * rows) {
+          throw new BadRequestException(paths[i] + ".data", "shape " + shape(rows, types.get(i)) + " holds " + perRow * rows
+              + " values, got " + values.size());
+        }
+        for (int r = 0; r < rows; r++) {
+          out.get(r).add(values(values.subList((int) (r * perRow), (int) ((r + 1) * perRow)), paths[i] + ".data", (int) (r * perRow),
+              types.get(i)));
+        }
       }
-      List<JsonNode> values = new ArrayList<>();
-      flatten(byInput[i].get("data"), values, paths[i] + ".data");
-      long perRow = types.get(i).shape().elementCount();
-      if (values.size() != perRow * rows) {
-        throw new BadRequestException(paths[i] + ".data", "shape " + shape(rows, types.get(i)) + " holds " + perRow * rows
-            + " values, got " + values.size());
-      }
-      for (int r = 0; r < rows; r++) {
-        out.get(r).add(values(values.subList((int) (r * perRow), (int) ((r + 1) * perRow)), paths[i] + ".data", (int) (r * perRow),
-            types.get(i)));
-      }
+    } catch (RuntimeException e) {
+      out.forEach(row -> row.forEach(HostTensor::close));
+      throw e;
     }
     return out;
   }
@@ -225,7 +231,7 @@ final class InferenceTensorJson {
           }
         }
       }
-      out.get(r).add(HostTensor.ofBytes(type.dtype(), row, type.shape().dims()));
+      out.get(r).add(HostTensor.filled(type, b -> b.put(row))); // pooled: closed once the request is answered
     }
   }
 
@@ -286,7 +292,6 @@ final class InferenceTensorJson {
   /** One row's tensor of {@code type} from its values; {@code offset} is the first value's index in the request's data. */
   private static HostTensor values(List<JsonNode> data, String path, int offset, TensorType type) {
     int n = data.size();
-    long[] dims = type.shape().dims();
     DType t = type.dtype();
     String dt = datatype(t);
     if (t == DType.PRED) {
@@ -298,7 +303,11 @@ final class InferenceTensorJson {
         }
         v[i] = x.asBoolean();
       }
-      return HostTensor.ofBooleans(v, dims);
+      return HostTensor.filled(type, b -> {
+        for (int i = 0; i < n; i++) {
+          b.put(i, (byte) (v[i] ? 1 : 0));
+        }
+      });
     }
     if (t.isFloating()) {
       double[] v = new double[n];
@@ -316,11 +325,20 @@ final class InferenceTensorJson {
       for (int i = 0; i < f.length; i++) {
         f[i] = (float) v[i];
       }
+      // Rows take pooled memory (HostTensor.filled), given back when the request is answered.
       return switch (t) {
-        case F64 -> HostTensor.ofDoubles(v, dims);
-        case F32 -> HostTensor.ofFloats(f, dims);
-        case F16 -> HostTensor.ofHalfFloats(f, dims);
-        case BF16 -> HostTensor.ofBFloat16s(f, dims);
+        case F64 -> HostTensor.filled(type, b -> b.asDoubleBuffer().put(v));
+        case F32 -> HostTensor.filled(type, b -> b.asFloatBuffer().put(f));
+        case F16 -> HostTensor.filled(type, b -> {
+          for (int i = 0; i < n; i++) {
+            b.putShort(i * 2, HalfFloats.floatToHalf(f[i]));
+          }
+        });
+        case BF16 -> HostTensor.filled(type, b -> {
+          for (int i = 0; i < n; i++) {
+            b.putShort(i * 2, HalfFloats.floatToBFloat16(f[i]));
+          }
+        });
         default -> throw new BadRequestException(path, dt + " has no JSON form");
       };
     }
@@ -337,7 +355,17 @@ final class InferenceTensorJson {
         throw new BadRequestException(path + "[" + (offset + i) + "]", v[i] + " is outside the range of " + dt + " (" + min + ".." + max + ")");
       }
     }
-    return HostTensor.ofLongs(t, v, dims);
+    int width = t.byteSize(); // each value is in the dtype's range (checked above)
+    return HostTensor.filled(type, b -> {
+      for (int i = 0; i < n; i++) {
+        switch (width) {
+          case 1 -> b.put(i, (byte) v[i]);
+          case 2 -> b.putShort(i * 2, (short) v[i]);
+          case 4 -> b.putInt(i * 4, (int) v[i]);
+          default -> b.putLong(i * 8, v[i]);
+        }
+      }
+    });
   }
 
   /**

@@ -358,33 +358,49 @@ final class OpenAiRequest {
           + TensorJson.kind(f));
     }
     String type = f.get("type").asText();
+    // json_schema is checked wherever it is given (the document states its shape whatever the type); only type
+    // json_schema uses it.
+    JsonNode js = f.get("json_schema"); // null too is refused: the document has no null there
+    JsonNode schema = js == null ? null : jsonSchema(js);
     switch (type) {
       case "text":
         return null;
       case "json_object":
         return new ResponseFormat(null, null);
       case "json_schema":
-        JsonNode js = present(f, "json_schema");
-        if (js == null || !js.isObject()) {
+        if (js == null) {
           throw OpenAiError.invalid("response_format", "type json_schema needs \"json_schema\": {\"name\", \"schema\", \"strict\"}");
-        }
-        for (Iterator<String> it = js.fieldNames(); it.hasNext(); ) {
-          String name = it.next();
-          if (!Set.of("name", "schema", "strict", "description").contains(name)) {
-            throw OpenAiError.invalid("response_format", "unknown field json_schema." + name + ": it takes name, description, schema and strict");
-          }
-        }
-        JsonNode schema = present(js, "schema");
-        if (schema == null || !schema.isObject()) {
-          throw OpenAiError.invalid("response_format", "json_schema.schema is required: the JSON schema (an object) the answer follows");
-        }
-        if (present(js, "strict") != null && !js.get("strict").isBoolean()) {
-          throw OpenAiError.invalid("response_format", "json_schema.strict is true or false, got " + js.get("strict"));
         }
         return new ResponseFormat(schema.toString(), js.path("name").asText(""));
       default:
         throw OpenAiError.invalid("response_format", "type is \"text\", \"json_object\" or \"json_schema\", got \"" + type + "\"");
     }
+  }
+
+  /** The schema of {@code response_format.json_schema}, checked: its fields, their types, the schema an object. */
+  private static JsonNode jsonSchema(JsonNode js) {
+    if (!js.isObject()) {
+      throw OpenAiError.invalid("response_format", "json_schema is {\"name\", \"description\", \"schema\", \"strict\"}, got " + TensorJson.kind(js));
+    }
+    for (Iterator<String> it = js.fieldNames(); it.hasNext(); ) {
+      String name = it.next();
+      if (!Set.of("name", "schema", "strict", "description").contains(name)) {
+        throw OpenAiError.invalid("response_format", "unknown field json_schema." + name + ": it takes name, description, schema and strict");
+      }
+    }
+    for (String text : List.of("name", "description")) {
+      if (js.has(text) && !js.get(text).isTextual()) {
+        throw OpenAiError.invalid("response_format", "json_schema." + text + " is a string, got " + TensorJson.kind(js.get(text)));
+      }
+    }
+    JsonNode schema = present(js, "schema");
+    if (schema == null || !schema.isObject()) {
+      throw OpenAiError.invalid("response_format", "json_schema.schema is required: the JSON schema (an object) the answer follows");
+    }
+    if (present(js, "strict") != null && !js.get("strict").isBoolean()) {
+      throw OpenAiError.invalid("response_format", "json_schema.strict is true or false, got " + js.get("strict"));
+    }
+    return schema;
   }
 
   private static List<String> stops(JsonNode root) {

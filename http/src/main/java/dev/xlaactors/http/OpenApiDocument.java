@@ -90,6 +90,9 @@ public final class OpenApiDocument extends AllDirectives {
           }
         }
       }
+      // vLLM's detokenize: ids of the model's vocabulary too (the largest one's: a smaller model's is a model limit).
+      ((ObjectNode) paths.at("/~1detokenize/post/requestBody/content/application~1json/schema/properties/tokens/items"))
+          .put("maximum", vocabulary - 1);
     }
     List<String> ids = new java.util.ArrayList<>(openAi.completionModels());
     ids.addAll(openAi.embeddingModels());
@@ -211,23 +214,28 @@ public final class OpenApiDocument extends AllDirectives {
     // ---- OpenAI
     ObjectNode model = obj(req("id", "object", "created", "owned_by"), "id", str(), "object", str().set("enum", arr("model")),
         "created", integer(), "owned_by", str(), "max_model_len", integer());
-    // vLLM's tokenizer routes, which lm-eval's local-completions reads before it scores.
-    ObjectNode tokenizeRequest = closed(obj(req("prompt"), "model", modelName(completion), "prompt", str(),
-        "add_special_tokens", nullable(bool())));
+    // vLLM's tokenizer routes, which lm-eval's local-completions reads before it scores. Their model is
+    // optional only when one language model is served (the server then takes it); with more it is required.
+    boolean modelRequired = completion.size() > 1;
+    ObjectNode tokenizeRequest = nullExtras(obj(modelRequired ? req("model", "prompt") : req("prompt"), "model", modelName(completion),
+        "prompt", str(), "add_special_tokens", nullable(bool())));
     ObjectNode tokenIds = array(integer().put("minimum", 0));
     ObjectNode tokenized = ok(JSON, obj(req("tokens", "count", "max_model_len"), "tokens", tokenIds, "count", integer(),
         "max_model_len", integer()));
     tokenized.setAll(errors(OPENAI, 400, 404));
     paths.putObject("/tokenize").set("post", op("vLLM's tokenize: the prompt's token ids (model optional when one language model is "
         + "served).", null, tokenized, tokenizeRequest));
-    ObjectNode detokenizeRequest = closed(obj(req("tokens"), "model", modelName(completion), "tokens", tokenIds));
+    ObjectNode detokenizeRequest = nullExtras(obj(modelRequired ? req("model", "tokens") : req("tokens"), "model", modelName(completion),
+        "tokens", tokenIds.deepCopy()));
     ObjectNode detokenized = ok(JSON, obj(req("prompt"), "prompt", str()));
     detokenized.setAll(errors(OPENAI, 400, 404));
     paths.putObject("/detokenize").set("post", op("vLLM's detokenize: the text of token ids.", null, detokenized, detokenizeRequest));
     ObjectNode info = ok(JSON, F.objectNode().put("type", "object"));
     info.setAll(errors(OPENAI, 400, 404));
+    ObjectNode infoModel = F.objectNode().put("name", "model").put("in", "query").put("required", modelRequired);
+    infoModel.set("schema", modelName(completion));
     paths.putObject("/tokenizer_info").set("get", op("vLLM's tokenizer_info: the model's tokenizer kind, special tokens and limits "
-        + "(?model= optional when one language model is served).", null, info, null));
+        + "(?model= optional when one language model is served).", List.of(infoModel), info, null));
     paths.putObject("/v1/models").set("get", op("The served models in OpenAI's list shape.", null,
         ok(JSON, obj(req("object", "data"), "object", str().set("enum", arr("list")), "data", array(model))), null));
     ObjectNode oneModel = ok(JSON, model);
@@ -272,7 +280,7 @@ public final class OpenApiDocument extends AllDirectives {
     chatRequest.set("allOf", arr(anyOf(withLogprobs, withoutTop), notBoth, streamOptionsOnlyWithStream()));
     paths.putObject("/v1/chat/completions").set("post", op("Answers messages rendered by the model's chat template (OpenAI's chat "
         + "completions); streamed when stream is true.", null, completions(completionResponse("chat.completion", true)), chatRequest));
-    ObjectNode embeddingsRequest = closed(obj(null, "model", modelName(embedding), "input", prompt(0), // an encoder takes "" (its special tokens alone)
+    ObjectNode embeddingsRequest = nullExtras(obj(null, "model", modelName(embedding), "input", prompt(0), // an encoder takes "" (its special tokens alone)
         // null in the enum too: OpenAPI 3.0 reads nullable as a type, which an enum without null still refuses
         "encoding_format", nullable(str().set("enum", arr("float", "base64").addNull())),
         "dimensions", nullable(integer().put("minimum", 1).put("maximum", 1 << 20)), "user", nullable(str())));
@@ -456,9 +464,9 @@ public final class OpenApiDocument extends AllDirectives {
     return rs;
   }
 
-  /** The fields of completions and chat ({@code model} one of {@code models}); additional fields refused. */
+  /** The fields of completions and chat ({@code model} one of {@code models}); additional fields only null (see nullExtras). */
   private static ObjectNode sampling(List<String> models) {
-    return closed(obj(null,
+    return nullExtras(obj(null,
         "model", modelName(models),
         "max_tokens", nullable(integer().put("minimum", 0).put("maximum", Integer.MAX_VALUE)),
         "temperature", nullable(number().put("minimum", 0).put("maximum", 2)),
@@ -469,7 +477,7 @@ public final class OpenApiDocument extends AllDirectives {
         "stop", nullable(oneOf(str().put("minLength", 1), array(str().put("minLength", 1)).put("maxItems", OpenAiRequest.MAX_STOPS))),
         "n", nullable(integer().put("minimum", 1).put("maximum", OpenAiRequest.MAX_CHOICES)),
         "stream", nullable(bool()),
-        "stream_options", nullable(closed(obj(null, "include_usage", nullable(bool()), "continuous_usage_stats", nullable(bool())))),
+        "stream_options", nullable(nullExtras(obj(null, "include_usage", nullable(bool()), "continuous_usage_stats", nullable(bool())))),
         "user", nullable(str()),
         // vLLM's extensions (docs/http.md), which guidellm and lm-eval send
         "ignore_eos", nullable(bool()),
@@ -577,6 +585,17 @@ public final class OpenApiDocument extends AllDirectives {
 
   private static ObjectNode closed(ObjectNode schema) {
     return schema.put("additionalProperties", false);
+  }
+
+  /**
+   * An OpenAI-style request body: a field it does not list is refused unless it is null, which the server
+   * ignores as clients send unset fields (OpenAiRequest's field check); so the document allows null alone there.
+   */
+  private static ObjectNode nullExtras(ObjectNode schema) {
+    ObjectNode onlyNull = F.objectNode().put("nullable", true);
+    onlyNull.set("enum", F.arrayNode().addNull());
+    schema.set("additionalProperties", onlyNull);
+    return schema;
   }
 
   private static ArrayNode req(String... names) {

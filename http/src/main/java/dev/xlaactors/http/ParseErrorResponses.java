@@ -1,6 +1,9 @@
 package dev.xlaactors.http;
 
 import dev.xlaactors.error.ErrorCode;
+import java.util.Collections;
+import java.util.IdentityHashMap;
+import java.util.Map;
 import org.apache.pekko.event.LoggingAdapter;
 import org.apache.pekko.http.ParsingErrorHandler;
 import org.apache.pekko.http.javadsl.model.ContentTypes;
@@ -23,8 +26,33 @@ import org.apache.pekko.http.scaladsl.settings.ServerSettings;
 public final class ParseErrorResponses extends ParsingErrorHandler {
   static final String FQCN = ParseErrorResponses.class.getName();
 
+  /**
+   * The refusal counters of the servers started with a registry, by the settings object each was bound
+   * with (identity): Pekko makes this handler from its class name, so it finds its server's counter here.
+   */
+  private static final Map<Object, HttpMetrics> METRICS = Collections.synchronizedMap(new IdentityHashMap<>());
+
+  /** Counts the parser's refusals of the server bound with {@code settings} in {@code metrics}. */
+  static void count(Object settings, HttpMetrics metrics) {
+    METRICS.put(settings, metrics);
+  }
+
+  /** The server bound with {@code settings} is gone. */
+  static void forget(Object settings) {
+    METRICS.remove(settings);
+  }
+
   @Override
   public HttpResponse handle(StatusCode status, ErrorInfo info, LoggingAdapter log, ServerSettings settings) {
+    HttpResponse response = response(status, info, log);
+    HttpMetrics metrics = METRICS.get(settings);
+    if (metrics != null) { // refused before any route, so before the path is known: counted as this project's API
+      metrics.refused("", response.status().intValue());
+    }
+    return response;
+  }
+
+  private static HttpResponse response(StatusCode status, ErrorInfo info, LoggingAdapter log) {
     String message = info.summary().isEmpty() ? status.reason() : info.summary();
     if (!info.detail().isEmpty()) {
       message += ": " + info.detail();

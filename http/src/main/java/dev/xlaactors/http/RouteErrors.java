@@ -11,6 +11,7 @@ import org.apache.pekko.http.javadsl.model.HttpResponse;
 import org.apache.pekko.http.javadsl.model.MediaTypes;
 import org.apache.pekko.http.javadsl.model.StatusCodes;
 import org.apache.pekko.http.javadsl.model.headers.Allow;
+import org.apache.pekko.http.javadsl.model.headers.TimeoutAccess;
 import org.apache.pekko.http.javadsl.server.Directives;
 import org.apache.pekko.http.javadsl.server.MethodRejection;
 import org.apache.pekko.http.javadsl.server.RejectionHandler;
@@ -61,8 +62,90 @@ final class RouteErrors {
         metrics.refused(request.getUri().path(), response.status().intValue());
       }
       return response;
-    }, () -> Directives.handleRejections(rejections(request),
-        () -> Directives.withRequestTimeoutResponse(r -> timedOut(r, metrics), () -> route))));
+    }, () -> Directives.mapRequest(r -> countingTimeouts(r, metrics), () -> Directives.handleRejections(rejections(request),
+        () -> Directives.withRequestTimeoutResponse(RouteErrors::timedOut, () -> route)))));
+  }
+
+  /**
+   * {@code request} with its {@code Timeout-Access} made to count what its timeout answers: Pekko's server
+   * stage writes that answer itself, outside every route (so outside the count above), whichever handler a
+   * route set (the routes' own 504s when a server misses its deadline, or {@link #timedOut}).
+   */
+  private static HttpRequest countingTimeouts(HttpRequest request, HttpMetrics metrics) {
+    if (metrics == null) {
+      return request;
+    }
+    return request.getHeader(TimeoutAccess.class)
+        .map(header -> request.removeHeader(header.name()).addHeader(TimeoutAccess.create(new CountedTimeout(
+            (org.apache.pekko.http.scaladsl.TimeoutAccess) header.timeoutAccess(), metrics, request.getUri().path()))))
+        .orElse(request);
+  }
+
+  /** A request's timeout access that counts, in {@code metrics}, each error its handler answers with. */
+  private static final class CountedTimeout implements org.apache.pekko.http.scaladsl.TimeoutAccess {
+    private final org.apache.pekko.http.scaladsl.TimeoutAccess access;
+    private final HttpMetrics metrics;
+    private final String path;
+
+    CountedTimeout(org.apache.pekko.http.scaladsl.TimeoutAccess access, HttpMetrics metrics, String path) {
+      this.access = access;
+      this.metrics = metrics;
+      this.path = path;
+    }
+
+    private <R extends HttpResponse> R counted(R response) {
+      if (response.status().intValue() >= 400) {
+        metrics.refused(path, response.status().intValue());
+      }
+      return response;
+    }
+
+    private scala.Function1<org.apache.pekko.http.scaladsl.model.HttpRequest, org.apache.pekko.http.scaladsl.model.HttpResponse> counting(
+        scala.Function1<org.apache.pekko.http.scaladsl.model.HttpRequest, org.apache.pekko.http.scaladsl.model.HttpResponse> handler) {
+      return r -> counted(handler.apply(r));
+    }
+
+    @Override
+    public scala.concurrent.duration.Duration timeout() {
+      return access.timeout();
+    }
+
+    @Override
+    public void updateTimeout(scala.concurrent.duration.Duration timeout) {
+      access.updateTimeout(timeout);
+    }
+
+    @Override
+    public void updateTimeout(java.time.Duration timeout) {
+      access.updateTimeout(timeout);
+    }
+
+    @Override
+    public void updateHandler(scala.Function1<org.apache.pekko.http.scaladsl.model.HttpRequest,
+        org.apache.pekko.http.scaladsl.model.HttpResponse> handler) {
+      access.updateHandler(counting(handler));
+    }
+
+    @Override
+    public void update(scala.concurrent.duration.Duration timeout, scala.Function1<org.apache.pekko.http.scaladsl.model.HttpRequest,
+        org.apache.pekko.http.scaladsl.model.HttpResponse> handler) {
+      access.update(timeout, counting(handler));
+    }
+
+    @Override
+    public void updateHandler(org.apache.pekko.japi.Function<HttpRequest, HttpResponse> handler) {
+      access.updateHandler((org.apache.pekko.japi.Function<HttpRequest, HttpResponse>) r -> counted(handler.apply(r)));
+    }
+
+    @Override
+    public void update(scala.concurrent.duration.Duration timeout, org.apache.pekko.japi.Function<HttpRequest, HttpResponse> handler) {
+      access.update(timeout, (org.apache.pekko.japi.Function<HttpRequest, HttpResponse>) r -> counted(handler.apply(r)));
+    }
+
+    @Override
+    public void update(java.time.Duration timeout, org.apache.pekko.japi.Function<HttpRequest, HttpResponse> handler) {
+      access.update(timeout, (org.apache.pekko.japi.Function<HttpRequest, HttpResponse>) r -> counted(handler.apply(r)));
+    }
   }
 
   private static RejectionHandler rejections(HttpRequest request) {
@@ -91,10 +174,7 @@ final class RouteErrors {
   }
 
   /** Pekko's request timeout, for a request whose route did not set its own: 503 in the path's shape. */
-  private static HttpResponse timedOut(HttpRequest request, HttpMetrics metrics) {
-    if (metrics != null) { // written by Pekko's server stage, outside the route: counted here
-      metrics.refused(request.getUri().path(), StatusCodes.SERVICE_UNAVAILABLE.intValue());
-    }
+  private static HttpResponse timedOut(HttpRequest request) { // counted by CountedTimeout
     return error(request, StatusCodes.SERVICE_UNAVAILABLE.intValue(), request.method().name() + " " + request.getUri().path()
         + ": no answer within pekko.http.server.request-timeout");
   }

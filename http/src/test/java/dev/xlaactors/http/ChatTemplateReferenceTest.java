@@ -31,7 +31,7 @@ import org.junit.jupiter.api.TestFactory;
 
 /**
  * Our chat templates give the prompts the models were trained on: for the verbatim templates of several
- * model families (Qwen2.5, SmolLM3, Mistral Nemo, Phi-3.5, Gemma 2, Llama 3.1 and 3.2, fetched by
+ * model families (Qwen2.5, Qwen3, SmolLM3, Mistral Nemo, Phi-3.5, Gemma 2, Llama 3.1 and 3.2, fetched by
  * tools/chat-templates.sh when the build runs tests) and a Llama-2-style one, {@link ChatTemplate} plus the
  * tokenizer give exactly the token ids of transformers' {@code apply_chat_template(...,
  * add_generation_prompt=True)} (chat-templates/reference.json, made by tools/chat_template_reference.py with

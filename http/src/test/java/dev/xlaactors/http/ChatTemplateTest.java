@@ -61,6 +61,22 @@ class ChatTemplateTest {
   }
 
   @Test
+  void keywordValuesAreWholeExpressionsAndTheReversingSliceWorks() {
+    // Qwen3's forms: a keyword value with arithmetic on a filter, and messages[::-1]. String literals, a
+    // macro's defaults and the messages (data) keep "=" and "[::-1]" as written.
+    String template = """
+        {%- macro tag(name, sep='=') %}{{ name }}{{ sep }}{% endmacro %}
+        {%- set ns = namespace(last=messages|length - 1, text='a=b, c[::-1]', n=(2 * 3)) %}
+        {{- ns.last }}|{{ ns.text }}|{{ ns.n }}|{{ tag('k') }}|
+        {%- for m in messages[::-1] %}{{ m.content }};{% endfor %}
+        {%- set ns.last = ns.last + 10 %}{{ ns.last }}
+        """;
+    ChatTemplate t = new ChatTemplate("qwen3-style", template, Map.of());
+    assertEquals("2|a=b, c[::-1]|6|k=|x=(1)[::-1];Hi!;Be brief.;12", t.render(List.of(new OpenAiRequest.Message("system", "Be brief."),
+        new OpenAiRequest.Message("user", "Hi!"), new OpenAiRequest.Message("user", "x=(1)[::-1]")), false));
+  }
+
+  @Test
   void qwenStyleTemplateWithWhitespaceControlMethodsAndNamespace() {
     // The constructs of Qwen2.5's and Llama 3's templates: {%- -%}, messages[0]['role'], loop.first, .strip(), namespace().
     String qwen = """

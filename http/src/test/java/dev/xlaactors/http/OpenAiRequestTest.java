@@ -148,6 +148,14 @@ class OpenAiRequestTest {
     assertEquals("response_format", schemaless.param());
     assertTrue(schemaless.getMessage().contains("json_schema.schema is required"), schemaless.getMessage());
     assertEquals("response_format", refused(() -> OpenAiRequest.chat(json(chat + "\"response_format\":{\"type\":\"yaml\"}}"))).param());
+    // json_schema is checked whatever the type, as the document states its shape (schemathesis sent an unknown field with text).
+    OpenAiError unknown = refused(() -> OpenAiRequest.chat(json(chat + "\"response_format\":{\"type\":\"text\",\"json_schema\":"
+        + "{\"schema\":{},\"x\":42}}}")));
+    assertTrue(unknown.getMessage().contains("unknown field json_schema.x"), unknown.getMessage());
+    OpenAiError name = refused(() -> OpenAiRequest.chat(json(chat + "\"response_format\":{\"type\":\"json_object\",\"json_schema\":"
+        + "{\"schema\":{},\"name\":5}}}")));
+    assertTrue(name.getMessage().contains("json_schema.name is a string"), name.getMessage());
+    assertNull(OpenAiRequest.chat(json(chat + "\"response_format\":{\"type\":\"text\",\"json_schema\":{\"schema\":{}}}}")).responseFormat());
   }
 
   @Test

@@ -182,6 +182,22 @@ class OpenApiDocumentTest {
         .toString());
     assertEquals("[\"gpt2\",\"llama\",\"bert\"]", doc.at("/paths/~1v1~1models~1{id}/get/parameters/0/schema/enum").toString());
     assertEquals("[\"tensor\"]", doc.at("/paths/~1v2~1models~1{model}~1infer/post/parameters/0/schema/enum").toString());
+    // The tokenizer routes take no model only when one language model is served (schemathesis's positive_data_acceptance).
+    String tokenize = "/paths/~1tokenize/post/requestBody/content/application~1json/schema/required";
+    String detokenize = "/paths/~1detokenize/post/requestBody/content/application~1json/schema/required";
+    assertEquals("[\"model\",\"prompt\"]", doc.at(tokenize).toString());
+    assertEquals("[\"model\",\"tokens\"]", doc.at(detokenize).toString());
+    assertEquals("{\"name\":\"model\",\"in\":\"query\",\"required\":true}",
+        ((com.fasterxml.jackson.databind.node.ObjectNode) doc.at("/paths/~1tokenizer_info/get/parameters/0").deepCopy()).without("schema").toString());
+    // OpenAI-style bodies: another field only as null, which the server ignores (schemathesis sent {"": null} to /detokenize).
+    for (String body : List.of("~1tokenize", "~1detokenize", "~1v1~1completions", "~1v1~1chat~1completions", "~1v1~1embeddings")) {
+      assertEquals("{\"nullable\":true,\"enum\":[null]}",
+          doc.at("/paths/" + body + "/post/requestBody/content/application~1json/schema/additionalProperties").toString(), body);
+    }
+    JsonNode one = OpenApiDocument.of(List.of(), List.of("gpt2"), List.of("gpt2"), List.of(), List.of()).json();
+    assertEquals("[\"prompt\"]", one.at(tokenize).toString());
+    assertEquals("[\"tokens\"]", one.at(detokenize).toString());
+    assertFalse(one.at("/paths/~1tokenizer_info/get/parameters/0/required").asBoolean(), one.at("/paths/~1tokenizer_info").toString());
     // Every operation documents its responses, and every error status has a JSON error body.
     for (Iterator<JsonNode> p = doc.get("paths").elements(); p.hasNext(); ) {
       for (Iterator<JsonNode> o = p.next().elements(); o.hasNext(); ) {

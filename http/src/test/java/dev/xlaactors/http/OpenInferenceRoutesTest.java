@@ -128,6 +128,30 @@ class OpenInferenceRoutesTest {
     assertEquals("req-7", json(doc).get("id").asText());
   }
 
+  @Test
+  void rowsAndAnswersReusePooledMemory() throws Exception {
+    // The rows of a request, the batches' inputs and the answers' rows are pooled at every size (these are
+    // bytes): once warm, requests reuse the blocks the previous ones gave back, and allocate none of their own.
+    post("/v2/models/affine/infer", affineRequest("[3, 3]", "[[1, 0, -1], [0.5, 2, 4], [-3, 1, 0]]"));
+    dev.xlaactors.runtime.HostMemoryPool.Stats before = dev.xlaactors.runtime.HostMemoryPool.shared().stats();
+    int requests = 8;
+    for (int q = 0; q < requests; q++) {
+      float[][] x = {{q, 1, -q}, {0.5f * q, 2, 4}, {-3, q, 0}};
+      HttpResponse<String> r = post("/v2/models/affine/infer", affineRequest("[3, 3]", java.util.Arrays.deepToString(x)));
+      assertEquals(200, r.statusCode(), r.body());
+      JsonNode y = json(r).get("outputs").get(0);
+      for (int row = 0; row < 3; row++) { // right answers in memory that former requests used
+        assertData(OpenInferenceFixture.affine(x[row]), y.get("data"), row * 2);
+      }
+    }
+    dev.xlaactors.runtime.HostMemoryPool.Stats after = dev.xlaactors.runtime.HostMemoryPool.shared().stats();
+    long reused = after.reusedBlocks() - before.reusedBlocks();
+    long fresh = after.freshBlocks() - before.freshBlocks();
+    // Each request: 3 input rows and 3 answer rows at least (plus its batches' inputs), all from idle blocks.
+    assertTrue(reused >= 6L * requests, "reused " + reused + " blocks for " + requests + " requests of 3 rows (" + before + " -> " + after + ")");
+    assertTrue(fresh < requests, "allocated " + fresh + " fresh blocks for " + requests + " requests: rows are not reused");
+  }
+
   private static void assertData(float[] want, JsonNode data, int offset) {
     for (int j = 0; j < want.length; j++) {
       assertEquals(want[j], (float) data.get(offset + j).asDouble(), 1e-5f * (1 + Math.abs(want[j])), data.toString());

@@ -45,7 +45,13 @@ class RouteErrorsTest {
         () -> Directives.completeWithFuture(CompletableFuture.supplyAsync(() -> org.apache.pekko.http.javadsl.model.HttpResponse.create()
             .withEntity("done"), CompletableFuture.delayedExecutor(2500, TimeUnit.MILLISECONDS)))));
     Route never = Directives.path("never", () -> Directives.completeWithFuture(new CompletableFuture<>()));
-    http = HttpServer.start(kit.system(), settings, Directives.concat(slow, never,
+    // As the model routes do when a server misses its deadline: their own 504, set on the request's timeout.
+    Route missed = Directives.path("missed", () -> Directives.optionalHeaderValueByType(
+        org.apache.pekko.http.javadsl.model.headers.TimeoutAccess.class, access -> {
+          access.orElseThrow().timeoutAccess().update(Duration.ofMillis(200), r -> RouteErrors.error(r, 504, "the model did not answer"));
+          return Directives.completeWithFuture(new CompletableFuture<>());
+        }));
+    http = HttpServer.start(kit.system(), settings, Directives.concat(slow, never, missed,
         new OpenAiRoutes(kit.system(), settings, List.of(), List.of()).route(),
         new OpenInferenceRoutes(kit.system(), settings, List.of()).route()), REGISTRY);
   }
@@ -93,6 +99,29 @@ class RouteErrorsTest {
     // Every refusal is counted, whatever answered it (here Pekko's rejections).
     assertTrue(REGISTRY.get("xla_http_refusals").tags("api", "openai", "status", "405").counter().count() >= 4);
     assertTrue(REGISTRY.get("xla_http_refusals").tags("api", "open_inference", "status", "405").counter().count() >= 1);
+  }
+
+  private static double refusals(String api, int status) {
+    var counter = REGISTRY.find("xla_http_refusals").tags("api", api, "status", Integer.toString(status)).counter();
+    return counter == null ? 0 : counter.count();
+  }
+
+  @Test
+  void refusalsAnsweredOutsideTheRoutesAreCountedOnce() throws Exception {
+    // A route's own 504 and Pekko's request timeout are written by Pekko's server stage, after the routes;
+    // the parser's refusals (a TRACE with a body: 405) before them. Each is counted, once.
+    double routes504 = refusals("ours", 504);
+    double pekko503 = refusals("ours", 503);
+    double parser405 = refusals("ours", 405);
+    JsonNode missed = json(send("GET", "/missed"), 504);
+    assertEquals("DEADLINE_EXCEEDED", missed.get("code").asText(), missed.toString());
+    json(send("GET", "/never"), 503);
+    HttpResponse<String> trace = HTTP.send(HttpRequest.newBuilder(URI.create(http.url() + "/v1/models")).timeout(Duration.ofSeconds(30))
+        .method("TRACE", HttpRequest.BodyPublishers.ofString("x")).build(), HttpResponse.BodyHandlers.ofString());
+    json(trace, 405);
+    assertEquals(routes504 + 1, refusals("ours", 504));
+    assertEquals(pekko503 + 1, refusals("ours", 503));
+    assertEquals(parser405 + 1, refusals("ours", 405));
   }
 
   @Test

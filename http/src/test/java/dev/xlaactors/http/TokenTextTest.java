@@ -117,6 +117,26 @@ class TokenTextTest {
   }
 
   @Test
+  void legacyTopLogprobsKeepTheLikelierOfTwoTokensWithTheSameBytes() throws Exception {
+    // "a" is both a piece and the byte piece <0x61>: one key of the dict, holding the likelier token's
+    // log-probability (vLLM's dict comprehension keeps the later, less likely one's), whichever was drawn.
+    int byteA = id(sentencePiece, "<0x61>");
+    int pieceA = id(sentencePiece, "a");
+    int pieceB = id(sentencePiece, "b");
+    List<TopLogprob> top = List.of(new TopLogprob(byteA, -0.5f), new TopLogprob(pieceA, -1f), new TopLogprob(pieceB, -2f));
+    for (int drawn : new int[] {pieceA, byteA}) {
+      float drawnLogprob = drawn == byteA ? -0.5f : -1f;
+      OpenAiResponses writer = new OpenAiResponses(OpenAiResponses.Api.COMPLETIONS, "m", sentencePiece, 3);
+      JsonNode logprobs = TensorJson.MAPPER.readTree(writer.response(List.of(new OpenAiResponses.Choice(0, new TextGenerator.Result(
+          new int[] {1}, new int[] {drawn}, "a", TextGenerator.FinishReason.LENGTH, List.of(new Sample(drawn, drawnLogprob, top))), null,
+          null)), new OpenAiResponses.Usage(1, 1))).at("/choices/0/logprobs");
+      assertEquals("{\"a\":-0.5,\"b\":-2.0}", logprobs.at("/top_logprobs/0").toString(), "drawn " + drawn);
+      assertEquals("a", logprobs.at("/tokens/0").asText());
+      assertEquals(drawnLogprob, logprobs.at("/token_logprobs/0").floatValue(), "the drawn token's own log-probability");
+    }
+  }
+
+  @Test
   void echoTextOffsetsAreOverTheReturnedText() throws Exception {
     // "Hello world" is encoded with the <s> the tokenizer adds; the echo is the client's text, without it.
     String prompt = "Hello world";

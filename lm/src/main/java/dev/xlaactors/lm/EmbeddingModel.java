@@ -3,8 +3,10 @@ package dev.xlaactors.lm;
 import dev.xlaactors.actors.CallbackRuntime;
 import dev.xlaactors.error.InvalidArgumentException;
 import dev.xlaactors.lm.text.Tokenizer;
+import dev.xlaactors.runtime.DType;
 import dev.xlaactors.runtime.Device;
 import dev.xlaactors.runtime.HostTensor;
+import dev.xlaactors.runtime.TensorType;
 import dev.xlaactors.runtime.model.Argument;
 import dev.xlaactors.runtime.model.LoadedPackage;
 import dev.xlaactors.runtime.model.Model;
@@ -141,17 +143,19 @@ public final class EmbeddingModel implements AutoCloseable {
    * The encoder's inputs for one sequence as a model server of the package's {@code embed} programs takes
    * them as one request (its per-request inputs, without the batch dimension): tokens and mask, each
    * {@code i32[maxLength()]}, padded with zeros (masked, so padding changes nothing). The caller owns and
-   * closes them. Refused as {@link #embed(List)} refuses a sequence; {@code s} names it in the message.
+   * closes them (their memory is pooled: closing gives it back for the next request's rows). Refused as
+   * {@link #embed(List)} refuses a sequence; {@code s} names it in the message.
    */
   public List<HostTensor> row(int s, int[] ids) {
     check(s, ids);
-    int[] tokens = new int[length];
-    int[] mask = new int[length];
-    System.arraycopy(ids, 0, tokens, 0, ids.length);
-    java.util.Arrays.fill(mask, 0, ids.length, 1);
-    HostTensor t = HostTensor.ofInts(tokens, length);
+    TensorType type = TensorType.of(DType.S32, length);
+    HostTensor t = HostTensor.filled(type, b -> b.asIntBuffer().put(ids)); // the padding stays zero
     try {
-      return List.of(t, HostTensor.ofInts(mask, length));
+      return List.of(t, HostTensor.filled(type, b -> {
+        for (int i = 0; i < ids.length; i++) {
+          b.putInt(i * Integer.BYTES, 1);
+        }
+      }));
     } catch (RuntimeException e) {
       t.close();
       throw e;

@@ -1,7 +1,7 @@
 package dev.xlaactors.runtime;
 
 /** Conversions between float and the 16-bit float formats f16 (IEEE binary16) and bf16. */
-final class HalfFloats {
+public final class HalfFloats {
   private HalfFloats() {}
 
   static float bfloat16ToFloat(short bits) {
@@ -9,7 +9,7 @@ final class HalfFloats {
   }
 
   /** Round-to-nearest-even truncation of a float to its upper 16 bits; NaN stays NaN. */
-  static short floatToBFloat16(float value) {
+  public static short floatToBFloat16(float value) {
     int bits = Float.floatToRawIntBits(value);
     if (Float.isNaN(value)) {
       return (short) ((bits >>> 16) | 0x40);
@@ -37,7 +37,7 @@ final class HalfFloats {
   }
 
   /** IEEE round-to-nearest-even conversion; overflow becomes infinity, NaN stays NaN. */
-  static short floatToHalf(float value) {
+  public static short floatToHalf(float value) {
     int bits = Float.floatToRawIntBits(value);
     int sign = (bits >>> 16) & 0x8000;
     int exponent = ((bits >>> 23) & 0xff) - 127 + 15;

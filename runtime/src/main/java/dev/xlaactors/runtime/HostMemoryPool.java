@@ -23,9 +23,12 @@ import org.bytedeco.javacpp.Pointer;
  * handed to the next tensor of its size class as it is, neither zeroed nor faulted again; a fresh block
  * is pre-faulted by the JDK's zeroing, so every block a tensor gets is resident.
  *
- * <p>Blocks come in power-of-two size classes from {@value #MIN_POOLED_BYTES} bytes (64 KiB) to 1 GiB;
- * a tensor takes the smallest class that holds it. Smaller and larger tensors get memory of their own
- * size, freed by the garbage collector as before.
+ * <p>Blocks come in power-of-two size classes from {@value #MIN_BLOCK_BYTES} bytes to 1 GiB; a tensor takes
+ * the smallest class that holds it. The tensors the runtime fills itself and {@link HostTensor#zeros} take
+ * a block from {@value #MIN_POOLED_BYTES} bytes (64 KiB) on, smaller ones get memory of their own (they are
+ * often never closed); {@link HostTensor#filled}, whose tensors their maker closes (the rows of a served
+ * model's requests and answers, many per second), takes one at every size. Larger tensors get memory of
+ * their own size, freed by the garbage collector as before.
  *
  * <p>Bound: the pool keeps at most {@link #limitBytes()} bytes of idle blocks, set by {@code
  * xla-actors.runtime.host-memory.pool-bytes} (read when the pool is first used, and again by every
@@ -51,8 +54,14 @@ public final class HostMemoryPool {
     NativeLibrary.load(); // blocks are mapped and zeroed through JavaCPP's Pointer
   }
 
-  /** The smallest tensor, in bytes, whose memory comes from the pool. */
+  /**
+   * The smallest tensor, in bytes, whose memory comes from the pool without asking ({@link
+   * HostTensor#zeros}, downloads, callback inputs); {@link HostTensor#filled} pools every size.
+   */
   public static final int MIN_POOLED_BYTES = 64 << 10;
+
+  /** The smallest block: one {@link #ALIGNMENT}, which a block's start is aligned to anyway. */
+  public static final int MIN_BLOCK_BYTES = 64;
 
   /**
    * Where a block's bytes start: a multiple of this many bytes, the alignment XLA's CPU plugin needs to
@@ -65,7 +74,7 @@ public final class HostMemoryPool {
     return (int) ((ALIGNMENT - address % ALIGNMENT) % ALIGNMENT);
   }
 
-  private static final int MIN_CLASS = Integer.numberOfTrailingZeros(MIN_POOLED_BYTES);
+  private static final int MIN_CLASS = Integer.numberOfTrailingZeros(MIN_BLOCK_BYTES);
   private static final int MAX_CLASS = 30; // 1 GiB: the largest power of two a ByteBuffer can hold
 
   /** How long a reclaim waits for the cleaner to give back a first block of an unreachable tensor. */
@@ -235,9 +244,9 @@ public final class HostMemoryPool {
     shared.setLimitBytes(limitBytes);
   }
 
-  /** The size class of a tensor of {@code bytes} bytes: log2 of its block's size. */
+  /** The size class of a tensor of {@code bytes} bytes (at least 1): log2 of its block's size. */
   private static int sizeClass(long bytes) {
-    return 64 - Long.numberOfLeadingZeros(bytes - 1);
+    return Math.max(MIN_CLASS, 64 - Long.numberOfLeadingZeros(bytes - 1));
   }
 
   /** The direct memory a fresh block for a tensor of {@code bytes} bytes takes. */
@@ -245,13 +254,18 @@ public final class HostMemoryPool {
     return (1L << sizeClass(bytes)) + ALIGNMENT;
   }
 
-  /** Whether a tensor of {@code bytes} bytes takes its memory from a pool. */
+  /** Whether a tensor of {@code bytes} bytes takes its memory from a pool without asking. */
   static boolean pooled(long bytes) {
-    return bytes >= MIN_POOLED_BYTES && bytes <= (1L << MAX_CLASS);
+    return bytes >= MIN_POOLED_BYTES && poolable(bytes);
+  }
+
+  /** Whether a pool has a size class for a tensor of {@code bytes} bytes (what {@link HostTensor#filled} takes). */
+  static boolean poolable(long bytes) {
+    return bytes >= 1 && bytes <= (1L << MAX_CLASS);
   }
 
   /**
-   * A block of at least {@code bytes} bytes ({@link #pooled} must hold): an idle one with whatever its
+   * A block of at least {@code bytes} bytes ({@link #poolable} must hold): an idle one with whatever its
    * last tensor left in it, or a fresh one (zeroed, every page touched).
    */
   Block acquire(long bytes) {

@@ -20,7 +20,8 @@ import java.util.function.Consumer;
  *
  * <p>Lifetime: a tensor holds host memory until it is closed or unreachable. Tensors the runtime fills
  * itself (host-callback inputs, {@link DeviceBuffer#toHost} and other downloads) and {@link #zeros}, from
- * 64 KiB to 1 GiB, take their memory from the process-wide {@link HostMemoryPool}: {@link #close()} gives
+ * 64 KiB to 1 GiB, and {@link #filled} at every size up to 1 GiB, take their memory from the process-wide
+ * {@link HostMemoryPool}: {@link #close()} gives
  * it back at once for the next such tensor, which saves allocating, zeroing and faulting in fresh memory
  * (milliseconds for megabytes). Closing is optional: a pooled tensor that is never closed gives its
  * memory back when it and every view from {@link #data()} have become unreachable (a {@link Cleaner}), so
@@ -298,9 +299,14 @@ public final class HostTensor implements AutoCloseable {
   }
 
   private static HostTensor pooled(TensorType type, HostMemoryPool pool, boolean zeroed, String callback) {
+    return pooled(type, pool, zeroed, callback, false);
+  }
+
+  /** {@code anySize}: from the pool at every size it has a class for, not only from 64 KiB. */
+  private static HostTensor pooled(TensorType type, HostMemoryPool pool, boolean zeroed, String callback, boolean anySize) {
     Objects.requireNonNull(type, "type");
     long bytes = type.byteSize();
-    if (!HostMemoryPool.pooled(bytes) || pool.limitBytes() == 0) {
+    if (!(anySize ? HostMemoryPool.poolable(bytes) : HostMemoryPool.pooled(bytes)) || pool.limitBytes() == 0) {
       return new HostTensor(type, allocate(bytes)); // allocateDirect zeroes
     }
     HostMemoryPool.Block block;
@@ -380,14 +386,16 @@ public final class HostTensor implements AutoCloseable {
   /**
    * A tensor of {@code type} whose bytes {@code fill} writes: it is given a writable little-endian buffer
    * over the tensor's memory (position 0, limit the tensor's size), zeroed, and must not keep it or write
-   * through it once it returns (the tensor's contents never change afterwards). From 64 KiB to 1 GiB the
-   * memory comes from the {@link HostMemoryPool}, as for {@link #zeros}: close the tensor when done to give
-   * it back, which saves allocating and zeroing fresh direct memory for each such tensor (a batch assembled
-   * many times a second, say). If {@code fill} throws, the tensor is closed and the exception propagates.
+   * through it once it returns (the tensor's contents never change afterwards). Up to 1 GiB the memory
+   * comes from the {@link HostMemoryPool} at every size (not only from 64 KiB as for {@link #zeros}): close
+   * the tensor when done to give it back, which saves allocating and zeroing fresh direct memory for each
+   * such tensor (a batch assembled many times a second, the rows of each request a server answers); one
+   * never closed goes back through the garbage collector. If {@code fill} throws, the tensor is closed and
+   * the exception propagates.
    */
   public static HostTensor filled(TensorType type, Consumer<? super ByteBuffer> fill) {
     Objects.requireNonNull(fill, "fill");
-    HostTensor tensor = zeros(type);
+    HostTensor tensor = pooled(type, HostMemoryPool.shared(), true, null, true);
     try {
       tensor.lifetime.viewed = true; // a buffer fill kept would still point into the memory: never free it under one
       fill.accept(tensor.data.duplicate().order(ByteOrder.LITTLE_ENDIAN));

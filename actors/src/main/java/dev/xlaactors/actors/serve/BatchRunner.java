@@ -11,7 +11,6 @@ import dev.xlaactors.runtime.HostTensor;
 import dev.xlaactors.runtime.TensorType;
 import dev.xlaactors.runtime.model.Argument;
 import java.nio.ByteBuffer;
-import java.nio.ByteOrder;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
@@ -148,10 +147,11 @@ final class BatchRunner {
 
   /**
    * Each row's answer: for row r (in the batch's order) the list of its outputs, or null for a request
-   * answered meanwhile. Each answer's tensors are rows of one copy per output and batch (one direct
-   * allocation instead of one per row; the rows share it, read-only, and it is freed once every row is
-   * unreachable). Closes {@code outputs}. Without memory for that copy it throws an {@link XlaException}
-   * (RESOURCE_EXHAUSTED): the caller fails this batch, not the server.
+   * answered meanwhile. Each answer's tensors are copies of its rows in pooled memory ({@link
+   * HostTensor#filled}, every size): the asker closes them once the answer is written, and the next batch's
+   * rows reuse those blocks instead of allocating direct memory per batch. Closes {@code outputs}. Without
+   * memory for the copies it throws an {@link XlaException} (RESOURCE_EXHAUSTED): the caller fails this
+   * batch, not the server.
    */
   List<List<HostTensor>> split(List<HostTensor> outputs, Batch batch) {
     List<List<HostTensor>> byOutput;
@@ -178,28 +178,33 @@ final class BatchRunner {
     return byRow;
   }
 
-  /** For each output, the rows of the batch's requests still waiting (null for the others), over one copy of those rows. */
+  /** For each output, the rows of the batch's requests still waiting (null for the others), each a pooled copy. */
   private static List<List<HostTensor>> rows(List<HostTensor> outputs, Batch batch) {
-    int live = batch.live();
     List<List<HostTensor>> all = new ArrayList<>(outputs.size());
-    for (HostTensor batched : outputs) {
-      long[] dims = batched.shape().dims();
-      TensorType type = TensorType.of(batched.dtype(), Arrays.copyOfRange(dims, 1, dims.length));
-      int rowBytes = Math.toIntExact(type.byteSize());
-      ByteBuffer from = batched.data();
-      ByteBuffer copy = ByteBuffer.allocateDirect(Math.max(1, Math.multiplyExact(live, rowBytes))).order(ByteOrder.LITTLE_ENDIAN);
-      List<HostTensor> rows = new ArrayList<>(batch.rows.size());
-      int at = 0;
-      for (int r = 0; r < batch.rows.size(); r++) {
-        if (batch.rows.get(r).answered) {
-          rows.add(null);
-          continue;
+    try {
+      for (HostTensor batched : outputs) {
+        long[] dims = batched.shape().dims();
+        TensorType type = TensorType.of(batched.dtype(), Arrays.copyOfRange(dims, 1, dims.length));
+        int rowBytes = Math.toIntExact(type.byteSize());
+        ByteBuffer from = batched.data();
+        List<HostTensor> rows = new ArrayList<>(batch.rows.size());
+        all.add(rows);
+        for (int r = 0; r < batch.rows.size(); r++) {
+          if (batch.rows.get(r).answered) {
+            rows.add(null);
+            continue;
+          }
+          int at = Math.multiplyExact(r, rowBytes);
+          rows.add(HostTensor.filled(type, row -> row.put(0, from, at, rowBytes)));
         }
-        copy.put(at, from, r * rowBytes, rowBytes);
-        rows.add(HostTensor.of(type, copy.slice(at, rowBytes).order(ByteOrder.LITTLE_ENDIAN)));
-        at += rowBytes;
       }
-      all.add(rows);
+    } catch (RuntimeException | Error e) { // the rows copied so far go back before the batch fails
+      all.forEach(rows -> rows.forEach(t -> {
+        if (t != null) {
+          t.close();
+        }
+      }));
+      throw e;
     }
     return all;
   }

@@ -77,8 +77,8 @@ import org.apache.pekko.stream.javadsl.Flow;
  * form the next batch, so under load batches fill up. The requests' inputs are copied into the batch on
  * the actor's thread (one copy of the batch's bytes, into memory of the {@link
  * dev.xlaactors.runtime.HostMemoryPool} given back when the batch is done) and each answer's rows are
- * copied out of the batch's outputs (one copy per output and batch, which the answers' tensors share
- * read-only), so a request's tensors are its own. The server does not close the {@link BatchedModel}: its
+ * copied out of the batch's outputs (each row into pooled memory of its size, which goes back to the pool
+ * when the asker closes the answer's tensors), so a request's tensors are its own. The server does not close the {@link BatchedModel}: its
  * creator does, after stopping the server.
  *
  * <p>The actor wires messages, timers, metrics and answers, and speaks the client API ({@link #ask},
