@@ -286,6 +286,30 @@ class OpenAiClientsTest {
     assertTrue(toolbox.calls.get(1).startsWith(only.get() + "("), "the other tool: " + toolbox.calls);
   }
 
+  /**
+   * A constrained answer parses whatever else the request says: response_format on /v1/completions (vLLM takes it
+   * there too), and stop strings every answer would hold ("{" and a quote) do not cut it short of parsing, nor does
+   * min_tokens leave a whole answer nothing to draw.
+   */
+  @Test
+  void constrainedAnswersParseOnCompletionsAndPastStopStrings() throws Exception {
+    String schema = "{\"type\":\"object\",\"properties\":{\"n\":{\"type\":\"integer\"},\"s\":{\"type\":\"string\",\"maxLength\":4}},"
+        + "\"required\":[\"n\",\"s\"]}";
+    JsonNode completion = post("/v1/completions", "{\"model\":\"gpt2\",\"prompt\":\"JSON:\",\"max_tokens\":24,\"seed\":3,"
+        + "\"stop\":[\"{\",\"\\\"\"],\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"t\",\"schema\":" + schema + "}}}");
+    for (JsonNode choice : completion.get("choices")) {
+      JsonNode answer = JSON.readTree(choice.get("text").asText());
+      assertTrue(answer.get("n").isIntegralNumber() && answer.get("s").isTextual() && answer.get("s").asText().length() <= 4
+          && answer.size() == 2, "not valid for the schema: " + choice);
+      assertEquals("stop", choice.get("finish_reason").asText(), choice.toString());
+    }
+    JsonNode chat = post("/v1/chat/completions", "{\"model\":\"llama\",\"messages\":[{\"role\":\"user\",\"content\":\"JSON?\"}],"
+        + "\"max_tokens\":24,\"seed\":3,\"stop\":\"{\",\"min_tokens\":24,\"response_format\":{\"type\":\"json_object\"}}");
+    String content = chat.at("/choices/0/message/content").asText();
+    assertTrue(JSON.readTree(content).isObject(), "not a JSON object: " + chat);
+    assertEquals("stop", chat.at("/choices/0/finish_reason").asText(), chat.toString());
+  }
+
   @Test
   void langChain4jEmbedsAsTheHttpApiDoes() throws Exception {
     OpenAiEmbeddingModel model = OpenAiEmbeddingModel.builder().baseUrl(url + "/v1").apiKey("unused").modelName("bert").maxRetries(0)

@@ -28,7 +28,7 @@ final class OpenAiRequest {
   private static final Set<String> SAMPLING = Set.of("model", "max_tokens", "temperature", "top_p", "top_k", "min_p", "seed", "stop",
       "n", "stream", "stream_options", "user", "repetition_penalty", "ignore_eos", "add_special_tokens", "skip_special_tokens",
       "include_stop_str_in_output", "logit_bias", "presence_penalty", "frequency_penalty", "min_tokens");
-  private static final Set<String> COMPLETION = union(SAMPLING, Set.of("prompt", "logprobs", "echo"));
+  private static final Set<String> COMPLETION = union(SAMPLING, Set.of("prompt", "logprobs", "echo", "response_format"));
   private static final Set<String> CHAT = union(SAMPLING, Set.of("messages", "max_completion_tokens", "logprobs", "top_logprobs",
       "response_format", "tools", "tool_choice", "parallel_tool_calls"));
   private static final Set<String> STREAM_OPTIONS = Set.of("include_usage", "continuous_usage_stats");
@@ -42,7 +42,6 @@ final class OpenAiRequest {
           + "\"description\", \"parameters\"}}]"),
       Map.entry("function_call", "OpenAI deprecated it for tool_choice: send \"tool_choice\": \"none\" | \"auto\" | \"required\" | "
           + "{\"type\": \"function\", \"function\": {\"name\": ...}}"),
-      Map.entry("response_format", "structured output is a chat completions option (response_format there)"),
       Map.entry("best_of", "use n and pick among the choices"),
       Map.entry("suffix", "no insertion (fill-in-the-middle)"),
       Map.entry("audio", "text only"),
@@ -71,7 +70,7 @@ final class OpenAiRequest {
     /**
      * {@code defaults} (the model's) with what the request sets; {@code choice} offsets the seed so that the n choices differ.
      * {@code logit_bias}, the presence and frequency penalties and {@code min_tokens} become the sampler's logits processors
-     * ({@link LogitBias}, {@link OccurrencePenalty}, {@link MinTokens} of the model's stop tokens), in that order.
+     * ({@link LogitBias}, {@link OccurrencePenalty}, {@link MinTokens} of every stop token the sequence ends at), in that order.
      */
     SamplingParams over(SamplingParams defaults, int maxTokens, int logprobs, int choice) {
       SamplingParams p = defaults.withMaxTokens(maxTokens).withLogprobs(logprobs).withStopStrings(stop);
@@ -82,7 +81,7 @@ final class OpenAiRequest {
         p = p.withProcessor(new OccurrencePenalty(presencePenalty, frequencyPenalty));
       }
       if (minTokens > 0) {
-        p = p.withProcessor(new MinTokens(minTokens, defaults.stopTokenIds()));
+        p = p.withProcessor(new MinTokens(minTokens)); // the sequence's final stops: a chat adds its template's end of turn later
       }
       if (temperature != null) { // as vLLM, a temperature too small to divide by is the smallest one
         p = p.withTemperature(temperature == 0 ? 0 : Math.max(temperature, SamplingParams.MIN_TEMPERATURE));
@@ -133,10 +132,11 @@ final class OpenAiRequest {
   /**
    * {@code POST /v1/completions}: {@code logprobs} null (none) or how many top tokens (0: the drawn token's
    * only); with {@code echo} the prompt's text (and, with logprobs, its tokens' log-probabilities) comes
-   * first, and {@code max_tokens} may be 0 (the prompt scored, nothing generated).
+   * first, and {@code max_tokens} may be 0 (the prompt scored, nothing generated); {@code responseFormat} null
+   * for text, else as a chat's (vLLM takes {@code response_format} on completions too).
    */
   record Completion(String model, List<Prompt> prompts, Sampling sampling, Integer logprobs, boolean echo, Streaming streaming,
-      Extensions extensions) {}
+      Extensions extensions, ResponseFormat responseFormat) {}
 
   /**
    * A chat message: its role, its text (text parts joined; null only for an assistant's message of tool calls
@@ -183,7 +183,7 @@ final class OpenAiRequest {
       Extensions extensions, ResponseFormat responseFormat, Tools tools) {}
 
   /**
-   * A chat's {@code response_format} other than text: {@code schema} null for {@code json_object} (any JSON object),
+   * A chat's or a completion's {@code response_format} other than text: {@code schema} null for {@code json_object} (any JSON object),
    * else the JSON schema's text of {@code json_schema} (its {@code name} is for the client; {@code strict} or not, the
    * output always follows the schema: a schema the grammar cannot follow is refused either way).
    */
@@ -245,7 +245,7 @@ final class OpenAiRequest {
     if (present(root, "logprobs") != null) {
       logprobs = (int) whole(root, "logprobs", 0, 0, SamplingParams.MAX_LOGPROBS);
     }
-    return new Completion(model, prompts, sampling, logprobs, echo, streaming(root), extensions(root));
+    return new Completion(model, prompts, sampling, logprobs, echo, streaming(root), extensions(root), responseFormat(root));
   }
 
   static Chat chat(JsonNode root) {

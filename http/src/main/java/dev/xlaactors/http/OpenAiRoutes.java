@@ -390,23 +390,28 @@ public final class OpenAiRoutes extends AllDirectives {
     CompletableFuture<List<PromptLogprobs>> scored = !scorePrompts ? CompletableFuture.completedFuture(null)
         : CompletableFuture.supplyAsync(() -> promptIds.stream().map(ids -> PromptLogprobs.of(ids, lm.score(ids), request.logprobs()))
             .toList(), blocking);
-    return scored.thenCompose(logprobs -> {
+    // A response format's grammar, made off this thread as a chat's (see there).
+    CompletableFuture<TokenGrammar> grammar = request.responseFormat() == null ? CompletableFuture.completedFuture(null)
+        : CompletableFuture.supplyAsync(() -> grammar(lm, request.responseFormat(), "response_format"), blocking);
+    return scored.thenCombine(grammar, (logprobs, constraint) -> {
       List<Job> jobs = new ArrayList<>();
-      int promptTokens = 0;
       for (int p = 0; p < promptIds.size(); p++) {
         OpenAiRequest.Prompt prompt = request.prompts().get(p);
         int[] ids = promptIds.get(p);
-        promptTokens += ids.length;
         String echo = request.echo() ? (prompt.text() != null ? prompt.text() : lm.tokenizer().decode(ids)) : null;
         int top = request.logprobs() == null ? 0 : request.logprobs();
         for (int c = 0; c < request.sampling().n(); c++) {
           SamplingParams params = maxTokens.get(p) == 0 ? null
               : request.extensions().apply(request.sampling().over(lm.defaults(), maxTokens.get(p), top, c));
+          if (params != null && constraint != null) {
+            params = constrained(lm, params, constraint, lm.defaults().stopTokenIds(), "response_format");
+          }
           jobs.add(new Job(jobs.size(), p, ids, params, echo, logprobs == null ? null : logprobs.get(p)));
         }
       }
-      return run(ep, jobs, promptTokens, writer, request.streaming(), request.extensions(), connection, timeout);
-    });
+      return jobs;
+    }).thenCompose(jobs -> run(ep, jobs, promptTokens(promptIds), writer, request.streaming(), request.extensions(), connection,
+        timeout));
   }
 
   private CompletionStage<HttpResponse> chat(byte[] body, ClientConnection connection, org.apache.pekko.http.javadsl.TimeoutAccess timeout) {
@@ -449,12 +454,7 @@ public final class OpenAiRoutes extends AllDirectives {
           // ignore_eos drops the template's end of turn too.
           params = request.extensions().apply(params.withStopTokenIds(stops));
           if (constraint != null) {
-            if (stops.isEmpty()) {
-              throw OpenAiError.invalid(toolCalls ? "tools" : "response_format", "model '" + lm.name() + "' has no end-of-text token, so a constrained"
-                  + " answer cannot end: import it with its generation_config.json's eos_token_id");
-            }
-            // A constrained answer ends with a chat stop whatever ignore_eos says: the grammar's end is one.
-            params = params.withStopTokenIds(stops).withProcessor(new GrammarProcessor(constraint, stops));
+            params = constrained(lm, params, constraint, stops, toolCalls ? "tools" : "response_format");
           }
           jobs.add(new Job(c, 0, ids, params, null, null));
         }
@@ -464,7 +464,30 @@ public final class OpenAiRoutes extends AllDirectives {
   }
 
   /**
-   * The grammar of a chat's {@code response_format} for {@code lm}: any JSON object, or JSON valid for the schema; a
+   * {@code params} constrained by {@code grammar}, ending at {@code stops} whatever {@code ignore_eos} says (the grammar's
+   * end is one of them), and without stop strings: a stop string inside the answer (a quote, a brace, a word of a
+   * value) would cut it short of parsing, so a constrained answer ends where the grammar says it is whole, never at a
+   * stop string (vLLM applies them and can return JSON cut short; we do not). {@code min_tokens} is dropped too: held-back
+   * end tokens would leave a whole answer (a closed object) nothing to draw.
+   */
+  private static SamplingParams constrained(LanguageModel lm, SamplingParams params, TokenGrammar grammar, Set<Integer> stops,
+      String param) {
+    if (stops.isEmpty()) {
+      throw OpenAiError.invalid(param, "model '" + lm.name() + "' has no end-of-text token, so a constrained"
+          + " answer cannot end: import it with its generation_config.json's eos_token_id");
+    }
+    List<dev.xlaactors.lm.sampling.LogitsProcessor> kept = params.processors().stream()
+        .filter(p -> !(p instanceof dev.xlaactors.lm.sampling.MinTokens)).toList();
+    return params.withStopTokenIds(stops).withStopStrings(List.of()).withProcessors(kept)
+        .withProcessor(new GrammarProcessor(grammar, stops));
+  }
+
+  private static int promptTokens(List<int[]> prompts) {
+    return prompts.stream().mapToInt(p -> p.length).sum();
+  }
+
+  /**
+   * The grammar of a chat's or a completion's {@code response_format} for {@code lm}: any JSON object, or JSON valid for the schema; a
    * schema outside the subset the grammar compiles is refused naming the keyword.
    */
   private static TokenGrammar grammar(LanguageModel lm, OpenAiRequest.ResponseFormat format, String param) {

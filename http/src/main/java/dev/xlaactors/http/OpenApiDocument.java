@@ -245,9 +245,11 @@ public final class OpenApiDocument extends AllDirectives {
     props(completionRequest).set("prompt", prompt(1));
     props(completionRequest).set("logprobs", nullable(integer().put("minimum", 0).put("maximum", 20)));
     props(completionRequest).set("echo", nullable(bool()));
+    props(completionRequest).set("response_format", responseFormat());
     completionRequest.set("required", arr("model", "prompt"));
     completionRequest.put("description", "max_tokens 0 (the prompt scored, nothing generated) only with echo true. The prompt's tokens"
-        + " and max_tokens must fit the model's context (GET /v1/models: max_model_len): 400 when they do not.");
+        + " and max_tokens must fit the model's context (GET /v1/models: max_model_len): 400 when they do not. response_format as on"
+        + " chat completions (vLLM takes it here too).");
     completionRequest.set("allOf", arr(anyOf(obj(req("echo"), "echo", bool().set("enum", arr(true))),
         obj(null, "max_tokens", nullable(integer().put("minimum", 1)))), streamOptionsOnlyWithStream()));
     paths.putObject("/v1/completions").set("post", op("Continues prompts (OpenAI's completions); streamed when stream is true.", null,
@@ -275,11 +277,7 @@ public final class OpenApiDocument extends AllDirectives {
     props(chatRequest).set("max_completion_tokens", nullable(integer().put("minimum", 1).put("maximum", Integer.MAX_VALUE)));
     props(chatRequest).set("logprobs", nullable(bool()));
     props(chatRequest).set("top_logprobs", nullable(integer().put("minimum", 0).put("maximum", 20)));
-    ObjectNode jsonSchema = obj(req("schema"), "name", str(), "description", str(), "schema", F.objectNode().put("type", "object"),
-        "strict", nullable(bool()));
-    jsonSchema.put("additionalProperties", false);
-    props(chatRequest).set("response_format", nullable(obj(req("type"), "type", str().set("enum", arr("text", "json_object",
-        "json_schema")), "json_schema", jsonSchema)));
+    props(chatRequest).set("response_format", responseFormat());
     ObjectNode function = closed(obj(req("name"), "name", str().put("pattern", "^[A-Za-z0-9_-]{1,64}$"), "description", nullable(str()),
         "parameters", nullable(F.objectNode().put("type", "object").put("description", "The JSON schema of the arguments: the subset"
             + " of response_format's (other keywords are refused naming the tool and them).")), "strict", nullable(bool())));
@@ -516,6 +514,14 @@ public final class OpenApiDocument extends AllDirectives {
   }
 
   /** {@code stream_options} absent (or null) unless {@code stream} is true. */
+  /** {@code response_format}, the same on completions and chat completions. */
+  private static ObjectNode responseFormat() {
+    ObjectNode jsonSchema = obj(req("schema"), "name", str(), "description", str(), "schema", F.objectNode().put("type", "object"),
+        "strict", nullable(bool()));
+    jsonSchema.put("additionalProperties", false);
+    return nullable(obj(req("type"), "type", str().set("enum", arr("text", "json_object", "json_schema")), "json_schema", jsonSchema));
+  }
+
   private static ObjectNode streamOptionsOnlyWithStream() {
     ObjectNode noOptions = F.objectNode();
     noOptions.set("not", obj(req("stream_options"), "stream_options", obj(null)));

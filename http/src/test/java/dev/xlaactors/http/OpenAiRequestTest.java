@@ -180,7 +180,7 @@ class OpenAiRequestTest {
     dev.xlaactors.lm.sampling.SamplingParams p = s.over(dev.xlaactors.lm.sampling.SamplingParams.defaults()
         .withStopTokenIds(java.util.Set.of(0)), 4, 0, 0);
     assertEquals(List.of(new dev.xlaactors.lm.sampling.LogitBias(java.util.Map.of(7, -100f, 3, 2.5f)),
-        new dev.xlaactors.lm.sampling.OccurrencePenalty(0.5, -1), new dev.xlaactors.lm.sampling.MinTokens(2, java.util.Set.of(0))),
+        new dev.xlaactors.lm.sampling.OccurrencePenalty(0.5, -1), new dev.xlaactors.lm.sampling.MinTokens(2)),
         p.processors());
     assertEquals(List.of(), OpenAiRequest.completion(json("{\"model\":\"m\",\"prompt\":\"x\"}")).sampling()
         .over(dev.xlaactors.lm.sampling.SamplingParams.defaults(), 4, 0, 0).processors(), "no field, no processor");
