@@ -216,7 +216,7 @@ modes:
             (default 5), each model ours then llama.cpp: prefill of 128 tokens, decode tokens/s of 1 and 8
             sequences (32 steps after the prompt; 8: aggregate), peak RSS of one sequence (VmHWM); the
             Llama's 2,000-token prefill; ours: ModelsBench, llama.cpp: llama-batched-bench -t 2; ours
-            also one sequence on a GPT-2 package of one slot. Then
+            also one sequence on a GPT-2 package of one slot, and GPT-2 with --kernels native. Then
             guidellm (tools/guidellm-env.sh) against `bin/xla-actors serve` and llama-server, GPT-2 F32:
             synchronous and 8 concurrent, 64 tokens in and 32 out, LLAMACPP_SERVE_REQUESTS (default 32)
             requests and LLAMACPP_SERVE_SECONDS (default 60) per profile: TTFT, inter-token latency, output
@@ -1117,6 +1117,8 @@ llamacpp_prepare() {
   if [ "$m" = gpt2 ]; then
     # A package of one slot only: what one sequence on the 8-slot package must decode as fast as.
     llamacpp_import "$d/hf" "$d/pkg-f32-1slot" --slots 1
+    # The A/B of the native f32 kernels against XLA's dots (the default), end to end.
+    llamacpp_import "$d/hf" "$d/pkg-f32-native" --slots 1,8 --kernels native
   fi
   if [ -n "$int8_option" ]; then
     llamacpp_import "$d/hf" "$d/pkg-int8" --slots 1,8 $int8_option
@@ -1307,6 +1309,7 @@ run_llamacpp() {
       ours_round "$m" "$ldir/$m/pkg-f32" f32 "$rep"
       if [ "$m" = gpt2 ]; then
         ours_round "$m" "$ldir/$m/pkg-f32-1slot" f32-1slot "$rep"
+        ours_round "$m" "$ldir/$m/pkg-f32-native" f32-native "$rep"
       fi
       llamacpp_round "$m" f32 "$rep"
       if [ -n "$int8_option" ]; then
