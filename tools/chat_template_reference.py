@@ -3,7 +3,8 @@
 verbatim chat templates of several model families (fetched by tools/chat-templates.sh; never committed) and a
 Llama-2-style template written here, the text and the token ids that apply_chat_template(...,
 add_generation_prompt=True) gives for a few conversations (system prompts, several turns, "{{"/"{%" in the
-content, non-ASCII).
+content, non-ASCII), and for Qwen2.5's template apply_chat_template(..., tools=...) of conversations with tools, a call
+and its results.
 
 The tokenizers are made here, small, and committed beside the expected ids (nothing is downloaded from a model
 hub): a byte-level BPE (GPT-2/Llama 3/Qwen style) and a SentencePiece-style BPE with byte fallback (Llama 2/
@@ -92,6 +93,33 @@ CONVERSATIONS = [
      {"role": "assistant", "content": "<think>three and three</think>6."}],
 ]
 
+# Tools as transformers' apply_chat_template(tools=...) takes them (OpenAI's request shape), and conversations with a
+# call and its results (arguments as objects, as vLLM passes them to templates): rendered by the families in
+# TOOL_FAMILIES only (templates that know tools; the others ignore or refuse them).
+TOOLS = [
+    {"type": "function", "function": {"name": "get_weather", "description": "The weather of a city",
+                                      "parameters": {"type": "object", "properties": {
+                                          "city": {"type": "string", "description": "Its name"},
+                                          "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
+                                          "required": ["city"]}}},
+    {"type": "function", "function": {"name": "add", "description": "Ünïcödé sum of two numbers",
+                                      "parameters": {"type": "object", "properties": {"a": {"type": "number"},
+                                                                                      "b": {"type": "number"}},
+                                                     "required": ["a", "b"]}}},
+]
+TOOL_CONVERSATIONS = [
+    [{"role": "user", "content": "What is the weather in Paris?"}],
+    [{"role": "system", "content": "You are a helpful assistant."},
+     {"role": "user", "content": "Weather in Paris, and 2.5 plus 3?"},
+     {"role": "assistant", "content": None, "tool_calls": [
+         {"id": "call_1", "type": "function", "function": {"name": "get_weather",
+                                                          "arguments": {"city": "Paris", "unit": "celsius"}}},
+         {"id": "call_2", "type": "function", "function": {"name": "add", "arguments": {"a": 2.5, "b": 3}}}]},
+     {"role": "tool", "tool_call_id": "call_1", "content": "22 degrees, sunny"},
+     {"role": "tool", "tool_call_id": "call_2", "content": "5.5"}],
+]
+TOOL_FAMILIES = {"qwen2.5"}
+
 CORPUS = [
     "You are a helpful assistant. What is two plus two? The answer is four.",
     "system user assistant tool message content role the a an of to in is it that for on with as",
@@ -160,13 +188,16 @@ def main():
         (out / name).mkdir(parents=True, exist_ok=True)
         tok.save(str(out / name / "tokenizer.json"))
         conversations = []
-        for messages in CONVERSATIONS:
+        cases = [(m, None) for m in CONVERSATIONS] + [(m, TOOLS) for m in TOOL_CONVERSATIONS if name in TOOL_FAMILIES]
+        for messages, tools in cases:
             entry = {"messages": messages}
+            if tools is not None:
+                entry["tools"] = tools
             try:
                 with mock.patch("transformers.utils.chat_template_utils.datetime") as clock:
                     clock.now.return_value = NOW
-                    text = fast.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
-                    ids = fast.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
+                    text = fast.apply_chat_template(messages, tools=tools, add_generation_prompt=True, tokenize=False)
+                    ids = fast.apply_chat_template(messages, tools=tools, add_generation_prompt=True, tokenize=True)
                 if isinstance(ids, dict) or hasattr(ids, "keys"):
                     ids = ids["input_ids"]
                 entry["text"] = text

@@ -209,6 +209,104 @@ def structured(client, completion_model, chat_model):
           and held.choices[0].finish_reason == "stop", held)
 
 
+TOOLS = [
+    {"type": "function", "function": {"name": "twice", "description": "Twice a number", "parameters": {
+        "type": "object", "properties": {"x": {"type": "integer"}}, "required": ["x"], "additionalProperties": False}}},
+    {"type": "function", "function": {"name": "light", "description": "Switch the light", "parameters": {
+        "type": "object", "properties": {"on": {"type": "boolean"}}, "required": ["on"], "additionalProperties": False}}},
+]
+
+
+def valid_arguments(name, arguments):
+    """Whether the JSON text arguments is valid for the parameters schema of tool name (jsonschema when the venv has it,
+    else by hand: these schemas are objects of required integer or boolean properties, nothing else)."""
+    import json
+    schema = next(t["function"]["parameters"] for t in TOOLS if t["function"]["name"] == name)
+    value = json.loads(arguments)
+    try:
+        import jsonschema
+    except ImportError:
+        kinds = {"integer": lambda v: isinstance(v, int) and not isinstance(v, bool), "boolean": lambda v: isinstance(v, bool)}
+        return (isinstance(value, dict) and set(value) == set(schema["required"])
+                and all(kinds[schema["properties"][k]["type"]](v) for k, v in value.items()))
+    jsonschema.validate(value, schema)
+    return True
+
+
+def tool_calls(client, chat_model):
+    """tools with tool_choice required, a named function, none and auto, whole and streamed, and a tool's result sent
+    back: the model has random weights (and a context of 64 tokens), so only the constraint makes its calls valid."""
+    user = [{"role": "user", "content": "hi"}]
+    calls = {}
+    for seed in range(1):
+        r = client.chat.completions.create(model=chat_model, messages=user, tools=TOOLS, tool_choice="required", seed=seed,
+                                           temperature=1)
+        choice = r.choices[0]
+        call = (choice.message.tool_calls or [None])[0]
+        check(f"tools: required seed {seed} -> a call with valid arguments, finish_reason tool_calls",
+              call is not None and call.type == "function" and call.id.startswith("call_") and choice.message.content is None
+              and choice.finish_reason == "tool_calls" and valid_arguments(call.function.name, call.function.arguments),
+              choice)
+        calls[seed] = call
+        chunks = list(client.chat.completions.create(model=chat_model, messages=user, tools=TOOLS, tool_choice="required",
+                                                     seed=seed, temperature=1, stream=True))
+        streamed, finish, ids = {}, None, set()
+        for chunk in chunks:
+            for c in chunk.choices:
+                for d in c.delta.tool_calls or []:
+                    entry = streamed.setdefault(d.index, {"name": "", "arguments": ""})
+                    if d.id:
+                        ids.add(d.id)
+                    if d.function and d.function.name:
+                        entry["name"] += d.function.name
+                    if d.function and d.function.arguments:
+                        entry["arguments"] += d.function.arguments
+                finish = c.finish_reason or finish
+        deltas = sum(1 for chunk in chunks for c in chunk.choices for d in (c.delta.tool_calls or []) if d.function.arguments)
+        check(f"tools: required seed {seed} streamed -> the same call, its arguments in deltas",
+              streamed == {0: {"name": call.function.name, "arguments": call.function.arguments}} and len(ids) == 1
+              and finish == "tool_calls" and deltas > 1, (streamed, finish, deltas))
+    named = client.chat.completions.create(model=chat_model, messages=user, tools=TOOLS, seed=3,
+                                           tool_choice={"type": "function", "function": {"name": "light"}})
+    call = named.choices[0].message.tool_calls[0]
+    check("tools: a named function -> that function, valid arguments", call.function.name == "light"
+          and valid_arguments("light", call.function.arguments), call)
+    none = client.chat.completions.create(model=chat_model, messages=user, tools=TOOLS, tool_choice="none", max_tokens=4)
+    check("tools: none -> words", none.choices[0].message.tool_calls is None and isinstance(none.choices[0].message.content, str)
+          and none.choices[0].finish_reason in ("stop", "length"), none)
+    kinds = set()
+    for seed in range(3):
+        auto = client.chat.completions.create(model=chat_model, messages=user, tools=TOOLS, seed=seed, temperature=1)
+        m = auto.choices[0].message
+        if m.tool_calls:
+            ok = valid_arguments(m.tool_calls[0].function.name, m.tool_calls[0].function.arguments)
+            ok = ok and auto.choices[0].finish_reason == "tool_calls"
+            kinds.add("call")
+        else:
+            ok = isinstance(m.content, str) and auto.choices[0].finish_reason in ("stop", "length")
+            kinds.add("words")
+        check(f"tools: auto seed {seed} -> a valid call or words", ok, auto)
+    print(f"   (auto answered with: {', '.join(sorted(kinds))})", flush=True)
+    back = user + [{"role": "assistant", "content": None, "tool_calls": [calls[0].model_dump(include={"id", "type", "function"})]},
+                   {"role": "tool", "tool_call_id": calls[0].id, "content": "1"}]
+    answer = client.chat.completions.create(model=chat_model, messages=back, tools=TOOLS, tool_choice="none", max_tokens=2)
+    check("tools: the call and the tool's result go back into the prompt", answer.usage.prompt_tokens
+          > none.usage.prompt_tokens + 5, (answer.usage, none.usage))
+    try:
+        client.chat.completions.create(model=chat_model, messages=user, tools=[{"type": "function", "function": {
+            "name": "f", "parameters": {"type": "object", "properties": {"s": {"type": "string", "format": "email"}}}}}],
+            tool_choice="required")
+        check("tools: a parameters schema outside the subset", False, "no error")
+    except openai.BadRequestError as e:
+        check("tools: a parameters schema outside the subset -> BadRequestError naming the tool and keyword",
+              e.param == "tools[0].function.parameters" and "'format'" in str(e), e)
+    try:
+        client.chat.completions.create(model=chat_model, messages=user, functions=[TOOLS[0]["function"]])
+        check("tools: the deprecated functions", False, "no error")
+    except openai.BadRequestError as e:
+        check("tools: the deprecated functions -> BadRequestError naming tools", e.param == "functions" and "tools" in str(e), e)
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("base_url")
@@ -226,6 +324,7 @@ def main():
     vllm_extensions(client, args.completion_model, args.chat_model)
     errors(client, args.completion_model, args.chat_model)
     structured(client, args.completion_model, args.chat_model)
+    tool_calls(client, args.chat_model)
     print(f"openai-python {openai.__version__}: all checks passed", flush=True)
 
 

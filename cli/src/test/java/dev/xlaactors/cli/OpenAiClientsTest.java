@@ -50,8 +50,8 @@ import org.junit.jupiter.api.Test;
  * the tiny Hugging Face test checkpoints, imported once into target/: gpt2 (no chat template), llama (a
  * chat template) and bert (embeddings), checked with the clients people use: openai-python
  * ({@code tools/openai_client_check.py} in the venv of {@code tools/openai-env.sh}) and LangChain4j's
- * OpenAI module (chat, streaming chat, embeddings); and over plain HTTP what clients do not show: the
- * body limit and a client that disconnects mid-stream cancelling its generations.
+ * OpenAI module (chat, streaming chat, embeddings, AI services with a record result and with tools); and over plain HTTP
+ * what clients do not show: the body limit and a client that disconnects mid-stream cancelling its generations.
  */
 class OpenAiClientsTest {
   private static final ObjectMapper JSON = new ObjectMapper();
@@ -248,6 +248,95 @@ class OpenAiClientsTest {
     Person p = extractor.extract("Ann, 41"); // LangChain4j parses the answer into the record, or throws
     assertNotNull(p);
     assertNotNull(p.name());
+  }
+
+  /** The tools of the AI service below: what the model called, with which arguments (LangChain4j parsed them into these types). */
+  static final class Toolbox {
+    final List<String> calls = new java.util.concurrent.CopyOnWriteArrayList<>();
+
+    @dev.langchain4j.agent.tool.Tool("Twice a number")
+    public int twice(int x) {
+      calls.add("twice(" + x + ")");
+      return 2 * x;
+    }
+
+    @dev.langchain4j.agent.tool.Tool("Switch the light")
+    public String light(boolean on) {
+      calls.add("light(" + on + ")");
+      return on ? "on" : "off";
+    }
+  }
+
+  /** What the tool-using AI service returns (one short field: the test model's context is 64 tokens). */
+  record Reading(int value) {}
+
+  /** An AI service with tools whose answer is a record. */
+  interface Agent {
+    Reading read(String text);
+  }
+
+  /**
+   * A LangChain4j AI service with two {@code @Tool} methods and a record result, on a model of random weights: the
+   * tools are called with arguments LangChain4j parses into their parameters, then the record is parsed. LangChain4j
+   * 1.19 sends every round of its tool loop with the same tool_choice, and ends the loop only when an answer has no
+   * call: with {@code required} throughout it would call tools until its limit. So the request transformer (the
+   * client's own switch, applied to each round) asks for {@code required} until a tool's result is in the messages,
+   * then {@code none}, when the response format's grammar gives the record. The first invocation lets the model
+   * choose between the two tools; the second offers only the other one (LangChain4j's form of a named function).
+   */
+  @Test
+  void aLangChain4jAiServiceCallsItsToolsAndGetsItsRecord() {
+    OpenAiChatModel model = OpenAiChatModel.builder().baseUrl(url + "/v1").apiKey("unused").modelName("llama").maxRetries(0).seed(7)
+        .supportedCapabilities(dev.langchain4j.model.chat.Capability.RESPONSE_FORMAT_JSON_SCHEMA).strictJsonSchema(true).build();
+    Toolbox toolbox = new Toolbox();
+    java.util.concurrent.atomic.AtomicReference<String> only = new java.util.concurrent.atomic.AtomicReference<>();
+    List<String> rounds = new java.util.concurrent.CopyOnWriteArrayList<>();
+    Agent agent = dev.langchain4j.service.AiServices.builder(Agent.class).chatModel(model).tools(toolbox).maxSequentialToolsInvocations(3)
+        .chatRequestTransformer(request -> {
+          boolean answered = request.messages().stream().anyMatch(m -> m instanceof dev.langchain4j.data.message.ToolExecutionResultMessage);
+          List<dev.langchain4j.agent.tool.ToolSpecification> offered = request.parameters().toolSpecifications().stream()
+              .filter(t -> only.get() == null || t.name().equals(only.get())).toList();
+          dev.langchain4j.model.chat.request.ToolChoice choice = answered ? dev.langchain4j.model.chat.request.ToolChoice.NONE
+              : dev.langchain4j.model.chat.request.ToolChoice.REQUIRED;
+          rounds.add(choice + " " + offered.stream().map(dev.langchain4j.agent.tool.ToolSpecification::name).sorted().toList());
+          return request.toBuilder().parameters(request.parameters().overrideWith(dev.langchain4j.model.chat.request.ChatRequestParameters
+              .builder().toolChoice(choice).toolSpecifications(offered).build())).build();
+        }).build();
+
+    Reading first = agent.read("Hi");
+    assertNotNull(first);
+    assertEquals(List.of("REQUIRED [light, twice]", "NONE [light, twice]"), rounds);
+    assertEquals(1, toolbox.calls.size(), toolbox.calls.toString());
+    String called = toolbox.calls.get(0).replaceAll("\\(.*", "");
+    only.set(called.equals("twice") ? "light" : "twice");
+    Reading second = agent.read("Hi");
+    assertNotNull(second);
+    assertEquals(2, toolbox.calls.size(), toolbox.calls.toString());
+    assertTrue(toolbox.calls.get(1).startsWith(only.get() + "("), "the other tool: " + toolbox.calls);
+  }
+
+  /**
+   * A constrained answer parses whatever else the request says: response_format on /v1/completions (vLLM takes it
+   * there too), and stop strings every answer would hold ("{" and a quote) do not cut it short of parsing, nor does
+   * min_tokens leave a whole answer nothing to draw.
+   */
+  @Test
+  void constrainedAnswersParseOnCompletionsAndPastStopStrings() throws Exception {
+    String schema = "{\"type\":\"object\",\"properties\":{\"n\":{\"type\":\"integer\"},\"s\":{\"type\":\"string\",\"maxLength\":4}},"
+        + "\"required\":[\"n\",\"s\"]}";
+    JsonNode completion = post("/v1/completions", "{\"model\":\"gpt2\",\"prompt\":\"JSON:\",\"max_tokens\":24,\"seed\":3,"
+        + "\"stop\":[\"{\",\"\\\"\"],\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"t\",\"schema\":" + schema + "}}}");
+    for (JsonNode choice : completion.get("choices")) {
+      JsonNode answer = JSON.readTree(choice.get("text").asText());
+      assertTrue(answer.get("n").isIntegralNumber() && answer.get("s").isTextual() && answer.get("s").asText().length() <= 4
+          && answer.size() == 2, "not valid for the schema: " + choice);
+      assertEquals("stop", choice.get("finish_reason").asText(), choice.toString());
+    }
+    JsonNode chat = post("/v1/chat/completions", "{\"model\":\"llama\",\"messages\":[{\"role\":\"user\",\"content\":\"JSON?\"}],"
+        + "\"max_tokens\":24,\"seed\":3,\"stop\":\"{\",\"min_tokens\":24,\"response_format\":{\"type\":\"json_object\"}}");
+    String content = chat.at("/choices/0/message/content").asText();
+    assertTrue(JSON.readTree(content).isObject(), "not a JSON object: " + chat);
+    assertEquals("stop", chat.at("/choices/0/finish_reason").asText(), chat.toString());
   }
 
   @Test

@@ -32,7 +32,8 @@ import jinjava.javax.el.ELResolver;
  * rendered as Hugging Face's {@code apply_chat_template} renders it: with {@code messages} (each
  * {@code {"role", "content"}}), {@code add_generation_prompt}, the tokenizer's special-token texts
  * ({@code bos_token}, {@code eos_token}, {@code unk_token}, {@code pad_token}, ... as its
- * {@code tokenizer_config.json} names them), {@code raise_exception(msg)} and {@code strftime_now(format)},
+ * {@code tokenizer_config.json} names them), {@code tools} when the request has them, {@code raise_exception(msg)},
+ * {@code strftime_now(format)} and transformers' {@code tojson} (Python's {@code json.dumps}, {@link PythonJsonFilter}),
  * with Jinja's {@code trim_blocks} and {@code lstrip_blocks} on. The engine is HubSpot's Jinjava.
  *
  * <p>The template is the checkpoint's code; the messages are the client's data and stay data. Jinjava
@@ -95,6 +96,8 @@ final class ChatTemplate {
         String.class));
     j.getGlobalContext().registerFunction(new ELFunctionDefinition("", "strftime_now", ChatTemplate.class, "strftimeNow",
         String.class));
+    // Python's json.dumps, as transformers' tojson writes (", " and ": " separators): Jinjava's own is compact.
+    j.getGlobalContext().registerFilter(new PythonJsonFilter());
     return j;
   }
 
@@ -181,22 +184,71 @@ final class ChatTemplate {
    * are made (tools and documents join them here when requests carry them).
    */
   Map<String, Object> variables(List<OpenAiRequest.Message> messages, boolean addGenerationPrompt) {
+    return variables(messages, addGenerationPrompt, List.of());
+  }
+
+  /**
+   * As {@link #variables(List, boolean)} with {@code tools} (empty: none, the variable is then left out as
+   * transformers leaves it): each the request's {@code {"type": "function", "function": {...}}} as sent. An
+   * assistant's tool calls are {@code tool_calls: [{id, type, function: {name, arguments}}]} with the arguments
+   * as an object (as vLLM passes them: templates such as Qwen2.5's write {@code arguments | tojson}); a tool's
+   * answer carries its {@code tool_call_id}.
+   */
+  Map<String, Object> variables(List<OpenAiRequest.Message> messages, boolean addGenerationPrompt, List<OpenAiRequest.Tool> tools) {
     List<Map<String, Object>> list = new ArrayList<>();
     for (OpenAiRequest.Message m : messages) {
       Map<String, Object> map = new LinkedHashMap<>();
       map.put("role", m.role());
       map.put("content", m.content());
+      if (!m.toolCalls().isEmpty()) {
+        List<Map<String, Object>> calls = new ArrayList<>();
+        for (OpenAiRequest.ToolCall c : m.toolCalls()) {
+          Map<String, Object> function = new LinkedHashMap<>();
+          function.put("name", c.name());
+          function.put("arguments", javaValue(c.arguments()));
+          Map<String, Object> call = new LinkedHashMap<>();
+          call.put("id", c.id());
+          call.put("type", "function");
+          call.put("function", function);
+          calls.add(call);
+        }
+        map.put("tool_calls", calls);
+      }
+      if (m.toolCallId() != null) {
+        map.put("tool_call_id", m.toolCallId());
+      }
       list.add(map);
     }
     Map<String, Object> context = new HashMap<>(specialTokens);
     context.put("messages", list);
     context.put("add_generation_prompt", addGenerationPrompt);
+    if (!tools.isEmpty()) {
+      context.put("tools", tools.stream().map(t -> TensorJson.MAPPER.convertValue(t.definition(), Object.class)).toList());
+    }
     return context;
+  }
+
+  /**
+   * A call's arguments as the maps, lists, strings, numbers and booleans a template reads; a text that is not JSON (a call
+   * cut short by max_tokens, sent back) stays the text, as transformers gets a string it is given.
+   */
+  private static Object javaValue(String json) {
+    try {
+      return TensorJson.MAPPER.readValue(json, Object.class);
+    } catch (java.io.IOException e) {
+      return json;
+    }
   }
 
   /** {@link #render} on {@code executor} (the dispatcher of {@link ChatTemplateSettings#dispatcher()}). */
   CompletionStage<String> renderAsync(List<OpenAiRequest.Message> messages, boolean addGenerationPrompt, Executor executor) {
-    return CompletableFuture.supplyAsync(() -> render(messages, addGenerationPrompt), executor);
+    return renderAsync(messages, addGenerationPrompt, List.of(), executor);
+  }
+
+  /** {@link #render(List, boolean, List)} on {@code executor}. */
+  CompletionStage<String> renderAsync(List<OpenAiRequest.Message> messages, boolean addGenerationPrompt, List<OpenAiRequest.Tool> tools,
+      Executor executor) {
+    return CompletableFuture.supplyAsync(() -> render(messages, addGenerationPrompt, tools), executor);
   }
 
   /**
@@ -205,7 +257,12 @@ final class ChatTemplate {
    * or writes more than the output limit is an {@link OpenAiError} (400, param {@code messages}) saying so.
    */
   String render(List<OpenAiRequest.Message> messages, boolean addGenerationPrompt) {
-    Map<String, Object> context = variables(messages, addGenerationPrompt);
+    return render(messages, addGenerationPrompt, List.of());
+  }
+
+  /** As {@link #render(List, boolean)}, the template given {@code tools} (empty: none). */
+  String render(List<OpenAiRequest.Message> messages, boolean addGenerationPrompt, List<OpenAiRequest.Tool> tools) {
+    Map<String, Object> context = variables(messages, addGenerationPrompt, tools);
     RenderResult result;
     Render previous = CURRENT.get();
     CURRENT.set(new Render(System.nanoTime() + settings.renderTimeout().toNanos(), clock));

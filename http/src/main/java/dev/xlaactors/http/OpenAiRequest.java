@@ -13,8 +13,8 @@ import java.util.Set;
 
 /**
  * The request bodies of the OpenAI API, parsed and checked before anything reaches a model: each field's
- * type and range, and every field known. A field this server does not implement (tools, ...) is refused naming it, so a client never silently gets less than it asked
- * for; a field given as JSON {@code null} counts as absent (clients write unset options that way). The
+ * type and range, and every field known. A field this server does not implement (audio, ...) is refused naming it, so a
+ * client never silently gets less than it asked for; a field given as JSON {@code null} counts as absent (clients write unset options that way). The
  * limits that depend on a model (vocabulary, context) are checked by {@link OpenAiRoutes}.
  */
 final class OpenAiRequest {
@@ -28,19 +28,20 @@ final class OpenAiRequest {
   private static final Set<String> SAMPLING = Set.of("model", "max_tokens", "temperature", "top_p", "top_k", "min_p", "seed", "stop",
       "n", "stream", "stream_options", "user", "repetition_penalty", "ignore_eos", "add_special_tokens", "skip_special_tokens",
       "include_stop_str_in_output", "logit_bias", "presence_penalty", "frequency_penalty", "min_tokens");
-  private static final Set<String> COMPLETION = union(SAMPLING, Set.of("prompt", "logprobs", "echo"));
+  private static final Set<String> COMPLETION = union(SAMPLING, Set.of("prompt", "logprobs", "echo", "response_format"));
   private static final Set<String> CHAT = union(SAMPLING, Set.of("messages", "max_completion_tokens", "logprobs", "top_logprobs",
-      "response_format"));
+      "response_format", "tools", "tool_choice", "parallel_tool_calls"));
   private static final Set<String> STREAM_OPTIONS = Set.of("include_usage", "continuous_usage_stats");
   private static final Set<String> EMBEDDINGS = Set.of("model", "input", "encoding_format", "dimensions", "user");
   /** Fields of OpenAI's API this server knows but does not implement, with why. */
   private static final Map<String, String> NOT_IMPLEMENTED = Map.ofEntries(
-      Map.entry("tools", "no tool calling; describe tools in the messages instead"),
-      Map.entry("tool_choice", "no tool calling"),
-      Map.entry("functions", "no function calling"),
-      Map.entry("function_call", "no function calling"),
-      Map.entry("parallel_tool_calls", "no tool calling"),
-      Map.entry("response_format", "structured output is a chat completions option (response_format there)"),
+      Map.entry("tools", "tool calls are a chat completions option (POST /v1/chat/completions)"),
+      Map.entry("tool_choice", "tool calls are a chat completions option (POST /v1/chat/completions)"),
+      Map.entry("parallel_tool_calls", "tool calls are a chat completions option (POST /v1/chat/completions)"),
+      Map.entry("functions", "OpenAI deprecated it for tools: send \"tools\": [{\"type\": \"function\", \"function\": {\"name\", "
+          + "\"description\", \"parameters\"}}]"),
+      Map.entry("function_call", "OpenAI deprecated it for tool_choice: send \"tool_choice\": \"none\" | \"auto\" | \"required\" | "
+          + "{\"type\": \"function\", \"function\": {\"name\": ...}}"),
       Map.entry("best_of", "use n and pick among the choices"),
       Map.entry("suffix", "no insertion (fill-in-the-middle)"),
       Map.entry("audio", "text only"),
@@ -69,7 +70,7 @@ final class OpenAiRequest {
     /**
      * {@code defaults} (the model's) with what the request sets; {@code choice} offsets the seed so that the n choices differ.
      * {@code logit_bias}, the presence and frequency penalties and {@code min_tokens} become the sampler's logits processors
-     * ({@link LogitBias}, {@link OccurrencePenalty}, {@link MinTokens} of the model's stop tokens), in that order.
+     * ({@link LogitBias}, {@link OccurrencePenalty}, {@link MinTokens} of every stop token the sequence ends at), in that order.
      */
     SamplingParams over(SamplingParams defaults, int maxTokens, int logprobs, int choice) {
       SamplingParams p = defaults.withMaxTokens(maxTokens).withLogprobs(logprobs).withStopStrings(stop);
@@ -80,7 +81,7 @@ final class OpenAiRequest {
         p = p.withProcessor(new OccurrencePenalty(presencePenalty, frequencyPenalty));
       }
       if (minTokens > 0) {
-        p = p.withProcessor(new MinTokens(minTokens, defaults.stopTokenIds()));
+        p = p.withProcessor(new MinTokens(minTokens)); // the sequence's final stops: a chat adds its template's end of turn later
       }
       if (temperature != null) { // as vLLM, a temperature too small to divide by is the smallest one
         p = p.withTemperature(temperature == 0 ? 0 : Math.max(temperature, SamplingParams.MIN_TEMPERATURE));
@@ -131,23 +132,58 @@ final class OpenAiRequest {
   /**
    * {@code POST /v1/completions}: {@code logprobs} null (none) or how many top tokens (0: the drawn token's
    * only); with {@code echo} the prompt's text (and, with logprobs, its tokens' log-probabilities) comes
-   * first, and {@code max_tokens} may be 0 (the prompt scored, nothing generated).
+   * first, and {@code max_tokens} may be 0 (the prompt scored, nothing generated); {@code responseFormat} null
+   * for text, else as a chat's (vLLM takes {@code response_format} on completions too).
    */
   record Completion(String model, List<Prompt> prompts, Sampling sampling, Integer logprobs, boolean echo, Streaming streaming,
-      Extensions extensions) {}
-
-  /** A chat message: its role and its text (text parts joined). */
-  record Message(String role, String content) {}
-
-  /**
-   * {@code POST /v1/chat/completions}: {@code logprobs} whether to report them, {@code topLogprobs} how many alternatives,
-   * {@code responseFormat} null for text.
-   */
-  record Chat(String model, List<Message> messages, Sampling sampling, boolean logprobs, int topLogprobs, Streaming streaming,
       Extensions extensions, ResponseFormat responseFormat) {}
 
   /**
-   * A chat's {@code response_format} other than text: {@code schema} null for {@code json_object} (any JSON object),
+   * A chat message: its role, its text (text parts joined; null only for an assistant's message of tool calls
+   * without text), the tool calls of an assistant's message (empty: none) and, for a {@code tool} message, the
+   * id of the call it answers (null otherwise).
+   */
+  record Message(String role, String content, List<ToolCall> toolCalls, String toolCallId) {
+    /** A message of text only. */
+    Message(String role, String content) {
+      this(role, content, List.of(), null);
+    }
+  }
+
+  /**
+   * A tool call: its id, the function's name and its arguments (a JSON text, as OpenAI sends them; any text is taken:
+   * a call cut short by max_tokens, sent back, is not JSON).
+   */
+  record ToolCall(String id, String name, String arguments) {}
+
+  /**
+   * A function the model may call ({@code tools[i].function}): its name, description (null: none) and the JSON
+   * schema of its arguments ({@code parameters}; null: none given, no arguments), {@code strict} (null: not given) and
+   * {@code definition}, the request's {@code tools[i]} as sent (what the chat template gets).
+   */
+  record Tool(String name, String description, JsonNode parameters, Boolean strict, JsonNode definition) {}
+
+  /**
+   * A chat's {@code tools} and {@code tool_choice}: {@code choice} is {@code none}, {@code auto}, {@code required} or
+   * {@code function} (then {@code function} names the one to call); {@code parallel} is {@code parallel_tool_calls}
+   * (accepted; an answer holds at most one call).
+   */
+  record Tools(List<Tool> functions, String choice, String function, boolean parallel) {
+    /** Whether the answer may be a call. */
+    boolean mayCall() {
+      return !choice.equals("none");
+    }
+  }
+
+  /**
+   * {@code POST /v1/chat/completions}: {@code logprobs} whether to report them, {@code topLogprobs} how many alternatives,
+   * {@code responseFormat} null for text, {@code tools} null when the request has none.
+   */
+  record Chat(String model, List<Message> messages, Sampling sampling, boolean logprobs, int topLogprobs, Streaming streaming,
+      Extensions extensions, ResponseFormat responseFormat, Tools tools) {}
+
+  /**
+   * A chat's or a completion's {@code response_format} other than text: {@code schema} null for {@code json_object} (any JSON object),
    * else the JSON schema's text of {@code json_schema} (its {@code name} is for the client; {@code strict} or not, the
    * output always follows the schema: a schema the grammar cannot follow is refused either way).
    */
@@ -209,7 +245,7 @@ final class OpenAiRequest {
     if (present(root, "logprobs") != null) {
       logprobs = (int) whole(root, "logprobs", 0, 0, SamplingParams.MAX_LOGPROBS);
     }
-    return new Completion(model, prompts, sampling, logprobs, echo, streaming(root), extensions(root));
+    return new Completion(model, prompts, sampling, logprobs, echo, streaming(root), extensions(root), responseFormat(root));
   }
 
   static Chat chat(JsonNode root) {
@@ -236,7 +272,8 @@ final class OpenAiRequest {
     if (top > 0 && !logprobs) {
       throw OpenAiError.invalid("top_logprobs", "top_logprobs needs \"logprobs\": true");
     }
-    return new Chat(model, List.copyOf(messages), sampling, logprobs, top, streaming(root), extensions(root), responseFormat(root));
+    return new Chat(model, List.copyOf(messages), sampling, logprobs, top, streaming(root), extensions(root), responseFormat(root),
+        tools(root));
   }
 
   static Embeddings embeddings(JsonNode root) {
@@ -505,18 +542,41 @@ final class OpenAiRequest {
     }
     for (Iterator<String> it = m.fieldNames(); it.hasNext(); ) {
       String name = it.next();
-      if (!Set.of("role", "content", "name").contains(name) && !m.get(name).isNull()) {
-        throw OpenAiError.unsupported(path + "." + name, "messages hold role, content and name (no tool calls or audio)");
+      if (!Set.of("role", "content", "name", "tool_calls", "tool_call_id").contains(name) && !m.get(name).isNull()) {
+        throw OpenAiError.unsupported(path + "." + name, "messages hold role, content, name, tool_calls (an assistant's) and "
+            + "tool_call_id (a tool's); no function_call (send tool_calls) or audio");
       }
     }
     JsonNode role = present(m, "role");
-    if (role == null || !role.isTextual() || !Set.of("system", "developer", "user", "assistant").contains(role.asText())) {
-      throw OpenAiError.invalid(path + ".role", "expected \"system\", \"developer\", \"user\" or \"assistant\", got " + role);
+    if (role != null && role.isTextual() && role.asText().equals("function")) {
+      throw OpenAiError.unsupported(path + ".role", "role \"function\" is OpenAI's deprecated form: send {\"role\": \"tool\", "
+          + "\"tool_call_id\", \"content\"}");
+    }
+    if (role == null || !role.isTextual() || !Set.of("system", "developer", "user", "assistant", "tool").contains(role.asText())) {
+      throw OpenAiError.invalid(path + ".role", "expected \"system\", \"developer\", \"user\", \"assistant\" or \"tool\", got "
+          + role);
+    }
+    JsonNode name = present(m, "name");
+    if (name != null && !name.isTextual()) { // taken without effect, as vLLM; but a string, as OpenAI defines it
+      throw OpenAiError.invalid(path + ".name", "expected a string, got " + TensorJson.kind(name));
+    }
+    List<ToolCall> calls = toolCalls(m, path, role.asText());
+    String callId = null;
+    if (role.asText().equals("tool")) {
+      JsonNode id = present(m, "tool_call_id");
+      if (id == null || !id.isTextual()) {
+        throw OpenAiError.invalid(path + ".tool_call_id", "a tool message names the call it answers: \"tool_call_id\", the id of an "
+            + "assistant's tool call, got " + (id == null ? "none" : TensorJson.kind(id)));
+      }
+      callId = id.asText();
+    } else if (present(m, "tool_call_id") != null) {
+      throw OpenAiError.invalid(path + ".tool_call_id", "only a message of role \"tool\" answers a call; this one's role is "
+          + role.asText());
     }
     JsonNode content = present(m, "content");
     String text;
     if (content == null) {
-      text = "";
+      text = calls.isEmpty() ? "" : null; // as clients send an assistant's calls without text: the template sees None
     } else if (content.isTextual()) {
       text = content.asText();
     } else if (content.isArray()) {
@@ -537,7 +597,117 @@ final class OpenAiRequest {
     } else {
       throw OpenAiError.invalid(path + ".content", "expected a string or a list of text parts, got " + TensorJson.kind(content));
     }
-    return new Message(role.asText(), text);
+    return new Message(role.asText(), text, calls, callId);
+  }
+
+  /** An assistant message's {@code tool_calls}: each {@code {id, type: "function", function: {name, arguments}}}. */
+  private static List<ToolCall> toolCalls(JsonNode m, String path, String role) {
+    JsonNode list = present(m, "tool_calls");
+    if (list == null) {
+      return List.of();
+    }
+    if (!role.equals("assistant")) {
+      throw OpenAiError.invalid(path + ".tool_calls", "only an assistant's message holds tool calls; this one's role is " + role);
+    }
+    if (!list.isArray()) {
+      throw OpenAiError.invalid(path + ".tool_calls", "expected a list of {\"id\", \"type\": \"function\", \"function\": {\"name\", "
+          + "\"arguments\"}}, got " + TensorJson.kind(list));
+    }
+    List<ToolCall> calls = new ArrayList<>();
+    for (int i = 0; i < list.size(); i++) {
+      String at = path + ".tool_calls[" + i + "]";
+      JsonNode c = list.get(i);
+      JsonNode f = c.path("function");
+      if (!c.path("id").isTextual() || !f.path("name").isTextual() || !f.path("arguments").isTextual()
+          || !c.path("type").asText("function").equals("function")) {
+        throw OpenAiError.invalid(at, "expected {\"id\": string, \"type\": \"function\", \"function\": {\"name\": string, "
+            + "\"arguments\": a JSON text}}, got " + abbreviated(c.toString()));
+      }
+      calls.add(new ToolCall(c.get("id").asText(), f.get("name").asText(), f.get("arguments").asText()));
+    }
+    return List.copyOf(calls);
+  }
+
+  private static String abbreviated(String s) {
+    return s.length() <= 80 ? s : s.substring(0, 77) + "...";
+  }
+
+  /** The most tools of one request (OpenAI's limit). */
+  static final int MAX_TOOLS = 128;
+  private static final java.util.regex.Pattern FUNCTION_NAME = java.util.regex.Pattern.compile("[A-Za-z0-9_-]{1,64}");
+
+  /** {@code tools}, {@code tool_choice} and {@code parallel_tool_calls}; null when there are no tools. */
+  private static Tools tools(JsonNode root) {
+    JsonNode list = present(root, "tools");
+    JsonNode choice = present(root, "tool_choice");
+    boolean parallel = bool(root, "parallel_tool_calls", true);
+    if (list == null) {
+      if (choice != null && !(choice.isTextual() && choice.asText().equals("none"))) {
+        throw OpenAiError.invalid("tool_choice", "tool_choice needs \"tools\": the functions the model may call");
+      }
+      return null;
+    }
+    if (!list.isArray() || list.isEmpty() || list.size() > MAX_TOOLS) {
+      throw OpenAiError.invalid("tools", "expected a list of 1 to " + MAX_TOOLS + " {\"type\": \"function\", \"function\": {\"name\", "
+          + "\"description\", \"parameters\"}}, got " + (list.isArray() ? list.size() + " entries" : TensorJson.kind(list)));
+    }
+    List<Tool> tools = new ArrayList<>();
+    Set<String> names = new java.util.HashSet<>();
+    for (int i = 0; i < list.size(); i++) {
+      String at = "tools[" + i + "]";
+      JsonNode t = list.get(i);
+      if (!t.isObject() || !t.path("type").asText().equals("function") || !t.path("function").isObject()) {
+        throw OpenAiError.invalid(at, "expected {\"type\": \"function\", \"function\": {\"name\", \"description\", \"parameters\"}} "
+            + "(functions are the only tools), got " + abbreviated(t.toString()));
+      }
+      JsonNode f = t.get("function");
+      for (Iterator<String> it = f.fieldNames(); it.hasNext(); ) {
+        String name = it.next();
+        if (!Set.of("name", "description", "parameters", "strict").contains(name)) {
+          throw OpenAiError.invalid(at + ".function." + name, "unknown field; a function has name, description, parameters and strict");
+        }
+      }
+      String name = f.path("name").asText("");
+      if (!f.path("name").isTextual() || !FUNCTION_NAME.matcher(name).matches()) {
+        throw OpenAiError.invalid(at + ".function.name", "expected 1 to 64 of a-z, A-Z, 0-9, _ and - (OpenAI's rule), got "
+            + f.path("name"));
+      }
+      if (!names.add(name)) {
+        throw OpenAiError.invalid(at + ".function.name", "two tools are named \"" + name + "\": names are unique");
+      }
+      JsonNode description = present(f, "description");
+      if (description != null && !description.isTextual()) {
+        throw OpenAiError.invalid(at + ".function.description", "expected a string, got " + TensorJson.kind(description));
+      }
+      JsonNode parameters = present(f, "parameters");
+      if (parameters != null && !parameters.isObject()) {
+        throw OpenAiError.invalid(at + ".function.parameters", "expected the JSON schema (an object) of the arguments, got "
+            + TensorJson.kind(parameters));
+      }
+      JsonNode strict = present(f, "strict");
+      if (strict != null && !strict.isBoolean()) {
+        throw OpenAiError.invalid(at + ".function.strict", "expected true or false, got " + strict);
+      }
+      tools.add(new Tool(name, description == null ? null : description.asText(), parameters, strict == null ? null : strict.asBoolean(), t));
+    }
+    String mode = "auto";
+    String function = null;
+    if (choice != null) {
+      if (choice.isTextual() && Set.of("none", "auto", "required").contains(choice.asText())) {
+        mode = choice.asText();
+      } else if (choice.isObject() && choice.path("type").asText().equals("function") && choice.path("function").path("name").isTextual()) {
+        mode = "function";
+        function = choice.get("function").get("name").asText();
+        if (!names.contains(function)) {
+          throw OpenAiError.invalid("tool_choice", "names function \"" + function + "\", which is not in tools (" + String.join(", ",
+              tools.stream().map(Tool::name).toList()) + ")");
+        }
+      } else {
+        throw OpenAiError.invalid("tool_choice", "expected \"none\", \"auto\", \"required\" or {\"type\": \"function\", \"function\": "
+            + "{\"name\": ...}}, got " + abbreviated(choice.toString()));
+      }
+    }
+    return new Tools(List.copyOf(tools), mode, function, parallel);
   }
 
   private static boolean bool(JsonNode root, String name, boolean dflt) {

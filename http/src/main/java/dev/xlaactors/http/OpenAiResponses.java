@@ -62,6 +62,7 @@ final class OpenAiResponses {
   private final Tokenizer tokenizer;
   private final Integer logprobs; // null: none reported; else how many alternatives
   private final boolean usageOnChunks;
+  private boolean toolCalls;
 
   /** The writer of one response whose stream chunks carry no {@code "usage"}. */
   OpenAiResponses(Api api, String model, Tokenizer tokenizer, Integer logprobs) {
@@ -80,6 +81,22 @@ final class OpenAiResponses {
     this.tokenizer = tokenizer;
     this.logprobs = logprobs;
     this.usageOnChunks = usageOnChunks;
+  }
+
+  /** This chat response's answers follow {@link ToolCallFormat}: they are read back into tool calls or words. */
+  OpenAiResponses withToolCalls() {
+    this.toolCalls = true;
+    return this;
+  }
+
+  /** Whether the answers follow {@link ToolCallFormat}. */
+  boolean toolCalls() {
+    return toolCalls;
+  }
+
+  /** A new call id, as OpenAI's ({@code call_} and 24 characters). */
+  static String callId() {
+    return "call_" + java.util.UUID.randomUUID().toString().replace("-", "").substring(0, 24);
   }
 
   /** Which API this response answers. */
@@ -103,7 +120,31 @@ final class OpenAiResponses {
         g.writeStartObject();
         g.writeNumberField("index", c.index());
         String text = (c.echo() == null ? "" : c.echo()) + c.result().text();
-        if (api == Api.CHAT) {
+        String finish = finishReason(c.result().finishReason());
+        if (api == Api.CHAT && toolCalls) {
+          ToolCallFormat.Decoder answer = new ToolCallFormat.Decoder(callId());
+          answer.feed(c.result().text());
+          answer.finish();
+          g.writeObjectFieldStart("message");
+          g.writeStringField("role", "assistant");
+          if (answer.isCall()) {
+            g.writeNullField("content");
+            g.writeArrayFieldStart("tool_calls");
+            g.writeStartObject();
+            g.writeStringField("id", answer.id());
+            g.writeStringField("type", "function");
+            g.writeObjectFieldStart("function");
+            g.writeStringField("name", answer.name());
+            g.writeStringField("arguments", answer.arguments());
+            g.writeEndObject();
+            g.writeEndObject();
+            g.writeEndArray();
+            finish = finishReason(c.result().finishReason(), answer.isWholeCall());
+          } else {
+            g.writeStringField("content", answer.content());
+          }
+          g.writeEndObject();
+        } else if (api == Api.CHAT) {
           g.writeObjectFieldStart("message");
           g.writeStringField("role", "assistant");
           g.writeStringField("content", text);
@@ -113,7 +154,7 @@ final class OpenAiResponses {
         }
         int[] offsets = logprobs == null || api == Api.CHAT ? new int[0] : generatedOffsets(c, text.length());
         logprobs(g, c.prompt(), c.echo(), c.result().samples(), offsets);
-        g.writeStringField("finish_reason", finishReason(c.result().finishReason()));
+        g.writeStringField("finish_reason", finish);
         g.writeEndObject();
       }
       g.writeEndArray();
@@ -149,6 +190,11 @@ final class OpenAiResponses {
    * the client asked for usage).
    */
   ByteString chunk(int index, String text, Sample sample, int textOffset, TextGenerator.FinishReason finish, Usage usage) {
+    return chunk(index, text, sample, textOffset, finish == null ? null : finishReason(finish), usage);
+  }
+
+  /** As the chunk above with the finish reason as written ({@code "tool_calls"} too). */
+  ByteString chunk(int index, String text, Sample sample, int textOffset, String finish, Usage usage) {
     return event(TensorJson.object(g -> {
       head(g, api.chunkObject);
       g.writeArrayFieldStart("choices");
@@ -167,8 +213,43 @@ final class OpenAiResponses {
       if (finish == null) {
         g.writeNullField("finish_reason");
       } else {
-        g.writeStringField("finish_reason", finishReason(finish));
+        g.writeStringField("finish_reason", finish);
       }
+      g.writeEndObject();
+      g.writeEndArray();
+      chunkUsage(g, usage);
+    }));
+  }
+
+  /**
+   * A chat stream's chunk of a tool call of choice {@code index} (its first call, index 0): the call's start
+   * ({@code id} and {@code name} given, arguments "") or a delta of its arguments ({@code id} null), as OpenAI streams them.
+   */
+  ByteString toolCallChunk(int index, String id, String name, String arguments, Usage usage) {
+    return event(TensorJson.object(g -> {
+      head(g, api.chunkObject);
+      g.writeArrayFieldStart("choices");
+      g.writeStartObject();
+      g.writeNumberField("index", index);
+      g.writeObjectFieldStart("delta");
+      g.writeArrayFieldStart("tool_calls");
+      g.writeStartObject();
+      g.writeNumberField("index", 0);
+      if (id != null) {
+        g.writeStringField("id", id);
+        g.writeStringField("type", "function");
+      }
+      g.writeObjectFieldStart("function");
+      if (name != null) {
+        g.writeStringField("name", name);
+      }
+      g.writeStringField("arguments", arguments);
+      g.writeEndObject();
+      g.writeEndObject();
+      g.writeEndArray();
+      g.writeEndObject();
+      g.writeNullField("logprobs");
+      g.writeNullField("finish_reason");
       g.writeEndObject();
       g.writeEndArray();
       chunkUsage(g, usage);
@@ -254,6 +335,11 @@ final class OpenAiResponses {
 
   static String finishReason(TextGenerator.FinishReason reason) {
     return reason == TextGenerator.FinishReason.STOP ? "stop" : "length";
+  }
+
+  /** {@code "tool_calls"} for a call that ended whole ({@code call}: its arguments are all there), else as {@link #finishReason(TextGenerator.FinishReason)}. */
+  static String finishReason(TextGenerator.FinishReason reason, boolean call) {
+    return call && reason == TextGenerator.FinishReason.STOP ? "tool_calls" : finishReason(reason);
   }
 
   /**

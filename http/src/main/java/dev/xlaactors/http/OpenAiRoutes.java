@@ -390,23 +390,28 @@ public final class OpenAiRoutes extends AllDirectives {
     CompletableFuture<List<PromptLogprobs>> scored = !scorePrompts ? CompletableFuture.completedFuture(null)
         : CompletableFuture.supplyAsync(() -> promptIds.stream().map(ids -> PromptLogprobs.of(ids, lm.score(ids), request.logprobs()))
             .toList(), blocking);
-    return scored.thenCompose(logprobs -> {
+    // A response format's grammar, made off this thread as a chat's (see there).
+    CompletableFuture<TokenGrammar> grammar = request.responseFormat() == null ? CompletableFuture.completedFuture(null)
+        : CompletableFuture.supplyAsync(() -> grammar(lm, request.responseFormat(), "response_format"), blocking);
+    return scored.thenCombine(grammar, (logprobs, constraint) -> {
       List<Job> jobs = new ArrayList<>();
-      int promptTokens = 0;
       for (int p = 0; p < promptIds.size(); p++) {
         OpenAiRequest.Prompt prompt = request.prompts().get(p);
         int[] ids = promptIds.get(p);
-        promptTokens += ids.length;
         String echo = request.echo() ? (prompt.text() != null ? prompt.text() : lm.tokenizer().decode(ids)) : null;
         int top = request.logprobs() == null ? 0 : request.logprobs();
         for (int c = 0; c < request.sampling().n(); c++) {
           SamplingParams params = maxTokens.get(p) == 0 ? null
               : request.extensions().apply(request.sampling().over(lm.defaults(), maxTokens.get(p), top, c));
+          if (params != null && constraint != null) {
+            params = constrained(lm, params, constraint, lm.defaults().stopTokenIds(), "response_format");
+          }
           jobs.add(new Job(jobs.size(), p, ids, params, echo, logprobs == null ? null : logprobs.get(p)));
         }
       }
-      return run(ep, jobs, promptTokens, writer, request.streaming(), request.extensions(), connection, timeout);
-    });
+      return jobs;
+    }).thenCompose(jobs -> run(ep, jobs, promptTokens(promptIds), writer, request.streaming(), request.extensions(), connection,
+        timeout));
   }
 
   private CompletionStage<HttpResponse> chat(byte[] body, ClientConnection connection, org.apache.pekko.http.javadsl.TimeoutAccess timeout) {
@@ -421,7 +426,10 @@ public final class OpenAiRoutes extends AllDirectives {
           + "cannot turn messages into a prompt: use POST /v1/completions with a prompt, or import a checkpoint that has one");
     }
     checkLogitBias(request.sampling(), lm);
-    return template.renderAsync(request.messages(), true, renderer).thenCompose(prompt -> {
+    List<OpenAiRequest.Tool> tools = request.tools() == null ? List.of() : request.tools().functions();
+    // With tools the answer is a call or words in ToolCallFormat's JSON (a response_format's schema inside it).
+    boolean toolCalls = request.tools() != null && request.tools().mayCall();
+    return template.renderAsync(request.messages(), true, tools, renderer).thenCompose(prompt -> {
       // As Hugging Face's apply_chat_template: the template writes the special tokens, the tokenizer adds none (unless asked to, as vLLM).
       int[] ids = lm.tokenizer().encode(prompt, Boolean.TRUE.equals(request.extensions().addSpecialTokens()));
       int maxTokens = maxTokens(ep, ids.length, request.sampling().maxTokens(), lm.contextLength() - ids.length, "messages");
@@ -429,8 +437,15 @@ public final class OpenAiRoutes extends AllDirectives {
           request.logprobs() ? request.topLogprobs() : null, request.streaming().includeUsage());
       // A response format's grammar: the vocabulary is read once per model (seconds for 150,000 tokens) and the schema
       // compiled once per schema (cached), both blocking, so not on this thread.
-      CompletableFuture<TokenGrammar> grammar = request.responseFormat() == null ? CompletableFuture.completedFuture(null)
-          : CompletableFuture.supplyAsync(() -> grammar(lm, request.responseFormat()), blocking);
+      if (toolCalls) {
+        writer.withToolCalls();
+      }
+      // The tools' schemas are checked and compiled there too (a large schema takes a while).
+      CompletableFuture<TokenGrammar> grammar = toolCalls
+          ? CompletableFuture.supplyAsync(() -> grammar(lm, new OpenAiRequest.ResponseFormat(ToolCallFormat.schema(request.tools(),
+              request.responseFormat()), "tools"), "tools"), blocking)
+          : request.responseFormat() == null ? CompletableFuture.completedFuture(null)
+          : CompletableFuture.supplyAsync(() -> grammar(lm, request.responseFormat(), "response_format"), blocking);
       return grammar.thenCompose(constraint -> {
         List<Job> jobs = new ArrayList<>();
         for (int c = 0; c < request.sampling().n(); c++) {
@@ -439,12 +454,7 @@ public final class OpenAiRoutes extends AllDirectives {
           // ignore_eos drops the template's end of turn too.
           params = request.extensions().apply(params.withStopTokenIds(stops));
           if (constraint != null) {
-            if (stops.isEmpty()) {
-              throw OpenAiError.invalid("response_format", "model '" + lm.name() + "' has no end-of-text token, so a constrained"
-                  + " answer cannot end: import it with its generation_config.json's eos_token_id");
-            }
-            // A constrained answer ends with a chat stop whatever ignore_eos says: the grammar's end is one.
-            params = params.withStopTokenIds(stops).withProcessor(new GrammarProcessor(constraint, stops));
+            params = constrained(lm, params, constraint, stops, toolCalls ? "tools" : "response_format");
           }
           jobs.add(new Job(c, 0, ids, params, null, null));
         }
@@ -454,17 +464,40 @@ public final class OpenAiRoutes extends AllDirectives {
   }
 
   /**
-   * The grammar of a chat's {@code response_format} for {@code lm}: any JSON object, or JSON valid for the schema; a
+   * {@code params} constrained by {@code grammar}, ending at {@code stops} whatever {@code ignore_eos} says (the grammar's
+   * end is one of them), and without stop strings: a stop string inside the answer (a quote, a brace, a word of a
+   * value) would cut it short of parsing, so a constrained answer ends where the grammar says it is whole, never at a
+   * stop string (vLLM applies them and can return JSON cut short; we do not). {@code min_tokens} is dropped too: held-back
+   * end tokens would leave a whole answer (a closed object) nothing to draw.
+   */
+  private static SamplingParams constrained(LanguageModel lm, SamplingParams params, TokenGrammar grammar, Set<Integer> stops,
+      String param) {
+    if (stops.isEmpty()) {
+      throw OpenAiError.invalid(param, "model '" + lm.name() + "' has no end-of-text token, so a constrained"
+          + " answer cannot end: import it with its generation_config.json's eos_token_id");
+    }
+    List<dev.xlaactors.lm.sampling.LogitsProcessor> kept = params.processors().stream()
+        .filter(p -> !(p instanceof dev.xlaactors.lm.sampling.MinTokens)).toList();
+    return params.withStopTokenIds(stops).withStopStrings(List.of()).withProcessors(kept)
+        .withProcessor(new GrammarProcessor(grammar, stops));
+  }
+
+  private static int promptTokens(List<int[]> prompts) {
+    return prompts.stream().mapToInt(p -> p.length).sum();
+  }
+
+  /**
+   * The grammar of a chat's or a completion's {@code response_format} for {@code lm}: any JSON object, or JSON valid for the schema; a
    * schema outside the subset the grammar compiles is refused naming the keyword.
    */
-  private static TokenGrammar grammar(LanguageModel lm, OpenAiRequest.ResponseFormat format) {
+  private static TokenGrammar grammar(LanguageModel lm, OpenAiRequest.ResponseFormat format, String param) {
     TokenVocabulary vocabulary = TokenVocabulary.of(lm.tokenizer());
     TokenGrammar grammar;
     try {
       grammar = format.schema() == null ? TokenGrammar.cached("json_object", vocabulary, JsonSchemaAutomaton::anyObject)
           : TokenGrammar.cached(format.schema(), vocabulary, () -> JsonSchemaAutomaton.compile(format.schema()));
     } catch (UnsupportedSchemaException e) {
-      throw OpenAiError.invalid("response_format", e.getMessage());
+      throw OpenAiError.invalid(param, e.getMessage());
     }
     return grammar;
   }
@@ -653,6 +686,7 @@ public final class OpenAiRoutes extends AllDirectives {
     private final CompletableFuture<Void> started = new CompletableFuture<>();
     private final int[] textOffsets;
     private final int[] generated; // tokens so far per choice, for continuous usage; guarded by this
+    private final ToolCallFormat.Decoder[] answers; // per choice when the answers follow ToolCallFormat; guarded by this
     private boolean failed; // guarded by this
 
     StreamedGenerations(CompletionEndpoint ep, List<Job> jobs, int promptTokens, OpenAiResponses writer, TextGenerator.TextOptions text,
@@ -674,6 +708,24 @@ public final class OpenAiRoutes extends AllDirectives {
       }).keepAlive(settings.sseKeepAlive(), () -> OpenAiResponses.KEEP_ALIVE).mapMaterializedValue(m -> NotUsed.getInstance());
       this.textOffsets = new int[jobs.size()];
       this.generated = new int[jobs.size()];
+      this.answers = new ToolCallFormat.Decoder[writer.toolCalls() ? jobs.size() : 0];
+      for (int i = 0; i < answers.length; i++) {
+        answers[i] = new ToolCallFormat.Decoder(OpenAiResponses.callId());
+      }
+    }
+
+    /** The chunks of what a choice's answer decoder found: a call's start, its arguments, words. */
+    private void offerAnswer(Job job, List<ToolCallFormat.Event> events) {
+      for (ToolCallFormat.Event e : events) {
+        if (e instanceof ToolCallFormat.CallStart s) {
+          offer(writer.toolCallChunk(job.index(), s.id(), s.name(), "", usageSoFar(job)));
+        } else if (e instanceof ToolCallFormat.ArgumentsDelta a) {
+          offer(writer.toolCallChunk(job.index(), null, null, a.text(), usageSoFar(job)));
+        } else if (e instanceof ToolCallFormat.ContentDelta c) {
+          offer(writer.chunk(job.index(), c.text(), null, textOffsets[job.index()], (String) null, usageSoFar(job)));
+          textOffsets[job.index()] += c.text().length();
+        }
+      }
     }
 
     /** The usage of choice {@code job} so far, as vLLM's continuous usage stats count it (null: not asked for). */
@@ -700,10 +752,16 @@ public final class OpenAiRoutes extends AllDirectives {
       if (piece.token() >= 0) {
         generated[job.index()]++;
       }
+      if (answers.length > 0) {
+        if (!failed) {
+          offerAnswer(job, answers[job.index()].feed(piece.text()));
+        }
+        return;
+      }
       if (failed || (piece.text().isEmpty() && (piece.sample() == null || !writer.reportsLogprobs()))) {
         return; // nothing to show yet: a character or a possible stop string is held back
       }
-      offer(writer.chunk(job.index(), piece.text(), piece.sample(), textOffsets[job.index()], null, usageSoFar(job)));
+      offer(writer.chunk(job.index(), piece.text(), piece.sample(), textOffsets[job.index()], (String) null, usageSoFar(job)));
       textOffsets[job.index()] += piece.text().length();
     }
 
@@ -711,7 +769,12 @@ public final class OpenAiRoutes extends AllDirectives {
     synchronized void onEnd(Job job, TextGenerator.Result result, Throwable failure) {
       if (failure == null) {
         started.complete(null);
-        if (!failed) {
+        if (!failed && answers.length > 0) {
+          ToolCallFormat.Decoder answer = answers[job.index()];
+          offerAnswer(job, answer.finish());
+          offer(writer.chunk(job.index(), "", null, textOffsets[job.index()], OpenAiResponses.finishReason(result.finishReason(),
+              answer.isWholeCall()), usageSoFar(job)));
+        } else if (!failed) {
           offer(writer.chunk(job.index(), "", null, textOffsets[job.index()], result.finishReason(), usageSoFar(job)));
         }
         return;

@@ -245,9 +245,11 @@ public final class OpenApiDocument extends AllDirectives {
     props(completionRequest).set("prompt", prompt(1));
     props(completionRequest).set("logprobs", nullable(integer().put("minimum", 0).put("maximum", 20)));
     props(completionRequest).set("echo", nullable(bool()));
+    props(completionRequest).set("response_format", responseFormat());
     completionRequest.set("required", arr("model", "prompt"));
     completionRequest.put("description", "max_tokens 0 (the prompt scored, nothing generated) only with echo true. The prompt's tokens"
-        + " and max_tokens must fit the model's context (GET /v1/models: max_model_len): 400 when they do not.");
+        + " and max_tokens must fit the model's context (GET /v1/models: max_model_len): 400 when they do not. response_format as on"
+        + " chat completions (vLLM takes it here too).");
     completionRequest.set("allOf", arr(anyOf(obj(req("echo"), "echo", bool().set("enum", arr(true))),
         obj(null, "max_tokens", nullable(integer().put("minimum", 1)))), streamOptionsOnlyWithStream()));
     paths.putObject("/v1/completions").set("post", op("Continues prompts (OpenAI's completions); streamed when stream is true.", null,
@@ -258,19 +260,36 @@ public final class OpenApiDocument extends AllDirectives {
     ObjectNode content = F.objectNode();
     content.set("oneOf", arr(str(), array(part)));
     content.put("nullable", true);
-    ObjectNode message = obj(req("role"), "role", str().set("enum", arr("system", "developer", "user", "assistant")),
-        "content", content, "name", nullable(str()));
-    message.put("additionalProperties", false);
+    ObjectNode callFunction = closed(obj(req("name", "arguments"), "name", str(), "arguments", str().put("description",
+        "The call's arguments: a JSON text (the template gets it as an object; a text that is not JSON stays text).")));
+    ObjectNode call = closed(obj(req("id", "function"), "id", str(), "type", str().set("enum", arr("function")), "function",
+        callFunction));
+    // One schema per kind of message: an assistant's may hold tool_calls, a tool's must hold tool_call_id (400 naming it otherwise).
+    ObjectNode message = oneOf(
+        closed(obj(req("role"), "role", str().set("enum", arr("system", "developer", "user")), "content", content, "name",
+            nullable(str()))),
+        closed(obj(req("role"), "role", str().set("enum", arr("assistant")), "content", content.deepCopy(), "name", nullable(str()),
+            "tool_calls", nullable(array(call)))),
+        closed(obj(req("role", "tool_call_id"), "role", str().set("enum", arr("tool")), "content", content.deepCopy(), "name",
+            nullable(str()), "tool_call_id", str())));
     props(chatRequest).set("messages", array(message).put("minItems", 1));
     props(chatRequest).set("max_tokens", nullable(integer().put("minimum", 1).put("maximum", Integer.MAX_VALUE)));
     props(chatRequest).set("max_completion_tokens", nullable(integer().put("minimum", 1).put("maximum", Integer.MAX_VALUE)));
     props(chatRequest).set("logprobs", nullable(bool()));
     props(chatRequest).set("top_logprobs", nullable(integer().put("minimum", 0).put("maximum", 20)));
-    ObjectNode jsonSchema = obj(req("schema"), "name", str(), "description", str(), "schema", F.objectNode().put("type", "object"),
-        "strict", nullable(bool()));
-    jsonSchema.put("additionalProperties", false);
-    props(chatRequest).set("response_format", nullable(obj(req("type"), "type", str().set("enum", arr("text", "json_object",
-        "json_schema")), "json_schema", jsonSchema)));
+    props(chatRequest).set("response_format", responseFormat());
+    ObjectNode function = closed(obj(req("name"), "name", str().put("pattern", "^[A-Za-z0-9_-]{1,64}$"), "description", nullable(str()),
+        "parameters", nullable(F.objectNode().put("type", "object").put("description", "The JSON schema of the arguments: the subset"
+            + " of response_format's (other keywords are refused naming the tool and them).")), "strict", nullable(bool())));
+    ObjectNode tool = closed(obj(req("type", "function"), "type", str().set("enum", arr("function")), "function", function));
+    props(chatRequest).set("tools", nullable(array(tool).put("minItems", 1).put("maxItems", OpenAiRequest.MAX_TOOLS)
+        .put("description", "The functions the model may call; names unique (400 naming the second otherwise).")));
+    ObjectNode named = closed(obj(req("type", "function"), "type", str().set("enum", arr("function")), "function",
+        closed(obj(req("name"), "name", str()))));
+    props(chatRequest).set("tool_choice", nullable(oneOf(str().set("enum", arr("none", "auto", "required")), named)
+        .put("description", "none, auto (the default with tools), required, or a function of tools by name; only with tools but"
+            + " none (400 otherwise).")));
+    props(chatRequest).set("parallel_tool_calls", nullable(bool()));
     chatRequest.set("required", arr("model", "messages"));
     chatRequest.put("description", "max_tokens and max_completion_tokens: one at most; top_logprobs above 0 needs logprobs true. The "
         + "rendered messages' tokens and max_tokens must fit the model's context (GET /v1/models: max_model_len): 400 when they do not. "
@@ -495,6 +514,14 @@ public final class OpenApiDocument extends AllDirectives {
   }
 
   /** {@code stream_options} absent (or null) unless {@code stream} is true. */
+  /** {@code response_format}, the same on completions and chat completions. */
+  private static ObjectNode responseFormat() {
+    ObjectNode jsonSchema = obj(req("schema"), "name", str(), "description", str(), "schema", F.objectNode().put("type", "object"),
+        "strict", nullable(bool()));
+    jsonSchema.put("additionalProperties", false);
+    return nullable(obj(req("type"), "type", str().set("enum", arr("text", "json_object", "json_schema")), "json_schema", jsonSchema));
+  }
+
   private static ObjectNode streamOptionsOnlyWithStream() {
     ObjectNode noOptions = F.objectNode();
     noOptions.set("not", obj(req("stream_options"), "stream_options", obj(null)));
@@ -518,7 +545,9 @@ public final class OpenApiDocument extends AllDirectives {
   private static ObjectNode completionResponse(String object, boolean chat) {
     ObjectNode choice = chat
         ? obj(req("index", "message", "finish_reason"), "index", integer(), "message", obj(req("role", "content"),
-            "role", str(), "content", str()), "logprobs", nullable(obj(null)), "finish_reason", str())
+            "role", str(), "content", nullable(str()), "tool_calls", array(obj(req("id", "type", "function"), "id", str(), "type",
+                str(), "function", obj(req("name", "arguments"), "name", str(), "arguments", str())))), "logprobs",
+            nullable(obj(null)), "finish_reason", str().set("enum", arr("stop", "length", "tool_calls")))
         : obj(req("index", "text", "finish_reason"), "index", integer(), "text", str(), "logprobs", nullable(obj(null)),
             "finish_reason", str());
     return obj(req("id", "object", "created", "model", "choices", "usage"), "id", str(), "object", str().set("enum", arr(object)),

@@ -36,7 +36,9 @@ import org.junit.jupiter.api.TestFactory;
  * tokenizer give exactly the token ids of transformers' {@code apply_chat_template(...,
  * add_generation_prompt=True)} (chat-templates/reference.json, made by tools/chat_template_reference.py with
  * small tokenizers made there): conversations with system prompts, several turns, "{{" and "{%" in the
- * content, non-ASCII. A conversation a template refuses is refused here with the template's words.
+ * content, non-ASCII, and for Qwen2.5's template {@code apply_chat_template(..., tools=...)} of a conversation with tools,
+ * an assistant's calls and the tools' results (the definitions written by transformers' {@code tojson}). A conversation a
+ * template refuses is refused here with the template's words.
  */
 class ChatTemplateReferenceTest {
   private static final String RESOURCES = "/chat-templates/";
@@ -68,15 +70,20 @@ class ChatTemplateReferenceTest {
       for (JsonNode conversation : family.get("conversations")) {
         List<OpenAiRequest.Message> messages = new ArrayList<>();
         for (JsonNode m : conversation.get("messages")) {
-          messages.add(new OpenAiRequest.Message(m.get("role").asText(), m.get("content").asText()));
+          messages.add(message(m));
         }
-        String where = name + " conversation " + c++;
+        List<OpenAiRequest.Tool> tools = new ArrayList<>();
+        for (JsonNode t : conversation.path("tools")) { // as a request's tools[i] (the template gets them as sent)
+          JsonNode f = t.get("function");
+          tools.add(new OpenAiRequest.Tool(f.get("name").asText(), f.path("description").asText(null), f.get("parameters"), null, t));
+        }
+        String where = name + " conversation " + c++ + (tools.isEmpty() ? "" : " (with tools)");
         if (conversation.has("error")) {
-          OpenAiError e = assertThrows(OpenAiError.class, () -> chat.render(messages, true), where);
+          OpenAiError e = assertThrows(OpenAiError.class, () -> chat.render(messages, true, tools), where);
           assertTrue(e.getMessage().contains(conversation.get("error").asText()), where + ": " + e.getMessage());
           continue;
         }
-        String text = chat.render(messages, true);
+        String text = chat.render(messages, true, tools);
         assertEquals(conversation.get("text").asText(), text, where + ": rendered text");
         int[] expected = new int[conversation.get("ids").size()];
         for (int i = 0; i < expected.length; i++) {
@@ -85,6 +92,18 @@ class ChatTemplateReferenceTest {
         assertArrayEquals(expected, tokenizer.encode(text, false), where + ": prompt ids");
       }
     }
+  }
+
+  /** A message of the reference as the request's parser makes it: an assistant's calls with their arguments as JSON text. */
+  private static OpenAiRequest.Message message(JsonNode m) {
+    List<OpenAiRequest.ToolCall> calls = new ArrayList<>();
+    for (JsonNode call : m.path("tool_calls")) {
+      calls.add(new OpenAiRequest.ToolCall(call.get("id").asText(), call.at("/function/name").asText(),
+          call.at("/function/arguments").toString()));
+    }
+    JsonNode content = m.get("content");
+    return new OpenAiRequest.Message(m.get("role").asText(), content.isNull() ? null : content.asText(), calls,
+        m.path("tool_call_id").asText(null));
   }
 
   private static JsonNode reference() throws IOException {

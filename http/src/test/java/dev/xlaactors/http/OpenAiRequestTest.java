@@ -94,12 +94,15 @@ class OpenAiRequestTest {
 
   @Test
   void unsupportedAndUnknownFieldsAreRefusedNamingThem() {
-    OpenAiError tools = refused(() -> OpenAiRequest.chat(json("{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],"
-        + "\"tools\":[]}")));
+    OpenAiError tools = refused(() -> OpenAiRequest.completion(json("{\"model\":\"m\",\"prompt\":\"hi\",\"tools\":[]}")));
     assertEquals(400, tools.status());
     assertEquals("tools", tools.param());
     assertEquals("invalid_request_error", tools.type());
     assertTrue(tools.getMessage().contains("'tools' is not supported"), tools.getMessage());
+    OpenAiError functions = refused(() -> OpenAiRequest.chat(json("{\"model\":\"m\",\"messages\":[{\"role\":\"user\","
+        + "\"content\":\"hi\"}],\"functions\":[{\"name\":\"f\"}]}")));
+    assertEquals("functions", functions.param());
+    assertTrue(functions.getMessage().contains("\"tools\""), "names the replacement: " + functions.getMessage());
 
     OpenAiError suffix = refused(() -> OpenAiRequest.completion(json("{\"model\":\"m\",\"prompt\":\"x\",\"suffix\":\"y\"}")));
     assertEquals("suffix", suffix.param());
@@ -111,9 +114,62 @@ class OpenAiRequestTest {
     OpenAiError part = refused(() -> OpenAiRequest.chat(json("{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":"
         + "[{\"type\":\"image_url\",\"image_url\":{\"url\":\"x\"}}]}]}")));
     assertEquals("messages[0].content[0]", part.param());
-    OpenAiError toolCalls = refused(() -> OpenAiRequest.chat(json("{\"model\":\"m\",\"messages\":[{\"role\":\"assistant\","
+    OpenAiError toolCalls = refused(() -> OpenAiRequest.chat(json("{\"model\":\"m\",\"messages\":[{\"role\":\"user\","
         + "\"content\":\"\",\"tool_calls\":[]}]}")));
     assertEquals("messages[0].tool_calls", toolCalls.param());
+  }
+
+  private static final String TOOLS = "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"description\":\"w\","
+      + "\"parameters\":{\"type\":\"object\",\"properties\":{\"city\":{\"type\":\"string\"}},\"required\":[\"city\"]}}},"
+      + "{\"type\":\"function\",\"function\":{\"name\":\"now\"}}]";
+
+  private static OpenAiRequest.Chat chat(String fields) {
+    return OpenAiRequest.chat(json("{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]," + fields + "}"));
+  }
+
+  @Test
+  void toolsToolChoiceAndToolMessagesAreReadAndCheckedNamingTheField() {
+    OpenAiRequest.Tools auto = chat(TOOLS).tools();
+    assertEquals(List.of("get_weather", "now"), auto.functions().stream().map(OpenAiRequest.Tool::name).toList());
+    assertEquals("auto", auto.choice()); // OpenAI's default with tools
+    assertEquals("city", auto.functions().get(0).parameters().at("/required/0").asText());
+    assertNull(auto.functions().get(1).parameters());
+    assertEquals("required", chat(TOOLS + ",\"tool_choice\":\"required\"").tools().choice());
+    assertFalse(chat(TOOLS + ",\"tool_choice\":\"none\"").tools().mayCall());
+    OpenAiRequest.Tools named = chat(TOOLS + ",\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"now\"}}").tools();
+    assertEquals("function", named.choice());
+    assertEquals("now", named.function());
+    assertNull(chat("\"tool_choice\":\"none\"").tools());
+
+    assertEquals("tool_choice", refused(() -> chat(TOOLS + ",\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"x\"}}"))
+        .param());
+    assertEquals("tool_choice", refused(() -> chat(TOOLS + ",\"tool_choice\":\"any\"")).param());
+    assertEquals("tool_choice", refused(() -> chat("\"tool_choice\":\"required\"")).param());
+    assertEquals("tools[0].function.name", refused(() -> chat("\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"a b\"}}]"))
+        .param());
+    assertEquals("tools[1].function.name", refused(() -> chat("\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"a\"}},"
+        + "{\"type\":\"function\",\"function\":{\"name\":\"a\"}}]")).param());
+    assertEquals("tools[0]", refused(() -> chat("\"tools\":[{\"type\":\"code_interpreter\"}]")).param());
+    assertEquals("tools[0].function.parameters", refused(() -> chat("\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"a\","
+        + "\"parameters\":[]}}]")).param());
+
+    OpenAiRequest.Chat turn = OpenAiRequest.chat(json("{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"},"
+        + "{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{\"id\":\"call_1\",\"type\":\"function\",\"function\":"
+        + "{\"name\":\"get_weather\",\"arguments\":\"{\\\"city\\\":\\\"Paris\\\"}\"}}]},"
+        + "{\"role\":\"tool\",\"tool_call_id\":\"call_1\",\"content\":\"sunny\"}]," + TOOLS + "}"));
+    assertEquals(new OpenAiRequest.Message("assistant", null, List.of(new OpenAiRequest.ToolCall("call_1", "get_weather",
+        "{\"city\":\"Paris\"}")), null), turn.messages().get(1));
+    assertEquals(new OpenAiRequest.Message("tool", "sunny", List.of(), "call_1"), turn.messages().get(2));
+
+    assertEquals("messages[0].tool_call_id", refused(() -> OpenAiRequest.chat(json("{\"model\":\"m\",\"messages\":[{\"role\":\"tool\","
+        + "\"content\":\"x\"}]}"))).param());
+    assertEquals("messages[0].role", refused(() -> OpenAiRequest.chat(json("{\"model\":\"m\",\"messages\":[{\"role\":\"function\","
+        + "\"name\":\"f\",\"content\":\"x\"}]}"))).param());
+    assertEquals("messages[0].name", refused(() -> OpenAiRequest.chat(json("{\"model\":\"m\",\"messages\":[{\"role\":\"user\","
+        + "\"content\":\"x\",\"name\":{}}]}"))).param());
+    assertEquals("{not json", OpenAiRequest.chat(json("{\"model\":\"m\",\"messages\":[{\"role\":\"assistant\",\"tool_calls\":"
+        + "[{\"id\":\"c\",\"type\":\"function\",\"function\":{\"name\":\"f\",\"arguments\":\"{not json\"}}]}]}")).messages().get(0)
+        .toolCalls().get(0).arguments(), "a call cut short, sent back: taken as text");
   }
 
   @Test
@@ -124,7 +180,7 @@ class OpenAiRequestTest {
     dev.xlaactors.lm.sampling.SamplingParams p = s.over(dev.xlaactors.lm.sampling.SamplingParams.defaults()
         .withStopTokenIds(java.util.Set.of(0)), 4, 0, 0);
     assertEquals(List.of(new dev.xlaactors.lm.sampling.LogitBias(java.util.Map.of(7, -100f, 3, 2.5f)),
-        new dev.xlaactors.lm.sampling.OccurrencePenalty(0.5, -1), new dev.xlaactors.lm.sampling.MinTokens(2, java.util.Set.of(0))),
+        new dev.xlaactors.lm.sampling.OccurrencePenalty(0.5, -1), new dev.xlaactors.lm.sampling.MinTokens(2)),
         p.processors());
     assertEquals(List.of(), OpenAiRequest.completion(json("{\"model\":\"m\",\"prompt\":\"x\"}")).sampling()
         .over(dev.xlaactors.lm.sampling.SamplingParams.defaults(), 4, 0, 0).processors(), "no field, no processor");
@@ -172,7 +228,7 @@ class OpenAiRequestTest {
         + "\"stream_options\":{\"include_usage\":true}}"))).param());
     assertEquals("top_logprobs", refused(() -> OpenAiRequest.chat(json("{\"model\":\"m\",\"messages\":[{\"role\":\"user\","
         + "\"content\":\"x\"}],\"top_logprobs\":2}"))).param());
-    assertEquals("messages[0].role", refused(() -> OpenAiRequest.chat(json("{\"model\":\"m\",\"messages\":[{\"role\":\"tool\","
+    assertEquals("messages[0].role", refused(() -> OpenAiRequest.chat(json("{\"model\":\"m\",\"messages\":[{\"role\":\"robot\","
         + "\"content\":\"x\"}]}"))).param());
     assertEquals("max_completion_tokens", refused(() -> OpenAiRequest.chat(json("{\"model\":\"m\",\"messages\":[{\"role\":\"user\","
         + "\"content\":\"x\"}],\"max_tokens\":1,\"max_completion_tokens\":1}"))).param());

@@ -40,11 +40,13 @@ public final class SequenceState {
   private final Map<Integer, Integer> generatedIndex = new HashMap<>();
   private final List<LogitsProcessor> processors;
   private final int maxTokens;
+  private final java.util.Set<Integer> stopTokenIds;
 
-  private SequenceState(SplittableRandom random, List<LogitsProcessor> processors, int maxTokens) {
+  private SequenceState(SplittableRandom random, List<LogitsProcessor> processors, int maxTokens, java.util.Set<Integer> stopTokenIds) {
     this.random = random;
     this.processors = processors;
     this.maxTokens = maxTokens;
+    this.stopTokenIds = stopTokenIds;
   }
 
   /** The state of a new sequence with no tokens yet. */
@@ -58,7 +60,7 @@ public final class SequenceState {
       throw new InvalidArgumentException("sampling params and prompt tokens must not be null: pass new int[0] for no prompt");
     }
     SequenceState state = new SequenceState(params.seed() == null ? new SplittableRandom() : new SplittableRandom(params.seed()),
-        params.processors().stream().map(LogitsProcessor::forSequence).toList(), params.maxTokens());
+        params.processors().stream().map(LogitsProcessor::forSequence).toList(), params.maxTokens(), params.stopTokenIds());
     for (int token : promptTokens) {
       state.append(token);
     }
@@ -110,6 +112,14 @@ public final class SequenceState {
   /** The most tokens the sequence may generate ({@link SamplingParams#maxTokens()}): what a constraint must finish within. */
   public int maxTokens() {
     return maxTokens;
+  }
+
+  /**
+   * The tokens that end the sequence ({@link SamplingParams#stopTokenIds()} of the params it was created with): the
+   * final set, whatever was added to the params after their processors were made (a chat template's end of turn).
+   */
+  public java.util.Set<Integer> stopTokenIds() {
+    return stopTokenIds;
   }
 
   /** How many tokens the prompt held. */

@@ -77,6 +77,32 @@ public final class JsonSchemaAutomaton {
     return ByteAutomaton.of(c.nfa, f.start(), f.end());
   }
 
+  /**
+   * The nondeterministic automaton {@link #compile} determinises, as read-only copies: what bench's StructuredBench
+   * hands to another determiniser (dk.brics.automaton) to compare it with {@link ByteAutomaton}'s.
+   *
+   * @param states how many states
+   * @param start the start state
+   * @param end the accepting state
+   * @param epsilon each state's epsilon targets
+   * @param ranges each state's byte edges, three ints per edge: lowest byte, highest byte, target
+   */
+  public record Nondeterministic(int states, int start, int end, int[][] epsilon, int[][] ranges) {}
+
+  /** The nondeterministic automaton of the schema {@code schemaJson}, before determinisation. */
+  public static Nondeterministic nondeterministic(String schemaJson) {
+    JsonSchemaAutomaton c = new JsonSchemaAutomaton(JsonParser.parseString(schemaJson).getAsJsonObject());
+    Nfa.Frag f = c.value(c.root, "#");
+    Nfa n = c.nfa;
+    int[][] eps = new int[n.size][];
+    int[][] ranges = new int[n.size][];
+    for (int s = 0; s < n.size; s++) {
+      eps[s] = java.util.Arrays.copyOf(n.eps[s], n.epsCount[s]);
+      ranges[s] = java.util.Arrays.copyOf(n.edges[s], n.edgeCount[s]);
+    }
+    return new Nondeterministic(n.size, f.start(), f.end(), eps, ranges);
+  }
+
   /** Any JSON object (OpenAI's {@code response_format: {"type": "json_object"}}), nested at most {@value #ANY_DEPTH} levels. */
   public static ByteAutomaton anyObject() {
     JsonSchemaAutomaton c = new JsonSchemaAutomaton(new JsonObject());

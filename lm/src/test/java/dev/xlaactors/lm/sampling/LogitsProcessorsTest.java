@@ -69,6 +69,24 @@ class LogitsProcessorsTest {
     assertEquals(2, sampler.sample(ROW.clone(), p, state).token(), "then the stop token, the best");
   }
 
+  /**
+   * A chat builds min_tokens from the request with generation_config's stops (id 2 here), then adds its template's end
+   * of turn (id 1): every stop token the sequence ends at is held back, not only the ones known when it was built.
+   */
+  @Test
+  void minTokensHoldsEveryStopTokenOfTheSequenceIncludingOnesAddedAfterIt() {
+    SamplingParams p = SamplingParams.greedy().withStopTokenIds(Set.of(2)).withProcessor(new MinTokens(2, Set.of(2)))
+        .withStopTokenIds(Set.of(1, 2));
+    float[] held = processed(p, new int[] {4}, 0);
+    assertEquals(Float.NEGATIVE_INFINITY, held[1], "the end of turn added after the processor is held back");
+    assertEquals(Float.NEGATIVE_INFINITY, held[2]);
+    assertEquals(1f, held[0]);
+    SamplingParams plain = SamplingParams.greedy().withProcessor(new MinTokens(2)).withStopTokenIds(Set.of(1, 2));
+    assertEquals(Float.NEGATIVE_INFINITY, processed(plain, new int[] {4}, 0)[1]);
+    assertEquals(2f, processed(plain, new int[] {4}, 0, 0)[1], "2 generated: the stop tokens may come");
+    assertEquals(Set.of(1, 2), SequenceState.create(plain, new int[0]).stopTokenIds());
+  }
+
   @Test
   void processorsRunAfterTheRepetitionPenaltyInOrderWithACopyPerSequence() {
     List<String> calls = new ArrayList<>();

@@ -16,17 +16,19 @@ import java.util.Map;
  * byte fallback ({@code <unk> <s> </s>}, the 256 byte pieces {@code <0x00>..<0xFF>}, printable ASCII and
  * "▁", a few merges), a normalizer that writes each space as "▁" and prepends one, and the decoder that
  * turns "▁" back into spaces, byte pieces into bytes, and strips the text's first space. Characters outside
- * ASCII have no piece: they become their UTF-8 bytes' pieces, so one character spans several tokens.
+ * ASCII have no piece: they become their UTF-8 bytes' pieces, so one character spans several tokens. Public: the
+ * structured-output tests constrain decoding over it.
  */
-final class SentencePieceTokenizerJson {
+public final class SentencePieceTokenizerJson {
   static final int UNK = 0;
   static final int BOS = 1;
-  static final int EOS = 2;
+  /** The end of text. */
+  public static final int EOS = 2;
 
   private SentencePieceTokenizerJson() {}
 
   /** Writes the file to {@code file}; returns it. */
-  static Path write(Path file) {
+  public static Path write(Path file) {
     Map<String, Integer> vocab = new LinkedHashMap<>();
     vocab.put("<unk>", UNK);
     vocab.put("<s>", BOS);
