@@ -71,6 +71,7 @@ class OpenAiClientsTest {
     for (String name : List.of("gpt2", "llama", "bert")) {
       packages.add(ModelPackage.open(imported(name)));
     }
+    packages.add(ModelPackage.open(turnsVariant(imported("llama"))));
     serving = ServeCommand.Serving.start(packages, "127.0.0.1", 0);
     url = serving.url();
   }
@@ -80,6 +81,34 @@ class OpenAiClientsTest {
     if (serving != null) {
       serving.close();
     }
+  }
+
+  /** The turn-end token of {@code llama-turns}' template: not generation_config's EOS (id 2, {@code </s>}). */
+  private static final String TURN_END = "<unk>";
+
+  /**
+   * {@code llama} as {@code llama-turns}: its template closes turns with {@link #TURN_END}, not its generation EOS
+   * (as Llama 3 Instruct's {@code <|eot_id|>} differs from {@code <|end_of_text|>}), and a message "loop" makes
+   * it loop for a while (to see which thread renders it). Written next to the import, from it, each run.
+   */
+  private static Path turnsVariant(Path llama) throws IOException {
+    Path pkg = PACKAGES.resolve("llama-turns").toAbsolutePath();
+    deleteTree(pkg);
+    Files.createDirectories(pkg);
+    try (var files = Files.list(llama)) {
+      for (Path f : files.toList()) {
+        Files.copy(f, pkg.resolve(f.getFileName()));
+      }
+    }
+    com.fasterxml.jackson.databind.node.ObjectNode manifest = (com.fasterxml.jackson.databind.node.ObjectNode) JSON.readTree(
+        pkg.resolve("xla-model.json").toFile());
+    manifest.put("name", "llama-turns");
+    ((com.fasterxml.jackson.databind.node.ObjectNode) manifest.get("special_tokens")).put("eos_token", TURN_END);
+    JSON.writeValue(pkg.resolve("xla-model.json").toFile(), manifest);
+    String template = Files.readString(pkg.resolve(manifest.get("chat_template").asText()));
+    Files.writeString(pkg.resolve(manifest.get("chat_template").asText()), "{% if messages[0]['content'] == 'loop' %}"
+        + "{% for a in range(100) %}{% for b in range(1000) %}{% if b == -1 %}x{% endif %}{% endfor %}{% endfor %}{% endif %}" + template);
+    return pkg;
   }
 
   static Path imported(String name) throws IOException {
@@ -370,6 +399,53 @@ class OpenAiClientsTest {
     String chat = "{\"model\":\"llama\",\"messages\":[{\"role\":\"user\",\"content\":\"Hello!\"}],\"max_tokens\":1";
     assertEquals(post("/v1/chat/completions", chat + "}").at("/usage/prompt_tokens").asInt() + 1,
         post("/v1/chat/completions", chat + ",\"add_special_tokens\":true}").at("/usage/prompt_tokens").asInt());
+  }
+
+  /**
+   * A chat stops at its template's turn end ({@code eos_token} from tokenizer_config.json) as at generation_config's
+   * EOS ids: forced by logit_bias, {@link #TURN_END} ends {@code llama-turns}' answer at once, as the EOS (id 2)
+   * ends {@code llama}'s, and is not in its text even with special tokens shown; {@code llama}, whose turn end is
+   * its EOS, runs on past it to the token limit.
+   */
+  @Test
+  void theTemplatesTurnEndStopsAChat() throws Exception {
+    String chat = "\"messages\":[{\"role\":\"user\",\"content\":\"Hello!\"}],\"max_tokens\":3,\"temperature\":0,"
+        + "\"skip_special_tokens\":false,\"logit_bias\":";
+    JsonNode eos = post("/v1/chat/completions", "{\"model\":\"llama\"," + chat + "{\"2\":100}}");
+    assertEquals("stop", eos.at("/choices/0/finish_reason").asText(), eos.toString());
+    JsonNode turns = post("/v1/chat/completions", "{\"model\":\"llama-turns\"," + chat + "{\"0\":100}}");
+    assertEquals("stop", turns.at("/choices/0/finish_reason").asText(), turns.toString());
+    assertEquals(eos.at("/usage/completion_tokens").asInt(), turns.at("/usage/completion_tokens").asInt(), turns.toString());
+    assertEquals("", turns.at("/choices/0/message/content").asText(), turns.toString());
+    JsonNode plain = post("/v1/chat/completions", "{\"model\":\"llama\"," + chat + "{\"0\":100}}");
+    assertEquals("length", plain.at("/choices/0/finish_reason").asText(), plain.toString());
+    assertTrue(plain.at("/choices/0/message/content").asText().contains(TURN_END), plain.toString());
+  }
+
+  /**
+   * A chat template renders on xla-actors.http.chat-template.dispatcher's threads, never on Pekko's default
+   * dispatcher (where a slow template would stall every route): the thread found rendering a looping template.
+   */
+  @Test
+  void chatTemplatesRenderOnTheirOwnDispatcher() throws Exception {
+    CompletableFuture<HttpResponse<String>> answer = HTTP.sendAsync(HttpRequest.newBuilder(URI.create(url + "/v1/chat/completions"))
+        .header("Content-Type", "application/json").POST(HttpRequest.BodyPublishers.ofString(
+            "{\"model\":\"llama-turns\",\"messages\":[{\"role\":\"user\",\"content\":\"loop\"}],\"max_tokens\":1}")).build(),
+        HttpResponse.BodyHandlers.ofString());
+    String renderer = null;
+    while (renderer == null && !answer.isDone()) {
+      for (var thread : Thread.getAllStackTraces().entrySet()) {
+        for (StackTraceElement frame : thread.getValue()) {
+          if (frame.getClassName().equals("dev.xlaactors.http.ChatTemplate") && frame.getMethodName().equals("render")) {
+            renderer = thread.getKey().getName();
+          }
+        }
+      }
+      Thread.sleep(5);
+    }
+    assertNotNull(renderer, "the render ended before a thread was seen rendering: " + answer.get(30, TimeUnit.SECONDS).body());
+    assertTrue(renderer.contains("xla-actors.http.chat-template.render-dispatcher"), renderer);
+    assertTrue(List.of(200, 400).contains(answer.get(30, TimeUnit.SECONDS).statusCode())); // done, or past the render timeout
   }
 
   /** guidellm's stream options: usage on every chunk (the tokens so far), and usage: null on chunks when only include_usage is asked. */

@@ -28,6 +28,23 @@ class JobJournalTest {
   }
 
   @Test
+  void aServedH2FileWithAnEmptyPasswordWarnsNamingTheSettings() {
+    String served = JobJournalSettings.h2File(java.nio.file.Path.of("/tmp/xla-journal-test/journal"));
+    JobJournalSettings open = JobJournalSettings.fromConfig(with(
+        "xla-actors.cluster.jobs.journal { url = \"" + served + "\", user = \"sa\", password = \"\" }"));
+    String warning = open.exposure().orElseThrow(() -> new AssertionError("no warning for " + served + " with an empty password"));
+    assertTrue(warning.contains("xla-actors.cluster.jobs.journal.password") && warning.contains("AUTO_SERVER=TRUE")
+        && warning.contains(served), warning);
+    // A password, or one JVM on the file (no AUTO_SERVER), or PostgreSQL: nothing to warn about.
+    assertTrue(JobJournalSettings.fromConfig(with("xla-actors.cluster.jobs.journal { url = \"" + served
+        + "\", password = \"s3cret\" }")).exposure().isEmpty());
+    assertTrue(JobJournalSettings.fromConfig(with("xla-actors.cluster.jobs.journal { url = \"" + served.replace("AUTO_SERVER=TRUE;", "")
+        + "\", password = \"\" }")).exposure().isEmpty());
+    assertTrue(JobJournalSettings.fromConfig(with("xla-actors.cluster.jobs.journal.url = \"jdbc:postgresql://10.0.0.9:5432/jobs\""))
+        .exposure().isEmpty());
+  }
+
+  @Test
   void theUrlChoosesTheDatabaseAndItsSlickProfile() {
     JobJournalSettings h2 = JobJournalSettings.fromConfig(ConfigFactory.load());
     // One JVM opens the default file: no AUTO_SERVER port that other local users could connect to.

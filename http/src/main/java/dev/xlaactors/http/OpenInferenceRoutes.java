@@ -503,6 +503,9 @@ public final class OpenInferenceRoutes extends AllDirectives {
       return error(StatusCodes.PAYLOAD_TOO_LARGE, e.getMessage());
     }
     if (e instanceof XlaException x) {
+      if (x.code() == ErrorCode.CANCELLED) { // cancelled in the server as its client went away: expected, logged as such
+        system.log().debug("Open Inference request cancelled: {}", x.getMessage());
+      }
       HttpResponse r = error(ServingRoutes.status(x), x.getMessage());
       return ServingRoutes.status(x) == StatusCodes.SERVICE_UNAVAILABLE && x.code() == ErrorCode.RESOURCE_EXHAUSTED
           ? r.addHeader(RetryAfter.create(1L)) : r;

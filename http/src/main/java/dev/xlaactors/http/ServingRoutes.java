@@ -573,6 +573,9 @@ public final class ServingRoutes extends AllDirectives {
       return error(StatusCodes.PAYLOAD_TOO_LARGE, b.field(), b.code(), b.getMessage());
     }
     if (e instanceof XlaException x) {
+      if (x.code() == ErrorCode.CANCELLED) { // cancelled in the server as its client went away: expected, logged as such
+        system.log().debug("request cancelled: {}", x.getMessage());
+      }
       HttpResponse r = error(status(x), e instanceof BadRequestException b ? b.field() : null, x.code(), x.getMessage());
       return x instanceof OverloadedException ? r.addHeader(RetryAfter.create(1L)) : r;
     }

@@ -182,6 +182,42 @@ class ClientDisconnectTest {
     assertEquals(2.0, requests("cancelled"));
   }
 
+  /**
+   * A client that leaves is logged as a cancel (DEBUG, naming it), never as a WARN/ERROR unexpected failure: the
+   * ActorSystem's log (where the routes write) captured while a queued request's client closes its connection.
+   */
+  @Test
+  void aClientThatLeavesIsLoggedAsACancelNotAsAFailure() throws Exception {
+    ch.qos.logback.classic.Logger log = (ch.qos.logback.classic.Logger) org.slf4j.LoggerFactory.getLogger(
+        org.apache.pekko.actor.typed.ActorSystem.class);
+    ch.qos.logback.classic.Level level = log.getLevel();
+    ch.qos.logback.core.read.ListAppender<ch.qos.logback.classic.spi.ILoggingEvent> seen = new ch.qos.logback.core.read.ListAppender<>();
+    seen.start();
+    log.addAppender(seen);
+    log.setLevel(ch.qos.logback.classic.Level.DEBUG);
+    try {
+      try (Socket gone = new Socket("127.0.0.1", http.port())) {
+        send(gone, request(new float[] {7, 7, 7, 7}, 7), "");
+        awaitQueued(1);
+      }
+      kit.createTestProbe().awaitAssert(WAIT, () -> {
+        assertEquals(1.0, requests("cancelled"));
+        assertTrue(seen.list.stream().anyMatch(e -> e.getLevel() == ch.qos.logback.classic.Level.DEBUG
+            && e.getFormattedMessage().contains("cancel")), "no DEBUG line names the cancel: " + lines(seen.list));
+        return null;
+      });
+      assertTrue(seen.list.stream().noneMatch(e -> e.getLevel().isGreaterOrEqual(ch.qos.logback.classic.Level.WARN)),
+          "a client that left was logged as a failure: " + lines(seen.list));
+    } finally {
+      log.detachAppender(seen);
+      log.setLevel(level);
+    }
+  }
+
+  private static String lines(List<ch.qos.logback.classic.spi.ILoggingEvent> events) {
+    return events.stream().map(e -> e.getLevel() + " " + e.getFormattedMessage()).toList().toString();
+  }
+
   @Test
   void aClientThatAsksToCloseAfterTheAnswerButWaitsForItIsAnswered() throws Exception {
     float[] x0 = {0.5f, -1, 2, 0.25f};

@@ -162,4 +162,50 @@ class OpenAiEmbeddingsTest {
     assertEquals(1, count("xla_http_refusals", "api", "openai", "status", "503"));
     assertEquals(1, count("xla_http_refusals", "api", "openai", "status", "504"));
   }
+
+  /**
+   * A client that leaves cancels its embeddings in the model server: the input waiting there for a batch (max-delay
+   * 60 s) leaves the queue, is never computed, and is counted cancelled, not run nor timed out.
+   */
+  @Test
+  void aClientThatLeavesCancelsItsQueuedEmbeddings() throws Exception {
+    PrometheusMeterRegistry own = new PrometheusMeterRegistry(PrometheusConfig.DEFAULT);
+    ServeSettings.Model waiting = ServeSettings.create(kit.system()).forModel(model.name()).withMaxDelay(Duration.ofSeconds(60))
+        .withDefaultTimeout(Duration.ofSeconds(60));
+    ActorRef<ModelServer.Command> server = kit.spawn(ModelServer.create(BatchedModel.of(model.name(), model.loaded().models(Role.EMBED)),
+        callbacks, waiting, own), "serve-waiting");
+    HttpSettings settings = HttpSettings.create(kit.system()).withPort(0);
+    EmbeddingEndpoint ep = new EmbeddingEndpoint(model, TensorInference.of(server, kit.system()), waiting);
+    HttpServer http = HttpServer.start(kit.system(), settings, new OpenAiRoutes(kit.system(), settings, List.of(), List.of(ep), own).route(), own);
+    try {
+      byte[] body = "{\"model\":\"toy-embedder\",\"input\":[[1,2]]}".getBytes(java.nio.charset.StandardCharsets.UTF_8);
+      try (java.net.Socket gone = new java.net.Socket("127.0.0.1", http.port())) {
+        gone.getOutputStream().write(("POST /v1/embeddings HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            + "Content-Length: " + body.length + "\r\n\r\n").getBytes(java.nio.charset.StandardCharsets.US_ASCII));
+        gone.getOutputStream().write(body);
+        gone.getOutputStream().flush();
+        awaitQueued(server, 1);
+      } // closed: the client left
+      awaitQueued(server, 0);
+      kit.createTestProbe().awaitAssert(Duration.ofSeconds(10), () -> {
+        assertEquals(1.0, own.get("xla.serve.requests").tag("outcome", "cancelled").counter().count());
+        assertEquals(1.0, own.get("xla_openai_embeddings").tag("outcome", "cancelled").counter().count());
+        return null;
+      });
+      var batches = own.find("xla.serve.batch.size").summary();
+      assertTrue(batches == null || batches.count() == 0, "a batch ran: " + (batches == null ? 0 : batches.count()));
+    } finally {
+      http.close();
+      kit.stop(server);
+    }
+  }
+
+  private static void awaitQueued(ActorRef<ModelServer.Command> server, int queued) {
+    org.apache.pekko.actor.testkit.typed.javadsl.TestProbe<ModelServer.Status> probe = kit.createTestProbe();
+    probe.awaitAssert(Duration.ofSeconds(10), () -> {
+      server.tell(new ModelServer.GetStatus(probe.ref()));
+      assertEquals(queued, probe.receiveMessage().queued());
+      return null;
+    });
+  }
 }

@@ -49,6 +49,28 @@ class GenerationServerTest {
     return probe.receiveMessage(WAIT);
   }
 
+  /**
+   * With the default settings, generation steps (which block until their runs finish) run on
+   * generation.dispatcher's pool, never on runs.dispatcher's, whose threads their runs need: every prefill and
+   * decode call is made on a thread of xla-actors.actors.generation-dispatcher.
+   */
+  @Test
+  void stepsRunOnTheGenerationDispatcherNotThePoolTheirRunsNeed() {
+    StepDecoder decoder = new StepDecoder(1, 10, 4, 16);
+    GenerationSettings defaults = GenerationSettings.fromConfig(kit.system().settings().config());
+    ActorRef<GenerationServer.Command> server = kit.spawn(GenerationServer.create("own-pool", decoder, defaults, new SimpleMeterRegistry()));
+    TestProbe<Event> probe = kit.createTestProbe();
+    server.tell(new Generate("steps", new int[] {1}, 2, Set.of(), TokenSampler.greedy(), null, probe.getRef()));
+    assertEquals(new Token("steps", 0, 2), probe.receiveMessage(WAIT));
+    assertEquals(new Token("steps", 1, 3), probe.receiveMessage(WAIT));
+    assertEquals(new Finished("steps", GenerationServer.Reason.MAX_TOKENS, 2), probe.receiveMessage(WAIT));
+    assertTrue(decoder.threads.size() >= 2, decoder.threads.toString());
+    for (String thread : decoder.threads) {
+      assertTrue(thread.contains("xla-actors.actors.generation-dispatcher"), "a step ran on " + thread);
+    }
+    kit.stop(server);
+  }
+
   @Test
   void aHugeTimeoutIsNoDeadlineAndTheServerLivesOn() {
     ActorRef<GenerationServer.Command> server = server(new StepDecoder(2, 10, 4, 32));

@@ -19,6 +19,8 @@ final class StepDecoder implements SlotDecoder {
   final CountDownLatch closed = new CountDownLatch(1);
   volatile CountDownLatch gate; // null: calls do not wait
   volatile CountDownLatch entered = new CountDownLatch(1);
+  /** The names of the threads that made calls, in order. */
+  final java.util.Queue<String> threads = new java.util.concurrent.ConcurrentLinkedQueue<>();
 
   StepDecoder(int slots, int vocabulary, int maxPrompt, int context) {
     this.slots = slots;
@@ -68,6 +70,7 @@ final class StepDecoder implements SlotDecoder {
   }
 
   private void hold() {
+    threads.add(Thread.currentThread().getName());
     entered.countDown();
     CountDownLatch g = gate;
     if (g != null) {
