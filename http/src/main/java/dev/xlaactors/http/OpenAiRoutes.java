@@ -390,6 +390,11 @@ public final class OpenAiRoutes extends AllDirectives {
     CompletableFuture<List<PromptLogprobs>> scored = !scorePrompts ? CompletableFuture.completedFuture(null)
         : CompletableFuture.supplyAsync(() -> promptIds.stream().map(ids -> PromptLogprobs.of(ids, lm.score(ids), request.logprobs()))
             .toList(), blocking);
+    if (scorePrompts) {
+      // A long prompt is scored by chunks before anything is generated (2,000 tokens of a 135 M Llama took longer
+      // than Pekko's 20 s on 2 cores): the generation's deadline holds from here.
+      waitForTheGeneration(ep, timeout, () -> scored.cancel(true));
+    }
     // A response format's grammar, made off this thread as a chat's (see there).
     CompletableFuture<TokenGrammar> grammar = request.responseFormat() == null ? CompletableFuture.completedFuture(null)
         : CompletableFuture.supplyAsync(() -> grammar(lm, request.responseFormat(), "response_format"), blocking);
@@ -574,17 +579,26 @@ public final class OpenAiRoutes extends AllDirectives {
     if (connection != null) {
       connection.cancelOnClose(generations.done, generations::cancel);
     }
-    if (timeout != null) {
-      // Pekko's request-timeout (20 s) would cut a long generation short: wait for the server's own deadline instead.
-      Duration wait = generationTimeout.plus(settings.requestTimeoutMargin());
-      timeout.update(wait, request -> {
-        generations.cancel();
-        return error(new OpenAiError(504, "timeout_error", null, "timeout", "model '" + ep.name() + "' did not answer within "
-            + wait.toMillis() + " ms (xla-actors.actors.generation.default-timeout plus " + HttpSettings.ROOT
-            + ".request-timeout-margin): the request was cancelled"));
-      });
-    }
+    waitForTheGeneration(ep, timeout, generations::cancel);
     return generations.response();
+  }
+
+  /**
+   * Pekko's request-timeout (20 s) would cut a long generation, or a long prompt's scoring, short: the HTTP layer
+   * waits for the server's own deadline instead (generation's default-timeout plus request-timeout-margin, counted
+   * from the request's arrival however often it is set), then runs {@code cancel} and answers 504.
+   */
+  private void waitForTheGeneration(CompletionEndpoint ep, org.apache.pekko.http.javadsl.TimeoutAccess timeout, Runnable cancel) {
+    if (timeout == null) {
+      return;
+    }
+    Duration wait = generationTimeout.plus(settings.requestTimeoutMargin());
+    timeout.update(wait, request -> {
+      cancel.run();
+      return error(new OpenAiError(504, "timeout_error", null, "timeout", "model '" + ep.name() + "' did not answer within "
+          + wait.toMillis() + " ms (xla-actors.actors.generation.default-timeout plus " + HttpSettings.ROOT
+          + ".request-timeout-margin): the request was cancelled"));
+    });
   }
 
   /** One request's generations, answered whole when all have finished. */
