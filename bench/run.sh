@@ -1271,16 +1271,9 @@ run_llamacpp() {
     unzip -p "$(tr ':' '\n' < "$classpath_file" | grep -m1 '/jtokkit-')" com/knuddels/jtokkit/r50k_base.tiktoken > "$tiktoken.tmp"
     mv "$tiktoken.tmp" "$tiktoken"
   fi
-  # Features of ours that other work is adding: each figure appears once the option is there.
-  int8_option=""
-  if bin/xla-actors help import 2>&1 | grep -q -- '--quantize'; then
-    # int8 with the native int8 kernel (with --kernels xla every program dequantises the weights first, the
-    # slowest variant bench/run.sh kernels measured)
-    int8_option="--quantize int8 --kernels native"
-  else
-    printf 'decode_b1_q8\t%s\n' "bin/xla-actors import hf has no --quantize yet (int8 weights are being added)" >> "$na"
-    printf 'decode_b8_q8\t%s\n' "bin/xla-actors import hf has no --quantize yet (int8 weights are being added)" >> "$na"
-  fi
+  # int8 with the native int8 kernel (with --kernels xla every program dequantises the weights first, the
+  # slowest variant bench/run.sh kernels measured)
+  int8_option="--quantize int8 --kernels native"
   local m
   for m in gpt2 llama; do
     llamacpp_prepare "$m"
