@@ -123,8 +123,16 @@ class SecureClusterTest {
       }
       if (system != null) {
         system.terminate();
-        // Pekko 1.7 takes about 20 s to close its TLS streams at termination (measured here).
-        system.getWhenTerminated().toCompletableFuture().get(60, TimeUnit.SECONDS);
+        // Pekko 1.7.0's Artery waits without a deadline for its TLS streams to complete at termination
+        // (apache/pekko#3247, bounded by #3317 after 1.7.0): here that took 0.3 s alone, 20 s once, and
+        // more than 60 s in one CI run with another test JVM beside it. What this class tests is over by
+        // now and its ports were free ones, so a termination still running is reported, not failed on.
+        try {
+          system.getWhenTerminated().toCompletableFuture().get(20, TimeUnit.SECONDS);
+        } catch (java.util.concurrent.TimeoutException stalled) {
+          System.err.println("secure cluster test: node A's actor system still terminating after 20 s"
+              + " (apache/pekko#3247); the test JVM goes on");
+        }
       }
     } finally {
       if (children != null) {
