@@ -137,7 +137,11 @@ class MatmulKernelTest {
   @Test
   void q8ProductsMatchTheDequantisedReference() {
     Random random = new Random(11);
-    int[][] shapes = {{2, 3, 96, 45}, {1, 1, 768, 130}, {1, 4, 256, 200}};
+    // {batch, rows, k, n}: each of the kernel's paths (one activation row; two or three, in pairs; four or
+    // more, through a dequantised tile), with weight-row tails of 1 to 3 and products large enough to use the
+    // pool.
+    int[][] shapes = {{2, 3, 96, 45}, {1, 1, 768, 130}, {1, 4, 256, 200}, {1, 1, 768, 1027}, {1, 2, 128, 77},
+        {1, 3, 160, 1030}, {1, 8, 768, 517}};
     for (int[] s : shapes) {
       int m = s[0] * s[1];
       int k = s[2];
