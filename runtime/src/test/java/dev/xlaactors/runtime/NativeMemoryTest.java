@@ -42,7 +42,7 @@ class NativeMemoryTest {
   @Test
   void hundredClientCreateCloseCyclesKeepNativeMemoryFlat() throws Exception {
     long growthKiB = childGrowth("clients");
-    assertTrue(growthKiB < 4096, "RSS grew by " + growthKiB + " KiB over 100 client cycles in every window");
+    assertTrue(growthKiB < 4096, "RSS grew by " + growthKiB + " KiB over 100 client cycles in every one of 5 windows");
   }
 
   private static long childGrowth(String mode) throws Exception {
@@ -72,14 +72,18 @@ class NativeMemoryTest {
       for (int i = 0; i < 70_000; i++) {
         cycle.run();
       }
-      printSmallestGrowth(cycle, 10_000);
+      printSmallestGrowth(cycle, 10_000, 3);
     }
   }
 
-  /** Runs three windows of {@code cycles} and prints the smallest RSS growth of a window. */
-  private static void printSmallestGrowth(Runnable cycle, int cycles) {
+  /**
+   * Runs {@code windows} windows of {@code cycles} and prints the smallest RSS growth of a window. A leak
+   * grows every window; the allocator's noise does not: windows of 100 client cycles measured -3040 to
+   * +4292 KiB with no trend, and once, on a loaded CI machine, three in a row grew just over 4 MiB.
+   */
+  private static void printSmallestGrowth(Runnable cycle, int cycles, int windows) {
     long smallest = Long.MAX_VALUE;
-    for (int window = 0; window < 3; window++) {
+    for (int window = 0; window < windows; window++) {
       long before = residentKiB();
       for (int i = 0; i < cycles; i++) {
         cycle.run();
@@ -102,7 +106,7 @@ class NativeMemoryTest {
     for (int i = 0; i < 20; i++) {
       cycle.run();
     }
-    printSmallestGrowth(cycle, 100);
+    printSmallestGrowth(cycle, 100, 5);
   }
 
   private static long residentKiB() {
