@@ -147,6 +147,9 @@ bool Check(const Variant& v, const Problem& p, int rows, const std::vector<doubl
 // ggml_graph_compute is timed.
 struct GgmlShape {
   ggml_context* ctx = nullptr;
+  ggml_tensor* w_f32 = nullptr;
+  ggml_tensor* w_q8 = nullptr;
+  ggml_tensor* x[2] = {nullptr, nullptr};  // 1 row, 8 rows
   ~GgmlShape() {
     if (ctx) ggml_free(ctx);
   }
@@ -160,8 +163,7 @@ struct GgmlGraph {
 };
 
 void AddGgml(std::vector<Variant>& out, std::vector<std::shared_ptr<void>>& keep, const Problem& p, int rows,
-             int threads, std::shared_ptr<GgmlShape>& shape_ctx, ggml_tensor** w_f32, ggml_tensor** w_q8,
-             ggml_tensor** x_tensors) {
+             int threads, std::shared_ptr<GgmlShape>& shape_ctx) {
   const int64_t K = p.shape.k, N = p.shape.n;
   if (!shape_ctx) {
     shape_ctx = std::make_shared<GgmlShape>();
@@ -170,18 +172,18 @@ void AddGgml(std::vector<Variant>& out, std::vector<std::shared_ptr<void>>& keep
     ggml_init_params params = {size, nullptr, false};
     shape_ctx->ctx = ggml_init(params);
     // ggml's matrix is [ne1 rows of ne0]: W as ne0 = K, ne1 = N is W stored [N,K], ggml's (and GGUF's) only layout.
-    *w_f32 = ggml_new_tensor_2d(shape_ctx->ctx, GGML_TYPE_F32, K, N);
-    std::memcpy((*w_f32)->data, p.w_nk.data(), 4 * K * N);
-    *w_q8 = ggml_new_tensor_2d(shape_ctx->ctx, GGML_TYPE_Q8_0, K, N);
-    ggml_quantize_chunk(GGML_TYPE_Q8_0, p.w_nk.data(), (*w_q8)->data, 0, N, K, nullptr);
+    shape_ctx->w_f32 = ggml_new_tensor_2d(shape_ctx->ctx, GGML_TYPE_F32, K, N);
+    std::memcpy(shape_ctx->w_f32->data, p.w_nk.data(), 4 * K * N);
+    shape_ctx->w_q8 = ggml_new_tensor_2d(shape_ctx->ctx, GGML_TYPE_Q8_0, K, N);
+    ggml_quantize_chunk(GGML_TYPE_Q8_0, p.w_nk.data(), shape_ctx->w_q8->data, 0, N, K, nullptr);
     for (int r : {1, 8}) {
       ggml_tensor* x = ggml_new_tensor_2d(shape_ctx->ctx, GGML_TYPE_F32, K, r);
       std::memcpy(x->data, p.x.data(), 4 * K * r);
-      x_tensors[r == 1 ? 0 : 1] = x;
+      shape_ctx->x[r == 1 ? 0 : 1] = x;
     }
   }
-  ggml_tensor* x = x_tensors[rows == 1 ? 0 : 1];
-  for (ggml_tensor* w : {*w_f32, *w_q8}) {
+  ggml_tensor* x = shape_ctx->x[rows == 1 ? 0 : 1];
+  for (ggml_tensor* w : {shape_ctx->w_f32, shape_ctx->w_q8}) {
     auto g = std::make_shared<GgmlGraph>();
     g->y = ggml_mul_mat(shape_ctx->ctx, w, x);  // y: ne0 = N, ne1 = rows, i.e. [rows,N]
     g->graph = ggml_new_graph(shape_ctx->ctx);
@@ -395,16 +397,13 @@ int main(int argc, char** argv) {
     const std::vector<double> ref = Reference(p, 8, false);
     const std::vector<double> ref_q = Reference(p, 8, true);
 #ifdef GEMV_PEERS_GGML
-    std::shared_ptr<GgmlShape> ggml_shape;
-    ggml_tensor* w_f32 = nullptr;
-    ggml_tensor* w_q8 = nullptr;
-    ggml_tensor* x_tensors[2] = {nullptr, nullptr};
+    std::shared_ptr<GgmlShape> ggml_shape;  // W and the rows, made at the first rows, shared by both
 #endif
     for (int rows : {1, 8}) {
       std::vector<Variant> variants;
       std::vector<std::shared_ptr<void>> keep;
 #ifdef GEMV_PEERS_GGML
-      AddGgml(variants, keep, p, rows, threads, ggml_shape, &w_f32, &w_q8, x_tensors);
+      AddGgml(variants, keep, p, rows, threads, ggml_shape);
 #endif
 #ifdef GEMV_PEERS_ONEDNN
       if (onednn_ok) AddOnednn(variants, keep, p, rows);
