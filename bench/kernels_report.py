@@ -101,7 +101,8 @@ def main():
                                f"{gbps / bw:.2f} of the read bandwidth")
     print("A fraction above 1 is no miracle: a layer's W (7-9 MB) called again and again stays in the last-level cache,"
           " which the bandwidth probe's 1 GiB cannot; a decode step reads every layer's W once (~500 MB for GPT-2"
-          " 124 M), so the 154 MB head is the shape that says what a kernel does from memory.")
+          " 124 M), so the 154 MB head is the shape that says what a kernel does from memory. The bandwidth is the probe's"
+          " reading in this run: on a shared machine it can read less than the kernels get later.")
     print()
     for line in fastest:
         print(line)
