@@ -9,7 +9,8 @@
 #   bench/run.sh cluster            a callback served in this JVM against one served by another JVM (Java only)
 #   bench/run.sh models             the 124 M GPT of examples/generate: load, prefill, decode tokens/s, roofline, RSS vs JAX
 #   bench/run.sh matmul             y = x[1,2048] . W[2048,2048] with W resident, against JAX jit
-#   bench/run.sh kernels            XLA's dots against the native FFI matmul kernels: GEMV GB/s, 124 M GPT-2 decode, f32 and int8
+#   bench/run.sh kernels [gemv]     XLA's dots against the native FFI matmul kernels: GEMV GB/s, 124 M GPT-2 decode, f32 and int8;
+#                                   the GEMV beside ggml and oneDNN; `gemv`: the GEMV A/B only (no packages, no decode)
 #   bench/run.sh weighted           relu_callback(x . W) with a 16 MiB W: bound Model vs W re-sent vs JAX
 #   bench/run.sh soak [RUNS]        RUNS (default 100000) mixed runs with injected faults, one cluster JVM kill per 10,000
 #   bench/run.sh serve [short] [lm=tiny|gpt2-124m|none]
@@ -73,16 +74,23 @@ modes:
             Then items/s of 6 sharded batch jobs (200 items each, H2 journal) on a cluster of one
             compute node and of three (this JVM and two child JVMs; on 2 cores that is overhead).
             Last line: RESULT cluster local_us=<x> remote_us=<y> ratio=<y/x> (f32[8])
-  kernels   XLA's dots against the bridge's native matmul kernels (--kernels xla | native), f32 and Q8_0 int8
+  kernels [gemv]
+            XLA's dots against the bridge's native matmul kernels (--kernels xla | native), f32 and Q8_0 int8
             (--quantize int8). A 124 M GPT-2 checkpoint with random weights in Hugging Face's layout
             (bench/hf_gpt2.py, first use) imported four times with `bin/xla-actors import hf`
             (--tiktoken r50k_base --slots 1,8). Each of BENCH_REPS rounds (default 3): the read bandwidth
             (ReadBandwidthProbe), then each package's ModelsBench in turn (decode tokens/s with 1 and 8
-            sequences); then the GEMV micro A/B (KernelsBench: y = x[1,K] . W for 768x2304, 3072x768 and
-            the 768x50257 head, W resident; the four variants interleaved, BENCH_REPS rounds), GB/s
+            sequences); then the GEMV micro A/B (KernelsBench: y = x[M,K] . W at M = 1 and 8 rows for
+            768x2304, 3072x768 and the 768x50257 head, W resident; the four variants interleaved,
+            BENCH_REPS rounds of KERNELS_RUNS runs, default 40), then the same shapes with the kernel
+            libraries (bench/gemv_peers.cc, compiled into the cache: ggml from the llama.cpp build of
+            tools/llamacpp-build.sh, F32 and Q8_0; oneDNN 2026.1.0 from PyPI, f32 and s8 weights), GB/s
             against the measured bandwidth. min / median / max over the rounds. Last line (medians):
             RESULT kernels decode1_native_over_xla=<f32> decode8_native_over_xla=<f32>
                    decode1_int8_over_xla_f32=<native int8 / xla f32> gemv_native_bw_fraction=<x> gemv_xla_bw_fraction=<y>
+                   ggml_f32_vs_native_f32=<our us / ggml's us, head, 1 row> ggml_q8_vs_native_q8=<...>
+                   onednn_f32_vs_native_f32=<...> onednn_s8_vs_native_q8=<...> (above 1: the library is faster)
+            `kernels gemv`: the bandwidth and the GEMV A/B only (the decode keys are then nan).
   models    the 124 M GPT-2-shaped model of examples/generate as a model package (made by
             tools/jax_gpt.py package on first use, a minute or two), the same package's files on both
             sides: time to load the weights (ours: memory-map + upload every tensor; JAX: safetensors
@@ -239,13 +247,14 @@ modes:
 USAGE
 }
 
-# Builds the modules (once, or again when a source or pom changed since the last build) and records
+# Builds the modules (once, or again when a source or pom changed since the last build; bench/gemv_peers.cc is
+# compiled by run_gemv_peers, not Maven) and records
 # the bench module's runtime classpath; the stamp is the classpath file.
 ensure_java_built() {
   local changed=""
   if [ -f "$classpath_file" ] && [ -d bench/target/classes/dev/xlaactors/bench ]; then
     changed="$(find pom.xml native runtime actors cluster examples bench -newer "$classpath_file" -type f \
-      -not -path '*/target/*' -not -path bench/run.sh \( -name '*.java' -o -name '*.cc' -o -name '*.h' -o -name '*.sh' \
+      -not -path '*/target/*' -not -path bench/run.sh -not -path bench/gemv_peers.cc \( -name '*.java' -o -name '*.cc' -o -name '*.h' -o -name '*.sh' \
       -o -name 'pom.xml' -o -name '*.conf' -o -name '*.properties' \) -print -quit)"
   fi
   if [ ! -f "$classpath_file" ] || [ -n "$changed" ]; then
@@ -651,14 +660,38 @@ run_weighted() {
     "$(summary_value "$summary" "supervised, W re-sent each run" ratio)"
 }
 
-# bench/run.sh kernels: see usage.
+# bench/run.sh kernels [gemv]: see usage.
 run_kernels() {
+  local only="${1:-}"
+  if [ -n "$only" ] && [ "$only" != gemv ]; then
+    echo "bench/run.sh kernels: unknown part '$only'; expected nothing (everything) or 'gemv' (the GEMV A/B only)" >&2
+    exit 2
+  fi
   ensure_java_built
   python="$(jax_python)"
-  local dir="$out_dir/kernels" rounds="${BENCH_REPS:-3}"
-  local hf="${XLA_ACTORS_CACHE:-$HOME/.cache/xla-actors}/bench/hf-gpt2-124m"
+  local dir="$out_dir/kernels" rounds="${BENCH_REPS:-3}" runs="${KERNELS_RUNS:-40}"
   mkdir -p "$dir"
   machine_summary
+  : > "$dir/bandwidth.txt"
+  : > "$dir/decode.txt"
+  if [ "$only" = gemv ]; then
+    echo "read bandwidth (ReadBandwidthProbe)..." >&2
+    read_bandwidth "$dir/bandwidth.txt"
+  else
+    kernels_decode "$dir" "$rounds"
+  fi
+  echo "GEMV micro A/B (KernelsBench, $rounds rounds of $runs runs)..." >&2
+  java_bench dev.xlaactors.bench.KernelsBench "$rounds" "$runs" > "$dir/gemv.txt" 2>> "$dir/gemv.log"
+  echo "GEMV, the kernel libraries (bench/gemv_peers.cc: ggml, oneDNN; $rounds rounds of $runs runs)..." >&2
+  run_gemv_peers "$rounds" "$runs" "$dir/gemv-peers.txt" "$dir/gemv-peers.log"
+  "$python" bench/kernels_report.py "$dir/decode.txt" "$dir/gemv.txt" "$dir/bandwidth.txt" "$dir/gemv-peers.txt"
+}
+
+# The decode half of bench/run.sh kernels ($1: its folder, $2: rounds): the four packages (imported again when the
+# importer changed since), then per round the read bandwidth and each package's ModelsBench in turn.
+kernels_decode() {
+  local dir="$1" rounds="$2"
+  local hf="${XLA_ACTORS_CACHE:-$HOME/.cache/xla-actors}/bench/hf-gpt2-124m"
   if [ ! -f "$hf/config.json" ]; then
     echo "writing a 124 M GPT-2 checkpoint with random weights (bench/hf_gpt2.py)..." >&2
     "$python" bench/hf_gpt2.py "$hf" > /dev/null
@@ -676,8 +709,6 @@ run_kernels() {
         $([ "${variant#*-}" = int8 ] && echo --quantize int8) > /dev/null
     fi
   done
-  : > "$dir/bandwidth.txt"
-  : > "$dir/decode.txt"
   local rep
   for rep in $(seq 1 "$rounds"); do
     echo "round $rep of $rounds: read bandwidth (ReadBandwidthProbe)..." >&2
@@ -688,9 +719,125 @@ run_kernels() {
         2>> "$dir/decode.log" | sed "s/^/$variant /" >> "$dir/decode.txt"
     done
   done
-  echo "GEMV micro A/B (KernelsBench, $rounds rounds)..." >&2
-  java_bench dev.xlaactors.bench.KernelsBench "$rounds" 40 > "$dir/gemv.txt" 2>> "$dir/gemv.log"
-  "$python" bench/kernels_report.py "$dir/decode.txt" "$dir/gemv.txt" "$dir/bandwidth.txt"
+}
+
+# ---------------------------------------------------------------------------- kernels' peers (bench/gemv_peers.cc)
+
+# oneDNN from PyPI: onednn 2026.1.0 (libdnnl.so) and onednn-devel 2026.1.0 (its headers). That runtime wheel is
+# Intel's SYCL build (dnnl_config.h: DNNL_CPU_RUNTIME SYCL, threading TBB): libdnnl.so needs libsycl, TBB and the
+# compiler's runtime libraries, and its CPU engine runs on the SYCL CPU device, which only the OpenCL CPU runtime
+# (intel-opencl-rt) provides ("SYCL cpu devices queried but not found" without it). So the wheels of its
+# Requires-Dist chain come too, as pip resolved it on 2026-11-28, less what holds no library libdnnl loads
+# (intel-openmp, dpcpp-cpp-rt: a meta-package, intel-cmplr-lic-rt: licences). Each line: requirement, the wheel's
+# file name, its sha256 from PyPI.
+readonly ONEDNN_WHEELS="
+onednn==2026.1.0 onednn-2026.1.0-py2.py3-none-manylinux_2_28_x86_64.whl b04a8ffa6ebcd011f1091902d59d9707c2f620cce626fba2961520c671f3247f
+onednn-devel==2026.1.0 onednn_devel-2026.1.0-py2.py3-none-manylinux_2_28_x86_64.whl 5dc592efaed768834ac02d9086b350e08440501b11ea3f6b230a66551c9b5fac
+intel-sycl-rt==2026.2.0 intel_sycl_rt-2026.2.0-py2.py3-none-manylinux_2_28_x86_64.whl ad920da1ffcb43edbc03422a7c85094997e6d578f9ab534743442af70bcbfaa1
+intel-opencl-rt==2026.2.0 intel_opencl_rt-2026.2.0-py2.py3-none-manylinux_2_28_x86_64.whl 6b6215a420598b4999ee01caca6d5cbe106aa4155c46c52377619c5aafce9f67
+intel-cmplr-lib-rt==2026.2.0 intel_cmplr_lib_rt-2026.2.0-py2.py3-none-manylinux_2_28_x86_64.whl 9f713083073a820d2496a6da8e8d4f3482aba6640f74521d25ea48dcebe72748
+intel-cmplr-lib-ur==2026.2.0 intel_cmplr_lib_ur-2026.2.0-py2.py3-none-manylinux_2_28_x86_64.whl 0d0a5099aa2e1e38375b509c2a8182e719ed74aa656b2a800ddf6cfbd3384b80
+tbb==2023.2.0 tbb-2023.2.0-py2.py3-none-manylinux_2_28_x86_64.whl 7d80615b6e970f11671fa05b6eaa9483ac864fbfe525ac280271a78b37870b7c
+tcmlib==1.6.0 tcmlib-1.6.0-py2.py3-none-manylinux_2_28_x86_64.whl 46c2491988bfd18c4733eeb08aca6a386706a497b92cc51d155f37ddea003c14
+umf==1.2.0 umf-1.2.0-py2.py3-none-manylinux_2_28_x86_64.whl 238d186fdd9e9c0fe1489da95b19b0b79045fe26c4aa98bd0a022a2a3603c195
+"
+
+# Fetches (once) the wheels above with pip, checks their sha256 and unpacks their libraries into one lib/ folder and
+# onednn-devel's headers into include/, under the cache (~1.8 GB; the wheels are deleted after). Prints the folder;
+# fails with the reason on stderr.
+onednn_dir() {
+  local dir key spec file sha d
+  key="$(echo "$ONEDNN_WHEELS" | sha256sum | cut -c1-10)"
+  dir="${XLA_ACTORS_CACHE:-$HOME/.cache/xla-actors}/onednn-2026.1.0-$key"
+  if [ ! -f "$dir/.complete" ]; then
+    rm -rf "$dir"
+    mkdir -p "$dir/wheels" "$dir/unpack" "$dir/lib" "$dir/include"
+    echo "fetching oneDNN 2026.1.0 and its runtime chain from PyPI (pip download, ~600 MB)..." >&2
+    while read -r spec file sha; do
+      [ -n "$spec" ] || continue
+      python3 -m pip download -q --no-deps --only-binary :all: -d "$dir/wheels" "$spec" >&2 ||
+        { echo "pip download $spec failed" >&2; return 1; }
+      if ! echo "$sha  $dir/wheels/$file" | sha256sum -c --status; then
+        echo "$file: sha256 is not $sha (or pip fetched another file; see $dir/wheels)" >&2
+        return 1
+      fi
+      unzip -q -o "$dir/wheels/$file" -d "$dir/unpack" || { echo "unzip $file failed" >&2; return 1; }
+    done <<< "$ONEDNN_WHEELS"
+    for d in "$dir"/unpack/*.data/data; do
+      if [ -d "$d/lib" ]; then cp -a "$d/lib/." "$dir/lib/"; fi
+    done
+    cp -a "$dir"/unpack/onednn_devel-2026.1.0.data/data/include/. "$dir/include/"
+    rm -rf "$dir/wheels" "$dir/unpack"
+    touch "$dir/.complete"
+  fi
+  echo "$dir"
+}
+
+# Compiles bench/gemv_peers.cc (once per source, libraries and CPU; into the cache) against what was found: $1 the
+# llama.cpp build's cmake folder (its static ggml libraries) or "", $2 the llama.cpp source (ggml's headers), $3
+# oneDNN's folder or "". Prints the binary's path.
+gemv_peers_binary() {
+  local ggml_build="$1" ggml_src="$2" onednn="$3" key bin
+  local flags=() libs=()
+  if [ -n "$ggml_build" ]; then
+    flags+=(-DGEMV_PEERS_GGML -I "$ggml_src/ggml/include")
+    # The build's ggml uses OpenMP for its threads (GGML_OPENMP's default), hence -fopenmp.
+    libs+=(-Wl,--start-group "$ggml_build/ggml/src/libggml.a" "$ggml_build/ggml/src/libggml-cpu.a"
+           "$ggml_build/ggml/src/libggml-base.a" -Wl,--end-group -fopenmp)
+  fi
+  if [ -n "$onednn" ]; then
+    # An RPATH, not a RUNPATH (--disable-new-dtags): libdnnl's own dependencies (libtbb, libsycl) are found
+    # through it too.
+    flags+=(-DGEMV_PEERS_ONEDNN -I "$onednn/include")
+    libs+=(-L "$onednn/lib" -ldnnl "-Wl,--disable-new-dtags,-rpath,$onednn/lib")
+  fi
+  key="$( (cat bench/gemv_peers.cc; echo "${flags[*]} ${libs[*]}"; grep -m1 '^flags' /proc/cpuinfo) |
+    sha256sum | cut -c1-12)"
+  bin="${XLA_ACTORS_CACHE:-$HOME/.cache/xla-actors}/gemv-peers-$key/gemv_peers"
+  if [ ! -x "$bin" ]; then
+    mkdir -p "$(dirname "$bin")"
+    echo "compiling bench/gemv_peers.cc..." >&2
+    g++ -O2 -march=native -std=c++17 "${flags[@]}" bench/gemv_peers.cc -o "$bin.tmp" "${libs[@]}" -lpthread -ldl -lm >&2 ||
+      return 1
+    mv "$bin.tmp" "$bin"
+  fi
+  echo "$bin"
+}
+
+# Runs bench/gemv_peers.cc's binary ($1 rounds, $2 runs per round) into $3 (stderr into $4). A library that could
+# not be had is left out with an INFO line saying why; the others still run.
+run_gemv_peers() {
+  local rounds="$1" runs="$2" out="$3" log="$4" llama_bin ggml_build="" ggml_src="" onednn="" bin
+  : > "$out"
+  : > "$log"
+  if llama_bin="$(tools/llamacpp-build.sh 2>> "$log")" && ggml_src="$(tools/llamacpp-build.sh --source 2>> "$log")"; then
+    ggml_build="$(dirname "$llama_bin")"
+    if [ ! -f "$ggml_build/ggml/src/libggml-cpu.a" ] || [ ! -f "$ggml_src/ggml/include/ggml-cpu.h" ]; then
+      echo "INFO peers ggml left out: no libggml-cpu.a under $ggml_build/ggml/src or no ggml-cpu.h under $ggml_src" >> "$out"
+      ggml_build=""
+    fi
+  else
+    echo "INFO peers ggml left out: tools/llamacpp-build.sh failed (see $log)" >> "$out"
+  fi
+  if ! onednn="$(onednn_dir 2>> "$log")"; then
+    echo "INFO peers onednn left out: its wheels could not be fetched or unpacked ($(tail -1 "$log"))" >> "$out"
+    onednn=""
+  fi
+  if [ -z "$ggml_build$onednn" ]; then
+    echo "INFO peers none: neither ggml nor oneDNN could be had; the report has no peers' columns" >> "$out"
+    return 0
+  fi
+  if ! bin="$(gemv_peers_binary "$ggml_build" "$ggml_src" "$onednn" 2>> "$log")"; then
+    echo "INFO peers none: bench/gemv_peers.cc did not compile (see $log)" >> "$out"
+    return 0
+  fi
+  # The wheel's OpenCL ICD file names a path of Intel's build machine; the loader is pointed at the CPU runtime.
+  local rc=0
+  OCL_ICD_FILENAMES="${onednn:+$onednn/lib/libintelocl.so}" "$bin" "$rounds" "$runs" "$(nproc)" >> "$out" 2>> "$log" ||
+    rc=$?
+  if [ "$rc" != 0 ]; then
+    echo "INFO peers gemv_peers exited with $rc (see $log and the lines above)" >> "$out"
+  fi
 }
 
 # The 124 M GPT's package (tools/jax_gpt.py package), made on first use; prints its directory.
@@ -1399,7 +1546,7 @@ case "${1:-}" in
   models) run_models ;;
   plugins) run_plugins ;;
   matmul) run_matmul ;;
-  kernels) run_kernels ;;
+  kernels) run_kernels "${2:-}" ;;
   cluster) run_cluster ;;
   segmented) run_segmented ;;
   callbacks) run_callbacks ;;

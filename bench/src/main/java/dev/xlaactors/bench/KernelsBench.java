@@ -14,26 +14,31 @@ import java.util.Locale;
 import java.util.Random;
 
 /**
- * The GEMV half of {@code bench/run.sh kernels}: y = x[1,K] . W for GPT-2 124 M's weight shapes (K x N:
+ * The GEMV half of {@code bench/run.sh kernels}: y = x[M,K] . W at M = 1 and 8 rows (one and eight decoding
+ * sequences) for GPT-2 124 M's weight shapes (K x N:
  * 768x2304 the fused q|k|v, 3072x768 the MLP's down projection, 768x50257 the tied head, stored [N,K]), W
  * resident on the device, with XLA's dot against the bridge's native kernel ({@code xla_actors.matmul_f32}),
  * and for Q8_0 int8 weights XLA's dequantise-then-dot (the {@code --kernels xla} fallback) against
  * {@code xla_actors.matmul_q8}. The variants take turns within each round, so load from other work falls on
- * all alike. Each round's figure is the median of its runs; one line per shape and variant:
+ * all alike. Each round's figure is the median of its runs; one line per shape, rows and variant (bytes = the
+ * weight bytes one call reads):
  *
- * <pre>GEMV shape=768x2304 variant=native_f32 bytes=7077888 us_min=.. us_median=.. us_max=.. gbps_median=..</pre>
+ * <pre>GEMV shape=768x2304 rows=1 variant=native_f32 bytes=7077888 us_min=.. us_median=.. us_max=.. gbps_median=..</pre>
+ *
+ * <p>{@code bench/gemv_peers.cc} prints the same lines for ggml and oneDNN on the same shapes.
  *
  * <p>Arguments: rounds (default 5), runs per round (default 40).
  */
 public final class KernelsBench {
   private static final int[][] SHAPES = {{768, 2304}, {3072, 768}, {768, 50257}};
   private static final String[] VARIANTS = {"xla_f32", "native_f32", "xla_q8", "native_q8"};
+  private static final int[] ROWS = {1, 8};
 
   private KernelsBench() {}
 
-  private static String program(String variant, int k, int n, boolean transposed) {
-    String x = "tensor<1x" + k + "xf32>";
-    String y = "tensor<1x" + n + "xf32>";
+  private static String program(String variant, int m, int k, int n, boolean transposed) {
+    String x = "tensor<" + m + "x" + k + "xf32>";
+    String y = "tensor<" + m + "x" + n + "xf32>";
     String w = transposed ? "tensor<" + n + "x" + k + "xf32>" : "tensor<" + k + "x" + n + "xf32>";
     String q = "tensor<" + n + "x" + k + "xi8>";
     String s = "tensor<" + n + "x" + (k / 32) + "xf32>";
@@ -86,51 +91,60 @@ public final class KernelsBench {
         random.nextBytes(q);
         float[] scales = new float[n * (k / 32)];
         Arrays.fill(scales, 0.001f);
-        float[] x = new float[k];
-        for (int i = 0; i < k; i++) {
+        float[] x = new float[ROWS[ROWS.length - 1] * k];
+        for (int i = 0; i < x.length; i++) {
           x[i] = (float) random.nextGaussian();
         }
-        List<Executable> exes = new ArrayList<>();
-        List<DeviceBuffer[]> inputs = new ArrayList<>();
-        DeviceBuffer xb = client.upload(HostTensor.ofFloats(x, 1, k));
         DeviceBuffer wb = client.upload(transposed ? HostTensor.ofFloats(w, n, k) : HostTensor.ofFloats(w, k, n));
         DeviceBuffer qb = client.upload(HostTensor.ofBytes(DType.S8, q, n, k));
         DeviceBuffer sb = client.upload(HostTensor.ofFloats(scales, n, k / 32));
-        for (String variant : VARIANTS) {
-          exes.add(client.compile(program(variant, k, n, transposed)));
-          inputs.add(variant.endsWith("f32") ? new DeviceBuffer[] {xb, wb} : new DeviceBuffer[] {xb, qb, sb});
-        }
-        check(exes.get(0), exes.get(1), inputs.get(0), "f32");
-        check(exes.get(2), exes.get(3), inputs.get(2), "q8");
-        double[][] medians = new double[VARIANTS.length][rounds];
-        for (int r = 0; r < rounds; r++) {
-          for (int v = 0; v < VARIANTS.length; v++) {
-            double[] times = new double[runs];
-            for (int i = -3; i < runs; i++) {
-              long start = System.nanoTime();
-              exes.get(v).execute(inputs.get(v)).forEach(DeviceBuffer::close);
-              if (i >= 0) {
-                times[i] = (System.nanoTime() - start) / 1e3;
-              }
-            }
-            Arrays.sort(times);
-            medians[v][r] = times[runs / 2];
+        for (int m : ROWS) {
+          try (DeviceBuffer xb = client.upload(HostTensor.ofFloats(Arrays.copyOf(x, m * k), m, k))) {
+            time(client, rounds, runs, m, k, n, transposed, xb, wb, qb, sb);
           }
         }
-        for (int v = 0; v < VARIANTS.length; v++) {
-          double[] m = medians[v].clone();
-          Arrays.sort(m);
-          long bytes = VARIANTS[v].endsWith("f32") ? 4L * k * n : (long) k * n + 4L * n * (k / 32);
-          System.out.printf(Locale.ROOT, "GEMV shape=%dx%d variant=%s bytes=%d us_min=%.1f us_median=%.1f us_max=%.1f "
-                  + "gbps_median=%.2f gbps_best=%.2f%n", k, n, VARIANTS[v], bytes, m[0], m[rounds / 2], m[rounds - 1],
-              bytes / m[rounds / 2] / 1e3, bytes / m[0] / 1e3);
-        }
-        exes.forEach(Executable::close);
-        for (DeviceBuffer b : List.of(xb, wb, qb, sb)) {
+        for (DeviceBuffer b : List.of(wb, qb, sb)) {
           b.close();
         }
       }
     }
+  }
+
+  /** Times the four variants at m rows, interleaved within each round; prints their GEMV lines. */
+  private static void time(XlaClient client, int rounds, int runs, int m, int k, int n, boolean transposed,
+      DeviceBuffer xb, DeviceBuffer wb, DeviceBuffer qb, DeviceBuffer sb) {
+    List<Executable> exes = new ArrayList<>();
+    List<DeviceBuffer[]> inputs = new ArrayList<>();
+    for (String variant : VARIANTS) {
+      exes.add(client.compile(program(variant, m, k, n, transposed)));
+      inputs.add(variant.endsWith("f32") ? new DeviceBuffer[] {xb, wb} : new DeviceBuffer[] {xb, qb, sb});
+    }
+    check(exes.get(0), exes.get(1), inputs.get(0), "f32");
+    check(exes.get(2), exes.get(3), inputs.get(2), "q8");
+    double[][] medians = new double[VARIANTS.length][rounds];
+    for (int r = 0; r < rounds; r++) {
+      for (int v = 0; v < VARIANTS.length; v++) {
+        double[] times = new double[runs];
+        for (int i = -3; i < runs; i++) {
+          long start = System.nanoTime();
+          exes.get(v).execute(inputs.get(v)).forEach(DeviceBuffer::close);
+          if (i >= 0) {
+            times[i] = (System.nanoTime() - start) / 1e3;
+          }
+        }
+        Arrays.sort(times);
+        medians[v][r] = times[runs / 2];
+      }
+    }
+    for (int v = 0; v < VARIANTS.length; v++) {
+      double[] md = medians[v].clone();
+      Arrays.sort(md);
+      long bytes = VARIANTS[v].endsWith("f32") ? 4L * k * n : (long) k * n + 4L * n * (k / 32);
+      System.out.printf(Locale.ROOT, "GEMV shape=%dx%d rows=%d variant=%s bytes=%d us_min=%.1f us_median=%.1f "
+              + "us_max=%.1f gbps_median=%.2f gbps_best=%.2f%n", k, n, m, VARIANTS[v], bytes, md[0], md[rounds / 2],
+          md[rounds - 1], bytes / md[rounds / 2] / 1e3, bytes / md[0] / 1e3);
+    }
+    exes.forEach(Executable::close);
   }
 
   /** The native kernel's y against XLA's, before anything is timed. */
