@@ -42,7 +42,10 @@ class NativeMemoryTest {
   @Test
   void hundredClientCreateCloseCyclesKeepNativeMemoryFlat() throws Exception {
     long growthKiB = childGrowth("clients");
-    assertTrue(growthKiB < 4096, "RSS grew by " + growthKiB + " KiB over 100 client cycles in every one of 5 windows");
+    // 8 MiB per 100 cycles: windows of 100 client cycles measured -3040 to +4292 KiB with no trend (the
+    // allocator around each client's compile), and a loaded CI run once saw all three just over 4 MiB; a
+    // client and its executable left open every cycle grew RSS by 82 MB per 100 cycles (measured).
+    assertTrue(growthKiB < 8192, "RSS grew by " + growthKiB + " KiB over 100 client cycles in every window");
   }
 
   private static long childGrowth(String mode) throws Exception {
@@ -76,11 +79,7 @@ class NativeMemoryTest {
     }
   }
 
-  /**
-   * Runs {@code windows} windows of {@code cycles} and prints the smallest RSS growth of a window. A leak
-   * grows every window; the allocator's noise does not: windows of 100 client cycles measured -3040 to
-   * +4292 KiB with no trend, and once, on a loaded CI machine, three in a row grew just over 4 MiB.
-   */
+  /** Runs {@code windows} windows of {@code cycles} and prints the smallest RSS growth of a window. */
   private static void printSmallestGrowth(Runnable cycle, int cycles, int windows) {
     long smallest = Long.MAX_VALUE;
     for (int window = 0; window < windows; window++) {
@@ -106,7 +105,7 @@ class NativeMemoryTest {
     for (int i = 0; i < 20; i++) {
       cycle.run();
     }
-    printSmallestGrowth(cycle, 100, 5);
+    printSmallestGrowth(cycle, 100, 3);
   }
 
   private static long residentKiB() {
