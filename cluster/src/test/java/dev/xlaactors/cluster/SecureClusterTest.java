@@ -45,7 +45,7 @@ import org.junit.jupiter.api.Timeout;
  * callback; both hold certificates of one CA and the same callback secret. Members talk and a remote
  * callback returns the right values.
  * Intruders, each a real JVM that tries to join through A and sends B's callback server a request every
- * half second for 15 s: one with a certificate signed by another CA (it trusts the cluster's CA too, so
+ * half second for 8 s: one with a certificate signed by another CA (it trusts the cluster's CA too, so
  * only mutual authentication stops it) and one speaking plain TCP. Neither becomes a member, neither gets
  * any answer, and B never runs the callback for them, though both know the callback secret.
  */
@@ -55,7 +55,7 @@ class SecureClusterTest {
   private static final Pattern READY = Pattern.compile("READY (\\S+)");
   private static final Pattern SERVER = Pattern.compile("SERVER (\\S+)");
   private static final String PASSWORD = "test-cluster-password";
-  private static final int INTRUDE_SECONDS = 15;
+  private static final int INTRUDE_SECONDS = 8;
   /** The callback secret of the members, which the intruders know too: only TLS keeps them out. */
   private static final String SECRET = "members-only";
 
