@@ -5,9 +5,10 @@
 #   native-stamp.sh check CACHE JAVACPP_VERSION   writes target/native-build.properties with
 #                                                 native.skip=true when the stamp matches and the built
 #                                                 library and generated sources are still there
-#   native-stamp.sh save CACHE JAVACPP_VERSION    records the stamp after a compilation, and keeps a copy of
-#                                                 its outputs in CACHE/native-builds/<stamp>.tar, which check
-#                                                 restores in another checkout of the same sources
+#   native-stamp.sh save CACHE JAVACPP_VERSION    records the stamp after a compilation
+#   native-stamp.sh keep CACHE JAVACPP_VERSION    keeps a copy of the compilation's outputs in
+#                                                 CACHE/native-builds/<stamp>.tar, which check restores in
+#                                                 another checkout of the same sources
 #
 # The stamp is a sha256 over the bridge's C++ and headers, the preset class, native/pom.xml, the pinned
 # third-party versions, the fetched PJRT and FFI headers, the JavaCPP version and the compiler's version.
@@ -57,8 +58,10 @@ case "$action" in
     echo "native.skip=$skip" > "$target/native-build.properties"
     ;;
   save)
+    stamp > "$stamp_file"
+    ;;
+  keep)
     current="$(stamp)"
-    echo "$current" > "$stamp_file"
     # Into the cache under a temporary name, then renamed: two builds at once never see half a tar. The
     # newest 4 are kept.
     if mkdir -p "$builds" && tar -cf "$builds/$current.tar.$$" -C "$target" "${outputs[@]}" 2>/dev/null; then
@@ -70,7 +73,7 @@ case "$action" in
     fi
     ;;
   *)
-    echo "usage: native-stamp.sh check|save CACHE JAVACPP_VERSION" >&2
+    echo "usage: native-stamp.sh check|save|keep CACHE JAVACPP_VERSION" >&2
     exit 2
     ;;
 esac
