@@ -3,7 +3,7 @@
 Run with the venv of tools/jax-env.sh (JAX, numpy, safetensors, flatbuffers; ml_dtypes comes with JAX):
 
     $(bash tools/jax-env.sh) tools/hf_import.py HF_DIR --out PKG [--name NAME] [--dtype as-is|f32|bf16]
-        [--slots 1,4] [--prefill-chunks 32,128] [--decode-lengths 256,1024] [--context-length N]
+        [--slots 1,4] [--prefill-chunks 32,128] [--decode-lengths 256,1024] [--attention-block 128] [--context-length N]
         [--kv-cache-memory 1GiB] [--kv-cache-dtype f32|f16|bf16] [--score-length N] [--embed-batches 1,4] [--embed-length N]
         [--tiktoken ENCODING] [--platforms cpu,cuda] [--kernels native|xla] [--quantize none|int8]
 
@@ -231,6 +231,13 @@ def rms_norm(x, w, eps):
     return x * lax.rsqrt(jnp.mean(jnp.square(x), axis=-1, keepdims=True) + eps) * w
 
 
+def times_transposed(x, w):
+    """x [..., K] times w [N, K] transposed: a dot contracting w's second dimension. Not x @ w.T: XLA's CPU
+    compiler materialises that transpose, a copy of the whole weight on every run (every Llama weight, and
+    GPT-2's head, once per decode step: more bytes than the step's own reads of the weights)."""
+    return lax.dot_general(x, w, (((x.ndim - 1,), (1,)), ((), ())))
+
+
 def attention(q, keys, values, visible, scale):
     """Grouped-query attention. q [B,Tq,H,Dh]; keys, values [B,KVH,Tk,Dh] (the cache's layout); visible
     bool [B,Tq,Tk]. Query head h reads KV head h // (H/KVH), as Hugging Face's repeat_kv lays them out."""
@@ -270,7 +277,7 @@ class WeightAccess:
                 self.emitted.add(MATMUL_Q8)
                 return jax.ffi.ffi_call(MATMUL_Q8, jax.ShapeDtypeStruct(x.shape[:-1] + (n,), F32))(x.astype(F32), q, scales)
             w = (q.astype(F32).reshape(n, k // Q8_BLOCK, Q8_BLOCK) * scales[..., None]).reshape(n, k)
-            return x @ w.T
+            return times_transposed(x, w)
         stored = P[name]
         if self.kernels == "native" and rows <= NATIVE_MAX_ROWS and stored.dtype == F32 and x.dtype == F32:
             n = stored.shape[0] if transposed else stored.shape[1]
@@ -278,7 +285,7 @@ class WeightAccess:
             return jax.ffi.ffi_call(MATMUL_F32, jax.ShapeDtypeStruct(x.shape[:-1] + (n,), F32))(
                 x, stored, w_transposed=np.int32(1 if transposed else 0))
         w = self.w(P, name)
-        return x @ (w.T if transposed else w)
+        return times_transposed(x, w) if transposed else x @ w
 
     def rows_of(self, P, name, index):
         """Rows `index` of the table `name` in f32 (an embedding lookup), dequantised when stored as int8."""
@@ -306,6 +313,7 @@ class Decoder(WeightAccess):
     kind = "causal-lm"
     droppable = ()  # patterns of checkpoint tensors no program needs (buffers saved by old versions)
     cache_dtype = F32  # --kv-cache-dtype: what the cache stores; attention reads it back as f32
+    attention_block = 128  # --attention-block: the cache positions a prompt chunk's attention takes at a time
 
     def __init__(self, names):
         self.names = names
@@ -369,18 +377,49 @@ class Decoder(WeightAccess):
         cache rows there; each position attends to the slot's cache below `start` (earlier chunks) and to the
         chunk's own positions up to itself. The caller keeps start + C <= context: dynamic_update_slice clamps
         an index that would run past the end, which would write the chunk at the wrong positions."""
-        C, context = tokens.shape[1], cache.shape[4]
+        C = tokens.shape[1]
         positions = (start + jnp.arange(C))[None]  # [1,C]
-        visible = (jnp.arange(context)[None, :] <= positions[0][:, None])[None]  # [1,C,context]
 
         def attend(i, q, k, v, cache):
             kv = jnp.stack([k.transpose(0, 2, 1, 3), v.transpose(0, 2, 1, 3)])[None]  # [1,2,1,KVH,C,Dh]
             cache = lax.dynamic_update_slice(cache, self.to_cache(kv), (i, 0, slot, 0, start, 0))
-            row = self.from_cache(lax.dynamic_slice(cache, (i, 0, slot, 0, 0, 0),
-                                                    (1, 2, 1, self.kv_heads, context, self.head_dim)))
-            return attention(q, row[0, 0], row[0, 1], visible, self.scale(i)), cache
+            return self.chunk_attention(i, q, cache, slot, start), cache
 
         return self.run(P, self.embed(P, tokens, positions), positions, attend, cache)
+
+    def chunk_attention(self, i, q, cache, slot, start):
+        """Attention of a chunk's queries q [1,C,H,Dh] at positions start..start+C-1 to layer i's keys and
+        values of `slot` at positions 0..start+C-1, in blocks of `attention_block` cache positions (an
+        online softmax, as FlashAttention's): a loop runs only the blocks up to the chunk's last position, so a
+        chunk early in a long context neither copies nor multiplies the positions after it (attending to the
+        whole row did both, every chunk). Returns [1,C,H*Dh]."""
+        C, H, Dh, KVH, context = q.shape[1], q.shape[2], self.head_dim, self.kv_heads, cache.shape[4]
+        G = H // KVH
+        block = min(self.attention_block, context)
+        qg = q[0].astype(F32).reshape(C, KVH, G, Dh).transpose(1, 2, 0, 3)  # [KVH,G,C,Dh]
+        query_positions = start + jnp.arange(C)
+        scale = self.scale(i)
+
+        def step(j, carry):
+            top, total, out = carry  # [KVH,G,C], [KVH,G,C], [KVH,G,C,Dh]
+            first = j * block
+            # The last block of a context that is not a multiple of `block` is read from context - block on;
+            # the positions an earlier block already took are masked.
+            at = jnp.minimum(first, context - block)
+            kv = self.from_cache(lax.dynamic_slice(cache, (i, 0, slot, 0, at, 0), (1, 2, 1, KVH, block, Dh)))[0, :, 0]
+            key_positions = at + jnp.arange(block)
+            visible = (key_positions[None, :] <= query_positions[:, None]) & (key_positions[None, :] >= first)
+            scores = jnp.where(visible, jnp.einsum("kgqd,ksd->kgqs", qg, kv[0]) * scale, NEG)
+            new_top = jnp.maximum(top, scores.max(axis=-1))
+            weights = jnp.exp(scores - new_top[..., None])
+            shrink = jnp.exp(top - new_top)
+            return (new_top, total * shrink + weights.sum(axis=-1),
+                    out * shrink[..., None] + jnp.einsum("kgqs,ksd->kgqd", weights, kv[1]))
+
+        blocks = (start + C + block - 1) // block
+        init = (jnp.full((KVH, G, C), NEG, F32), jnp.zeros((KVH, G, C), F32), jnp.zeros((KVH, G, C, Dh), F32))
+        _, total, out = lax.fori_loop(0, blocks, step, init)
+        return (out / total[..., None]).transpose(2, 0, 1, 3).reshape(1, C, H * Dh)
 
     def prefill_chunk(self, P, tokens, start, last, slot, cache):
         """One chunk of a prompt (see chunk): the logits of its row `last` (the prompt's last token when this
@@ -1004,6 +1043,7 @@ def import_checkpoint(a):
     ckpt = Checkpoint(hf_dir)
     model = ARCHITECTURES[arch](cfg, set(ckpt.tensors))
     model.cache_dtype = KV_CACHE_DTYPES[a.kv_cache_dtype]
+    model.attention_block = a.attention_block
     notes = []
     context = choose_context(model, a, notes)
     target = DTYPE_CONVERSIONS[a.dtype]
@@ -1155,6 +1195,9 @@ def main():
     ap.add_argument("--decode-lengths", type=int_list, default=[256, 1024],
                     help="the attention windows of the decode programs below the context (the context is "
                     "always one): a step reads only the smallest window that holds every running sequence")
+    ap.add_argument("--attention-block", type=int, default=128,
+                    help="the cache positions a prompt chunk attends to at a time (an online softmax over blocks "
+                    "up to the chunk's last position, so a chunk reads only the positions before it)")
     ap.add_argument("--embed-batches", type=int_list, default=[1, 4], help="batch sizes of embed")
     ap.add_argument("--embed-length", type=int, default=32, help="embed's length (capped at the context)")
     ap.add_argument("--context-length", "--max-model-len", dest="context_length", type=int,
@@ -1177,7 +1220,7 @@ def main():
     a.platforms = [p for p in a.platforms.split(",") if p]
     if a.name is not None and not re.fullmatch(r"[A-Za-z0-9._-]+", a.name):
         ap.error(f"--name {a.name!r}: use letters, digits, '.', '_' and '-'")
-    for flag in ("score_length", "prefill_length", "embed_length", "context_length"):
+    for flag in ("score_length", "prefill_length", "embed_length", "context_length", "attention_block"):
         if getattr(a, flag) is not None and getattr(a, flag) < 1:
             ap.error(f"--{flag.replace('_', '-')} must be at least 1")
     if a.prefill_length is not None:

@@ -21,11 +21,12 @@ import java.util.Set;
 final class ImportCommand {
   static final String USAGE = "usage: bin/xla-actors import hf HF_DIR --out PKG [--dtype as-is|f32|bf16] [--slots 1,4] "
       + "[--context-length N | --max-model-len N] [--kv-cache-memory 1GiB] [--kv-cache-dtype f32|f16|bf16] [--prefill-chunks 32,128] "
-      + "[--decode-lengths 256,1024] [--score-length N] [--prefill-length N] [--embed-batches 1,4] "
+      + "[--decode-lengths 256,1024] [--attention-block 128] [--score-length N] [--prefill-length N] [--embed-batches 1,4] "
       + "[--kernels native|xla] [--quantize none|int8] [--tiktoken ENCODING]";
 
   /** Options with one integer value each, passed on to tools/hf_import.py as given. */
-  private static final List<String> INTEGERS = List.of("--score-length", "--prefill-length", "--context-length", "--max-model-len");
+  private static final List<String> INTEGERS = List.of("--score-length", "--prefill-length", "--context-length", "--max-model-len",
+      "--attention-block");
 
   /** Options with a comma-separated list of positive integers, passed on as given. */
   private static final List<String> LISTS = List.of("--slots", "--embed-batches", "--prefill-chunks", "--decode-lengths");

@@ -58,7 +58,10 @@ class ChunkedProgramsTest {
   static void importAndLoadBoth() {
     System.setProperty("dev.xlaactors.cli.home", Path.of("..").toAbsolutePath().normalize().toString());
     chunkedDir = packages.resolve("chunked");
-    importHf(chunkedDir, "--slots", "1,2", "--prefill-chunks", "4,8", "--decode-lengths", "8,16", "--score-length", "4");
+    // Chunks attend to the cache by blocks of 24 positions: 0-23, 24-47 and the last, which the context of 64
+    // ends early (read from 40 on, its first 8 positions masked).
+    importHf(chunkedDir, "--slots", "1,2", "--prefill-chunks", "4,8", "--decode-lengths", "8,16", "--score-length", "4",
+        "--attention-block", "24");
     // import's defaults: prompts and scores of the fixture's whole 64 positions run as one chunk of 64 (the
     // package OpenAiClientsTest serves; one import per build for both)
     Path wholeDir = importedWithDefaults();
