@@ -20,7 +20,9 @@ are copied as they are (or converted by --dtype, or rewritten without the tensor
 the contract refuses: BERT's pooler, say). Programs compute in f32 whatever the weights' dtype.
 
 --kernels native has the weight matmuls of at most 16 rows (decode) call the bridge's native kernels,
-typed-FFI custom calls xla_actors.matmul_f32 / xla_actors.matmul_q8 (WeightAccess); --kernels xla (the
+typed-FFI custom calls xla_actors.matmul_f32 / xla_actors.matmul_q8 (WeightAccess), and decode's attention
+call xla_actors.decode_attention, which reads each sequence's positions in use where the cache holds them
+(so the decode programs need one attention window, the context); --kernels xla (the
 default) leaves every matmul to XLA, for a package that runs on any PJRT plugin. --quantize int8 stores each matmul
 weight whose input size is a multiple of 32 as Q8_0-style int8 (W.q8 s8[N,K] and W.q8_scales f32[N,K/32]:
 blocks of 32 inputs, scale = the block's largest magnitude / 127), which every program multiplies by with the
@@ -73,6 +75,7 @@ DTYPE_NAMES = {"F64": "float64", "F32": "float32", "F16": "float16", "BF16": "bf
 # The bridge's native matmul targets (native/src/main/cpp/matmul_kernels.cc; --kernels native).
 MATMUL_F32 = "xla_actors.matmul_f32"
 MATMUL_Q8 = "xla_actors.matmul_q8"
+DECODE_ATTENTION = "xla_actors.decode_attention"  # --kernels native: decode's attention, reading the cache in place
 NATIVE_MAX_ROWS = 16  # f32 matmuls of at most this many rows use the native kernel (decode), larger ones XLA's
 Q8_BLOCK = 32
 Q8_SUFFIX, Q8_SCALE_SUFFIX = ".q8", ".q8_scales"  # the int8 values and scales of weight W: W.q8, W.q8_scales
@@ -420,6 +423,14 @@ class Decoder(WeightAccess):
             for b in range(B):
                 kv = jnp.stack([k[b, 0], v[b, 0]])[None, :, None, :, None, :]  # [1,2,1,KVH,1,Dh]
                 cache = lax.dynamic_update_slice(cache, self.to_cache(kv), (i, 0, slots[b], 0, positions[b], 0))
+            if self.kernels == "native":
+                # The native kernel reads each sequence's positions 0..positions[b] where the cache holds
+                # them; XLA's attention below copies every sequence's window out of the cache first.
+                self.emitted.add(DECODE_ATTENTION)
+                H = q.shape[2]
+                o = jax.ffi.ffi_call(DECODE_ATTENTION, jax.ShapeDtypeStruct((B, H, self.head_dim), F32))(
+                    q[:, 0].astype(F32), cache, slots, positions, layer=np.int32(i), scale=np.float32(self.scale(i)))
+                return o.reshape(B, 1, H * self.head_dim), cache
             for b in range(B):
                 rows.append(lax.dynamic_slice(cache, (i, 0, slots[b], 0, 0, 0),
                                               (1, 2, 1, self.kv_heads, length, self.head_dim))[0, :, 0])
@@ -706,13 +717,15 @@ def program_plan(model, a, context):
                  (jax.ShapeDtypeStruct((1, T), jnp.int32),)))
     # One cache of N slots (the largest batch); decode programs for each batch size B and attention window
     # L read only the rows and positions in use; prompts of any length up to the context go in by chunks.
+    # With --kernels native, decode's attention is the native kernel, which reads each sequence's positions
+    # in use wherever they are: one window, the context, serves every length.
     N = max(a.slots)
     cache = jax.ShapeDtypeStruct(model.slot_cache_shape(N, context), model.cache_dtype)
     for C in chunk_lengths(a, context):
         plan.append(({"role": "prefill_chunk", "slots": N, "length": C}, f"prefill_chunk_s{N}_c{C}.jax",
                      model.prefill_chunk, 5, (jax.ShapeDtypeStruct((1, C), jnp.int32), i32, i32, i32, cache)))
     for B in sorted(set(a.slots)):
-        for L in decode_lengths(a, context):
+        for L in decode_lengths(a, context) if model.kernels == "xla" else [context]:
             plan.append(({"role": "decode_batch", "slots": N, "batch": B, "length": L},
                          f"decode_batch_s{N}_b{B}_l{L}.jax", functools.partial(model.decode_batch, length=L), 4,
                          (jax.ShapeDtypeStruct((B,), jnp.int32), jax.ShapeDtypeStruct((B,), jnp.int32),
@@ -1007,10 +1020,10 @@ def import_checkpoint(a):
     tok_config = read_json(tok_config_path, "") if tok_config_path.is_file() else {}
 
     # Which tensors the programs read decides what the package's weights hold.
+    model.kernels = a.kernels
     plan = program_plan(model, a, context)
     weight_specs = {n: ckpt.spec(n, target if target and ckpt.dtype_code(n) in DTYPE_NAMES else None)
                     for n in ckpt.tensors}
-    model.kernels = a.kernels
     rows = weight_specs[model.embedding_name].shape[0]
     derived = {}
     for quantizing in (False, True) if a.quantize == "int8" else (False,):

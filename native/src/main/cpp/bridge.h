@@ -70,7 +70,8 @@ std::string RegisterFfiHandler(Plugin* plugin, const char* target, XLA_FFI_Handl
 // error until XlaActors_LoadLapack has succeeded.
 std::string RegisterLapackHandlers(Plugin* plugin);
 
-// Registers the native matmul handlers xla_actors.matmul_f32 and xla_actors.matmul_q8 (matmul_kernels.cc).
+// Registers the native kernels' handlers xla_actors.matmul_f32, xla_actors.matmul_q8 and
+// xla_actors.decode_attention (matmul_kernels.cc).
 std::string RegisterMatmulHandlers(Plugin* plugin);
 
 // Reads this run's context from an FFI call frame's execute context; null when it has none.

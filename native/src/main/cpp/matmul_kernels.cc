@@ -1,21 +1,30 @@
-// Native matrix products for the weight matmuls of model programs, called from compiled programs as XLA
-// typed-FFI custom calls (platform "Host"):
+// Native kernels for the hot loops of model programs, called from compiled programs as XLA typed-FFI
+// custom calls (platform "Host"):
 //
 //   xla_actors.matmul_f32  (x f32[..., K], w f32[K, N] or f32[N, K] with w_transposed = 1) -> f32[..., N]
 //   xla_actors.matmul_q8   (x f32[..., K], q s8[N, K], scales f32[N, K/32])                -> f32[..., N]
+//   xla_actors.decode_attention (q f32[B, H, Dh], cache f32|f16|bf16[layers, 2, N, KVH, C, Dh], slots s32[B],
+//                                positions s32[B]; attributes layer, scale)                  -> f32[B, H, Dh]
 //
 // matmul_q8 is Q8_0-style weight-only quantisation: w[n, k] = q[n, k] * scales[n, k / 32], blocks of 32
 // along the input dimension. Activations stay f32 (no quantisation of x), so the only error is the
 // weights'.
+//
+// decode_attention is one decoding step's attention of B sequences, each held in cache row slots[b] and at
+// position positions[b]: query head h of sequence b attends to the keys and values of KV head h / (H / KVH)
+// at positions 0..positions[b] of that row of layer `layer` (keys cache[layer, 0], values cache[layer, 1]),
+// with scores q.k * scale. It reads the cache where it lies and only the positions in use; XLA's own
+// attention first copies each sequence's window of the cache out of it, which took a third of a step.
 //
 // Why: decode at a few rows is a chain of matrix-vector products whose speed is the memory bandwidth;
 // XLA's CPU dot emitter reads ~0.4 of it on the pinned plugin. These kernels stream each weight once per
 // call, in long contiguous runs, on every core (a small persistent pool; XLA's thread is blocked in the
 // handler meanwhile and takes a share of the work itself).
 //
-// One source, three instruction sets: the kernels (matmul_kernels_isa.inc) are written over GCC's generic
-// vector types and compiled three times, under `#pragma GCC target` regions (AVX-512, AVX2+FMA) and for the
-// x86-64 baseline, so the library still loads on any x86-64 and the choice is made at run time from the CPU's
+// One source, three instruction sets: the kernels (matmul_kernels_isa.inc, attention_kernels_isa.inc) are
+// written over GCC's generic vector types and compiled three times, under `#pragma GCC target` regions
+// (AVX-512, AVX2+FMA+F16C) and for the x86-64 baseline, so the library still loads on any x86-64 and the
+// choice is made at run time from the CPU's
 // features, capped by XLA_FLAGS' --xla_cpu_max_isa (so a run that limits XLA to AVX2 limits us too) or by
 // XLA_ACTORS_KERNEL_ISA (avx512, avx2, portable). XLA_ACTORS_KERNEL_THREADS sets the pool's size
 // (default: the CPUs this process may run on, at most 16).
@@ -49,6 +58,7 @@ namespace {
 
 constexpr const char kMatmulF32Target[] = "xla_actors.matmul_f32";
 constexpr const char kMatmulQ8Target[] = "xla_actors.matmul_q8";
+constexpr const char kDecodeAttentionTarget[] = "xla_actors.decode_attention";
 constexpr int kQ8Block = 32;
 
 // ---------------------------------------------------------------- the kernels, once per instruction set
@@ -63,20 +73,70 @@ struct Problem {
 
 using Kernel = void (*)(const Problem&, int64_t n0, int64_t n1);
 
+// What the cache of decode_attention holds.
+constexpr int kKvF32 = 0, kKvF16 = 1, kKvBf16 = 2;
+// The most query heads one unit of decode_attention's work takes (a KV head's group is split above it).
+constexpr int64_t kMaxGroup = 16;
+
+struct AttentionProblem {
+  const float* q;       // [B, H, Dh]
+  const void* cache;    // [layers, 2, N, KVH, C, Dh] of dtype, item bytes each
+  const int32_t* slots;      // [B], each in [0, N)
+  const int32_t* positions;  // [B], each in [0, C)
+  float* out;           // [B, H, Dh]
+  int64_t B, H, KVH, Dh, N, C, layer, item;
+  int dtype;
+  float scale;
+};
+
+// Query heads [h0, h1) of sequence b, within one KV head's group.
+using AttentionKernel = void (*)(const AttentionProblem&, int64_t b, int64_t h0, int64_t h1);
+
+// IEEE half and bfloat16 bits to f32 (the portable path, and the tails of the vector ones).
+inline float HalfToFloat(uint16_t h) {
+  uint32_t sign = uint32_t{h & 0x8000u} << 16, exponent = (h >> 10) & 0x1f, mantissa = h & 0x3ffu, bits;
+  if (exponent == 0x1f) {
+    bits = sign | 0x7f800000u | (mantissa << 13);  // inf, NaN
+  } else if (exponent != 0) {
+    bits = sign | ((exponent + 112) << 23) | (mantissa << 13);
+  } else if (mantissa == 0) {
+    bits = sign;
+  } else {  // subnormal: normalise
+    int shift = 0;
+    while ((mantissa & 0x400u) == 0) {
+      mantissa <<= 1;
+      ++shift;
+    }
+    bits = sign | ((113 - shift) << 23) | ((mantissa & 0x3ffu) << 13);
+  }
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+inline float BfloatToFloat(uint16_t h) {
+  uint32_t bits = uint32_t{h} << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
 namespace avx512 {
 #pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma")
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")
 #define XLA_ACTORS_L 16
 #include "matmul_kernels_isa.inc"
+#include "attention_kernels_isa.inc"
 #undef XLA_ACTORS_L
 #pragma GCC pop_options
 }  // namespace avx512
 
 namespace avx2 {
 #pragma GCC push_options
-#pragma GCC target("avx2,fma")
+#pragma GCC target("avx2,fma,f16c")
 #define XLA_ACTORS_L 8
 #include "matmul_kernels_isa.inc"
+#include "attention_kernels_isa.inc"
 #undef XLA_ACTORS_L
 #pragma GCC pop_options
 }  // namespace avx2
@@ -84,17 +144,20 @@ namespace avx2 {
 namespace portable {  // the x86-64 baseline (SSE2)
 #define XLA_ACTORS_L 4
 #include "matmul_kernels_isa.inc"
+#include "attention_kernels_isa.inc"
 #undef XLA_ACTORS_L
 }  // namespace portable
 
 struct Isa {
   const char* name;
   Kernel dot_f32, axpy_f32, dot_q8;
+  AttentionKernel attend;
 };
 
-const Isa kAvx512 = {"avx512", &avx512::DotF32Part, &avx512::AxpyF32Part, &avx512::DotQ8Part};
-const Isa kAvx2 = {"avx2", &avx2::DotF32Part, &avx2::AxpyF32Part, &avx2::DotQ8Part};
-const Isa kPortable = {"portable", &portable::DotF32Part, &portable::AxpyF32Part, &portable::DotQ8Part};
+const Isa kAvx512 = {"avx512", &avx512::DotF32Part, &avx512::AxpyF32Part, &avx512::DotQ8Part, &avx512::AttendHeads};
+const Isa kAvx2 = {"avx2", &avx2::DotF32Part, &avx2::AxpyF32Part, &avx2::DotQ8Part, &avx2::AttendHeads};
+const Isa kPortable = {"portable", &portable::DotF32Part, &portable::AxpyF32Part, &portable::DotQ8Part,
+                       &portable::AttendHeads};
 
 std::string Lower(std::string s) {
   for (char& c : s) c = static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
@@ -126,7 +189,9 @@ const Isa& ChooseIsa() {
       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq")) {
     return kAvx512;
   }
-  if (cap >= 1 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return kAvx2;
+  if (cap >= 1 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c")) {
+    return kAvx2;
+  }
   return kPortable;
 }
 
@@ -411,6 +476,115 @@ XLA_FFI_Error* MatmulQ8Impl(XLA_FFI_CallFrame* frame) {
   return nullptr;
 }
 
+// A float attribute (f32 or f64 scalar); *bad is set when it is absent or not a float scalar.
+float FloatAttribute(const XLA_FFI_CallFrame* frame, const char* name, bool* bad) {
+  int64_t i = FindAttribute(frame, name);
+  if (i < 0 || frame->attrs.types[i] != XLA_FFI_AttrType_SCALAR) {
+    *bad = true;
+    return 0;
+  }
+  auto* s = static_cast<XLA_FFI_Scalar*>(frame->attrs.attrs[i]);
+  if (s->dtype == XLA_FFI_DataType_F32) return *static_cast<float*>(s->value);
+  if (s->dtype == XLA_FFI_DataType_F64) return static_cast<float>(*static_cast<double*>(s->value));
+  *bad = true;
+  return 0;
+}
+
+XLA_FFI_Error* DecodeAttentionImpl(XLA_FFI_CallFrame* frame) {
+  if (AnswerMetadataProbe(frame)) return nullptr;
+  if (frame->stage != XLA_FFI_ExecutionStage_EXECUTE) return nullptr;
+  const char* target = kDecodeAttentionTarget;
+  if (frame->args.size != 4 || frame->rets.size != 1 || frame->rets.types[0] != XLA_FFI_RetType_BUFFER) {
+    return Invalid(frame, target, "expected 4 operands (q, cache, slots, positions) and 1 result, got " +
+                                      std::to_string(frame->args.size) + " and " + std::to_string(frame->rets.size));
+  }
+  for (int64_t i = 0; i < 4; ++i) {
+    if (frame->args.types[i] != XLA_FFI_ArgType_BUFFER) return Invalid(frame, target, "operands must be buffers");
+  }
+  auto* q = static_cast<XLA_FFI_Buffer*>(frame->args.args[0]);
+  auto* cache = static_cast<XLA_FFI_Buffer*>(frame->args.args[1]);
+  auto* slots = static_cast<XLA_FFI_Buffer*>(frame->args.args[2]);
+  auto* positions = static_cast<XLA_FFI_Buffer*>(frame->args.args[3]);
+  auto* out = static_cast<XLA_FFI_Buffer*>(frame->rets.rets[0]);
+  if (q->dtype != XLA_FFI_DataType_F32 || q->rank != 3) {
+    return Invalid(frame, target, "q must be f32[B,H,Dh], got " + DtypeName(q->dtype) + Dims(q));
+  }
+  const int64_t B = q->dims[0], H = q->dims[1], Dh = q->dims[2];
+  int dtype;
+  switch (cache->dtype) {
+    case XLA_FFI_DataType_F32: dtype = kKvF32; break;
+    case XLA_FFI_DataType_F16: dtype = kKvF16; break;
+    case XLA_FFI_DataType_BF16: dtype = kKvBf16; break;
+    default: dtype = -1;
+  }
+  if (dtype < 0 || cache->rank != 6 || cache->dims[1] != 2 || cache->dims[5] != Dh) {
+    return Invalid(frame, target, "cache must be f32, f16 or bf16 [layers,2,slots,kv_heads,positions," +
+                                      std::to_string(Dh) + "] (q's head size), got " + DtypeName(cache->dtype) +
+                                      Dims(cache));
+  }
+  const int64_t layers = cache->dims[0], N = cache->dims[2], KVH = cache->dims[3], C = cache->dims[4];
+  if (KVH == 0 || H % KVH != 0) {
+    return Invalid(frame, target, "q has " + std::to_string(H) + " heads, not a multiple of the cache's " +
+                                      std::to_string(KVH) + " KV heads");
+  }
+  for (auto* index : {slots, positions}) {
+    if (index->dtype != XLA_FFI_DataType_S32 || index->rank != 1 || index->dims[0] != B) {
+      return Invalid(frame, target, std::string(index == slots ? "slots" : "positions") + " must be s32[" +
+                                        std::to_string(B) + "] (one per sequence of q), got " +
+                                        DtypeName(index->dtype) + Dims(index));
+    }
+  }
+  if (out->dtype != XLA_FFI_DataType_F32 || out->rank != 3 || out->dims[0] != B || out->dims[1] != H ||
+      out->dims[2] != Dh) {
+    return Invalid(frame, target, "the result is " + DtypeName(out->dtype) + Dims(out) + ", expected f32" + Dims(q));
+  }
+  bool bad = false;
+  const int64_t layer = IntAttribute(frame, "layer", -1, &bad);
+  if (bad || layer < 0 || layer >= layers) {
+    return Invalid(frame, target, "attribute 'layer' must be an integer in [0, " + std::to_string(layers) +
+                                      ") (the cache's layers), got " + (bad ? "another type" : std::to_string(layer)));
+  }
+  const float scale = FloatAttribute(frame, "scale", &bad);
+  if (bad) return Invalid(frame, target, "attribute 'scale' must be a float scalar (the scores' factor)");
+  const auto* slot = static_cast<const int32_t*>(slots->data);
+  const auto* position = static_cast<const int32_t*>(positions->data);
+  for (int64_t b = 0; b < B; ++b) {
+    if (slot[b] < 0 || slot[b] >= N || position[b] < 0 || position[b] >= C) {
+      return Invalid(frame, target, "sequence " + std::to_string(b) + " has slot " + std::to_string(slot[b]) +
+                                        " and position " + std::to_string(position[b]) + "; the cache holds slots [0, " +
+                                        std::to_string(N) + ") of positions [0, " + std::to_string(C) + ")");
+    }
+  }
+  if (B == 0 || H == 0 || Dh == 0) return nullptr;
+  AttentionProblem p{static_cast<const float*>(q->data), cache->data, slot, position,
+                     static_cast<float*>(out->data), B, H, KVH, Dh, N, C, layer,
+                     dtype == kKvF32 ? 4 : 2, dtype, scale};
+  // Units of work: a sequence's KV head with all its query heads (each key and value row read once for
+  // them), or single query heads when there are too few units to keep the pool busy.
+  KernelPool& pool = Pool();
+  const int64_t G = H / KVH;
+  int64_t work = 0;
+  for (int64_t b = 0; b < B; ++b) work += (int64_t{position[b]} + 1) * H * Dh;
+  const int64_t per = B * KVH >= 2 * pool.size() ? std::min(G, kMaxGroup) : 1;
+  const int64_t per_group = (G + per - 1) / per;
+  const int64_t units = B * KVH * per_group;
+  AttentionKernel attend = TheIsa().attend;
+  auto unit = [&](int i) {
+    const int64_t b = i / (KVH * per_group), g = i / per_group % KVH, h0 = g * G + i % per_group * per;
+    attend(p, b, h0, std::min(h0 + per, (g + 1) * G));
+  };
+  if (work < (int64_t{1} << 16)) {
+    for (int64_t i = 0; i < units; ++i) unit(static_cast<int>(i));
+  } else {
+    pool.Run(static_cast<int>(units), unit);
+  }
+  return nullptr;
+}
+
+XLA_FFI_Error* DecodeAttentionHandler(XLA_FFI_CallFrame* frame) {
+  return GuardHandler(frame, kDecodeAttentionTarget, &DecodeAttentionImpl);
+}
+
 XLA_FFI_Error* MatmulF32Handler(XLA_FFI_CallFrame* frame) {
   return GuardHandler(frame, kMatmulF32Target, &MatmulF32Impl);
 }
@@ -428,6 +602,7 @@ int MatmulKernelThreads() { return Pool().size(); }
 std::string RegisterMatmulHandlers(Plugin* plugin) {
   std::string problem = RegisterFfiHandler(plugin, kMatmulF32Target, &MatmulF32Handler);
   if (problem.empty()) problem = RegisterFfiHandler(plugin, kMatmulQ8Target, &MatmulQ8Handler);
+  if (problem.empty()) problem = RegisterFfiHandler(plugin, kDecodeAttentionTarget, &DecodeAttentionHandler);
   return problem;
 }
 

@@ -20,6 +20,7 @@ import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
 import java.util.stream.IntStream;
 import java.util.stream.StreamSupport;
@@ -33,7 +34,8 @@ import org.junit.jupiter.api.io.TempDir;
  * Chunked prefill, scoring by chunks and decode programs of several batches and windows (importer 2), on the
  * Llama fixture of {@link HfParityTest} (64 positions) imported with small chunks and windows so that every
  * path runs: they give transformers' logits and greedy tokens, the same logits as one whole-sequence run of the
- * score program, and take prompts up to the context, written in parts, decoding together as each alone. Each
+ * score program, and take prompts up to the context, written in parts, decoding together as each alone; so do
+ * the bridge's native decode kernels (--kernels native) and an f16 cache, within its tolerance. Each
  * package is loaded once (a load compiles every program).
  */
 class ChunkedProgramsTest {
@@ -50,6 +52,7 @@ class ChunkedProgramsTest {
   private static LanguageModel chunked;
   private static LanguageModel whole;
   private static LanguageModel halfCache;
+  private static LanguageModel nativeKernels;
 
   @BeforeAll
   static void importAndLoadBoth() {
@@ -63,12 +66,18 @@ class ChunkedProgramsTest {
     Path halfCacheDir = packages.resolve("f16-cache");
     importHf(halfCacheDir, "--slots", "1,2", "--prefill-chunks", "8", "--decode-lengths", "16", "--score-length", "4",
         "--kv-cache-dtype", "f16");
+    // The bridge's native kernels (--kernels native): decode's matmuls and its attention, which reads each
+    // sequence's positions in the cache where they lie (one window, the context, for every length).
+    Path nativeDir = packages.resolve("native");
+    importHf(nativeDir, "--slots", "1,2", "--prefill-chunks", "8", "--decode-lengths", "16", "--score-length", "4",
+        "--kernels", "native");
     testKit = ActorTestKit.create();
     client = XlaClient.create(LanguageModel.clientSettings());
     runtime = CallbackRuntime.create(testKit.system(), client);
     chunked = LanguageModel.load(ModelPackage.open(chunkedDir), client.devices().get(0), runtime);
     whole = LanguageModel.load(ModelPackage.open(wholeDir), client.devices().get(0), runtime);
     halfCache = LanguageModel.load(ModelPackage.open(halfCacheDir), client.devices().get(0), runtime);
+    nativeKernels = LanguageModel.load(ModelPackage.open(nativeDir), client.devices().get(0), runtime);
   }
 
   @AfterAll
@@ -76,6 +85,7 @@ class ChunkedProgramsTest {
     chunked.close();
     whole.close();
     halfCache.close();
+    nativeKernels.close();
     runtime.close();
     client.close();
     testKit.shutdownTestKit();
@@ -149,6 +159,11 @@ class ChunkedProgramsTest {
    * while both do; windows as their positions grow), each prompt written in parts of at most {@code part} tokens.
    */
   private static int[][] greedy(LanguageModel lm, int[][] prompts, int steps, int part) {
+    return greedy(lm, prompts, steps, part, new float[prompts.length][steps][]);
+  }
+
+  /** As above; {@code logits[s][step]} receives the logits sequence s's token of that step was chosen from. */
+  private static int[][] greedy(LanguageModel lm, int[][] prompts, int steps, int part, float[][][] logitsOut) {
     int v = lm.vocabulary();
     try (PackageSlotDecoder decoder = lm.decoder(2)) {
       int[][] out = new int[prompts.length][steps];
@@ -161,6 +176,7 @@ class ChunkedProgramsTest {
           logits = decoder.prefill(s, prompts[s], from, Math.min(part, prompts[s].length - from));
         }
         out[s][0] = argmax(logits, 0, v);
+        logitsOut[s][0] = Arrays.copyOf(logits, v);
       }
       for (int step = 1; step < steps; step++) {
         for (int s = 0; s < prompts.length; s++) {
@@ -171,6 +187,7 @@ class ChunkedProgramsTest {
         float[] logits = decoder.decode(tokens, positions, active);
         for (int s = 0; s < prompts.length; s++) {
           out[s][step] = argmax(logits, s * v, v);
+          logitsOut[s][step] = Arrays.copyOfRange(logits, s * v, (s + 1) * v);
         }
       }
       return out;
@@ -222,6 +239,33 @@ class ChunkedProgramsTest {
     assertArrayEquals(greedy(chunked, new int[][] {shortPrompt}, 6, 5)[0], together[1], "the short prompt, alone or beside another");
     float[][] last = whole.score(longPrompt);
     assertEquals(argmax(last[49], 0, last[49].length), together[0][0], "the first token is the argmax of one whole run's last logits");
+  }
+
+  /**
+   * The native decode attention (and matmuls), two sequences decoding together from prompts written in parts:
+   * every step's logits are those of one whole run of the score program (XLA's dots and attention) over the
+   * sequence so far, to 1e-4; the package has one window per batch, the context.
+   */
+  @Test
+  void nativeDecodeAttentionGivesTheLogitsOfOneWholeRun() {
+    List<String> steps = new ArrayList<>();
+    for (ProgramSpec p : nativeKernels.modelPackage().programs(Role.DECODE_BATCH)) {
+      steps.add(p.size() + "/" + p.batch() + "/" + p.length());
+    }
+    assertEquals(List.of("2/1/64", "2/2/64"), steps, "one window, the context, for each batch with --kernels native");
+    int[][] prompts = {IntStream.range(0, 50).map(i -> (i * 53 + 7) % 500).toArray(),
+        IntStream.range(0, 5).map(i -> (i * 29 + 3) % 500).toArray()};
+    float[][][] logits = new float[2][6][];
+    int[][] tokens = greedy(nativeKernels, prompts, 6, 12, logits);
+    double worst = -1;
+    for (int s = 0; s < 2; s++) {
+      for (int step = 0; step < 6; step++) {
+        int[] sequence = IntStream.concat(IntStream.of(prompts[s]), IntStream.of(tokens[s]).limit(step)).toArray();
+        float[] expected = whole.score(sequence)[sequence.length - 1];
+        worst = Math.max(worst, excess(doubles(new float[][] {expected}), new float[][] {logits[s][step]}, 1e-4, 1e-4));
+      }
+    }
+    assertTrue(worst <= 0, "native decode's logits against one whole run exceed 1e-4 by " + worst);
   }
 
   /**

@@ -7,8 +7,12 @@ import static dev.xlaactors.nativebridge.pjrt.global.Pjrt.XlaActors_MatmulKernel
  * The bridge's native matrix products, which compiled programs call as the typed-FFI custom calls
  * {@code xla_actors.matmul_f32} ({@code x f32[..., K]} times {@code w f32[K, N]}, or {@code w f32[N, K]} with
  * the attribute {@code w_transposed = 1}) and {@code xla_actors.matmul_q8} ({@code x f32[..., K]} times
- * Q8_0-style int8 weights {@code q s8[N, K]} with one f32 scale per 32 inputs, {@code scales f32[N, K/32]}).
- * {@code tools/hf_import.py --kernels native} emits them for the weight matmuls of model programs.
+ * Q8_0-style int8 weights {@code q s8[N, K]} with one f32 scale per 32 inputs, {@code scales f32[N, K/32]}),
+ * and its decode attention {@code xla_actors.decode_attention} (one step of B sequences: {@code q f32[B, H, Dh]}
+ * against the KV cache {@code f32|f16|bf16[layers, 2, slots, kv_heads, positions, Dh]} at each sequence's
+ * slot, up to its position, with the attributes {@code layer} and {@code scale}; it reads the cache in place).
+ * {@code tools/hf_import.py --kernels native} emits them for the weight matmuls and decode attention of model
+ * programs.
  *
  * <p>The kernels are chosen once per process from the CPU's features (AVX-512, AVX2 with FMA, or the
  * x86-64 baseline), capped by {@code XLA_ACTORS_KERNEL_ISA} ({@code avx512}, {@code avx2}, {@code portable})
