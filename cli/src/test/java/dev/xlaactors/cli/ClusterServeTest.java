@@ -102,10 +102,17 @@ class ClusterServeTest {
           "-Xmx384m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
           "-Dlogback.configurationFile=logback-child.xml",
           // As the cluster tests (TestNodes.config): a killed node is unreachable within about 4 s and the
-          // split brain resolver (serve --cluster's default downing provider) removes it 3 s later.
+          // split brain resolver (serve --cluster's default downing provider) removes it 3 s later; the
+          // cluster's and sharding's clocks tick faster than Pekko's defaults, so joins, removals and the
+          // move of the killed holder's model wait less for nothing.
           "-Dpekko.cluster.failure-detector.heartbeat-interval=200ms",
           "-Dpekko.cluster.failure-detector.acceptable-heartbeat-pause=3s",
           "-Dpekko.cluster.split-brain-resolver.stable-after=3s",
+          "-Dpekko.cluster.down-removal-margin=1s",
+          "-Dpekko.cluster.gossip-interval=200ms",
+          "-Dpekko.cluster.leader-actions-interval=200ms",
+          "-Dpekko.cluster.unreachable-nodes-reaper-interval=200ms",
+          "-Dpekko.cluster.sharding.retry-interval=500ms",
           "-Dpekko.cluster.jmx.enabled=off",
           "-Dxla-actors.cluster.jobs.journal.url=jdbc:h2:mem:unused",
           "-Dxla-actors.actors.metrics.log=off",

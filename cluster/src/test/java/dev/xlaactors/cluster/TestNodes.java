@@ -154,6 +154,15 @@ final class TestNodes {
    * A node on loopback joining the seed at {@code seedPort}: quicker failure detection than Pekko's
    * default (a killed node is unreachable within about four seconds; a pause of 3 s is still tolerated,
    * as the machine running the tests may be busy) and the split brain resolver, so the survivors remove it.
+   * The cluster's own clocks tick five times as often as Pekko's defaults (gossip, the leader's actions that
+   * move a joining node Up and a downed one out, the reaper of unreachable nodes: 200 ms, not 1 s) and shards
+   * of a downed node move after 1 s, not stable-after's 3 s (its JVM was killed and waited for; the margin
+   * is for a partition whose other side may still run): each join and each removal waited up to about a
+   * second per tick for nothing (a killed node was removed 10.3 s after the kill, now 7.6 s; the failure
+   * detector and stable-after, the waits the tests prove, stay as they were). Sharding retries
+   * what went unanswered every 500 ms, not 2 s, and a shard whose remembered entities did not load within
+   * waiting-for-state-timeout (2 s; a fresh JVM's first read of the JDBC journal can take longer on a busy
+   * machine) starts again after 1 s, not 10 s: that backoff alone was 10 s of several batch job tests.
    */
   static Config config(int seedPort, int port, String role) {
     return config(seedPort, port, role, "jdbc:h2:mem:unused");
@@ -177,6 +186,12 @@ final class TestNodes {
             }
             pekko.cluster.downing-provider-class = "org.apache.pekko.cluster.sbr.SplitBrainResolverProvider"
             pekko.cluster.split-brain-resolver.stable-after = 3s
+            pekko.cluster.down-removal-margin = 1s
+            pekko.cluster.gossip-interval = 200ms
+            pekko.cluster.leader-actions-interval = 200ms
+            pekko.cluster.unreachable-nodes-reaper-interval = 200ms
+            pekko.cluster.sharding.retry-interval = 500ms
+            pekko.cluster.sharding.shard-failure-backoff = 1s
             pekko.cluster.jmx.enabled = off
             pekko.coordinated-shutdown.run-by-jvm-shutdown-hook = off
             xla-actors.cluster.jobs.journal.url = "%s"
