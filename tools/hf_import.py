@@ -34,9 +34,10 @@ The KV cache is one array [layers, 2 (key, value), slots, kv_heads, context, hea
 --kv-cache-dtype; attention reads it back as f32) of N =
 max(--slots) slots, keys stored after the rotary embedding; the programs donate it and update it in place
 with dynamic_update_slice. A prompt of any length up to the context is written by chunks (prefill_chunk at
-an offset of a slot's row); a decode step of B <= N sequences names their rows and reads only the first L
-positions of each (the smallest window holding every running sequence), so one sequence on a server of N
-slots costs one row of one window. Attention masks every cache position after a sequence's own position, so
+an offset of a slot's row), each attending to the row by blocks of --attention-block positions up to its own
+last one; a decode step of B <= N sequences names their rows and reads only the first L positions of each
+(the smallest window holding every running sequence; with --kernels native, each sequence's own positions),
+so one sequence on a server of N slots costs one row of one window. Attention masks every cache position after a sequence's own position, so
 padding and stale entries of an earlier, longer sequence are never attended, and decode writes position p
 before it reads it. The context defaults to the checkpoint's, capped so that the cache fits
 --kv-cache-memory (1 GiB by default).
