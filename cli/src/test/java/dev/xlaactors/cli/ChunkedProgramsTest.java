@@ -197,15 +197,16 @@ class ChunkedProgramsTest {
     }
   }
 
+  /** The package's decode programs as "slots/batch/window", in the package's order. */
+  private static List<String> decodePrograms(ModelPackage pkg) {
+    return pkg.programs(Role.DECODE_BATCH).stream().map(p -> p.size() + "/" + p.batch() + "/" + p.length()).toList();
+  }
+
   @Test
   void thePackageHasTheChunkedProgramsAsked() {
     ModelPackage pkg = chunked.modelPackage();
     assertEquals(List.of(4, 8), pkg.programs(Role.PREFILL_CHUNK).stream().map(ProgramSpec::length).toList());
-    List<String> steps = new ArrayList<>();
-    for (ProgramSpec p : pkg.programs(Role.DECODE_BATCH)) {
-      steps.add(p.size() + "/" + p.batch() + "/" + p.length());
-    }
-    assertEquals(List.of("2/1/8", "2/1/16", "2/1/64", "2/2/8", "2/2/16", "2/2/64"), steps,
+    assertEquals(List.of("2/1/8", "2/1/16", "2/1/64", "2/2/8", "2/2/16", "2/2/64"), decodePrograms(pkg),
         "one cache of 2 slots; batches 1 and 2; windows 8, 16 and the context");
     assertEquals(64, pkg.limits().contextLength(), "the checkpoint's context by default");
     assertEquals(List.of(2), chunked.slotCounts());
@@ -251,11 +252,8 @@ class ChunkedProgramsTest {
    */
   @Test
   void nativeDecodeAttentionGivesTheLogitsOfOneWholeRun() {
-    List<String> steps = new ArrayList<>();
-    for (ProgramSpec p : nativeKernels.modelPackage().programs(Role.DECODE_BATCH)) {
-      steps.add(p.size() + "/" + p.batch() + "/" + p.length());
-    }
-    assertEquals(List.of("2/1/64", "2/2/64"), steps, "one window, the context, for each batch with --kernels native");
+    assertEquals(List.of("2/1/64", "2/2/64"), decodePrograms(nativeKernels.modelPackage()),
+        "one window, the context, for each batch with --kernels native");
     int[][] prompts = {IntStream.range(0, 50).map(i -> (i * 53 + 7) % 500).toArray(),
         IntStream.range(0, 5).map(i -> (i * 29 + 3) % 500).toArray()};
     float[][][] logits = new float[2][6][];
