@@ -27,12 +27,17 @@ import java.util.Random;
  *
  * <p>{@code bench/gemv_peers.cc} prints the same lines for ggml and oneDNN on the same shapes.
  *
- * <p>Arguments: rounds (default 5), runs per round (default 40).
+ * <p>Arguments: rounds (default 5), runs per round (default 40). System properties for an A/B beyond the
+ * defaults: {@code kernels.rows} (a comma-separated list, default {@code 1,8}; 128 is a prompt chunk) and
+ * {@code kernels.layouts=both}, which also times the f32 variants on the other layout of each weight (variants
+ * {@code xla_f32_other} and {@code native_f32_other}: the Conv1D shapes stored [N,K], the head [K,N]).
  */
 public final class KernelsBench {
   private static final int[][] SHAPES = {{768, 2304}, {3072, 768}, {768, 50257}};
   private static final String[] VARIANTS = {"xla_f32", "native_f32", "xla_q8", "native_q8"};
-  private static final int[] ROWS = {1, 8};
+  private static final int[] ROWS =
+      Arrays.stream(System.getProperty("kernels.rows", "1,8").split(",")).mapToInt(Integer::parseInt).toArray();
+  private static final boolean BOTH_LAYOUTS = "both".equals(System.getProperty("kernels.layouts", ""));
 
   private KernelsBench() {}
 
@@ -96,15 +101,30 @@ public final class KernelsBench {
           x[i] = (float) random.nextGaussian();
         }
         DeviceBuffer wb = client.upload(transposed ? HostTensor.ofFloats(w, n, k) : HostTensor.ofFloats(w, k, n));
+        DeviceBuffer other = null;
+        if (BOTH_LAYOUTS) {  // the same matrix, its elements in the other order
+          int rows = transposed ? n : k;
+          int cols = transposed ? k : n;
+          float[] t = new float[w.length];
+          for (int i = 0; i < rows; i++) {
+            for (int j = 0; j < cols; j++) {
+              t[j * rows + i] = w[i * cols + j];
+            }
+          }
+          other = client.upload(HostTensor.ofFloats(t, cols, rows));
+        }
         DeviceBuffer qb = client.upload(HostTensor.ofBytes(DType.S8, q, n, k));
         DeviceBuffer sb = client.upload(HostTensor.ofFloats(scales, n, k / 32));
         for (int m : ROWS) {
           try (DeviceBuffer xb = client.upload(HostTensor.ofFloats(Arrays.copyOf(x, m * k), m, k))) {
-            time(client, rounds, runs, m, k, n, transposed, xb, wb, qb, sb);
+            time(client, rounds, runs, m, k, n, transposed, xb, wb, qb, sb, other);
           }
         }
         for (DeviceBuffer b : List.of(wb, qb, sb)) {
           b.close();
+        }
+        if (other != null) {
+          other.close();
         }
       }
     }
@@ -112,18 +132,29 @@ public final class KernelsBench {
 
   /** Times the four variants at m rows, interleaved within each round; prints their GEMV lines. */
   private static void time(XlaClient client, int rounds, int runs, int m, int k, int n, boolean transposed,
-      DeviceBuffer xb, DeviceBuffer wb, DeviceBuffer qb, DeviceBuffer sb) {
+      DeviceBuffer xb, DeviceBuffer wb, DeviceBuffer qb, DeviceBuffer sb, DeviceBuffer other) {
     List<Executable> exes = new ArrayList<>();
     List<DeviceBuffer[]> inputs = new ArrayList<>();
+    List<String> variants = new ArrayList<>(List.of(VARIANTS));
     for (String variant : VARIANTS) {
       exes.add(client.compile(program(variant, m, k, n, transposed)));
       inputs.add(variant.endsWith("f32") ? new DeviceBuffer[] {xb, wb} : new DeviceBuffer[] {xb, qb, sb});
     }
-    check(exes.get(0), exes.get(1), inputs.get(0), "f32");
-    check(exes.get(2), exes.get(3), inputs.get(2), "q8");
-    double[][] medians = new double[VARIANTS.length][rounds];
+    check(exes.get(0), inputs.get(0), exes.get(1), inputs.get(1), "f32");
+    check(exes.get(2), inputs.get(2), exes.get(3), inputs.get(3), "q8");
+    if (other != null) {
+      for (String variant : List.of("xla_f32", "native_f32")) {
+        exes.add(client.compile(program(variant, m, k, n, !transposed)));
+        inputs.add(new DeviceBuffer[] {xb, other});
+        variants.add(variant + "_other");
+      }
+      for (int v = VARIANTS.length; v < exes.size(); v++) {
+        check(exes.get(0), inputs.get(0), exes.get(v), inputs.get(v), variants.get(v));
+      }
+    }
+    double[][] medians = new double[variants.size()][rounds];
     for (int r = 0; r < rounds; r++) {
-      for (int v = 0; v < VARIANTS.length; v++) {
+      for (int v = 0; v < variants.size(); v++) {
         double[] times = new double[runs];
         for (int i = -3; i < runs; i++) {
           long start = System.nanoTime();
@@ -136,21 +167,21 @@ public final class KernelsBench {
         medians[v][r] = times[runs / 2];
       }
     }
-    for (int v = 0; v < VARIANTS.length; v++) {
+    for (int v = 0; v < variants.size(); v++) {
       double[] md = medians[v].clone();
       Arrays.sort(md);
-      long bytes = VARIANTS[v].endsWith("f32") ? 4L * k * n : (long) k * n + 4L * n * (k / 32);
+      long bytes = variants.get(v).contains("f32") ? 4L * k * n : (long) k * n + 4L * n * (k / 32);
       System.out.printf(Locale.ROOT, "GEMV shape=%dx%d rows=%d variant=%s bytes=%d us_min=%.1f us_median=%.1f "
-              + "us_max=%.1f gbps_median=%.2f gbps_best=%.2f%n", k, n, m, VARIANTS[v], bytes, md[0], md[rounds / 2],
+              + "us_max=%.1f gbps_median=%.2f gbps_best=%.2f%n", k, n, m, variants.get(v), bytes, md[0], md[rounds / 2],
           md[rounds - 1], bytes / md[rounds / 2] / 1e3, bytes / md[0] / 1e3);
     }
     exes.forEach(Executable::close);
   }
 
-  /** The native kernel's y against XLA's, before anything is timed. */
-  private static void check(Executable xla, Executable ours, DeviceBuffer[] in, String what) {
-    List<DeviceBuffer> a = xla.execute(in);
-    List<DeviceBuffer> b = ours.execute(in);
+  /** A variant's y against XLA's, before anything is timed. */
+  private static void check(Executable xla, DeviceBuffer[] xlaIn, Executable ours, DeviceBuffer[] ourIn, String what) {
+    List<DeviceBuffer> a = xla.execute(xlaIn);
+    List<DeviceBuffer> b = ours.execute(ourIn);
     float[] ya;
     float[] yb;
     try (HostTensor ha = a.get(0).toHost(); HostTensor hb = b.get(0).toHost()) {
