@@ -1264,8 +1264,9 @@ llamacpp_prepare() {
   if [ "$m" = gpt2 ]; then
     # A package of one slot only: what one sequence on the 8-slot package must decode as fast as.
     llamacpp_import "$d/hf" "$d/pkg-f32-1slot" --slots 1
-    # The A/B of the native f32 kernels against XLA's dots (the default), end to end.
-    llamacpp_import "$d/hf" "$d/pkg-f32-native" --slots 1,8 --kernels native
+    # The A/B of XLA's dots (--kernels xla, the portable package) against the native f32 kernels (the
+    # default for a CPU package), end to end.
+    llamacpp_import "$d/hf" "$d/pkg-f32-xla" --slots 1,8 --kernels xla
   fi
   if [ -n "$int8_option" ]; then
     llamacpp_import "$d/hf" "$d/pkg-int8" --slots 1,8 $int8_option
@@ -1449,7 +1450,7 @@ run_llamacpp() {
       ours_round "$m" "$ldir/$m/pkg-f32" f32 "$rep"
       if [ "$m" = gpt2 ]; then
         ours_round "$m" "$ldir/$m/pkg-f32-1slot" f32-1slot "$rep"
-        ours_round "$m" "$ldir/$m/pkg-f32-native" f32-native "$rep"
+        ours_round "$m" "$ldir/$m/pkg-f32-xla" f32-xla "$rep"
       fi
       llamacpp_round "$m" f32 "$rep"
       if [ -n "$int8_option" ]; then

@@ -19,8 +19,9 @@ their first argument is the flat dict of weights keyed by the checkpoint's own t
 are copied as they are (or converted by --dtype, or rewritten without the tensors no program takes, which
 the contract refuses: BERT's pooler, say). Programs compute in f32 whatever the weights' dtype.
 
---kernels native has the weight matmuls of at most 16 rows (decode) call the bridge's native kernels,
-typed-FFI custom calls xla_actors.matmul_f32 / xla_actors.matmul_q8 (WeightAccess), and decode's attention
+--kernels native has the f32 weight matmuls call the bridge's native kernels, typed-FFI custom calls
+xla_actors.matmul_f32 / xla_actors.matmul_q8 (WeightAccess; [K,N] weights, GPT-2's Conv1D, are stored
+transposed for them, W.t [N,K]), and decode's attention
 call xla_actors.decode_attention, which reads each sequence's positions in use where the cache holds them
 (so the decode programs need one attention window, the context); --kernels xla (the
 default) leaves every matmul to XLA, for a package that runs on any PJRT plugin. --quantize int8 stores each matmul
@@ -77,9 +78,10 @@ DTYPE_NAMES = {"F64": "float64", "F32": "float32", "F16": "float16", "BF16": "bf
 MATMUL_F32 = "xla_actors.matmul_f32"
 MATMUL_Q8 = "xla_actors.matmul_q8"
 DECODE_ATTENTION = "xla_actors.decode_attention"  # --kernels native: decode's attention, reading the cache in place
-NATIVE_MAX_ROWS = 16  # f32 matmuls of at most this many rows use the native kernel (decode), larger ones XLA's
+NATIVE_MAX_ROWS = 16  # f32 [K,N] matmuls of at most this many rows use the native kernel, larger ones XLA's
 Q8_BLOCK = 32
 Q8_SUFFIX, Q8_SCALE_SUFFIX = ".q8", ".q8_scales"  # the int8 values and scales of weight W: W.q8, W.q8_scales
+T_SUFFIX = ".t"  # --kernels native, f32: weight W [K,N] stored transposed as W.t [N,K]
 
 
 class Refusal(Exception):
@@ -255,21 +257,26 @@ class WeightAccess:
     """How programs read weights and multiply by them: the one place that knows --kernels and --quantize.
 
     kernels "xla": every weight matmul is an XLA dot. "native": the bridge's typed-FFI custom calls
-    (native/src/main/cpp/matmul_kernels.cc) for the matmuls of at most NATIVE_MAX_ROWS rows (decode: one row
-    per slot), where XLA's dot emitter reads well under the memory bandwidth; larger ones (score, prefill)
-    stay XLA dots, which are compute-bound and fast there. Weights named in `q8` are stored as Q8_0-style
+    (native/src/main/cpp/matmul_kernels.cc) for f32 weights stored [N,K] at every row count (decode, where
+    XLA's dot emitter reads well under the memory bandwidth, and prompt chunks, where XLA's dot on an [N,K]
+    weight measured half the native kernel's speed); GPT-2's [K,N] Conv1D weights are stored transposed for
+    it (t_derived), and any [K,N] weight left takes the native kernel up to NATIVE_MAX_ROWS rows and XLA's
+    dot above (where XLA is fast on [K,N]). Weights named in `q8` are stored as Q8_0-style
     int8 (`name + Q8_SUFFIX`: s8[N,K], `name + Q8_SCALE_SUFFIX`: f32[N,K/32]) and multiplied by the native
     int8 kernel at every row count, or, with kernels "xla", dequantised in the program before an XLA dot.
     `matmul_weights` records, while tracing, each weight a matmul reads and whether it is [N,K]."""
 
     kernels = "xla"
     q8 = frozenset()
+    transposed_copies = frozenset()  # [K,N] weights stored as name + T_SUFFIX [N,K] (t_derived)
     emitted = set()  # the native targets the programs traced since it was last reset call
 
     def matmul(self, P, name, x, transposed=False):
         """x [..., K] times the weight `name`: [K,N] (Conv1D), or [N,K] when transposed (nn.Linear, the head)."""
         self.matmul_weights = getattr(self, "matmul_weights", {})
         self.matmul_weights[name] = transposed
+        if name in self.transposed_copies:
+            name, transposed = name + T_SUFFIX, True
         rows = math.prod(x.shape[:-1])
         if name in self.q8:
             q, scales = P[name + Q8_SUFFIX], P[name + Q8_SCALE_SUFFIX]
@@ -280,7 +287,8 @@ class WeightAccess:
             w = (q.astype(F32).reshape(n, k // Q8_BLOCK, Q8_BLOCK) * scales[..., None]).reshape(n, k)
             return times_transposed(x, w)
         stored = P[name]
-        if self.kernels == "native" and rows <= NATIVE_MAX_ROWS and stored.dtype == F32 and x.dtype == F32:
+        if self.kernels == "native" and (transposed or rows <= NATIVE_MAX_ROWS) and stored.dtype == F32 \
+                and x.dtype == F32:
             n = stored.shape[0] if transposed else stored.shape[1]
             self.emitted.add(MATMUL_F32)
             return jax.ffi.ffi_call(MATMUL_F32, jax.ShapeDtypeStruct(x.shape[:-1] + (n,), F32))(
@@ -964,19 +972,37 @@ def q8_derived(model, weight_specs):
     return derived
 
 
+def t_derived(model, weight_specs):
+    """For --kernels native without --quantize: {package tensor: (checkpoint tensor, T_SUFFIX, False)} for
+    every f32 matmul weight stored [K,N] (GPT-2's Conv1D), with its [N,K] spec put in weight_specs in place
+    of the weight's. The native f32 kernel reads [N,K] weights as one contiguous run per output (its dot
+    form, register tiles of 3 x 4); a [K,N] weight takes its axpy form, which measured 0.5-0.6x the dot form
+    at one sequence and 0.2-0.5x at eight (KernelsBench, -Dkernels.layouts=both). Weights in f16/bf16 stay
+    as shipped: XLA's dots multiply them, fastest on [K,N]."""
+    derived = {}
+    for name, transposed in sorted(model.matmul_weights.items()):
+        spec = weight_specs[name]
+        if transposed or spec.dtype != np.float32:
+            continue
+        weight_specs[name + T_SUFFIX] = jax.ShapeDtypeStruct(spec.shape[::-1], spec.dtype)
+        del weight_specs[name]
+        derived[name + T_SUFFIX] = (name, T_SUFFIX, False)
+    return derived
+
+
 def write_weights(ckpt, keep, target, out, notes, derived=None):
     """Writes the kept tensors into out as the checkpoint shipped them (one file, or the same shards with
     a rewritten index): a file is copied when nothing in it changes and its data is already aligned, else
-    rewritten. Tensors in `derived` (q8_derived) are quantised from their checkpoint tensor and written in
-    its file. Returns the manifest's "weights" entry and the package's dtype."""
+    rewritten. Tensors in `derived` (q8_derived, t_derived) are quantised or transposed from their checkpoint
+    tensor and written in its file. Returns the manifest's "weights" entry and the package's dtype."""
     floating = {"F64", "F32", "F16", "BF16"}
     derived = derived or {}
     quantized = {}
 
     def code_of(name):
-        if name in derived:
+        if name in derived and derived[name][1] != T_SUFFIX:
             return "I8" if derived[name][1] == Q8_SUFFIX else "F32"
-        code = ckpt.dtype_code(name)
+        code = ckpt.dtype_code(derived[name][0] if name in derived else name)
         return target if target and code in floating else code
 
     def shape_of(name):
@@ -984,9 +1010,13 @@ def write_weights(ckpt, keep, target, out, notes, derived=None):
             return ckpt.tensors[name][1]["shape"]
         source, part, transposed = derived[name]
         n, k = ckpt.tensors[source][1]["shape"][:: 1 if transposed else -1]
-        return [n, k] if part == Q8_SUFFIX else [n, k // Q8_BLOCK]
+        return [n, k] if part in (Q8_SUFFIX, T_SUFFIX) else [n, k // Q8_BLOCK]
 
     def array_of(name):
+        if name in derived and derived[name][1] == T_SUFFIX:
+            a = np.ascontiguousarray(ckpt.array(derived[name][0]).T)
+            code = code_of(name)
+            return a if code == ckpt.dtype_code(derived[name][0]) else a.astype(SAFETENSORS_DTYPES[code])
         if name in derived:
             source, part, transposed = derived[name]
             if source not in quantized:
@@ -1067,11 +1097,18 @@ def import_checkpoint(a):
                     for n in ckpt.tensors}
     rows = weight_specs[model.embedding_name].shape[0]
     derived = {}
-    for quantizing in (False, True) if a.quantize == "int8" else (False,):
-        if quantizing:  # the first pass recorded which weights the matmuls read
+    rewrites = a.quantize == "int8" or a.kernels == "native"
+    for rewriting in (False, True) if rewrites else (False,):
+        if rewriting and a.quantize == "int8":  # the first pass recorded which weights the matmuls read
             derived = q8_derived(model, weight_specs)
             model.q8 = frozenset(source for source, _, _ in derived.values())
             notes.append(f"{len(model.q8)} matmul weight(s) stored as int8 (Q8_0: blocks of 32, f32 scales)")
+        elif rewriting:
+            derived = t_derived(model, weight_specs)
+            if not derived:  # every matmul weight is [N,K] already (nn.Linear): the first pass's programs stand
+                break
+            model.transposed_copies = frozenset(source for source, _, _ in derived.values())
+            notes.append(f"{len(derived)} [K,N] matmul weight(s) stored transposed, [N,K], for the native kernels")
         used, custom_calls = {}, {}
         for attrs, file, fn, donated, args in plan:
             if fn is not None:
@@ -1176,11 +1213,14 @@ def main():
     ap.add_argument("--name", help="the package's name (default: HF_DIR's name)")
     ap.add_argument("--dtype", choices=sorted(DTYPE_CONVERSIONS), default="as-is",
                     help="the weights' floating dtype in the package (programs compute in f32 either way)")
-    # xla by default: bench/run.sh kernels did not measure the native kernels faster end to end on the shared
-    # 2-core machine (bench/README.md, kernels), where a call split over threads waits for any descheduled one.
-    ap.add_argument("--kernels", choices=["native", "xla"], default="xla",
-                    help="the weight matmuls: xla (XLA's dots alone, the default: the package runs on any PJRT "
-                    "plugin) or native (the bridge's FFI kernels for decode's matmuls and every int8 matmul)")
+    # native by default for a CPU package: with GPT-2's [K,N] weights stored transposed and register tiles of
+    # 3 x 4 (bench of 2026-11-29, GPT-2 124 M, 2 cores) it decoded 1.2x XLA's dots at one sequence and 2.5x at
+    # eight (the Llama: level, and 2.3x), with prompts at XLA's speed; xla where a GPU is among the platforms.
+    ap.add_argument("--kernels", choices=["native", "xla"], default=None,
+                    help="the weight matmuls: native (the bridge's FFI kernels for every f32 and int8 matmul and "
+                    "decode's attention; the default for --platforms cpu: the package then runs only on the CPU "
+                    "plugin with the bridge) or xla (XLA's dots alone, the default with cuda among the "
+                    "platforms: the package runs on any PJRT plugin)")
     ap.add_argument("--quantize", choices=["none", "int8"], default="none",
                     help="int8: store the matmul weights as Q8_0-style int8 (blocks of 32 inputs, one f32 scale "
                     "each), about 3.6x smaller; activations stay f32")
@@ -1219,6 +1259,11 @@ def main():
                     "or cpu,cuda for one package that runs on both (slower on the CPU)")
     a = ap.parse_args()
     a.platforms = [p for p in a.platforms.split(",") if p]
+    if a.kernels is None:
+        a.kernels = "native" if a.platforms == ["cpu"] else "xla"
+    elif a.kernels == "native" and a.platforms != ["cpu"]:
+        ap.error(f"--kernels native with --platforms {','.join(a.platforms)}: the native kernels are the bridge's "
+                 "CPU handlers, which no GPU plugin has; use --kernels xla, or --platforms cpu")
     if a.name is not None and not re.fullmatch(r"[A-Za-z0-9._-]+", a.name):
         ap.error(f"--name {a.name!r}: use letters, digits, '.', '_' and '-'")
     for flag in ("score_length", "prefill_length", "embed_length", "context_length", "attention_block"):

@@ -35,7 +35,9 @@ import org.junit.jupiter.api.io.TempDir;
  * Llama fixture of {@link HfParityTest} (64 positions) imported with small chunks and windows so that every
  * path runs: they give transformers' logits and greedy tokens, the same logits as one whole-sequence run of the
  * score program, and take prompts up to the context, written in parts, decoding together as each alone; so do
- * the bridge's native decode kernels (--kernels native) and an f16 cache, within its tolerance. Each
+ * the bridge's native decode kernels (--kernels native, import's default, which the whole-run package has) and
+ * an f16 cache, within its tolerance. The chunked and f16-cache packages are --kernels xla (XLA's dots and
+ * attention, the portable package), so the chunked-against-whole checks also hold one kernel to the other. Each
  * package is loaded once (a load compiles every program).
  */
 class ChunkedProgramsTest {
@@ -60,15 +62,16 @@ class ChunkedProgramsTest {
     chunkedDir = packages.resolve("chunked");
     // Chunks attend to the cache by blocks of 24 positions: 0-23, 24-47 and the last, which the context of 64
     // ends early (read from 40 on, its first 8 positions masked).
+    // XLA's own kernels (--kernels xla, the portable package), whose decode programs are per length bucket.
     importHf(chunkedDir, "--slots", "1,2", "--prefill-chunks", "4,8", "--decode-lengths", "8,16", "--score-length", "4",
-        "--attention-block", "24");
+        "--attention-block", "24", "--kernels", "xla");
     // import's defaults: prompts and scores of the fixture's whole 64 positions run as one chunk of 64 (the
     // package OpenAiClientsTest serves; one import per build for both)
     Path wholeDir = importedWithDefaults();
     // The same programs over a KV cache of f16 (--kv-cache-dtype): half the memory a position takes.
     Path halfCacheDir = packages.resolve("f16-cache");
     importHf(halfCacheDir, "--slots", "1,2", "--prefill-chunks", "8", "--decode-lengths", "16", "--score-length", "4",
-        "--kv-cache-dtype", "f16");
+        "--kv-cache-dtype", "f16", "--kernels", "xla");
     // The bridge's native kernels (--kernels native): decode's matmuls and its attention, which reads each
     // sequence's positions in the cache where they lie (one window, the context, for every length).
     Path nativeDir = packages.resolve("native");
@@ -247,8 +250,8 @@ class ChunkedProgramsTest {
 
   /**
    * The native decode attention (and matmuls), two sequences decoding together from prompts written in parts:
-   * every step's logits are those of one whole run of the score program (XLA's dots and attention) over the
-   * sequence so far, to 1e-4; the package has one window per batch, the context.
+   * every step's logits are those of one whole run of the score program (XLA's attention over the whole
+   * sequence so far) to 1e-4; the package has one window per batch, the context.
    */
   @Test
   void nativeDecodeAttentionGivesTheLogitsOfOneWholeRun() {

@@ -44,17 +44,20 @@ class HfParityTest {
     return HfFixtures.imported(packages, name, options);
   }
 
-  /** Imported with import's defaults, XLA's dots alone (--kernels xla): it matches transformers too. */
+  /** Imported with import's defaults, the bridge's native kernels (--kernels native): it matches transformers. */
   @Test
   void llamaWithGroupedQueryAttentionAndUntiedHeadMatchesTransformers() throws IOException {
     HfFixtures.checkF32(packages, "llama");
-    assertFalse(programText(imported("llama"), DECODE).contains("xla_actors.matmul"),
-        "--kernels xla, the default, emits no native kernel");
+    assertTrue(programText(imported("llama"), DECODE).contains("xla_actors.matmul_f32"),
+        "--kernels native, the default for a CPU package, calls the native f32 kernel");
   }
 
+  /** With --kernels xla, XLA's dots alone (the package for any PJRT plugin): it matches transformers too. */
   @Test
   void qwen2WithBiasesAndTiedHeadMatchesTransformers() throws IOException {
-    HfFixtures.checkF32(packages, "qwen2");
+    HfFixtures.checkF32(packages, "qwen2", "--kernels", "xla");
+    assertFalse(programText(imported("qwen2", "--kernels", "xla"), DECODE).contains("xla_actors."),
+        "--kernels xla emits no native kernel");
   }
 
   /**
