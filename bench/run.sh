@@ -224,7 +224,8 @@ modes:
             (default 5), each model ours then llama.cpp: prefill of 128 tokens, decode tokens/s of 1 and 8
             sequences (32 steps after the prompt; 8: aggregate), peak RSS of one sequence (VmHWM); the
             Llama's 2,000-token prefill; ours: ModelsBench, llama.cpp: llama-batched-bench -t 2; ours
-            also one sequence on a GPT-2 package of one slot, and GPT-2 with --kernels native. Then
+            also one sequence on a GPT-2 package of one slot, and GPT-2 with --kernels xla (the A/B of
+            the native f32 kernels, import's default for a CPU package, against XLA's dots). Then
             guidellm (tools/guidellm-env.sh) against `bin/xla-actors serve` and llama-server, GPT-2 F32:
             synchronous and 8 concurrent, 64 tokens in and 32 out, LLAMACPP_SERVE_REQUESTS (default 32)
             requests and LLAMACPP_SERVE_SECONDS (default 60) per profile: TTFT, inter-token latency, output
