@@ -231,9 +231,10 @@ modes:
             requests and LLAMACPP_SERVE_SECONDS (default 60) per profile: TTFT, inter-token latency, output
             tokens/s. Tables (min / median / max over the rounds), then (medians, ours / llama.cpp):
             RESULT llamacpp decode_b1=<F32, 1 sequence> decode_b8=<8> decode_b1_q8=<our int8 / Q8_0>
-                   decode_b8_q8=<...> prefill=<128 tokens> prefill_2k=<2,000 tokens, the Llama> rss=<peak>
+                   decode_b8_q8=<...> prefill=<128 tokens> prefill_2k=<2,000 tokens, the Llama>
+                   rss=<peak, one sequence: our 1-slot package against llama.cpp's one sequence>
                    serve_sync=<output tokens/s> serve_c8=<...> llama_decode_b1=<...> llama_decode_b8=<...>
-                   llama_prefill=<...> llama_rss=<...> one_of_8=<ours: one sequence on the 8-slot
+                   llama_prefill=<...> llama_rss=<the 8-slot package's> one_of_8=<ours: one sequence on the 8-slot
                    package / on the 1-slot package>   (n/a where a side has no figure, with why;
                    GPT-2's figures unless named llama_)
   structured  logits processors and JSON-schema constrained decoding (lm.structured): the sampler's cost
