@@ -1214,7 +1214,7 @@ def main():
     ap.add_argument("--dtype", choices=sorted(DTYPE_CONVERSIONS), default="as-is",
                     help="the weights' floating dtype in the package (programs compute in f32 either way)")
     # native by default for a CPU package: with GPT-2's [K,N] weights stored transposed and register tiles of
-    # 3 x 4 (bench of 2026-11-29, GPT-2 124 M, 2 cores) it decoded 1.2x XLA's dots at one sequence and 2.5x at
+    # 3 x 4 (2026-11-29, GPT-2 124 M, 2 cores) it decoded 1.1-1.2x XLA's dots at one sequence and 1.8-2.5x at
     # eight (the Llama: level, and 2.3x), with prompts at XLA's speed; xla where a GPU is among the platforms.
     ap.add_argument("--kernels", choices=["native", "xla"], default=None,
                     help="the weight matmuls: native (the bridge's FFI kernels for every f32 and int8 matmul and "
