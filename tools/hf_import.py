@@ -23,8 +23,9 @@ the contract refuses: BERT's pooler, say). Programs compute in f32 whatever the 
 xla_actors.matmul_f32 / xla_actors.matmul_q8 (WeightAccess; [K,N] weights, GPT-2's Conv1D, are stored
 transposed for them, W.t [N,K]), and decode's attention
 call xla_actors.decode_attention, which reads each sequence's positions in use where the cache holds them
-(so the decode programs need one attention window, the context); --kernels xla (the
-default) leaves every matmul to XLA, for a package that runs on any PJRT plugin. --quantize int8 stores each matmul
+(so the decode programs need one attention window, the context); native is the default for a CPU package.
+--kernels xla (the default when --platforms names cuda) leaves every matmul to XLA, for a package that runs
+on any PJRT plugin. --quantize int8 stores each matmul
 weight whose input size is a multiple of 32 as Q8_0-style int8 (W.q8 s8[N,K] and W.q8_scales f32[N,K/32]:
 blocks of 32 inputs, scale = the block's largest magnitude / 127), which every program multiplies by with the
 native int8 kernel (or dequantises before an XLA dot with --kernels xla); a tied embedding is looked up from

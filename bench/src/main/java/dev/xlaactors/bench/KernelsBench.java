@@ -130,7 +130,7 @@ public final class KernelsBench {
     }
   }
 
-  /** Times the four variants at m rows, interleaved within each round; prints their GEMV lines. */
+  /** Times the variants at m rows, interleaved within each round; prints their GEMV lines. */
   private static void time(XlaClient client, int rounds, int runs, int m, int k, int n, boolean transposed,
       DeviceBuffer xb, DeviceBuffer wb, DeviceBuffer qb, DeviceBuffer sb, DeviceBuffer other) {
     List<Executable> exes = new ArrayList<>();
