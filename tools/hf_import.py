@@ -1234,9 +1234,10 @@ def main():
                     "goes in by chunks of these)")
     ap.add_argument("--prefill-length", type=int,
                     help="the same as --prefill-chunks N (one chunk length); kept for older command lines")
-    ap.add_argument("--decode-lengths", type=int_list, default=[256, 1024],
-                    help="the attention windows of the decode programs below the context (the context is "
-                    "always one): a step reads only the smallest window that holds every running sequence")
+    ap.add_argument("--decode-lengths", type=int_list, default=None,
+                    help="with --kernels xla: the attention windows of the decode programs below the context (the "
+                    "context is always one; default 256,1024): a step reads only the smallest window that holds "
+                    "every running sequence. --kernels native reads each sequence's own positions and ignores it")
     ap.add_argument("--attention-block", type=int, default=128,
                     help="the cache positions a prompt chunk attends to at a time (an online softmax over blocks "
                     "up to the chunk's last position, so a chunk reads only the positions before it)")
@@ -1265,6 +1266,12 @@ def main():
     elif a.kernels == "native" and a.platforms != ["cpu"]:
         ap.error(f"--kernels native with --platforms {','.join(a.platforms)}: the native kernels are the bridge's "
                  "CPU handlers, which no GPU plugin has; use --kernels xla, or --platforms cpu")
+    if a.decode_lengths is not None and a.kernels == "native":
+        print("hf_import: --decode-lengths has no effect with --kernels native (the default for a CPU package): its "
+              "decode attention reads each sequence's own positions, so each batch size has one program; add "
+              "--kernels xla for windows", file=sys.stderr)
+    if a.decode_lengths is None:
+        a.decode_lengths = [256, 1024]
     if a.name is not None and not re.fullmatch(r"[A-Za-z0-9._-]+", a.name):
         ap.error(f"--name {a.name!r}: use letters, digits, '.', '_' and '-'")
     for flag in ("score_length", "prefill_length", "embed_length", "context_length", "attention_block"):

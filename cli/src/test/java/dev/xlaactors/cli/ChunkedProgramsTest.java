@@ -75,8 +75,7 @@ class ChunkedProgramsTest {
     // The bridge's native kernels (--kernels native): decode's matmuls and its attention, which reads each
     // sequence's positions in the cache where they lie (one window, the context, for every length).
     Path nativeDir = packages.resolve("native");
-    importHf(nativeDir, "--slots", "1,2", "--prefill-chunks", "8", "--decode-lengths", "16", "--score-length", "4",
-        "--kernels", "native");
+    importHf(nativeDir, "--slots", "1,2", "--prefill-chunks", "8", "--score-length", "4", "--kernels", "native");
     testKit = ActorTestKit.create();
     client = XlaClient.create(LanguageModel.clientSettings());
     runtime = CallbackRuntime.create(testKit.system(), client);
