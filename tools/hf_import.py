@@ -1014,19 +1014,18 @@ def write_weights(ckpt, keep, target, out, notes, derived=None):
         return [n, k] if part in (Q8_SUFFIX, T_SUFFIX) else [n, k // Q8_BLOCK]
 
     def array_of(name):
-        if name in derived and derived[name][1] == T_SUFFIX:
-            a = np.ascontiguousarray(ckpt.array(derived[name][0]).T)
-            code = code_of(name)
-            return a if code == ckpt.dtype_code(derived[name][0]) else a.astype(SAFETENSORS_DTYPES[code])
-        if name in derived:
+        if name in derived and derived[name][1] != T_SUFFIX:
             source, part, transposed = derived[name]
             if source not in quantized:
                 w = ckpt.array(source).astype(np.float32)
                 quantized[source] = quantize_q8(w if transposed else w.T)
             return quantized[source][0 if part == Q8_SUFFIX else 1]
-        a = ckpt.array(name)
+        source = derived[name][0] if name in derived else name  # a T_SUFFIX copy: its weight, transposed
+        a = ckpt.array(source)
+        if name in derived:
+            a = np.ascontiguousarray(a.T)
         code = code_of(name)
-        return a if code == ckpt.dtype_code(name) else a.astype(SAFETENSORS_DTYPES[code])
+        return a if code == ckpt.dtype_code(source) else a.astype(SAFETENSORS_DTYPES[code])
 
     weight_map, total = {}, 0
     for file in ckpt.files:
