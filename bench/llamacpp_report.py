@@ -131,11 +131,13 @@ def report(measures, na_file):
         print(f"|{'-' * 30}|{'-' * 28}|{'-' * 26}|{'-' * 26}|{'-' * 16}|")
         metrics = sorted({m for (m, v) in rows})
         for metric in metrics:
-            pairs = [("f32", "f32"), ("int8", "q8_0")] + ([("f32-1slot", "f32")] if metric == "peak_rss_mb" else [])
+            pairs = [("f32", "f32"), ("int8", "q8_0")]
+            if metric == "peak_rss_mb" and (model, metric, "ours", "f32-1slot") in values:
+                pairs.append(("f32-1slot", "f32"))  # rss's own pair, where the model has a 1-slot package
             for ov, lv in pairs:
                 o = values.get((model, metric, "ours", ov), [])
                 ll = values.get((model, metric, "llamacpp", lv), [])
-                if not o and (not ll or ov == "f32-1slot"):
+                if not o and not ll:
                     continue
                 ratio = f"{statistics.median(o) / statistics.median(ll):.2f}" if o and ll else "n/a"
                 label = f"{metric} ({UNITS.get(metric, '')})"
