@@ -1,9 +1,9 @@
 package dev.xlaactors.cli;
 
+import static dev.xlaactors.cli.HfFixtures.ints;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
-import static org.junit.jupiter.api.Assertions.fail;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
@@ -14,10 +14,7 @@ import dev.xlaactors.runtime.XlaClient;
 import dev.xlaactors.runtime.model.ModelPackage;
 import dev.xlaactors.runtime.model.ProgramSpec;
 import dev.xlaactors.runtime.model.Role;
-import java.io.ByteArrayOutputStream;
 import java.io.IOException;
-import java.io.PrintStream;
-import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -107,16 +104,7 @@ class ChunkedProgramsTest {
   private static void importHf(Path out, String... options) {
     List<String> args = new ArrayList<>(List.of("import", "hf", FIXTURE.toString(), "--out", out.toString()));
     args.addAll(List.of(options));
-    ByteArrayOutputStream err = new ByteArrayOutputStream();
-    int status = XlaActorsCli.run(args, new PrintStream(new ByteArrayOutputStream(), true, StandardCharsets.UTF_8),
-        new PrintStream(err, true, StandardCharsets.UTF_8));
-    if (status != 0) {
-      fail(String.join(" ", args) + " exited " + status + ":\n" + err.toString(StandardCharsets.UTF_8));
-    }
-  }
-
-  private static int[] ints(JsonNode array) {
-    return StreamSupport.stream(array.spliterator(), false).mapToInt(JsonNode::asInt).toArray();
+    HfFixtures.ok(args.toArray(String[]::new));
   }
 
   private static int argmax(float[] logits, int offset, int length) {
