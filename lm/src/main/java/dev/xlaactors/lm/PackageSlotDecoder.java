@@ -171,6 +171,17 @@ public final class PackageSlotDecoder implements SlotDecoder {
     return chunks.isEmpty() ? maxPromptLength : chunks.get(chunks.size() - 1).length();
   }
 
+  /**
+   * True for a chunked package: its decode step runs only the rows of the active slots ({@code decode_batch},
+   * padding rows repeat an active one) and its chunks write only the slot given, so a free slot's row keeps the
+   * tokens its last sequence wrote. False for a fixed package, whose {@code decode_slots} step writes position 0
+   * of every inactive slot and whose prefill takes only whole prompts.
+   */
+  @Override
+  public boolean keepsFreeRows() {
+    return !steps.isEmpty();
+  }
+
   @Override
   public int slots() {
     return slots;

@@ -63,6 +63,19 @@ public interface SlotDecoder extends AutoCloseable {
   float[] decode(int[] tokens, int[] positions, boolean[] active);
 
   /**
+   * Whether the row of a slot that is not active in a {@link #decode} step (and not the one a {@link #prefill}
+   * writes) is left exactly as it was, so that a free slot still holds the keys and values of the tokens its
+   * last sequence wrote. When true, the server may start a new request in a free slot whose row already holds
+   * the first tokens of its prompt and prefill only the rest ({@code xla-actors.actors.generation.prompt-cache}):
+   * the keys and values at a position depend only on the tokens up to it. An implementation that says so must
+   * also take prompt parts that start past 0 ({@link #prefill(int, int[], int, int)}). False by default: a decoder
+   * whose step writes into every slot (a fixed {@code decode_slots} program) would make such a prefix stale.
+   */
+  default boolean keepsFreeRows() {
+    return false;
+  }
+
+  /**
    * Called after {@link #prefill} or {@link #decode} failed: the cache may be gone (it is donated to each
    * call), so make a fresh one. Every slot is empty afterwards.
    */
