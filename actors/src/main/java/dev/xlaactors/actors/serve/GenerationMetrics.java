@@ -19,6 +19,9 @@ import java.util.concurrent.atomic.AtomicInteger;
  *   <li>{@code xla.generate.slots.active} (gauge): slots holding a request;
  *   <li>{@code xla.generate.waiting} (gauge): requests waiting for a slot;
  *   <li>{@code xla.generate.tokens} (counter): tokens streamed;
+ *   <li>{@code xla.generate.prompt.tokens} (counter): prompt tokens of the requests admitted into a slot;
+ *   <li>{@code xla.generate.prompt.tokens.cached} (counter): of those, the tokens the slot's row held already
+ *       (the prompt cache), which were not prefilled;
  *   <li>{@code xla.generate.first.token} (timer, p50/p90/p99): arrival to a request's first token;
  *   <li>{@code xla.generate.iteration} (timer, p50/p99): one iteration (a decode step and the prefills of
  *       the requests admitted at its boundary);
@@ -35,6 +38,8 @@ public final class GenerationMetrics {
   private final AtomicInteger active = new AtomicInteger();
   private final AtomicInteger waiting = new AtomicInteger();
   private final Counter tokens;
+  private final Counter promptTokens;
+  private final Counter cachedPromptTokens;
   private final Timer firstToken;
   private final Timer iteration;
   private final Map<String, Counter> outcomes = new HashMap<>();
@@ -49,6 +54,12 @@ public final class GenerationMetrics {
         .description("requests waiting for a slot").register(registry));
     tokens = Counter.builder("xla.generate.tokens").tags(tags).description("tokens streamed").register(registry);
     meters.add(tokens);
+    promptTokens = Counter.builder("xla.generate.prompt.tokens").tags(tags).description("prompt tokens of admitted requests")
+        .register(registry);
+    meters.add(promptTokens);
+    cachedPromptTokens = Counter.builder("xla.generate.prompt.tokens.cached").tags(tags)
+        .description("prompt tokens a slot's cache row held already, not prefilled").register(registry);
+    meters.add(cachedPromptTokens);
     firstToken = Timer.builder("xla.generate.first.token").tags(tags).description("arrival to a request's first token")
         .publishPercentiles(0.5, 0.9, 0.99).register(registry);
     meters.add(firstToken);
@@ -70,6 +81,12 @@ public final class GenerationMetrics {
 
   void token() {
     tokens.increment();
+  }
+
+  /** A request got a slot: {@code length} prompt tokens, of which {@code cached} its slot's row held already. */
+  void prompt(int length, int cached) {
+    promptTokens.increment(length);
+    cachedPromptTokens.increment(cached);
   }
 
   void firstToken(long nanos) {

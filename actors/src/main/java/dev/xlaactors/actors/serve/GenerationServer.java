@@ -66,6 +66,11 @@ import org.apache.pekko.stream.typed.javadsl.ActorSource;
  * prefilled, who decodes, who finished), and {@link DecodeRunner} runs a plan on the decoder off the
  * actor's thread.
  *
+ * <p>With {@code xla-actors.actors.generation.prompt-cache} on and a decoder that {@link SlotDecoder#keepsFreeRows
+ * keeps free rows}, a request is admitted into the free slot whose row still holds the longest prefix of its
+ * prompt and only the rest is prefilled (a chat's next turn, a shared system prompt); {@code
+ * xla.generate.prompt.tokens.cached} counts the prompt tokens so reused.
+ *
  * <p>The server owns the decoder: it closes it when it stops (after an iteration in flight, if any). Its
  * meters ({@link GenerationMetrics}) are registered on the registry given to {@link #create} and removed
  * when it stops.
@@ -228,7 +233,8 @@ public final class GenerationServer extends AbstractBehavior<GenerationServer.Co
     this.decoder = decoder;
     this.metrics = new GenerationMetrics(registry, model);
     this.settings = settings;
-    this.scheduler = new SlotScheduler(decoder.slots(), settings.maxWaiting(), decoder.contextLength(), decoder.prefillChunk());
+    this.scheduler = new SlotScheduler(decoder.slots(), settings.maxWaiting(), decoder.contextLength(), decoder.prefillChunk(),
+        settings.promptCache() && decoder.keepsFreeRows());
     this.runner = new DecodeRunner(decoder, context.getSystem().dispatchers().lookup(DispatcherSelector.fromConfig(settings.dispatcher())));
   }
 
@@ -347,6 +353,7 @@ public final class GenerationServer extends AbstractBehavior<GenerationServer.Co
     inFlight = null;
     Plan plan = done.plan();
     DecodeRunner.Done result = done.result();
+    scheduler.written(plan); // before any request leaves: the next plan may reuse what this one wrote
     metrics.iteration(System.nanoTime() - plan.started());
     for (int i = 0; i < plan.admitted().size(); i++) {
       Sequence s = plan.admitted().get(i);
@@ -367,6 +374,7 @@ public final class GenerationServer extends AbstractBehavior<GenerationServer.Co
 
   private Behavior<Command> onIterationFailed(IterationFailed failed) {
     inFlight = null;
+    scheduler.decoderReset(); // the decoder was reset (its cache is a fresh one) or could not be
     List<Sequence> involved = failed.plan().involved();
     getContext().getLog().warn("generation iteration failed for {} request(s): {}", involved.size(), failed.error().getMessage());
     for (Sequence s : involved) {
@@ -434,6 +442,9 @@ public final class GenerationServer extends AbstractBehavior<GenerationServer.Co
     updateOccupancy();
     if (plan == null) {
       return; // idle
+    }
+    for (Sequence s : plan.newcomers()) {
+      metrics.prompt(s.request.prompt().length, s.cached);
     }
     CompletableFuture<DecodeRunner.Result> work = runner.start(plan);
     inFlight = work;

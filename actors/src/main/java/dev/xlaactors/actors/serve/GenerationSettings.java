@@ -16,10 +16,17 @@ import org.apache.pekko.actor.typed.ActorSystem;
  * @param maxWaiting requests that may wait for a free slot at once; past it a request is refused (overloaded)
  * @param defaultTimeout how long a request without its own timeout may take, waiting included
  * @param dispatcher config path of the dispatcher whose threads run the iterations (they block in PJRT)
+ * @param promptCache whether a request reuses the prompt prefix a free slot's KV-cache row still holds (only with
+ *     a decoder that {@link SlotDecoder#keepsFreeRows keeps free rows}; elsewhere it has no effect)
  */
-public record GenerationSettings(int maxWaiting, Duration defaultTimeout, String dispatcher) {
+public record GenerationSettings(int maxWaiting, Duration defaultTimeout, String dispatcher, boolean promptCache) {
   private static final String ROOT = "xla-actors.actors.generation";
   private static final String RUNS_DISPATCHER = "xla-actors.actors.runs.dispatcher";
+
+  /** Settings with the prompt cache on (the default). */
+  public GenerationSettings(int maxWaiting, Duration defaultTimeout, String dispatcher) {
+    this(maxWaiting, defaultTimeout, dispatcher, true);
+  }
 
   public GenerationSettings {
     SettingRanges.check(maxWaiting, ROOT + ".max-waiting", String.valueOf(maxWaiting), 0, SettingRanges.MAX_QUEUE,
@@ -54,19 +61,33 @@ public record GenerationSettings(int maxWaiting, Duration defaultTimeout, String
       return new GenerationSettings(
           SettingRanges.count(c, "max-waiting", ROOT + ".max-waiting", 0, SettingRanges.MAX_QUEUE, "requests waiting for a slot"),
           SettingRanges.timed(config, c, "default-timeout", ROOT + ".default-timeout"),
-          dispatcher);
+          dispatcher,
+          onOff(c, "prompt-cache", ROOT + ".prompt-cache"));
     } catch (ConfigException e) {
       throw new XlaException(ErrorCode.INVALID_ARGUMENT, "bad configuration under " + ROOT + ": " + e.getMessage(), e);
     }
   }
 
+  private static boolean onOff(Config c, String key, String path) {
+    try {
+      return c.getBoolean(key);
+    } catch (ConfigException.WrongType e) {
+      throw new XlaException(ErrorCode.INVALID_ARGUMENT, path + " must be on or off, got " + c.getValue(key).render());
+    }
+  }
+
   /** These settings with {@code maxWaiting} requests allowed to wait. */
   public GenerationSettings withMaxWaiting(int maxWaiting) {
-    return new GenerationSettings(maxWaiting, defaultTimeout, dispatcher);
+    return new GenerationSettings(maxWaiting, defaultTimeout, dispatcher, promptCache);
   }
 
   /** These settings with {@code timeout} for requests that give none. */
   public GenerationSettings withDefaultTimeout(Duration timeout) {
-    return new GenerationSettings(maxWaiting, timeout, dispatcher);
+    return new GenerationSettings(maxWaiting, timeout, dispatcher, promptCache);
+  }
+
+  /** These settings with the prompt cache on or off. */
+  public GenerationSettings withPromptCache(boolean on) {
+    return new GenerationSettings(maxWaiting, defaultTimeout, dispatcher, on);
   }
 }

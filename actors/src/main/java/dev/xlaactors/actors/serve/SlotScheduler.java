@@ -19,6 +19,11 @@ import java.util.Map;
  * finished by a stop token, its token limit or the end of the context). Times are {@link System#nanoTime()}
  * values passed in, so tests drive the clock.
  *
+ * <p>With a prompt cache ({@link PromptCache}, for a decoder that {@link SlotDecoder#keepsFreeRows keeps free
+ * rows}) it remembers which tokens each slot's row holds ({@link #written}), admits a request into the free slot
+ * that holds the longest prefix of its prompt and starts its prefill after that prefix; requests are still
+ * admitted in arrival order, only the slot each gets changes.
+ *
  * <p>It decides but does nothing: the server sends the events and the {@link DecodeRunner} runs the plans.
  * A request is held from {@link #enqueue} until {@link #remove}. Not thread-safe: the server's actor is its
  * only user (a running plan is read by the runner, never changed).
@@ -32,6 +37,7 @@ final class SlotScheduler {
     final long deadline; // System.nanoTime(), Long.MAX_VALUE for none (Deadlines)
     int slot = -1; // -1 while waiting
     int prefilled; // prompt tokens written into the slot, or planned to be by the iteration in flight
+    int cached; // prompt tokens the slot's row held already when the request was admitted (not prefilled)
     int position; // the position the next decode step writes
     int lastToken;
     int produced;
@@ -57,10 +63,11 @@ final class SlotScheduler {
    * prompt is (partly) written into their slots, the i-th from prompt position {@code from[i]} for {@code
    * count[i]} tokens (a long prompt goes in over several iterations while others decode); slot s decodes
    * {@code tokens[s]} at {@code positions[s]} with {@code samplers[s]} where {@code active[s]}; {@code occupants}
-   * are the requests that decode, by slot (null where none).
+   * are the requests that decode, by slot (null where none); {@code newcomers} are the admitted requests that got
+   * their slot in this plan (the others go on with a prompt begun earlier).
    */
   record Plan(long started, List<Sequence> admitted, int[] from, int[] count, int[] tokens, int[] positions, boolean[] active,
-      TokenSampler[] samplers, Sequence[] occupants) {
+      TokenSampler[] samplers, Sequence[] occupants, List<Sequence> newcomers) {
     /** Whether the i-th admitted request's part ends its prompt (its first token is sampled in this iteration). */
     boolean endsPrompt(int i) {
       return from[i] + count[i] == admitted.get(i).request.prompt().length;
@@ -98,6 +105,7 @@ final class SlotScheduler {
   private final int maxWaiting;
   private final int contextLength;
   private final int prefillChunk;
+  private final PromptCache cache; // null: every request prefills its whole prompt
   private final ArrayDeque<Sequence> waiting = new ArrayDeque<>();
   private final Map<String, Sequence> byId = new LinkedHashMap<>();
 
@@ -112,10 +120,19 @@ final class SlotScheduler {
    * when nothing decodes, a prompt goes in whole.
    */
   SlotScheduler(int slots, int maxWaiting, int contextLength, int prefillChunk) {
+    this(slots, maxWaiting, contextLength, prefillChunk, false);
+  }
+
+  /**
+   * As above; {@code promptCache}: reuse the prompt prefix a free slot's row holds (only for a decoder that
+   * {@link SlotDecoder#keepsFreeRows keeps free rows}; the caller checks).
+   */
+  SlotScheduler(int slots, int maxWaiting, int contextLength, int prefillChunk, boolean promptCache) {
     this.slots = new Sequence[slots];
     this.maxWaiting = maxWaiting;
     this.contextLength = contextLength;
     this.prefillChunk = prefillChunk;
+    this.cache = promptCache ? new PromptCache(slots, contextLength) : null;
   }
 
   // ------------------------------------------------------------------------------------------ admission
@@ -157,6 +174,9 @@ final class SlotScheduler {
     if (s.slot >= 0) {
       if (slots[s.slot] == s) {
         slots[s.slot] = null;
+        if (cache != null) {
+          cache.released(s.slot);
+        }
       }
     } else {
       waiting.remove(s);
@@ -167,9 +187,14 @@ final class SlotScheduler {
 
   /**
    * The next iteration at a boundary: every request in a slot whose prompt is written decodes one step, then
-   * waiting requests are admitted into the free slots, lowest slot first, in arrival order, and every request
-   * whose prompt is not yet written gets its next part: all of it when nothing decodes, else at most
-   * prefillChunk tokens. Null when there is nothing to do. The admitted requests hold their slots from now on.
+   * waiting requests are admitted into the free slots in arrival order, and every request whose prompt is not
+   * yet written gets its next part: all of it when nothing decodes, else at most prefillChunk tokens. Null when
+   * there is nothing to do. The admitted requests hold their slots from now on. Without a prompt cache a request
+   * takes the lowest free slot and its prompt is written from position 0; with one it takes the free slot whose
+   * row holds the longest prefix of its prompt, if more than half of it ({@link PromptCache#choose}: else the least
+   * recently used free slot), and its prompt is written from the
+   * end of that prefix, but at least its last token is written, since its first token is sampled from the
+   * logits of that position.
    */
   Plan plan(long now) {
     int[] tokenRow = new int[slots.length];
@@ -193,13 +218,24 @@ final class SlotScheduler {
       }
     }
     prefilling.sort(Comparator.comparingLong(s -> s.arrived));
-    for (int slot = 0; slot < slots.length && !waiting.isEmpty(); slot++) {
-      if (slots[slot] == null) {
-        Sequence s = waiting.poll();
-        s.slot = slot;
-        slots[slot] = s;
-        prefilling.add(s);
-      }
+    List<Sequence> newcomers = new ArrayList<>();
+    boolean[] free = new boolean[slots.length];
+    int freeSlots = 0;
+    for (int slot = 0; slot < slots.length; slot++) {
+      free[slot] = slots[slot] == null;
+      freeSlots += free[slot] ? 1 : 0;
+    }
+    for (; freeSlots > 0 && !waiting.isEmpty(); freeSlots--) {
+      Sequence s = waiting.poll();
+      int[] prompt = s.request.prompt();
+      int slot = cache != null ? cache.choose(free, prompt) : lowest(free);
+      s.slot = slot;
+      s.cached = cache != null ? Math.min(cache.commonPrefix(slot, prompt), prompt.length - 1) : 0;
+      s.prefilled = s.cached;
+      slots[slot] = s;
+      free[slot] = false;
+      prefilling.add(s);
+      newcomers.add(s);
     }
     int[] from = new int[prefilling.size()];
     int[] count = new int[prefilling.size()];
@@ -210,8 +246,56 @@ final class SlotScheduler {
       count[i] = decodes ? Math.min(rest, prefillChunk) : rest;
       s.prefilled += count[i];
     }
-    Plan plan = new Plan(now, List.copyOf(prefilling), from, count, tokenRow, positions, active, samplers, occupants);
+    Plan plan = new Plan(now, List.copyOf(prefilling), from, count, tokenRow, positions, active, samplers, occupants,
+        List.copyOf(newcomers));
     return prefilling.isEmpty() && !decodes ? null : plan;
+  }
+
+  private static int lowest(boolean[] free) {
+    int slot = 0;
+    while (!free[slot]) {
+      slot++;
+    }
+    return slot;
+  }
+
+  /**
+   * {@code plan} ran: its prompt parts and decode steps are in their slots' rows (whether or not their requests
+   * are still held: a request cancelled meanwhile left its tokens there all the same). Call before the next plan.
+   */
+  void written(Plan plan) {
+    if (cache == null) {
+      return;
+    }
+    for (int slot = 0; slot < plan.active().length; slot++) {
+      if (plan.active()[slot]) {
+        cache.written(slot, plan.positions()[slot], plan.tokens()[slot]);
+      }
+    }
+    for (int i = 0; i < plan.admitted().size(); i++) {
+      Sequence s = plan.admitted().get(i);
+      cache.written(s.slot, s.request.prompt(), plan.from()[i], plan.count()[i]);
+    }
+  }
+
+  /**
+   * The decoder failed a step and was {@link SlotDecoder#reset reset} (or is gone): no row holds anything known,
+   * including the rows of the plan's slots, which the failed step may have half written.
+   */
+  void decoderReset() {
+    if (cache != null) {
+      cache.forgetAll();
+    }
+  }
+
+  /** Whether admitted requests reuse the prompt prefix their slot's row holds. */
+  boolean cachesPrompts() {
+    return cache != null;
+  }
+
+  /** The tokens {@code slot}'s row is known to hold (empty without a prompt cache). */
+  int[] heldTokens(int slot) {
+    return cache == null ? new int[0] : cache.tokens(slot);
   }
 
   /**

@@ -146,4 +146,39 @@ class GenerationServerTest {
     assertEquals(0, s.refused(), s.toString());
     kit.stop(server);
   }
+
+  /** The tokens of request {@code id} ({@code prompt}, greedy, {@code maxTokens}) on {@code server}, after its Finished. */
+  private static List<Integer> generate(ActorRef<GenerationServer.Command> server, String id, int[] prompt, int maxTokens) {
+    TestProbe<Event> probe = kit.createTestProbe();
+    server.tell(new Generate(id, prompt, maxTokens, Set.of(), TokenSampler.greedy(), null, probe.getRef()));
+    List<Integer> tokens = new java.util.ArrayList<>();
+    for (Event e = probe.receiveMessage(WAIT); !(e instanceof Finished); e = probe.receiveMessage(WAIT)) {
+      tokens.add(((Token) e).token());
+    }
+    return tokens;
+  }
+
+  /**
+   * A chat's next turn is prefilled after the prefix its slot's row still holds (its last prompt and the tokens
+   * fed back) when the decoder keeps free rows and the setting is on; otherwise from position 0. The counters
+   * xla.generate.prompt.tokens and .cached say so; the tokens are the same either way.
+   */
+  @Test
+  void aNextTurnIsPrefilledAfterThePrefixItsSlotHoldsOnlyWhenTheDecoderKeepsFreeRowsAndTheSettingIsOn() {
+    record Case(boolean keepsRows, boolean setting, List<String> parts, double cached) {}
+    for (Case c : List.of(new Case(true, true, List.of("0+3", "4+1"), 4), new Case(true, false, List.of("0+3", "0+5"), 0),
+        new Case(false, true, List.of("0+3", "0+5"), 0))) {
+      StepDecoder decoder = new StepDecoder(1, 10, 8, 16, c.keepsRows());
+      SimpleMeterRegistry registry = new SimpleMeterRegistry();
+      ActorRef<GenerationServer.Command> server = kit.spawn(GenerationServer.create("steps", decoder,
+          SETTINGS.withPromptCache(c.setting()), registry));
+      assertEquals(List.of(4, 5), generate(server, "first", new int[] {1, 2, 3}, 2), c.toString());
+      // the row holds 1 2 3 and the 4 fed back (5 was never fed back)
+      assertEquals(List.of(8, 9), generate(server, "next", new int[] {1, 2, 3, 4, 7}, 2), c.toString());
+      assertEquals(c.parts(), List.copyOf(decoder.parts), c.toString());
+      assertEquals(8.0, registry.get("xla.generate.prompt.tokens").counter().count(), c.toString());
+      assertEquals(c.cached(), registry.get("xla.generate.prompt.tokens.cached").counter().count(), c.toString());
+      kit.stop(server);
+    }
+  }
 }

@@ -1,6 +1,7 @@
 package dev.xlaactors.actors.serve;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -23,6 +24,9 @@ class GenerationSettingsTest {
     assertEquals(Duration.ofMinutes(5), s.defaultTimeout());
     // Its own pool: a step waits for its runs on run-dispatcher, which it must never occupy itself.
     assertEquals("xla-actors.actors.generation-dispatcher", s.dispatcher());
+    assertTrue(s.promptCache(), "the prompt cache is on by default");
+    assertFalse(GenerationSettings.fromConfig(with("xla-actors.actors.generation.prompt-cache = off")).promptCache());
+    assertFalse(s.withPromptCache(false).promptCache());
   }
 
   @Test
@@ -33,6 +37,7 @@ class GenerationSettingsTest {
         {"xla-actors.actors.generation.default-timeout = 0s", "xla-actors.actors.generation.default-timeout must be a positive duration"},
         {"xla-actors.actors.generation.dispatcher = nowhere", "xla-actors.actors.generation.dispatcher must be the config path of a dispatcher"},
         {"xla-actors.actors.generation.max-wait = 3", "xla-actors.actors.generation.max-wait"},
+        {"xla-actors.actors.generation.prompt-cache = sometimes", "prompt-cache"},
         {"xla-actors.actors.generation.dispatcher = \"xla-actors.actors.run-dispatcher\"",
             "xla-actors.actors.generation.dispatcher = \"xla-actors.actors.run-dispatcher\" is also xla-actors.actors.runs.dispatcher"},
     };

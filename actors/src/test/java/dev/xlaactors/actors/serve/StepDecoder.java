@@ -7,7 +7,9 @@ import java.util.concurrent.atomic.AtomicInteger;
 /**
  * A {@link SlotDecoder} in plain Java, so the server's scheduling is tested without a model: the logits
  * of a position make token {@code (last token + 1) % vocabulary} the greedy choice. A test can hold every
- * call at {@link #gate} (it signals {@link #entered} first) and reads how many calls were made.
+ * call at {@link #gate} (it signals {@link #entered} first) and reads how many calls were made. One made with
+ * {@code keepsFreeRows} says it {@link SlotDecoder#keepsFreeRows keeps free rows} and takes prompt parts; it
+ * records each prompt part written as "from+count" in {@link #parts}.
  */
 final class StepDecoder implements SlotDecoder {
   private final int slots;
@@ -16,6 +18,8 @@ final class StepDecoder implements SlotDecoder {
   private final int context;
   final AtomicInteger prefills = new AtomicInteger();
   final AtomicInteger decodes = new AtomicInteger();
+  final java.util.Queue<String> parts = new java.util.concurrent.ConcurrentLinkedQueue<>();
+  private final boolean keepsFreeRows;
   final CountDownLatch closed = new CountDownLatch(1);
   volatile CountDownLatch gate; // null: calls do not wait
   volatile CountDownLatch entered = new CountDownLatch(1);
@@ -23,6 +27,11 @@ final class StepDecoder implements SlotDecoder {
   final java.util.Queue<String> threads = new java.util.concurrent.ConcurrentLinkedQueue<>();
 
   StepDecoder(int slots, int vocabulary, int maxPrompt, int context) {
+    this(slots, vocabulary, maxPrompt, context, false);
+  }
+
+  StepDecoder(int slots, int vocabulary, int maxPrompt, int context, boolean keepsFreeRows) {
+    this.keepsFreeRows = keepsFreeRows;
     this.slots = slots;
     this.vocabulary = vocabulary;
     this.maxPrompt = maxPrompt;
@@ -50,7 +59,26 @@ final class StepDecoder implements SlotDecoder {
   }
 
   @Override
+  public boolean keepsFreeRows() {
+    return keepsFreeRows;
+  }
+
+  @Override
+  public float[] prefill(int slot, int[] prompt, int from, int count) {
+    if (!keepsFreeRows) {
+      return SlotDecoder.super.prefill(slot, prompt, from, count);
+    }
+    parts.add(from + "+" + count);
+    return from + count == prompt.length ? logitsAfter(prompt) : null;
+  }
+
+  @Override
   public float[] prefill(int slot, int[] prompt) {
+    parts.add("0+" + prompt.length);
+    return logitsAfter(prompt);
+  }
+
+  private float[] logitsAfter(int[] prompt) {
     hold();
     prefills.incrementAndGet();
     float[] logits = new float[vocabulary];
