@@ -2,6 +2,7 @@ package dev.xlaactors.lm;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -201,6 +202,18 @@ class LanguageModelTest {
       XlaException e = assertThrows(XlaException.class,
           () -> LanguageModel.load(ModelPackage.open(PACKAGE), client.devices().get(0), bare));
       assertTrue(e.getMessage().contains("observe"), e.getMessage());
+    }
+  }
+
+  /**
+   * A fixed package's decode_slots step writes position 0 of every slot not in use, so a free row keeps nothing
+   * a prompt cache could reuse: the decoder says so, and the generation server prefills its prompts whole.
+   */
+  @Test
+  void aFixedPackagesDecoderDoesNotKeepFreeRows() {
+    beforeAnswer.set(() -> {});
+    try (LanguageModel lm = load(); PackageSlotDecoder decoder = lm.decoder(2)) {
+      assertFalse(decoder.keepsFreeRows());
     }
   }
 

@@ -191,10 +191,9 @@ final class SlotScheduler {
    * yet written gets its next part: all of it when nothing decodes, else at most prefillChunk tokens. Null when
    * there is nothing to do. The admitted requests hold their slots from now on. Without a prompt cache a request
    * takes the lowest free slot and its prompt is written from position 0; with one it takes the free slot whose
-   * row holds the longest prefix of its prompt, if more than half of it ({@link PromptCache#choose}: else the least
-   * recently used free slot), and its prompt is written from the
-   * end of that prefix, but at least its last token is written, since its first token is sampled from the
-   * logits of that position.
+   * row holds the longest prefix of its prompt, if more than half of it (else the least recently used free slot:
+   * {@link PromptCache#choose}), and its prompt is written from the end of that prefix, but always at least its
+   * last token, since its first token is sampled from the logits of that position.
    */
   Plan plan(long now) {
     int[] tokenRow = new int[slots.length];
