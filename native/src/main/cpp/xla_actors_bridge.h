@@ -44,8 +44,9 @@ void XlaActors_SetLapackUnavailable(const char* reason);
 // --xla_cpu_max_isa. Decided on first use, then fixed for the process.
 const char* XlaActors_MatmulKernelIsa(void);
 
-// How many threads (the calling XLA thread included) split one native matmul's output columns:
-// XLA_ACTORS_KERNEL_THREADS, else the CPUs this process may run on, at most 16. Starts the pool.
+// The most threads (the calling XLA thread included) that split one native matmul's output columns:
+// XLA_ACTORS_KERNEL_THREADS, else the CPUs this process may run on, at most 16. They are XLA's intra-op pool's
+// threads where the plugin lends its pool to FFI handlers (as the pinned one does), else a pool of our own.
 int XlaActors_MatmulKernelThreads(void);
 
 // One host call, as the sink sees it. Valid only during the sink's call; copy what you keep.

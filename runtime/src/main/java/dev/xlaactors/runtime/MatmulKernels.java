@@ -16,9 +16,10 @@ import static dev.xlaactors.nativebridge.pjrt.global.Pjrt.XlaActors_MatmulKernel
  *
  * <p>The kernels are chosen once per process from the CPU's features (AVX-512, AVX2 with FMA, or the
  * x86-64 baseline), capped by {@code XLA_ACTORS_KERNEL_ISA} ({@code avx512}, {@code avx2}, {@code portable})
- * or else by {@code XLA_FLAGS}' {@code --xla_cpu_max_isa}; {@code XLA_ACTORS_KERNEL_THREADS} sets how many
- * threads split one product. Both are environment variables because the choice is made natively, on the
- * first call, for the whole process. Thread-safe.
+ * or else by {@code XLA_FLAGS}' {@code --xla_cpu_max_isa}; {@code XLA_ACTORS_KERNEL_THREADS} caps how many
+ * threads split one product (XLA's own intra-op pool's threads where the plugin lends them to FFI handlers, as
+ * the pinned one does, else a pool of the bridge's). Both are environment variables because the choice is made
+ * natively, on the first call, for the whole process. Thread-safe.
  */
 public final class MatmulKernels {
   static {
@@ -32,7 +33,7 @@ public final class MatmulKernels {
     return XlaActors_MatmulKernelIsa().getString();
   }
 
-  /** How many threads, the calling XLA thread included, split one product's output columns. */
+  /** The most threads, the calling XLA thread included, that split one product's output columns. */
   public static int threads() {
     return XlaActors_MatmulKernelThreads();
   }

@@ -6,9 +6,14 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.xlaactors.error.ExecutionFailedException;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.Random;
 import java.util.Set;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
@@ -201,6 +206,48 @@ class MatmulKernelTest {
     message = failure(program("xla_actors.matmul_q8", "", type("f32", 2, 3), type("f32", 2, 64), type("f32", 3, 64),
         type("f32", 3, 2)), x64, HostTensor.ofFloats(new float[192], 3, 64), HostTensor.ofFloats(new float[6], 3, 2));
     assertTrue(message.contains("q must be s8, got f32[3,64]"), message);
+  }
+
+  /**
+   * Products large enough to be split, run from several threads at once: their parts share XLA's intra-op pool
+   * (or the bridge's own), and each call must get exactly its own parts back, whichever thread ran them and
+   * however late a pool thread starts.
+   */
+  @Test
+  void concurrentSplitProductsEachGetTheirOwnResult() throws Exception {
+    int m = 8;
+    int k = 256;
+    int n = 600;
+    String program = program("xla_actors.matmul_f32", "w_transposed = 1 : i32", type("f32", m, n), type("f32", m, k),
+        type("f32", n, k));
+    int callers = 4;
+    int runsEach = 6;
+    try (Executable exe = client.compile(program)) {
+      ExecutorService pool = Executors.newFixedThreadPool(callers);
+      try {
+        List<Future<Integer>> checked = new ArrayList<>();
+        for (int c = 0; c < callers; c++) {
+          int caller = c;
+          checked.add(pool.submit(() -> {
+            Random random = new Random(100 + caller);
+            for (int r = 0; r < runsEach; r++) {
+              float[] x = random(random, m * k);
+              float[] w = random(random, n * k);
+              float[] y = exe.run(HostTensor.ofFloats(x, m, k), HostTensor.ofFloats(w, n, k)).get(0).toFloatArray();
+              assertClose(reference(x, m, k, n, (i, col) -> w[col * k + i]), y, 1e-6);
+            }
+            return runsEach;
+          }));
+        }
+        int runs = 0;
+        for (Future<Integer> f : checked) {
+          runs += f.get(120, TimeUnit.SECONDS);
+        }
+        assertEquals(callers * runsEach, runs);
+      } finally {
+        pool.shutdownNow();
+      }
+    }
   }
 
   @Test
