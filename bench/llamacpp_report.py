@@ -34,7 +34,8 @@ RESULT_FIELDS = [
 ]
 UNITS = {"decode_b1": "tok/s", "decode_b8": "tok/s (8 seqs)", "prefill_128": "tok/s", "prefill_2000": "tok/s",
          "peak_rss_mb": "MB", "serve_sync_output_tps": "out tok/s", "serve_c8_output_tps": "out tok/s",
-         "serve_sync_ttft_ms": "ms", "serve_c8_ttft_ms": "ms", "serve_sync_itl_ms": "ms", "serve_c8_itl_ms": "ms"}
+         "serve_sync_ttft_ms": "ms", "serve_c8_ttft_ms": "ms", "serve_sync_itl_ms": "ms", "serve_c8_itl_ms": "ms",
+         "serve_sync_cached_tokens": "tokens", "serve_c8_cached_tokens": "tokens"}
 
 
 def append(path, model, side, variant, metric, value):
@@ -102,6 +103,9 @@ def guidellm(measures, model, side, profile, path):
     append(measures, model, side, "f32", f"serve_{profile}_output_tps", successful("output_tokens_per_second", "mean"))
     append(measures, model, side, "f32", f"serve_{profile}_ttft_ms", successful("time_to_first_token_ms", "median"))
     append(measures, model, side, "f32", f"serve_{profile}_itl_ms", successful("inter_token_latency_ms", "median"))
+    # Prompt tokens the server took from a cache (usage.prompt_tokens_details.cached_tokens; none reported: 0).
+    cached = [r.get("cached_tokens") or 0 for r in bench["requests"]["successful"]]
+    append(measures, model, side, "f32", f"serve_{profile}_cached_tokens", statistics.median(cached))
 
 
 def report(measures, na_file):

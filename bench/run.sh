@@ -1378,19 +1378,23 @@ llamacpp_agreement() {
 
 # guidellm against the server at $server_url (side $1): synchronous, then 8 concurrent streams; short
 # fixed-length synthetic prompts (64 tokens in, 32 out), bounded by LLAMACPP_SERVE_REQUESTS (default 32)
-# requests and LLAMACPP_SERVE_SECONDS (default 60) per profile.
+# requests and LLAMACPP_SERVE_SECONDS (default 60) per profile. Each profile draws its own prompts (its own
+# seed): with one seed, the concurrent run replays the synchronous run's prompts, which llama-server then
+# answers from its prompt cache (its RAM cache of earlier prompts' KV: 63 of 64 prompt tokens cached on
+# every request of 2026-11-29's run) instead of prefilling them: a cache lookup, not the serving a fresh
+# prompt gets. The report lists the prompt tokens each side took from a cache (cached_tokens).
 llamacpp_guidellm() {
-  local side="$1" model profile kind
+  local side="$1" model profile kind seed
   # The served model's name (ours: the package's; llama-server answers with any).
   model="$(curl -sf "$server_url/v1/models" | python3 -c 'import json, sys; print(json.load(sys.stdin)["data"][0]["id"])')"
   for profile in sync c8; do
-    if [ "$profile" = sync ]; then kind=kind=synchronous; else kind=kind=concurrent,streams=8; fi
+    if [ "$profile" = sync ]; then kind=kind=synchronous seed=42; else kind=kind=concurrent,streams=8 seed=43; fi
     rm -f "$out_dir/llamacpp-guidellm-$side-$profile.json"
     # HF_HUB_OFFLINE: the tokenizer (for the synthetic prompts' lengths) is the checkpoint's own folder.
     HF_HUB_OFFLINE=1 "$(dirname "$guidellm_python")/guidellm" run \
       --backend "kind=openai_http,target=$server_url,model=$model,request_format=/v1/completions" \
       --tokenizer "kind=hf_auto,model=$ldir/gpt2/hf" --data kind=synthetic_text,prompt_tokens=64,output_tokens=32 \
-      --profile "$kind" --constraint "kind=max_requests,count=${LLAMACPP_SERVE_REQUESTS:-32}" \
+      --profile "$kind" --seed "kind=static,value=$seed" --constraint "kind=max_requests,count=${LLAMACPP_SERVE_REQUESTS:-32}" \
       --constraint "kind=max_duration,seconds=${LLAMACPP_SERVE_SECONDS:-60}" \
       --output "kind=json,path=$out_dir/llamacpp-guidellm-$side-$profile.json" --disable-progress \
       > "$out_dir/llamacpp-guidellm-$side-$profile.log" 2>&1 ||
