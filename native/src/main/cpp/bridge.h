@@ -60,6 +60,9 @@ XLA_FFI_Error* GuardHandler(XLA_FFI_CallFrame* frame, const char* target, XLA_FF
 // An FFI error for a handler to return (XLA copies the message).
 XLA_FFI_Error* MakeFfiError(const XLA_FFI_Api* api, XLA_FFI_Error_Code code, const std::string& message);
 
+// Frees an FFI error that a call into XLA's FFI API returned and the caller does not pass on.
+void DestroyFfiError(const XLA_FFI_Api* api, XLA_FFI_Error* error);
+
 // Finds a call frame's attribute by name; returns its index or -1.
 int64_t FindAttribute(const XLA_FFI_CallFrame* frame, const char* name);
 

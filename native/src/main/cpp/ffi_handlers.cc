@@ -27,6 +27,14 @@ XLA_FFI_Error* MakeFfiError(const XLA_FFI_Api* api, XLA_FFI_Error_Code code, con
   return api->XLA_FFI_Error_Create(&args);
 }
 
+void DestroyFfiError(const XLA_FFI_Api* api, XLA_FFI_Error* error) {
+  XLA_FFI_Error_Destroy_Args args;
+  std::memset(&args, 0, sizeof(args));
+  args.struct_size = XLA_FFI_Error_Destroy_Args_STRUCT_SIZE;
+  args.error = error;
+  api->XLA_FFI_Error_Destroy(&args);
+}
+
 XLA_FFI_Error* GuardHandler(XLA_FFI_CallFrame* frame, const char* target, XLA_FFI_Handler* handler) {
   // A call frame from an older XLA may end before the fields the handlers read.
   if (frame->struct_size < XLA_ACTORS_STRUCT_SIZE(XLA_FFI_CallFrame, attrs)) {
@@ -86,11 +94,7 @@ XlaActors_RunContext* RunContextOf(XLA_FFI_CallFrame* frame) {
   args.type_id = &id;
   XLA_FFI_Error* error = frame->api->XLA_FFI_ExecutionContext_Get(&args);
   if (error != nullptr) {
-    XLA_FFI_Error_Destroy_Args destroy_args;
-    std::memset(&destroy_args, 0, sizeof(destroy_args));
-    destroy_args.struct_size = XLA_FFI_Error_Destroy_Args_STRUCT_SIZE;
-    destroy_args.error = error;
-    frame->api->XLA_FFI_Error_Destroy(&destroy_args);
+    DestroyFfiError(frame->api, error);
     return nullptr;
   }
   return static_cast<XlaActors_RunContext*>(args.data);

@@ -44,7 +44,6 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
-#include <cstddef>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -309,13 +308,6 @@ KernelPool& Pool() {
   return *pool;
 }
 
-void DestroyFfiError(const XLA_FFI_Api* api, XLA_FFI_Error* error) {
-  XLA_FFI_Error_Destroy_Args args{};
-  args.struct_size = XLA_FFI_Error_Destroy_Args_STRUCT_SIZE;
-  args.error = error;
-  api->XLA_FFI_Error_Destroy(&args);
-}
-
 // One call's parts handed to XLA's intra-op pool: each task, and the calling thread, takes parts from `next`
 // until none is left. Owned jointly by the caller and its tasks (refs): XLA may start a task late, even after
 // the call returned (the FFI promises neither when nor in parallel), and such a task finds no part left and
@@ -352,8 +344,7 @@ struct XlaPoolJob {
 // cores.
 bool RunOnXlaPool(const XLA_FFI_CallFrame* frame, int parts, const std::function<void(int)>& part) {
   const XLA_FFI_Api* api = frame->api;
-  if (frame->ctx == nullptr ||
-      api->struct_size < offsetof(XLA_FFI_Api, XLA_FFI_ThreadPool_NumThreads) + sizeof(void*)) {
+  if (frame->ctx == nullptr || api->struct_size < XLA_ACTORS_STRUCT_SIZE(XLA_FFI_Api, XLA_FFI_ThreadPool_NumThreads)) {
     return false;
   }
   int64_t threads = 0;
