@@ -3,7 +3,7 @@ package dev.xlaactors.actors.serve;
 import java.util.Arrays;
 
 /**
- * What each slot's KV-cache row holds, as token ids: positions {@code 0 .. held(slot)-1} hold the keys and values
+ * What each slot's KV-cache row holds, as token ids: its first {@code held[slot]} positions hold the keys and values
  * of these tokens (a prompt, then every token fed back through a decode step), so a new request whose prompt
  * starts with them needs only the rest prefilled (llama-server's {@code cache_prompt}, vLLM's automatic prefix
  * caching at the granularity of a slot). Only tokens a finished step actually wrote count: positions a chunk
@@ -28,11 +28,6 @@ final class PromptCache {
     this.held = new int[slots];
     this.released = new long[slots];
     this.contextLength = contextLength;
-  }
-
-  /** How many leading positions of {@code slot}'s row hold known tokens. */
-  int held(int slot) {
-    return held[slot];
   }
 
   /** The tokens {@code slot}'s row holds, positions 0 .. held-1 (a copy). */
@@ -106,17 +101,10 @@ final class PromptCache {
     released[slot] = ++clock;
   }
 
-  /** {@code slot}'s row holds nothing known (its prefill failed, or the decoder was reset). */
-  void forget(int slot) {
-    held[slot] = 0;
-    released[slot] = 0;
-  }
-
   /** Every row holds nothing known: after the decoder was {@link SlotDecoder#reset reset}. */
   void forgetAll() {
-    for (int s = 0; s < held.length; s++) {
-      forget(s);
-    }
+    Arrays.fill(held, 0);
+    Arrays.fill(released, 0);
   }
 
   private void cut(int slot, int position) {
