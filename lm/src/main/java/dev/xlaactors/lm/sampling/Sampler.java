@@ -21,7 +21,9 @@ import java.util.List;
  * candidates are sorted; top-p without top-k is a quickselect on probability mass (expected
  * {@code O(V)}; the nucleus is found without being sorted); min-p alone and plain sampling are linear
  * passes. Per row: one copy, one {@code exp} pass for the log-probabilities (reused as the sampling
- * weights at temperature 1 without a penalty), one more otherwise.
+ * weights at temperature 1 without a penalty), one more otherwise, except under a top-k cut, where only
+ * the {@code k} candidates are weighed (an {@code exp} per token of a 50,000-token vocabulary took about
+ * a third of a millisecond per row).
  *
  * <p>A sampler holds scratch buffers sized to the vocabulary and reuses them: one per thread (e.g. per
  * decode loop), serving any number of sequences; not thread-safe.
@@ -89,11 +91,16 @@ public final class Sampler {
     int token;
     if (params.isGreedy()) {
       token = argmax(ordered, n);
+    } else if (ordered == raw) {
+      token = draw(ordered, rawMass, Float.NaN, params, state, n); // the raw row's weights are already there
+    } else if (params.topK() > 0) {
+      // Only the top k's weights are read: divide the row (the cuts order by the divided values) and
+      // weigh the k candidates alone, each as fillWeights would, instead of an exp per token.
+      float scaledMax = scaleByTemperature(ordered, ordered[argmax(ordered, n)], params.temperature(), n);
+      token = draw(ordered, Double.NaN, scaledMax, params, state, n);
     } else {
-      double total = ordered == raw && !processed
-          ? rawMass // the raw row's weights are already there
-          : fillWeights(ordered, ordered[argmax(ordered, n)], params.temperature(), n);
-      token = draw(ordered, total, params, state, n);
+      double total = fillWeights(ordered, ordered[argmax(ordered, n)], params.temperature(), n);
+      token = draw(ordered, total, Float.NaN, params, state, n);
     }
     state.append(token);
     return new Sample(token, (float) (raw[token] - logNormalizer), topLogprobs(params.logprobs(), n, logNormalizer));
@@ -132,17 +139,28 @@ public final class Sampler {
    * before the division; it is divided the same way, so the best token's weight is exactly 1.
    */
   private double fillWeights(float[] values, float max, double temperature, int n) {
-    float scaledMax = temperature == 1 ? max : (float) (max / temperature);
+    float scaledMax = scaleByTemperature(values, max, temperature, n);
     double sum = 0;
     for (int i = 0; i < n; i++) {
-      if (temperature != 1) {
-        values[i] = (float) (values[i] / temperature);
-      }
       double w = Math.exp(values[i] - scaledMax);
       weights[i] = w;
       sum += w;
     }
     return sum;
+  }
+
+  /**
+   * Divides {@code values} by {@code temperature} in place (unless it is 1) and returns {@code max}
+   * divided the same way: the highest value after the division, whose weight is exactly 1.
+   */
+  private static float scaleByTemperature(float[] values, float max, double temperature, int n) {
+    if (temperature == 1) {
+      return max;
+    }
+    for (int i = 0; i < n; i++) {
+      values[i] = (float) (values[i] / temperature);
+    }
+    return (float) (max / temperature);
   }
 
   /** Hugging Face's CTRL penalty: each distinct token's logit divided by the penalty if positive, else multiplied. */
@@ -195,12 +213,21 @@ public final class Sampler {
     return best;
   }
 
-  /** Applies top-k, top-p and min-p to the weighted row and draws one token. */
-  private int draw(float[] ordered, double total, SamplingParams params, SequenceState state, int n) {
+  /**
+   * Applies top-k, top-p and min-p to the weighted row and draws one token. {@code weights} holds every
+   * token's weight and {@code total} their sum, except when {@code scaledMax} is a number: then only the
+   * top-k cut is weighed here, {@code exp(value - scaledMax)} per candidate, and {@code total} is unused.
+   */
+  private int draw(float[] ordered, double total, float scaledMax, SamplingParams params, SequenceState state, int n) {
     double topP = params.topP();
     int count;
     if (params.topK() > 0) {
       count = selector.select(ordered, n, params.topK(), candidates); // sorted, best first
+      if (!Float.isNaN(scaledMax)) {
+        for (int i = 0; i < count; i++) {
+          weights[candidates[i]] = Math.exp(ordered[candidates[i]] - scaledMax);
+        }
+      }
       if (topP < 1) {
         double mass = 0;
         for (int i = 0; i < count; i++) {

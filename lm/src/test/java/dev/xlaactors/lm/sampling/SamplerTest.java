@@ -153,6 +153,21 @@ class SamplerTest {
   }
 
   @Test
+  void topKAtATemperatureDrawsFromTheTopKsSoftmaxAtThatTemperature() {
+    // Only the k candidates are weighed at a temperature other than 1: their weights must still be the
+    // tempered softmax's, renormalised, and min-p must read them.
+    float[] logits = {1.0f, 2.0f, 0.5f, -1.0f, 1.5f, 0.0f};
+    int draws = 20_000;
+    double[] top3 = softmax(new float[] {1.0f, 2.0f, 1.5f}, 0.5);
+    SamplingParams cool = SamplingParams.defaults().withSeed(6L).withTopK(3).withTemperature(0.5);
+    assertMatches(new double[] {top3[0], top3[1], 0, 0, top3[2], 0}, frequencies(logits, cool, draws), draws);
+    // Weights at 0.5: token 1 is 1, token 4 e^-1 = 0.37, token 0 e^-2 = 0.14; min-p 0.2 cuts token 0.
+    double rest = 1 + Math.exp(-1);
+    assertMatches(new double[] {0, 1 / rest, 0, 0, Math.exp(-1) / rest, 0},
+        frequencies(logits, cool.withMinP(0.2), draws), draws);
+  }
+
+  @Test
   void topPKeepsExactlyTheNucleus() {
     float[] logits = logitsOf(0.05, 0.5, 0.15, 0.3);
     int draws = 20_000;
