@@ -1261,7 +1261,7 @@ llamacpp_prepare() {
     mv "$d/q8_0.gguf.tmp" "$d/q8_0.gguf"
   fi
   # Our side: the checkpoint imported as a user would, decode programs for 1 and 8 sequences, the rest as
-  # import's defaults (prompts by chunks of 32 and 128 up to the context, the context capped by a 1 GiB cache).
+  # import's defaults (prompts by chunks of 32, 64 and 128 up to the context, the context capped by a 1 GiB cache).
   llamacpp_import "$d/hf" "$d/pkg-f32" --slots 1,8
   if [ "$m" = gpt2 ]; then
     # A package of one slot only: what one sequence on the 8-slot package must decode as fast as.

@@ -3,7 +3,7 @@
 Run with the venv of tools/jax-env.sh (JAX, numpy, safetensors, flatbuffers; ml_dtypes comes with JAX):
 
     $(bash tools/jax-env.sh) tools/hf_import.py HF_DIR --out PKG [--name NAME] [--dtype as-is|f32|bf16]
-        [--slots 1,4] [--prefill-chunks 32,128] [--decode-lengths 256,1024] [--attention-block 128] [--context-length N]
+        [--slots 1,4] [--prefill-chunks 32,64,128] [--decode-lengths 256,1024] [--attention-block 128] [--context-length N]
         [--kv-cache-memory 1GiB] [--kv-cache-dtype f32|f16|bf16] [--score-length N] [--embed-batches 1,4] [--embed-length N]
         [--tiktoken ENCODING] [--platforms cpu,cuda] [--kernels native|xla] [--quantize none|int8]
 
@@ -1228,9 +1228,10 @@ def main():
                     help="the batch sizes of the decode programs; the cache holds max(SLOTS) sequences")
     ap.add_argument("--score-length", type=int, default=32,
                     help="score's length (capped at the context); longer sequences are scored by chunks")
-    ap.add_argument("--prefill-chunks", type=int_list, default=[32, 128],
+    ap.add_argument("--prefill-chunks", type=int_list, default=[32, 64, 128],
                     help="the prompt chunk lengths of prefill_chunk (a prompt of any length up to the context "
-                    "goes in by chunks of these)")
+                    "goes in by chunks of these; 64 between 32 and 128 writes a 64-token prompt in one pass "
+                    "over the weights instead of two)")
     ap.add_argument("--prefill-length", type=int,
                     help="the same as --prefill-chunks N (one chunk length); kept for older command lines")
     ap.add_argument("--decode-lengths", type=int_list, default=None,

@@ -20,7 +20,7 @@ import java.util.Set;
  */
 final class ImportCommand {
   static final String USAGE = "usage: bin/xla-actors import hf HF_DIR --out PKG [--dtype as-is|f32|bf16] [--slots 1,4] "
-      + "[--context-length N | --max-model-len N] [--kv-cache-memory 1GiB] [--kv-cache-dtype f32|f16|bf16] [--prefill-chunks 32,128] "
+      + "[--context-length N | --max-model-len N] [--kv-cache-memory 1GiB] [--kv-cache-dtype f32|f16|bf16] [--prefill-chunks 32,64,128] "
       + "[--decode-lengths 256,1024] [--attention-block 128] [--score-length N] [--prefill-length N] [--embed-batches 1,4] "
       + "[--kernels native|xla] [--quantize none|int8] [--tiktoken ENCODING]";
 
