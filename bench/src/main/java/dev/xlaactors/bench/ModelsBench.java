@@ -62,6 +62,26 @@ public final class ModelsBench {
     StringBuilder json = new StringBuilder("{");
     ActorSystem<Void> system = ActorSystem.create(Behaviors.empty(), "models-bench");
     long weightBytes = 0;
+    try {
+      weightBytes = measure(pkg, reps, steps, promptArg, longPrompt, system, json, memory);
+    } finally {
+      // Also when a measurement throws: the actor system's threads would otherwise keep the JVM alive after main.
+      system.terminate();
+      system.getWhenTerminated().toCompletableFuture().get(10, TimeUnit.SECONDS);
+    }
+    json.append(", \"peak_rss_all_bytes\": ").append(ProcessMemory.peakResidentBytes());
+    json.append(", \"weights_bytes\": ").append(weightBytes);
+    json.append(", \"memory\": [").append(String.join(", ", memory.stream().map(ProcessMemory::json).toList())).append("]}");
+    System.out.println(json);
+  }
+
+  /**
+   * The measurements of {@link #main} on {@code system}: appends the rows to {@code json} and the memory points to
+   * {@code memory}; returns the bytes of the package's weight files.
+   */
+  private static long measure(ModelPackage pkg, int reps, int steps, int promptArg, int longPrompt, ActorSystem<Void> system,
+      StringBuilder json, List<ProcessMemory> memory) throws Exception {
+    long weightBytes = 0;
     try (XlaClient client = XlaClient.create(LanguageModel.clientSettings());
         CallbackRuntime runtime = CallbackRuntime.create(system, client)) {
       Device device = client.devices().get(0);
@@ -155,12 +175,7 @@ public final class ModelsBench {
         }
       }
     }
-    system.terminate();
-    system.getWhenTerminated().toCompletableFuture().get(10, TimeUnit.SECONDS);
-    json.append(", \"peak_rss_all_bytes\": ").append(ProcessMemory.peakResidentBytes());
-    json.append(", \"weights_bytes\": ").append(weightBytes);
-    json.append(", \"memory\": [").append(String.join(", ", memory.stream().map(ProcessMemory::json).toList())).append("]}");
-    System.out.println(json);
+    return weightBytes;
   }
 
   /**
