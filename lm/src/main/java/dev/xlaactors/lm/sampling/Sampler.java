@@ -92,15 +92,14 @@ public final class Sampler {
     if (params.isGreedy()) {
       token = argmax(ordered, n);
     } else if (ordered == raw) {
-      token = draw(ordered, rawMass, Float.NaN, params, state, n); // the raw row's weights are already there
+      token = draw(ordered, rawMass, params, state, n); // the raw row's weights are already there
     } else if (params.topK() > 0) {
-      // Only the top k's weights are read: divide the row (the cuts order by the divided values) and
-      // weigh the k candidates alone, each as fillWeights would, instead of an exp per token.
-      float scaledMax = scaleByTemperature(ordered, ordered[argmax(ordered, n)], params.temperature(), n);
-      token = draw(ordered, Double.NaN, scaledMax, params, state, n);
+      // The cut weighs its k candidates itself (draw): only divide the row, since the cuts order by the divided
+      // values, instead of an exp per token.
+      divideByTemperature(ordered, params.temperature(), n);
+      token = draw(ordered, Double.NaN, params, state, n);
     } else {
-      double total = fillWeights(ordered, ordered[argmax(ordered, n)], params.temperature(), n);
-      token = draw(ordered, total, Float.NaN, params, state, n);
+      token = draw(ordered, fillWeights(ordered, ordered[argmax(ordered, n)], params.temperature(), n), params, state, n);
     }
     state.append(token);
     return new Sample(token, (float) (raw[token] - logNormalizer), topLogprobs(params.logprobs(), n, logNormalizer));
@@ -139,7 +138,8 @@ public final class Sampler {
    * before the division; it is divided the same way, so the best token's weight is exactly 1.
    */
   private double fillWeights(float[] values, float max, double temperature, int n) {
-    float scaledMax = scaleByTemperature(values, max, temperature, n);
+    divideByTemperature(values, temperature, n);
+    float scaledMax = temperature == 1 ? max : (float) (max / temperature);
     double sum = 0;
     for (int i = 0; i < n; i++) {
       double w = Math.exp(values[i] - scaledMax);
@@ -149,18 +149,13 @@ public final class Sampler {
     return sum;
   }
 
-  /**
-   * Divides {@code values} by {@code temperature} in place (unless it is 1) and returns {@code max}
-   * divided the same way: the highest value after the division, whose weight is exactly 1.
-   */
-  private static float scaleByTemperature(float[] values, float max, double temperature, int n) {
-    if (temperature == 1) {
-      return max;
+  /** Divides {@code values} by {@code temperature} in place, unless it is 1. */
+  private static void divideByTemperature(float[] values, double temperature, int n) {
+    if (temperature != 1) {
+      for (int i = 0; i < n; i++) {
+        values[i] = (float) (values[i] / temperature);
+      }
     }
-    for (int i = 0; i < n; i++) {
-      values[i] = (float) (values[i] / temperature);
-    }
-    return (float) (max / temperature);
   }
 
   /** Hugging Face's CTRL penalty: each distinct token's logit divided by the penalty if positive, else multiplied. */
@@ -214,19 +209,19 @@ public final class Sampler {
   }
 
   /**
-   * Applies top-k, top-p and min-p to the weighted row and draws one token. {@code weights} holds every
-   * token's weight and {@code total} their sum, except when {@code scaledMax} is a number: then only the
-   * top-k cut is weighed here, {@code exp(value - scaledMax)} per candidate, and {@code total} is unused.
+   * Applies top-k, top-p and min-p to the row and draws one token. Without a top-k cut, {@code weights} holds
+   * every token's weight and {@code total} their sum; a top-k cut weighs its candidates here, each as
+   * {@link #fillWeights} would ({@code exp} of its distance below the best, whose weight is exactly 1), so
+   * neither need be filled for it.
    */
-  private int draw(float[] ordered, double total, float scaledMax, SamplingParams params, SequenceState state, int n) {
+  private int draw(float[] ordered, double total, SamplingParams params, SequenceState state, int n) {
     double topP = params.topP();
     int count;
     if (params.topK() > 0) {
       count = selector.select(ordered, n, params.topK(), candidates); // sorted, best first
-      if (!Float.isNaN(scaledMax)) {
-        for (int i = 0; i < count; i++) {
-          weights[candidates[i]] = Math.exp(ordered[candidates[i]] - scaledMax);
-        }
+      float best = ordered[candidates[0]];
+      for (int i = 0; i < count; i++) {
+        weights[candidates[i]] = Math.exp(ordered[candidates[i]] - best);
       }
       if (topP < 1) {
         double mass = 0;
