@@ -150,16 +150,21 @@ namespace portable {  // the x86-64 baseline (SSE2)
 #undef XLA_ACTORS_L
 }  // namespace portable
 
+using ExpSumKernel = double (*)(const float* x, int64_t n, float shift, double* terms);
+
 struct Isa {
   const char* name;
   Kernel dot_f32, axpy_f32, dot_q8;
   AttentionKernel attend;
+  ExpSumKernel exp_sum;
 };
 
-const Isa kAvx512 = {"avx512", &avx512::DotF32Part, &avx512::AxpyF32Part, &avx512::DotQ8Part, &avx512::AttendHeads};
-const Isa kAvx2 = {"avx2", &avx2::DotF32Part, &avx2::AxpyF32Part, &avx2::DotQ8Part, &avx2::AttendHeads};
+const Isa kAvx512 = {"avx512", &avx512::DotF32Part, &avx512::AxpyF32Part, &avx512::DotQ8Part, &avx512::AttendHeads,
+                     &avx512::ExpSum};
+const Isa kAvx2 = {"avx2", &avx2::DotF32Part, &avx2::AxpyF32Part, &avx2::DotQ8Part, &avx2::AttendHeads,
+                   &avx2::ExpSum};
 const Isa kPortable = {"portable", &portable::DotF32Part, &portable::AxpyF32Part, &portable::DotQ8Part,
-                       &portable::AttendHeads};
+                       &portable::AttendHeads, &portable::ExpSum};
 
 std::string Lower(std::string s) {
   for (char& c : s) c = static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
@@ -701,3 +706,7 @@ std::string RegisterMatmulHandlers(Plugin* plugin) {
 extern "C" const char* XlaActors_MatmulKernelIsa(void) { return xla_actors::MatmulKernelIsa(); }
 
 extern "C" int XlaActors_MatmulKernelThreads(void) { return xla_actors::MatmulKernelThreads(); }
+
+extern "C" double XlaActors_ExpSum(const float* x, int64_t n, float shift, double* terms) {
+  return xla_actors::TheIsa().exp_sum(x, n, shift, terms);
+}

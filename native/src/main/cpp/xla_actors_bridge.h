@@ -49,6 +49,12 @@ const char* XlaActors_MatmulKernelIsa(void);
 // threads where the plugin lends its pool to FFI handlers (as the pinned one does), else a pool of our own.
 int XlaActors_MatmulKernelThreads(void);
 
+// The sum of e^(x[i] - shift) over i in [0, n), in double; each term in f32 to a few units in the last place
+// (a polynomial, by vectors of the matmul kernels' instruction set), a term whose x[i] - shift is below -87.3
+// (-inf among them) exactly 0. When `terms` is not null, terms[i] gets each term. x and terms hold at least n
+// values (the caller checks; nothing here does). The sampler's pass over a row of logits.
+double XlaActors_ExpSum(const float* x, int64_t n, float shift, double* terms);
+
 // One host call, as the sink sees it. Valid only during the sink's call; copy what you keep.
 typedef struct XlaActors_HostCall {
   int64_t sink_id;          // the id given to XlaActors_RunContext_Create

@@ -26,6 +26,13 @@ import org.bytedeco.javacpp.tools.InfoMapper;
 public class PjrtPresets implements InfoMapper {
   @Override
   public void map(InfoMap infoMap) {
+    // The sampler passes Java arrays of logits: pinned for the call (GetPrimitiveArrayCritical), not copied in
+    // and out. The function only reads and writes them, and returns at once.
+    infoMap.put(
+        new Info("XlaActors_ExpSum")
+            .javaText(
+                "public static native @CriticalRegion double XlaActors_ExpSum(@Const float[] x, @Cast(\"int64_t\") long n,"
+                    + " float shift, double[] terms);"));
     // The generated accessors of these two const-qualified pointer-to-pointer-to-pointer members do not
     // compile as JavaCPP writes them; spell out a getter and a setter with explicit casts.
     infoMap.put(
