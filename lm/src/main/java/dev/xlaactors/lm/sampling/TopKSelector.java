@@ -22,14 +22,24 @@ final class TopKSelector {
       heap = new long[Math.max(k, heap.length * 2)];
     }
     int size = 0;
+    // Once the heap is full, a value below its worst cannot enter: one float comparison skips most of a row.
+    float worst = Float.NEGATIVE_INFINITY;
     for (int i = 0; i < n; i++) {
-      long key = rank(values[i], i);
+      float value = values[i];
+      if (size == k && value < worst) {
+        continue;
+      }
+      long key = rank(value, i);
       if (size < k) {
         heap[size] = key;
         siftUp(size++);
+        if (size == k) {
+          worst = valueOf(heap[0]);
+        }
       } else if (key < heap[0]) {
         heap[0] = key;
         siftDown(k);
+        worst = valueOf(heap[0]);
       }
     }
     Arrays.sort(heap, 0, size);
@@ -44,6 +54,12 @@ final class TopKSelector {
     int bits = Float.floatToIntBits(value);
     int ascending = bits ^ ((bits >> 31) & 0x7fffffff); // a signed int that orders like the float
     return ((long) ~ascending << 32) | index;
+  }
+
+  /** The value a {@link #rank} was made from. */
+  static float valueOf(long rank) {
+    int ascending = ~(int) (rank >>> 32);
+    return Float.intBitsToFloat(ascending ^ ((ascending >> 31) & 0x7fffffff));
   }
 
   private void siftUp(int i) {

@@ -43,6 +43,31 @@ class SelectorsTest {
   }
 
   @Test
+  void topKOrdersSignedZerosAndInfinitiesAsItsRankDoes() {
+    float[] special = {0.0f, -0.0f, Float.NEGATIVE_INFINITY, Float.POSITIVE_INFINITY, Float.MIN_VALUE, -Float.MIN_VALUE,
+        Float.MAX_VALUE, -Float.MAX_VALUE, 1.5f, -1.5f};
+    for (float v : special) {
+      assertEquals(Float.floatToIntBits(v), Float.floatToIntBits(TopKSelector.valueOf(TopKSelector.rank(v, 7))),
+          "the value back from the rank of " + v);
+    }
+    SplittableRandom random = new SplittableRandom(5);
+    TopKSelector selector = new TopKSelector();
+    for (int trial = 0; trial < 50; trial++) {
+      // Rows of mostly zeros of either sign: the cut's fast skip compares floats, where -0.0 == 0.0, yet +0.0
+      // ranks above -0.0 and must still displace it.
+      float[] values = new float[1 + random.nextInt(200)];
+      for (int i = 0; i < values.length; i++) {
+        values[i] = special[random.nextInt(3) == 0 ? random.nextInt(special.length) : random.nextInt(2)];
+      }
+      int k = 1 + random.nextInt(20);
+      int[] out = new int[values.length];
+      int count = selector.select(values, values.length, k, out);
+      assertArrayEquals(Arrays.copyOf(sortedIds(values), Math.min(k, values.length)), Arrays.copyOf(out, count),
+          "trial " + trial + ": " + Arrays.toString(values));
+    }
+  }
+
+  @Test
   void nucleusMatchesTheSortedDefinition() {
     SplittableRandom random = new SplittableRandom(4);
     NucleusSelector selector = new NucleusSelector();
