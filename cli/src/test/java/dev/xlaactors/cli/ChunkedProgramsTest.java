@@ -209,7 +209,14 @@ class ChunkedProgramsTest {
     // 10 tokens through score_chunk (score's length is 4): a chunk of 8, then one of 4 holding 2.
     double worst = excess(expected, chunked.score(ints(ref.get("input_ids"))), 1e-3, 1e-4);
     assertTrue(worst <= 0, "chunked scoring against transformers exceeds rtol 1e-3, atol 1e-4 by " + worst);
-    // A 6-token prompt as chunks of 4 and 4 (2 padded), then decode steps in the windows of 8 and 16, alone (batch 1).
+    // The same 10 tokens as a prompt: a chunk of 8, then the shortest that holds the other 2 (4, 2 padded); its
+    // last row's logits are transformers' at the last position.
+    int[] inputIds = ints(ref.get("input_ids"));
+    float[][][] prefilled = new float[1][1][];
+    greedy(chunked, new int[][] {inputIds}, 1, 64, prefilled);
+    double lastWorst = excess(new double[][] {expected[inputIds.length - 1]}, prefilled[0], 1e-3, 1e-4);
+    assertTrue(lastWorst <= 0, "a prompt by two chunks against transformers exceeds rtol 1e-3, atol 1e-4 by " + lastWorst);
+    // A 6-token prompt as one chunk of 8 (2 padded), then decode steps in the windows of 8 and 16, alone (batch 1).
     int[] greedyPrompt = ints(ref.get("greedy_prompt"));
     assertArrayEquals(ints(ref.get("greedy_tokens")), greedy(chunked, new int[][] {greedyPrompt}, 8, 64)[0],
         "greedy tokens against transformers");
