@@ -228,8 +228,9 @@ modes:
             the native f32 kernels, import's default for a CPU package, against XLA's dots). Then
             guidellm (tools/guidellm-env.sh) against `bin/xla-actors serve` and llama-server, GPT-2 F32:
             synchronous and 8 concurrent, 64 tokens in and 32 out, LLAMACPP_SERVE_REQUESTS (default 32)
-            requests and LLAMACPP_SERVE_SECONDS (default 60) per profile: TTFT, inter-token latency, output
-            tokens/s. Tables (min / median / max over the rounds), then (medians, ours / llama.cpp):
+            requests and LLAMACPP_SERVE_SECONDS (default 60) per profile, after a discarded synchronous
+            warm-up of LLAMACPP_SERVE_WARMUP (default 16; 0: none) requests on each server: TTFT,
+            inter-token latency, output tokens/s. Tables (min / median / max over the rounds), then (medians, ours / llama.cpp):
             RESULT llamacpp decode_b1=<F32, 1 sequence> decode_b8=<8> decode_b1_q8=<our int8 / Q8_0>
                    decode_b8_q8=<...> prefill=<128 tokens> prefill_2k=<2,000 tokens, the Llama>
                    rss=<peak, one sequence: our 1-slot package against llama.cpp's one sequence>
@@ -1383,23 +1384,34 @@ llamacpp_agreement() {
 # answers from its prompt cache (its RAM cache of earlier prompts' KV: 63 of 64 prompt tokens cached on
 # every request of 2026-11-29's run) instead of prefilling them: a cache lookup, not the serving a fresh
 # prompt gets. The report lists the prompt tokens each side took from a cache (cached_tokens).
+# Before the measured profiles each server answers a discarded warm-up profile (synchronous,
+# LLAMACPP_SERVE_WARMUP requests, default 16, prompts of their own seed): a fresh JVM interprets and then
+# compiles its serving code during its first requests (on 2026-11-29 the JIT's threads took 8-10% of the
+# machine over the first ~50 requests, and a synchronous run right after start read inter-token latencies of
+# 45-52 ms where the same server read 36-39 warm), so a server measured cold says more about its first
+# minute than about the serving users get. llama-server gets the same warm-up (none of its prompts repeat).
 llamacpp_guidellm() {
   local side="$1" model profile kind seed
   # The served model's name (ours: the package's; llama-server answers with any).
   model="$(curl -sf "$server_url/v1/models" | python3 -c 'import json, sys; print(json.load(sys.stdin)["data"][0]["id"])')"
-  for profile in sync c8; do
-    if [ "$profile" = sync ]; then kind=kind=synchronous seed=42; else kind=kind=concurrent,streams=8 seed=43; fi
+  for profile in warmup sync c8; do
+    if [ "$profile" = warmup ]; then
+      [ "${LLAMACPP_SERVE_WARMUP:-16}" -gt 0 ] || continue
+      kind=kind=synchronous seed=41
+    elif [ "$profile" = sync ]; then kind=kind=synchronous seed=42; else kind=kind=concurrent,streams=8 seed=43; fi
     rm -f "$out_dir/llamacpp-guidellm-$side-$profile.json"
     # HF_HUB_OFFLINE: the tokenizer (for the synthetic prompts' lengths) is the checkpoint's own folder.
     HF_HUB_OFFLINE=1 "$(dirname "$guidellm_python")/guidellm" run \
       --backend "kind=openai_http,target=$server_url,model=$model,request_format=/v1/completions" \
       --tokenizer "kind=hf_auto,model=$ldir/gpt2/hf" --data kind=synthetic_text,prompt_tokens=64,output_tokens=32 \
-      --profile "$kind" --seed "kind=static,value=$seed" --constraint "kind=max_requests,count=${LLAMACPP_SERVE_REQUESTS:-32}" \
+      --profile "$kind" --seed "kind=static,value=$seed" \
+      --constraint "kind=max_requests,count=$(if [ "$profile" = warmup ]; then echo "${LLAMACPP_SERVE_WARMUP:-16}"; else echo "${LLAMACPP_SERVE_REQUESTS:-32}"; fi)" \
       --constraint "kind=max_duration,seconds=${LLAMACPP_SERVE_SECONDS:-60}" \
       --output "kind=json,path=$out_dir/llamacpp-guidellm-$side-$profile.json" --disable-progress \
       > "$out_dir/llamacpp-guidellm-$side-$profile.log" 2>&1 ||
       { echo "guidellm ($side, $profile) failed: see $out_dir/llamacpp-guidellm-$side-$profile.log" >&2; exit 1; }
-    python3 bench/llamacpp_report.py guidellm "$measures" gpt2 "$side" "$profile" "$out_dir/llamacpp-guidellm-$side-$profile.json"
+    [ "$profile" = warmup ] ||
+      python3 bench/llamacpp_report.py guidellm "$measures" gpt2 "$side" "$profile" "$out_dir/llamacpp-guidellm-$side-$profile.json"
   done
 }
 
