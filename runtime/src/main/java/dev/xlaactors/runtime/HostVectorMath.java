@@ -20,7 +20,7 @@ public final class HostVectorMath {
 
   /**
    * The sum of {@code e^(values[i] - shift)} over {@code i} in {@code [0, n)}, in double. Each term is computed
-   * in f32 to a few units in its last place (within 1e-7 of {@link Math#exp}'s, relative); a term whose
+   * in f32 to a few units in its last place (within 2e-7 of {@link Math#exp}'s, relative); a term whose
    * {@code values[i] - shift} is below -87.3 ({@code -inf} among them) is exactly 0. With {@code shift} the
    * row's maximum every term is at most 1, and {@code shift + log(sum)} is the row's log-normaliser. When
    * {@code terms} is not null, {@code terms[i]} gets each term. NaN values give a NaN sum: check them first.
