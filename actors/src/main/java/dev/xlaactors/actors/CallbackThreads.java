@@ -125,6 +125,9 @@ final class CallbackThreads implements Executor, AutoCloseable {
     try {
       while (!closed) {
         if (retire()) {
+          if (!tasks.isEmpty()) {
+            wakeOne(); // a wake-up that reached this thread was meant for a call: pass it on
+          }
           return;
         }
         Runnable task = next(self);
@@ -178,6 +181,10 @@ final class CallbackThreads implements Executor, AutoCloseable {
     task = tasks.poll(); // a call offered before we were listed as parked
     if (task == null && !closed) {
       LockSupport.park(this);
+      // Woken for a call: take it now. Going back to the loop first let a surplus thread (a replacement whose
+      // stuck or waiting thread came back) retire with the wake-up meant for the call, which then stayed queued
+      // while the other threads slept.
+      task = tasks.poll();
     }
     parked.remove(self);
     return task;

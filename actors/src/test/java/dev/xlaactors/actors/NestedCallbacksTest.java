@@ -14,6 +14,7 @@ import dev.xlaactors.runtime.XlaClient;
 import dev.xlaactors.runtime.model.Argument;
 import dev.xlaactors.runtime.model.Model;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ExecutionException;
@@ -96,9 +97,11 @@ class NestedCallbacksTest {
   /** Programs 0 to depth, where program d (d >= 1) calls nest-d, which runs program d - 1 and adds 1. */
   private static final class Chain implements AutoCloseable {
     final CallbackRuntime callbacks;
+    final XlaClient client;
     final List<Model> programs = new ArrayList<>();
 
     Chain(ActorTestKit kit, XlaClient client, int depth) {
+      this.client = client;
       callbacks = CallbackRuntime.create(kit.system(), client);
       TensorType s32 = TensorType.of(DType.S32);
       programs.add(Model.compile(client, Programs.lines(
@@ -135,10 +138,41 @@ class NestedCallbacksTest {
           for (Throwable t = e.getCause(); t != null; t = t.getCause()) {
             messages.append(t).append(" / ");
           }
+          if (messages.indexOf("did not answer within") >= 0) {
+            messages.append(stallReport());
+          }
           outcomes.add(messages.toString());
         }
       }
       return outcomes;
+    }
+
+    /**
+     * What a stalled chain leaves to diagnose it: each device's executions in flight, and where every callback
+     * thread and every thread in this project's code is. It found the follow-up run's stall that CI met once in
+     * many runs (one execution in flight, all 8 callback threads idle): a call's wake-up taken by a retiring
+     * surplus thread (CallbackThreadsTest).
+     */
+    String stallReport() {
+      StringBuilder report = new StringBuilder("in flight per device:");
+      for (int d = 0; d < client.devices().size(); d++) {
+        report.append(' ').append(client.inFlight().count(client.devices().get(d)));
+      }
+      int idle = 0;
+      int shown = 0;
+      for (Map.Entry<Thread, StackTraceElement[]> e : Thread.getAllStackTraces().entrySet()) {
+        StackTraceElement[] frames = e.getValue();
+        if (Arrays.stream(frames).anyMatch(f -> f.getClassName().endsWith("CallbackThreads") && f.getMethodName().equals("next"))) {
+          idle++; // a callback thread waiting for work
+        } else if (shown < 40 && Arrays.stream(frames).anyMatch(f -> f.getClassName().startsWith("dev.xlaactors"))) {
+          shown++;
+          report.append("\n  ").append(e.getKey().getName()).append(' ').append(e.getKey().getState());
+          for (int i = 0; i < Math.min(14, frames.length); i++) {
+            report.append("\n    at ").append(frames[i]);
+          }
+        }
+      }
+      return report.append("\n  callback threads waiting for work: ").append(idle).toString();
     }
 
     static int answer(Object outcome) {
