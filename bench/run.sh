@@ -230,7 +230,8 @@ modes:
             synchronous and 8 concurrent, 64 tokens in and 32 out, LLAMACPP_SERVE_REQUESTS (default 32)
             requests and LLAMACPP_SERVE_SECONDS (default 60) per profile, after a discarded synchronous
             warm-up of LLAMACPP_SERVE_WARMUP (default 16; 0: none) requests on each server: TTFT,
-            inter-token latency, output tokens/s. Tables (min / median / max over the rounds), then (medians, ours / llama.cpp):
+            inter-token latency, output tokens/s. Tables (min / median / max over the rounds), then
+            (medians, ours / llama.cpp):
             RESULT llamacpp decode_b1=<F32, 1 sequence> decode_b8=<8> decode_b1_q8=<our int8 / Q8_0>
                    decode_b8_q8=<...> prefill=<128 tokens> prefill_2k=<2,000 tokens, the Llama>
                    rss=<peak, one sequence: our 1-slot package against llama.cpp's one sequence>
@@ -1391,12 +1392,14 @@ llamacpp_agreement() {
 # 45-52 ms where the same server read 36-39 warm), so a server measured cold says more about its first
 # minute than about the serving users get. llama-server gets the same warm-up (none of its prompts repeat).
 llamacpp_guidellm() {
-  local side="$1" model profile kind seed
+  local side="$1" model profile kind seed requests
   # The served model's name (ours: the package's; llama-server answers with any).
   model="$(curl -sf "$server_url/v1/models" | python3 -c 'import json, sys; print(json.load(sys.stdin)["data"][0]["id"])')"
   for profile in warmup sync c8; do
+    requests="${LLAMACPP_SERVE_REQUESTS:-32}"
     if [ "$profile" = warmup ]; then
-      [ "${LLAMACPP_SERVE_WARMUP:-16}" -gt 0 ] || continue
+      requests="${LLAMACPP_SERVE_WARMUP:-16}"
+      [ "$requests" -gt 0 ] || continue
       kind=kind=synchronous seed=41
     elif [ "$profile" = sync ]; then kind=kind=synchronous seed=42; else kind=kind=concurrent,streams=8 seed=43; fi
     rm -f "$out_dir/llamacpp-guidellm-$side-$profile.json"
@@ -1405,7 +1408,7 @@ llamacpp_guidellm() {
       --backend "kind=openai_http,target=$server_url,model=$model,request_format=/v1/completions" \
       --tokenizer "kind=hf_auto,model=$ldir/gpt2/hf" --data kind=synthetic_text,prompt_tokens=64,output_tokens=32 \
       --profile "$kind" --seed "kind=static,value=$seed" \
-      --constraint "kind=max_requests,count=$(if [ "$profile" = warmup ]; then echo "${LLAMACPP_SERVE_WARMUP:-16}"; else echo "${LLAMACPP_SERVE_REQUESTS:-32}"; fi)" \
+      --constraint "kind=max_requests,count=$requests" \
       --constraint "kind=max_duration,seconds=${LLAMACPP_SERVE_SECONDS:-60}" \
       --output "kind=json,path=$out_dir/llamacpp-guidellm-$side-$profile.json" --disable-progress \
       > "$out_dir/llamacpp-guidellm-$side-$profile.log" 2>&1 ||
