@@ -18,7 +18,7 @@ import dev.xlaactors.runtime.HostTensor;
 import dev.xlaactors.runtime.XlaClient;
 import dev.xlaactors.runtime.model.Argument;
 import dev.xlaactors.runtime.model.Model;
-import java.nio.file.Files;
+import java.nio.file.Path;
 import java.time.Duration;
 import java.util.List;
 import java.util.concurrent.ExecutionException;
@@ -31,6 +31,7 @@ import org.apache.pekko.cluster.typed.Cluster;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.io.TempDir;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.Arguments;
 import org.junit.jupiter.params.provider.MethodSource;
@@ -53,6 +54,7 @@ class DamagedCallbackMessageClusterTest {
   private static final Pattern READY = Pattern.compile("READY (\\S+)");
   private static final Duration CALLBACK_TIMEOUT = Duration.ofSeconds(2);
 
+  @TempDir static Path dir;
   private static ChildJvms children;
   private static ChildJvms.Child b;
   private static ActorSystem<Void> system;
@@ -63,7 +65,7 @@ class DamagedCallbackMessageClusterTest {
 
   @BeforeAll
   static void startCluster() throws Exception {
-    children = new ChildJvms(Files.createTempDirectory("xla-damaged-message-test"));
+    children = new ChildJvms(dir);
     int seedPort = TestNodes.freePort();
     b = children.start("node-b", CallbackNodeMain.class, "node-b", Integer.toString(seedPort));
     system = XlaCluster.start(ConfigFactory.parseString("""

@@ -22,6 +22,7 @@ import org.apache.pekko.actor.typed.ActorSystem;
 import org.apache.pekko.cluster.sharding.typed.ShardingEnvelope;
 import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.io.TempDir;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.MethodSource;
 
@@ -50,10 +51,9 @@ class JobJournalRetentionTest {
 
   @ParameterizedTest(name = "journal on {0}")
   @MethodSource("journals")
-  void aJobsRowsAreBoundedWhileItRunsAndTwoAfterItEndedWhateverItsItemCount(String database) throws Exception {
+  void aJobsRowsAreBoundedWhileItRunsAndTwoAfterItEndedWhateverItsItemCount(String database, @TempDir Path dir) throws Exception {
     long bigItems = Long.getLong("xla.test.retention-items", 600);
     int smallJobs = Integer.getInteger("xla.test.retention-jobs", 10);
-    Path dir = Files.createTempDirectory("xla-journal-retention");
     boolean h2 = database.equals("h2");
     String url = h2 ? TestNodes.h2Journal(dir) : System.getenv(ShardedBatchJobClusterTest.POSTGRES_ENV);
     Assumptions.assumeTrue(url != null && !url.isBlank(), "PostgreSQL not started: run `eval \"$(tools/postgres.sh start)\"` first");

@@ -17,6 +17,7 @@ import java.util.Arrays;
 import java.util.Optional;
 import java.util.TreeMap;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
 
 /**
  * The job journal's settings (one URL chooses the database), its tables created on an empty database
@@ -87,8 +88,7 @@ class JobJournalTest {
   }
 
   @Test
-  void everyH2UrlWritesEachCommitBeforeAcknowledgingIt() throws Exception {
-    Path dir = Files.createTempDirectory("xla-job-journal");
+  void everyH2UrlWritesEachCommitBeforeAcknowledgingIt(@TempDir Path dir) throws Exception {
     String h2File = JobJournalSettings.h2File(dir.resolve("journal"));
     assertEquals("jdbc:h2:file:" + dir.resolve("journal").toAbsolutePath() + ";AUTO_SERVER=TRUE;WRITE_DELAY=0", h2File);
     // A URL without a write delay gets WRITE_DELAY=0; one that says 0 (in any case) is kept as it is.
@@ -130,8 +130,7 @@ class JobJournalTest {
   }
 
   @Test
-  void tablesAreCreatedOnAnEmptyDatabaseAndCreatingThemAgainChangesNothing() throws Exception {
-    Path dir = Files.createTempDirectory("xla-job-journal");
+  void tablesAreCreatedOnAnEmptyDatabaseAndCreatingThemAgainChangesNothing(@TempDir Path dir) throws Exception {
     String url = TestNodes.h2Journal(dir);
     try (JobJournal journal = new JobJournal(url, "sa", "")) {
       assertEquals(0, journal.events("nothing").size());

@@ -17,7 +17,6 @@ import dev.xlaactors.runtime.HostTensor;
 import dev.xlaactors.runtime.XlaClient;
 import dev.xlaactors.runtime.model.Argument;
 import dev.xlaactors.runtime.model.Model;
-import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.List;
@@ -39,6 +38,7 @@ import org.junit.jupiter.api.Order;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.TestMethodOrder;
 import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.io.TempDir;
 
 /**
  * Three real JVMs on loopback: this test JVM is node A (role compute: it runs the program on the real
@@ -51,7 +51,7 @@ import org.junit.jupiter.api.Timeout;
 class RemoteCallbackClusterTest {
   private static final Pattern READY = Pattern.compile("READY (\\S+)");
 
-  private static Path dir;
+  @TempDir static Path dir;
   private static ChildJvms children;
   private static ActorSystem<Void> system;
   private static XlaClient client;
@@ -62,7 +62,6 @@ class RemoteCallbackClusterTest {
 
   @BeforeAll
   static void startCluster() throws Exception {
-    dir = Files.createTempDirectory("xla-cluster-test");
     children = new ChildJvms(dir);
     int seedPort = TestNodes.freePort();
     // The children start while this JVM starts its node and the plugin: the slow parts overlap.

@@ -14,7 +14,6 @@ import dev.xlaactors.error.XlaException;
 import dev.xlaactors.runtime.HostTensor;
 import dev.xlaactors.runtime.model.SafeTensors;
 import java.nio.charset.StandardCharsets;
-import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.List;
@@ -36,6 +35,7 @@ import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.io.TempDir;
 
 /**
  * A model served across real JVMs on loopback: this JVM is the seed (role front, no XLA client); two
@@ -50,6 +50,7 @@ class ShardedBoundModelClusterTest {
   private static final Duration TIMEOUT = Duration.ofSeconds(30);
   private static final int D = BoundModelNodeMain.D;
 
+  @TempDir static Path dir;
   private static ChildJvms children;
   private static ActorSystem<Void> system;
   private static ShardedComputations computations;
@@ -59,7 +60,6 @@ class ShardedBoundModelClusterTest {
 
   @BeforeAll
   static void startCluster() throws Exception {
-    Path dir = Files.createTempDirectory("xla-bound-model-cluster-test");
     w = random(D * D, 1);
     b = random(D, 2);
     Path weights = dir.resolve("dense.safetensors");
