@@ -20,6 +20,7 @@ import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.io.TempDir;
 
 /**
  * Acknowledged means durable (issue 24, Major 5): a JVM running a sharded batch job on the default kind of
@@ -33,7 +34,7 @@ import org.junit.jupiter.api.Timeout;
  * <p>The child prints {@code ACK <item>} from the job's sink, which runs after the journal acknowledged the
  * item's event; its output goes straight to a file, so what it printed before the kill is kept. Before
  * {@code WRITE_DELAY=0}, H2 acknowledged commits it wrote up to 500 ms later, and each kill lost the items
- * of that window. The test kills 3 times (about 45 s on a busy 2-core machine); {@code -Dxla.test.journal-kills=20} runs the
+ * of that window. The test kills 3 times; {@code -Dxla.test.journal-kills=20} runs the
  * issue's 20 kills.
  */
 @Timeout(value = 600, unit = TimeUnit.SECONDS)
@@ -42,12 +43,14 @@ class JournalKillTest {
   private static final Pattern ACK = Pattern.compile("(?m)^ACK (\\d+)$");
 
   @Test
-  void everyAcknowledgedItemSurvivesKillsAtRandomPointsAndIsJournaledOnce() throws Exception {
+  void everyAcknowledgedItemSurvivesKillsAtRandomPointsAndIsJournaledOnce(@TempDir Path dir) throws Exception {
     int kills = Integer.getInteger("xla.test.journal-kills", 3);
-    long count = 150 + 40L * kills;
+    // Each killed run acknowledges 1 to 30 items and the few more done before its kill lands (up to 40 ms
+    // later): 40 items per kill and 60 more leave the last run items to resume (it asserts the job had not
+    // ended before the last kill).
+    long count = 60 + 40L * kills;
     long seed = Long.getLong("xla.test.journal-kill-seed", System.nanoTime());
     Random random = new Random(seed);
-    Path dir = Files.createTempDirectory("xla-journal-kill");
     Path output = dir.resolve("scores.tsv");
     String url = JobJournalSettings.h2File(dir.resolve("journal"));
     String job = "kill-" + UUID.randomUUID().toString().substring(0, 8);
@@ -56,8 +59,11 @@ class JournalKillTest {
 
     try (ChildJvms children = new ChildJvms(dir)) {
       for (int generation = 1; generation <= kills + 1; generation++) {
+        // The runs that are killed read each item in 10 ms, so kills land between and within items; the last
+        // one, which nobody kills, reads them at once.
         ChildJvms.Child child = children.start("node-" + generation, JournalKillNodeMain.class, "node-" + generation,
-            Integer.toString(TestNodes.freePort()), url, job, Long.toString(count), output.toString(), "10");
+            Integer.toString(TestNodes.freePort()), url, job, Long.toString(count), output.toString(),
+            generation <= kills ? "10" : "0");
         child.await(READY, Duration.ofSeconds(90));
         if (generation <= kills) {
           // A random point mid-job: after 1 to 30 items of this run were acknowledged, plus up to 40 ms.
