@@ -22,6 +22,7 @@ import java.nio.file.Path;
 import java.security.KeyStore;
 import java.security.cert.CertificateFactory;
 import java.time.Duration;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
@@ -42,6 +43,7 @@ import org.junit.jupiter.api.Order;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.TestMethodOrder;
 import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.io.TempDir;
 
 /**
  * A TLS cluster on loopback with certificates made by tools/cluster-certs.sh: this test JVM is node A
@@ -64,8 +66,9 @@ class SecureClusterTest {
   private static final int INTRUDE_SECONDS = 8;
   /** The callback secret of the members, which the intruders know too: only TLS keeps them out. */
   private static final String SECRET = "members-only";
+  private static final Path CERTS_SCRIPT = Path.of("..", "tools", "cluster-certs.sh").toAbsolutePath().normalize();
 
-  private static Path dir;
+  @TempDir static Path dir;
   private static ChildJvms children;
   private static ChildJvms.Child b;
   private static String bAddress;
@@ -78,12 +81,15 @@ class SecureClusterTest {
 
   @BeforeAll
   static void startCluster() throws Exception {
-    dir = Files.createTempDirectory("xla-secure-cluster-test");
     children = new ChildJvms(dir);
     Path good = dir.resolve("certs");
     Path rogue = dir.resolve("rogue-certs");
-    makeCertificates(good);
-    makeCertificates(rogue);
+    // Side by side: each set is 8 keytool JVMs, CPU-bound only while each starts (about 7 s a set in CI).
+    Map<Path, Process> making = new LinkedHashMap<>();
+    for (Path into : List.of(good, rogue)) {
+      making.put(into, makeCertificates(into));
+    }
+    awaitCertificates(making);
     // The rogue node trusts the cluster's CA as well as its own: it accepts A's and B's certificates, so
     // only A's and B's demand for a certificate of their CA (mutual authentication) can refuse it.
     try (InputStream in = Files.newInputStream(good.resolve("ca.crt"))) {
@@ -239,17 +245,31 @@ class SecureClusterTest {
         name, INTRUDE_SECONDS, handshakeFailures);
   }
 
-  private static void makeCertificates(Path into) throws IOException, InterruptedException {
-    Path script = Path.of("..", "tools", "cluster-certs.sh").toAbsolutePath().normalize();
-    ProcessBuilder pb = new ProcessBuilder("bash", script.toString(), into.toString(), "127.0.0.1")
+  /** Starts tools/cluster-certs.sh making a CA and 127.0.0.1's key store in {@code into}; see {@link #awaitCertificates}. */
+  private static Process makeCertificates(Path into) throws IOException {
+    ProcessBuilder pb = new ProcessBuilder("bash", CERTS_SCRIPT.toString(), into.toString(), "127.0.0.1")
         .redirectErrorStream(true)
-        .redirectOutput(dir.resolve("cluster-certs-" + into.getFileName() + ".log").toFile());
+        .redirectOutput(certificatesLog(into).toFile());
     pb.environment().put("CLUSTER_CERTS_PASSWORD", PASSWORD);
-    Process p = pb.start();
-    if (!p.waitFor(120, TimeUnit.SECONDS) || p.exitValue() != 0) {
-      p.destroyForcibly();
-      throw new AssertionError(script + " failed:\n" + Files.readString(dir.resolve("cluster-certs-" + into.getFileName() + ".log")));
+    return pb.start();
+  }
+
+  /** Waits for each run of the script; should one fail, stops the others (they write into {@link #dir}) and says why. */
+  private static void awaitCertificates(Map<Path, Process> making) throws IOException, InterruptedException {
+    for (Map.Entry<Path, Process> e : making.entrySet()) {
+      Process p = e.getValue();
+      if (!p.waitFor(120, TimeUnit.SECONDS) || p.exitValue() != 0) {
+        for (Process q : making.values()) {
+          q.destroyForcibly();
+          q.waitFor(10, TimeUnit.SECONDS);
+        }
+        throw new AssertionError(CERTS_SCRIPT + " failed:\n" + Files.readString(certificatesLog(e.getKey())));
+      }
     }
+  }
+
+  private static Path certificatesLog(Path into) {
+    return dir.resolve("cluster-certs-" + into.getFileName() + ".log");
   }
 
   /** The security section of a node whose key store and trust store are those {@code certs} holds. */
