@@ -4,7 +4,6 @@ import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import com.typesafe.config.ConfigFactory;
-import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.Optional;
@@ -16,6 +15,7 @@ import org.apache.pekko.cluster.MemberStatus;
 import org.apache.pekko.cluster.typed.Cluster;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.io.TempDir;
 
 /**
  * A seed node that is killed and started again rejoins the running cluster instead of forming a cluster
@@ -30,8 +30,7 @@ class SeedRestartClusterTest {
   private static final Pattern READY = Pattern.compile("READY (\\S+)");
 
   @Test
-  void aRestartedFirstSeedRejoinsTheRunningCluster() throws Exception {
-    Path dir = Files.createTempDirectory("xla-seed-restart");
+  void aRestartedFirstSeedRejoinsTheRunningCluster(@TempDir Path dir) throws Exception {
     int portA = TestNodes.freePort();
     int portB = TestNodes.freePort();
     String seeds = "127.0.0.1:" + portA + ",127.0.0.1:" + portB;

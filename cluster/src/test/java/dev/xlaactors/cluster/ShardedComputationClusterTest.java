@@ -14,7 +14,6 @@ import dev.xlaactors.cluster.ShardedComputations.Run;
 import dev.xlaactors.error.ErrorCode;
 import dev.xlaactors.error.XlaException;
 import dev.xlaactors.runtime.HostTensor;
-import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.List;
@@ -46,6 +45,7 @@ import org.junit.jupiter.api.Order;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.TestMethodOrder;
 import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.io.TempDir;
 
 /**
  * Sharded computations across real JVMs on loopback: this test JVM is node A (the seed, role front: it
@@ -65,6 +65,7 @@ class ShardedComputationClusterTest {
   private static final Pattern READY = Pattern.compile("READY (\\S+)");
   private static final Duration TIMEOUT = Duration.ofSeconds(20);
 
+  @TempDir static Path dir;
   private static ChildJvms children;
   private static ActorSystem<Void> system;
   private static ShardedComputations computations;
@@ -73,7 +74,6 @@ class ShardedComputationClusterTest {
 
   @BeforeAll
   static void startCluster() throws Exception {
-    Path dir = Files.createTempDirectory("xla-sharded-computation-test");
     children = new ChildJvms(dir);
     int seedPort = TestNodes.freePort();
     List<ChildJvms.Child> started = List.of(
