@@ -19,7 +19,7 @@ public final class JobNodeMain {
     Path output = Path.of(args[2]);
     long count = Long.parseLong(args[3]);
     long delayMs = Long.parseLong(args[4]);
-    ActorSystem<Void> system = XlaCluster.start(TestNodes.config(seedPort, 0, "compute", args[5]));
+    ActorSystem<Void> system = XlaCluster.start(TestNodes.jobNodeConfig(seedPort, 0, args[5]));
     XlaClient client = XlaClient.create();
     ShardedBatchJobs.init(system, "compute", client,
         id -> id.equals(args[6]) ? Optional.of(TestNodes.scoresJob(id, args[0], output, count, delayMs)) : Optional.empty());

@@ -25,7 +25,7 @@ public final class JournalKillNodeMain {
     long count = Long.parseLong(args[4]);
     Path output = Path.of(args[5]);
     long delayMs = Long.parseLong(args[6]);
-    ActorSystem<Void> system = XlaCluster.start(TestNodes.config(port, port, "compute", url));
+    ActorSystem<Void> system = XlaCluster.start(TestNodes.jobNodeConfig(port, port, url));
     XlaClient client = XlaClient.create();
     ShardedBatchJobs.Definition definition = TestNodes.scoresJob(job, node, output, count, delayMs)
         .withSink((item, outputs) -> {

@@ -168,6 +168,22 @@ final class TestNodes {
     return config(seedPort, port, role, "jdbc:h2:mem:unused");
   }
 
+  /**
+   * {@link #config(int, int, String, String)} for a node that runs batch jobs: its journal and snapshot store
+   * start with the actor system, while the node joins and makes its XLA client, not when its first shard
+   * starts. Their first start in a JVM (Slick, the connection pool, H2's first connection) took 1 to 3 s
+   * there, on the way of every job a new node ran (the coordinator's remembered shards, then the shard's
+   * entities, then the job's own recovery); the recovery itself is the same.
+   */
+  static Config jobNodeConfig(int seedPort, int port, String journalUrl) {
+    return ConfigFactory.parseString("""
+            pekko.extensions += "org.apache.pekko.persistence.Persistence"
+            pekko.persistence.journal.auto-start-journals = ["jdbc-journal"]
+            pekko.persistence.snapshot-store.auto-start-snapshot-stores = ["jdbc-snapshot-store"]
+            """)
+        .withFallback(config(seedPort, port, "compute", journalUrl));
+  }
+
   /** {@link #config(int, int, String)} with batch jobs journaled at {@code journalUrl}. */
   static Config config(int seedPort, int port, String role, String journalUrl) {
     return ConfigFactory.parseString("""
