@@ -34,8 +34,9 @@ class SeedRestartClusterTest {
     int portA = TestNodes.freePort();
     int portB = TestNodes.freePort();
     String seeds = "127.0.0.1:" + portA + ",127.0.0.1:" + portB;
+    ChildJvms children = new ChildJvms(dir);
     ActorSystem<Void> system = null;
-    try (ChildJvms children = new ChildJvms(dir)) {
+    try {
       ChildJvms.Child a = children.start("seed-a", SeedNodeMain.class, Integer.toString(portA), seeds);
       ChildJvms.Child b = children.start("seed-b", SeedNodeMain.class, Integer.toString(portB), seeds);
       a.await(READY, Duration.ofSeconds(60));
@@ -59,9 +60,16 @@ class SeedRestartClusterTest {
       assertNotEquals(firstUid, secondUid, "a new incarnation of A, not the old one");
       assertTrue(XlaCluster.membersUp(system) == 3, "A, B and this JVM: " + cluster.state().getMembers());
     } finally {
-      if (system != null) {
-        system.terminate();
-        system.getWhenTerminated().toCompletableFuture().get(20, TimeUnit.SECONDS);
+      // This node leaves first, while A and B live: that takes a gossip round or two. Once they were killed,
+      // its leave waited for the failure detector and the split brain resolver to down them and then itself
+      // (7 s of this test's 37).
+      try {
+        if (system != null) {
+          system.terminate();
+          system.getWhenTerminated().toCompletableFuture().get(20, TimeUnit.SECONDS);
+        }
+      } finally {
+        children.close();
       }
     }
   }
