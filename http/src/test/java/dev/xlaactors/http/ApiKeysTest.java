@@ -23,6 +23,7 @@ import org.apache.pekko.actor.testkit.typed.javadsl.ActorTestKit;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
 
 /**
  * API keys over HTTP, the routes bound as {@code serve} binds them with two keys (one from {@code api-key},
@@ -36,12 +37,13 @@ class ApiKeysTest {
   private static final String FILE_KEY = "second.key_from/the+file=";
   private static final HttpClient HTTP = HttpClient.newHttpClient();
 
+  @TempDir static Path dir;
   private static ActorTestKit kit;
   private static HttpServer http;
 
   @BeforeAll
   static void start() throws Exception {
-    Path file = Files.createTempFile("api-keys", ".txt");
+    Path file = dir.resolve("api-keys.txt");
     Files.writeString(file, "# the keys of this test\n\n  " + FILE_KEY + "  \n");
     Config config = ConfigFactory.parseString("xla-actors.http { api-key = \"" + KEY + "\", api-keys-file = \"" + file + "\" }")
         .withFallback(ConfigFactory.load());
@@ -136,7 +138,7 @@ class ApiKeysTest {
     XlaException noFile = assertThrows(XlaException.class, () -> ApiKeys.fromConfig(
         ConfigFactory.parseString("xla-actors.http.api-keys-file = \"" + missing + "\"").withFallback(base)));
     assertTrue(noFile.getMessage().contains("xla-actors.http.api-keys-file = " + missing + ": cannot read it"), noFile.getMessage());
-    Path empty = Files.createTempFile("api-keys", ".txt");
+    Path empty = dir.resolve("no-keys.txt");
     Files.writeString(empty, "# nothing but comments\n\n");
     XlaException noKey = assertThrows(XlaException.class, () -> ApiKeys.fromConfig(
         ConfigFactory.parseString("xla-actors.http.api-keys-file = \"" + empty + "\"").withFallback(base)));
