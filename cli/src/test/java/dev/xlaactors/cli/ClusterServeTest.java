@@ -34,6 +34,7 @@ import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.io.TempDir;
 
 /**
  * {@code bin/xla-actors serve PKG --seed ... --cluster-port ...} as three real JVMs on loopback (the command
@@ -72,6 +73,7 @@ class ClusterServeTest {
 
   private static final List<Process> STARTED = new CopyOnWriteArrayList<>();
   private static final List<Node> NODES = new ArrayList<>();
+  @TempDir static Path dir;
   private static Path broken;
 
   static {
@@ -80,7 +82,6 @@ class ClusterServeTest {
 
   @BeforeAll
   static void startThreeNodes() throws Exception {
-    Path dir = Files.createTempDirectory("xla-cluster-serve-test");
     broken = dir.resolve("broken");
     Files.createDirectories(broken);
     try (var files = Files.list(AFFINE)) {

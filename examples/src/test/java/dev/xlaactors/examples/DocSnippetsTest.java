@@ -197,6 +197,9 @@ class DocSnippetsTest {
             Path.of(System.getProperty("java.home"), "bin", "java").toString(),
             "-cp", dir + File.pathSeparator + classpath(),
             "-Dlogback.configurationFile=" + ROOT.resolve("conf/logback.xml"),
+            // What a program makes in the temporary folder (README's job writes its output there) is made in
+            // this snippet's folder, which is deleted after it ran.
+            "-Djava.io.tmpdir=" + dir,
             className)
         .directory(dir.toFile())
         .redirectErrorStream(true)
