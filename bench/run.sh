@@ -229,7 +229,7 @@ modes:
             guidellm (tools/guidellm-env.sh) against `bin/xla-actors serve` and llama-server, GPT-2 F32:
             synchronous and 8 concurrent, 64 tokens in and 32 out, LLAMACPP_SERVE_REQUESTS (default 32)
             requests and LLAMACPP_SERVE_SECONDS (default 60) per profile, after a discarded synchronous
-            warm-up of LLAMACPP_SERVE_WARMUP (default 16; 0: none) requests on each server: TTFT,
+            warm-up of LLAMACPP_SERVE_WARMUP (default 48; 0: none) requests on each server: TTFT,
             inter-token latency, output tokens/s. Tables (min / median / max over the rounds), then
             (medians, ours / llama.cpp):
             RESULT llamacpp decode_b1=<F32, 1 sequence> decode_b8=<8> decode_b1_q8=<our int8 / Q8_0>
@@ -1386,11 +1386,14 @@ llamacpp_agreement() {
 # every request of 2026-11-29's run) instead of prefilling them: a cache lookup, not the serving a fresh
 # prompt gets. The report lists the prompt tokens each side took from a cache (cached_tokens).
 # Before the measured profiles each server answers a discarded warm-up profile (synchronous,
-# LLAMACPP_SERVE_WARMUP requests, default 16, prompts of their own seed): a fresh JVM interprets and then
-# compiles its serving code during its first requests (on 2026-11-29 the JIT's threads took 8-10% of the
-# machine over the first ~50 requests, and a synchronous run right after start read inter-token latencies of
-# 45-52 ms where the same server read 36-39 warm), so a server measured cold says more about its first
-# minute than about the serving users get. llama-server gets the same warm-up (none of its prompts repeat).
+# LLAMACPP_SERVE_WARMUP requests, default 48, prompts of their own seed; the profile's time cap applies): a
+# fresh JVM interprets and then compiles its serving code during its first requests (on 2026-11-29 the JIT's
+# threads took 8-10% of the machine over the first ~50 requests, and a synchronous run right after start read
+# inter-token latencies of 45-52 ms where the same server read 36-39 warm), so a server measured cold says
+# more about its first minute than about the serving users get. 16 warm-up requests were too few: the
+# measured run's first request then still took 1.87 s where the median took 1.35, and three groups of 8
+# requests right after a 16-request warm-up read 44.8, 45.7 and 40.5 ms between tokens against 37-38 from
+# the fifth group on (2026-11-29, 14:00). llama-server gets the same warm-up (none of its prompts repeat).
 llamacpp_guidellm() {
   local side="$1" model profile kind seed requests
   # The served model's name (ours: the package's; llama-server answers with any).
@@ -1398,7 +1401,7 @@ llamacpp_guidellm() {
   for profile in warmup sync c8; do
     requests="${LLAMACPP_SERVE_REQUESTS:-32}"
     if [ "$profile" = warmup ]; then
-      requests="${LLAMACPP_SERVE_WARMUP:-16}"
+      requests="${LLAMACPP_SERVE_WARMUP:-48}"
       [ "$requests" -gt 0 ] || continue
       kind=kind=synchronous seed=41
     elif [ "$profile" = sync ]; then kind=kind=synchronous seed=42; else kind=kind=concurrent,streams=8 seed=43; fi
