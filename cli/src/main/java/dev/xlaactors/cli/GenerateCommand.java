@@ -51,7 +51,7 @@ final class GenerateCommand {
     ModelPackage pkg = Packages.open("generate", line.positional().get(0));
     SamplingParams params = options(line, pkg);
     try (RuntimeSession session = RuntimeSession.start("generate")) {
-      LanguageModel lm = session.own(LanguageModel.load(pkg, session.device(), session.runtime()));
+      LanguageModel lm = session.own(LanguageModel.load(pkg, session.device(), session.runtime(), LanguageModel.Use.GENERATION));
       int[] prompt = promptIds != null ? promptIds : lm.encode(line.positional().get(1));
       ActorRef<GenerationServer.Command> server = session.system().systemActorOf(
           GenerationServer.create(pkg.name(), lm.decoder(lm.slotCounts().get(0)), new SimpleMeterRegistry()), "generate", Props.empty());

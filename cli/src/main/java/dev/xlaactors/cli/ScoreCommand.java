@@ -27,7 +27,7 @@ final class ScoreCommand {
       throw new UsageException("score: give the sequence as --tokens 5,17,2 or as --text \"...\" (one of the two)");
     }
     try (RuntimeSession session = RuntimeSession.start("score");
-         LanguageModel lm = LanguageModel.load(pkg, session.device(), session.runtime())) {
+         LanguageModel lm = LanguageModel.load(pkg, session.device(), session.runtime(), LanguageModel.Use.SCORING)) {
       int[] ids;
       if (line.value("--tokens").isPresent()) {
         List<int[]> lists = CommandLine.tokenLists("score", "--tokens", line.value("--tokens").get());

@@ -11,12 +11,15 @@ import dev.xlaactors.runtime.model.Argument;
 import dev.xlaactors.runtime.model.LoadedPackage;
 import dev.xlaactors.runtime.model.Model;
 import dev.xlaactors.runtime.model.ModelPackage;
+import dev.xlaactors.runtime.model.PackageXlaOptions;
 import dev.xlaactors.runtime.model.ProgramSpec;
 import dev.xlaactors.runtime.model.Role;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
+import java.util.Collections;
+import java.util.EnumSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
@@ -66,10 +69,44 @@ public final class LanguageModel implements AutoCloseable {
   }
 
   /**
+   * What a language model is loaded for: which of its package's programs are compiled. Compiling is most of a
+   * load (a 124 M GPT package of 8 slots, 2 cores: 22 s for every program, 17 s for the generating ones, 6 s for
+   * the scoring ones), so a command
+   * that only scores or only generates compiles only what it runs.
+   */
+  public enum Use {
+    /** Scoring and generation, every program: a server, a long-lived caller. */
+    ALL(EnumSet.allOf(Role.class)),
+    /** {@link LanguageModel#score} only: the score programs, the chunks that score long sequences, their cache. */
+    SCORING(EnumSet.of(Role.SCORE, Role.SCORE_CHUNK, Role.SLOT_CACHE)),
+    /** {@link LanguageModel#decoder} only: the prompt, decoding and cache programs. */
+    GENERATION(EnumSet.of(Role.PREFILL_SLOT, Role.PREFILL_CHUNK, Role.DECODE_SLOTS, Role.DECODE_BATCH, Role.SLOT_CACHE));
+
+    private final Set<Role> roles;
+
+    Use(Set<Role> roles) {
+      this.roles = Collections.unmodifiableSet(roles);
+    }
+
+    /** The roles whose programs are compiled. */
+    public Set<Role> roles() {
+      return roles;
+    }
+  }
+
+  /**
    * Loads {@code pkg} (a {@code causal-lm} package) on {@code device}: each weight uploaded once, every
    * program compiled; its runs go through {@code runtime}. Refused naming the package when it is another kind.
    */
   public static LanguageModel load(ModelPackage pkg, Device device, CallbackRuntime runtime) {
+    return load(pkg, device, runtime, Use.ALL);
+  }
+
+  /**
+   * As {@link #load(ModelPackage, Device, CallbackRuntime)}, with only the programs {@code use} runs compiled;
+   * the others' methods are then refused, naming the roles loaded.
+   */
+  public static LanguageModel load(ModelPackage pkg, Device device, CallbackRuntime runtime, Use use) {
     if (pkg.kind() != ModelPackage.Kind.CAUSAL_LM) {
       throw new InvalidArgumentException("model '" + pkg.name() + "' in " + pkg.directory() + " is a " + pkg.kind()
           + " package; a language model needs a causal-lm one (import a checkpoint whose architecture generates text)");
@@ -86,7 +123,7 @@ public final class LanguageModel implements AutoCloseable {
     }
     LoadedPackage loaded;
     try {
-      loaded = pkg.load(device);
+      loaded = pkg.load(device, PackageXlaOptions.load(), use.roles());
     } catch (RuntimeException e) {
       tokenizer.close();
       throw e;

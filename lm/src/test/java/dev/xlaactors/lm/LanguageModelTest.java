@@ -21,6 +21,7 @@ import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
 import java.util.Set;
 import java.util.concurrent.CompletableFuture;
@@ -214,6 +215,41 @@ class LanguageModelTest {
     beforeAnswer.set(() -> {});
     try (LanguageModel lm = load(); PackageSlotDecoder decoder = lm.decoder(2)) {
       assertFalse(decoder.keepsFreeRows());
+    }
+  }
+
+  /**
+   * A model loaded for one use compiles only that use's programs: one loaded for scoring scores as the whole
+   * model does and refuses a decoder, one loaded for generation decodes the same greedy token and refuses to score.
+   */
+  @Test
+  void aModelLoadedForScoringOrForGenerationRunsThatAndRefusesTheOtherNamingTheRolesLoaded() {
+    beforeAnswer.set(() -> {});
+    int[] prompt = {1, 2};
+    try (LanguageModel all = load();
+         LanguageModel scoring = LanguageModel.load(ModelPackage.open(PACKAGE), client.devices().get(0), runtime,
+             LanguageModel.Use.SCORING);
+         LanguageModel generation = LanguageModel.load(ModelPackage.open(PACKAGE), client.devices().get(0), runtime,
+             LanguageModel.Use.GENERATION)) {
+      assertEquals(LanguageModel.Use.ALL.roles(), all.loaded().roles());
+      float[][] expected = all.score(prompt);
+      float[][] scored = scoring.score(prompt);
+      for (int i = 0; i < prompt.length; i++) {
+        assertArrayEquals(expected[i], scored[i], 0f, "position " + i);
+      }
+      XlaException noDecoder = assertThrows(XlaException.class, () -> scoring.decoder(2));
+      assertTrue(noDecoder.getMessage().contains("loaded with the programs of [score, score_chunk, slot_cache] only"),
+          noDecoder.getMessage());
+
+      ActorRef<GenerationServer.Command> server = testKit.spawn(GenerationServer.create(generation.name(), generation.decoder(2),
+          new SimpleMeterRegistry()));
+      TextGenerator.Result result = new TextGenerator(generation, server, testKit.system())
+          .generate(prompt, SamplingParams.greedy().withMaxTokens(1), Duration.ofMinutes(1), piece -> {})
+          .toCompletableFuture().join();
+      assertEquals(argmax(expected[prompt.length - 1]), result.tokens()[0], "the greedy token after " + Arrays.toString(prompt));
+      testKit.stop(server);
+      XlaException noScore = assertThrows(XlaException.class, () -> generation.score(prompt));
+      assertTrue(noScore.getMessage().contains("not score") && noScore.getMessage().contains("prefill_slot"), noScore.getMessage());
     }
   }
 

@@ -14,18 +14,21 @@ import dev.xlaactors.runtime.XlaClient;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.EnumMap;
+import java.util.EnumSet;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
+import java.util.Set;
 import java.util.SortedMap;
 import java.util.TreeMap;
 import java.util.concurrent.atomic.AtomicBoolean;
 
 /**
- * A {@link ModelPackage} on one device: every program compiled for the device's client, each weight
- * uploaded once and bound ({@link Model#bind}, sharing the buffers) to every program that takes it, so a
- * package of a prefill and a decode program holds one copy of its weights.
+ * A {@link ModelPackage} on one device: every program compiled for the device's client (or those of the roles
+ * it was loaded for, see {@link ModelPackage#load(Device, PackageXlaOptions, Set)}), each weight uploaded
+ * once and bound ({@link Model#bind}, sharing the buffers) to every program that takes it, so a package of a
+ * prefill and a decode program holds one copy of its weights.
  *
  * <p>Lifetime: the package owns its {@link Model}s and its weight buffers; {@link #model} and {@link
  * #weight} lend them (do not close them). {@link #close()} closes the models and the weight buffers; runs in
@@ -38,22 +41,31 @@ public final class LoadedPackage implements AutoCloseable {
   private final Map<Role, SortedMap<Integer, Model>> models;
   private final Map<ProgramSpec, Model> bySpec;
   private final Map<String, DeviceBuffer> weights;
+  private final Set<Role> roles;
   private final AtomicBoolean closed = new AtomicBoolean();
 
   private LoadedPackage(ModelPackage modelPackage, Device device, Map<Role, SortedMap<Integer, Model>> models,
-      Map<ProgramSpec, Model> bySpec, Map<String, DeviceBuffer> weights) {
+      Map<ProgramSpec, Model> bySpec, Map<String, DeviceBuffer> weights, Set<Role> roles) {
     this.modelPackage = modelPackage;
     this.device = device;
     this.models = models;
     this.bySpec = bySpec;
     this.weights = weights;
+    this.roles = roles;
   }
 
-  /** See {@link ModelPackage#load(Device, PackageXlaOptions)}. */
-  static LoadedPackage load(ModelPackage pkg, Device device, PackageXlaOptions xlaOptions) {
+  /** See {@link ModelPackage#load(Device, PackageXlaOptions, Set)}. */
+  static LoadedPackage load(ModelPackage pkg, Device device, PackageXlaOptions xlaOptions, Set<Role> roles) {
     Objects.requireNonNull(pkg, "pkg");
     Objects.requireNonNull(device, "device");
     Objects.requireNonNull(xlaOptions, "xlaOptions");
+    Objects.requireNonNull(roles, "roles");
+    Set<Role> loadedRoles = roles.isEmpty() ? EnumSet.noneOf(Role.class) : EnumSet.copyOf(roles);
+    List<ProgramSpec> programs = pkg.programs().stream().filter(p -> loadedRoles.contains(p.role())).toList();
+    if (programs.isEmpty()) {
+      throw new InvalidArgumentException("model package '" + pkg.name() + "' has no program of the roles " + names(loadedRoles)
+          + " it was asked to load; it has " + names(EnumSet.copyOf(pkg.programs().stream().map(ProgramSpec::role).toList())));
+    }
     XlaClient client = device.client();
     List<Executable> compiled = new ArrayList<>();
     Map<String, DeviceBuffer> weights = new LinkedHashMap<>();
@@ -66,7 +78,7 @@ public final class LoadedPackage implements AutoCloseable {
             + "package was opened (they hold " + files.types() + ", it checked " + pkg.weightTypes() + "): open it again");
       }
       // Compile everything first: a program that does not compile fails before anything is uploaded.
-      for (ProgramSpec p : pkg.programs()) {
+      for (ProgramSpec p : programs) {
         compiled.add(compile(pkg, p, client, xlaOptions.of(p.role())));
       }
       for (String name : pkg.weightTypes().keySet()) {
@@ -75,7 +87,7 @@ public final class LoadedPackage implements AutoCloseable {
         }
       }
       for (int i = 0; i < compiled.size(); i++) {
-        ProgramSpec p = pkg.programs().get(i);
+        ProgramSpec p = programs.get(i);
         Model model = bind(pkg, p, compiled.get(i), weights, device);
         bySpec.put(p, model);
         // Roles with several programs per size (chunk lengths, decode windows) are reached by their spec only.
@@ -94,7 +106,11 @@ public final class LoadedPackage implements AutoCloseable {
     Map<Role, SortedMap<Integer, Model>> byRole = new EnumMap<>(Role.class);
     models.forEach((role, bySize) -> byRole.put(role, Collections.unmodifiableSortedMap(bySize)));
     return new LoadedPackage(pkg, device, Collections.unmodifiableMap(byRole), Collections.unmodifiableMap(bySpec),
-        Collections.unmodifiableMap(weights));
+        Collections.unmodifiableMap(weights), Collections.unmodifiableSet(loadedRoles));
+  }
+
+  private static List<String> names(Set<Role> roles) {
+    return roles.stream().map(Role::jsonName).toList();
   }
 
   private static Executable compile(ModelPackage pkg, ProgramSpec p, XlaClient client, Map<String, String> xlaOptions) {
@@ -161,7 +177,8 @@ public final class LoadedPackage implements AutoCloseable {
    */
   public Model model(ProgramSpec spec) {
     checkOpen();
-    Model model = bySpec.get(Objects.requireNonNull(spec, "spec"));
+    checkLoaded(Objects.requireNonNull(spec, "spec").role());
+    Model model = bySpec.get(spec);
     if (model == null) {
       throw new InvalidArgumentException("model package '" + modelPackage.name() + "' has no program " + spec.describe());
     }
@@ -176,7 +193,22 @@ public final class LoadedPackage implements AutoCloseable {
   public SortedMap<Integer, Model> models(Role role) {
     Objects.requireNonNull(role, "role");
     checkOpen();
+    checkLoaded(role);
     return models.getOrDefault(role, Collections.emptySortedMap());
+  }
+
+  /** The roles whose programs were compiled (every role of the package unless it was loaded for some). */
+  public Set<Role> roles() {
+    return roles;
+  }
+
+  /** Refuses {@code role} when the package was loaded without its programs, naming the roles it has and the fix. */
+  private void checkLoaded(Role role) {
+    if (!roles.contains(role)) {
+      throw new XlaException(ErrorCode.FAILED_PRECONDITION, "model package '" + modelPackage.name() + "' on " + device
+          + " was loaded with the programs of " + names(roles) + " only, not " + role.jsonName()
+          + ": load it with that role too (ModelPackage.load(device, xlaOptions, roles))");
+    }
   }
 
   /** The weight called {@code name} on the device, lent: the package closes it. Refused for a name it lacks. */

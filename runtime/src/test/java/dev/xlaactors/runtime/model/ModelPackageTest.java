@@ -25,6 +25,7 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import java.util.stream.Stream;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
@@ -291,6 +292,31 @@ class ModelPackageTest {
       float[] both = run(loaded.model(Role.SCORE, 2), HostTensor.ofInts(new int[] {3, 1, 2, 0, 5, 5, 5, 5}, 2, 4));
       assertArrayEquals(logitsAfter(5, 5, 5, 5), row(both, 7, V), 1e-5f);
     }
+  }
+
+  @Test
+  void aPackageLoadedForSomeRolesCompilesOnlyTheirProgramsAndRefusesTheOthersNamingWhatItHas() {
+    ModelPackage pkg = ModelPackage.open(fixture("causal-lm"));
+    try (LoadedPackage scoring = pkg.load(device, PackageXlaOptions.none(), Set.of(Role.SCORE))) {
+      assertEquals(Set.of(Role.SCORE), scoring.roles());
+      assertEquals(List.of(1, 2), List.copyOf(scoring.models(Role.SCORE).keySet()));
+      float[] scored = run(scoring.model(Role.SCORE, 1), HostTensor.ofInts(new int[] {3, 1, 2, 0}, 1, 4));
+      assertArrayEquals(logitsAfter(3, 1, 2), row(scored, 2, V), 1e-5f);
+      // The package has these programs, but they were not compiled: refused, not reported missing.
+      ProgramSpec prefill = pkg.program(Role.PREFILL_SLOT, 2).orElseThrow();
+      for (org.junit.jupiter.api.function.Executable refused : List.<org.junit.jupiter.api.function.Executable>of(
+          () -> scoring.model(Role.PREFILL_SLOT, 2), () -> scoring.model(prefill), () -> scoring.models(Role.DECODE_SLOTS))) {
+        XlaException e = assertThrows(XlaException.class, refused);
+        assertEquals(dev.xlaactors.error.ErrorCode.FAILED_PRECONDITION, e.code(), e.getMessage());
+        assertTrue(e.getMessage().contains("'toy-lm'") && e.getMessage().contains("loaded with the programs of [score] only")
+            && e.getMessage().contains("load it with that role too"), e.getMessage());
+      }
+    }
+    // A role set none of whose programs the package has is refused before anything compiles.
+    InvalidArgumentException none = assertThrows(InvalidArgumentException.class,
+        () -> pkg.load(device, PackageXlaOptions.none(), Set.of(Role.EMBED, Role.MAIN)));
+    assertTrue(none.getMessage().contains("has no program of the roles [embed, main]")
+        && none.getMessage().contains("it has [score, prefill_slot, decode_slots, slot_cache]"), none.getMessage());
   }
 
   @Test
