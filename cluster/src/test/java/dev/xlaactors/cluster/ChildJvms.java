@@ -10,6 +10,7 @@ import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.TimeUnit;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
+import org.apache.pekko.actor.typed.ActorSystem;
 
 /**
  * Child JVMs for tests: the test JVM's java and classpath, output to a file per child, each started
@@ -86,6 +87,22 @@ final class ChildJvms implements AutoCloseable {
     child.process().destroyForcibly();
     if (!child.process().waitFor(10, TimeUnit.SECONDS)) {
       throw new AssertionError("child " + child.name() + " still alive 10 s after SIGKILL");
+    }
+  }
+
+  /**
+   * Terminates this JVM's own node {@code system} (when not null; up to 20 s), then stops the children: the node
+   * leaves while they still live, which takes a gossip round or two; once they were killed, its leave would wait
+   * for the failure detector and the split brain resolver to down them first.
+   */
+  void closeAfter(ActorSystem<?> system) throws Exception {
+    try {
+      if (system != null) {
+        system.terminate();
+        system.getWhenTerminated().toCompletableFuture().get(20, TimeUnit.SECONDS);
+      }
+    } finally {
+      close();
     }
   }
 

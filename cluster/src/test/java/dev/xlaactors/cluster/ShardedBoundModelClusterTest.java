@@ -85,14 +85,7 @@ class ShardedBoundModelClusterTest {
 
   @AfterAll
   static void stopCluster() throws Exception {
-    try {
-      if (system != null) {
-        system.terminate();
-        system.getWhenTerminated().toCompletableFuture().get(20, TimeUnit.SECONDS);
-      }
-    } finally {
-      children.close();
-    }
+    children.closeAfter(system);
   }
 
   static float[] random(int n, long seed) {

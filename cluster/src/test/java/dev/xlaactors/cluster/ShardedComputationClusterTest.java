@@ -97,14 +97,7 @@ class ShardedComputationClusterTest {
 
   @AfterAll
   static void stopCluster() throws Exception {
-    try {
-      if (system != null) {
-        system.terminate();
-        system.getWhenTerminated().toCompletableFuture().get(20, TimeUnit.SECONDS);
-      }
-    } finally {
-      children.close();
-    }
+    children.closeAfter(system);
   }
 
   @Test
