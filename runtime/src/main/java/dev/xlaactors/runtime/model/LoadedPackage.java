@@ -197,7 +197,10 @@ public final class LoadedPackage implements AutoCloseable {
     return models.getOrDefault(role, Collections.emptySortedMap());
   }
 
-  /** The roles whose programs were compiled (every role of the package unless it was loaded for some). */
+  /**
+   * The roles it was loaded for: every role unless {@link ModelPackage#load(Device, PackageXlaOptions, Set)} named
+   * some. Of those, it holds the programs the package has.
+   */
   public Set<Role> roles() {
     return roles;
   }
