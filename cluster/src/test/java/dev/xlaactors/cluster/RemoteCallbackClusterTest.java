@@ -96,12 +96,8 @@ class RemoteCallbackClusterTest {
       if (client != null) {
         client.close();
       }
-      if (system != null) {
-        system.terminate();
-        system.getWhenTerminated().toCompletableFuture().get(20, TimeUnit.SECONDS);
-      }
     } finally {
-      children.close();
+      children.closeAfter(system);
     }
   }
 
