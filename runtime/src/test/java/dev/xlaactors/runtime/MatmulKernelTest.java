@@ -118,7 +118,8 @@ class MatmulKernelTest {
   void f32ProductsMatchTheReferenceInBothWeightLayouts() {
     Random random = new Random(7);
     // {batch, rows, k, n}: odd sizes reach every tail (of k, and the dot form's register tiles of 3 activation
-    // rows by 4 weight rows: activation-row tails of 1 and 2, weight-row tails of 1 to 3); a prompt chunk's
+    // rows by 4 weight rows, by 8 on AVX-512 above one row: activation-row tails of 1 and 2, weight-row tails of 1
+    // to 7); a prompt chunk's
     // 128 rows; the last ones are large enough to use the pool.
     int[][] shapes = {{3, 5, 70, 37}, {1, 4, 100, 6}, {1, 8, 72, 43}, {2, 64, 96, 35}, {1, 1, 768, 96},
         {1, 2, 256, 300}, {1, 1, 128, 1000}};
