@@ -23,7 +23,10 @@ the contract refuses: BERT's pooler, say). Programs compute in f32 whatever the 
 xla_actors.matmul_f32 / xla_actors.matmul_q8 (WeightAccess; [K,N] weights, GPT-2's Conv1D, are stored
 transposed for them, W.t [N,K]), and decode's attention
 call xla_actors.decode_attention, which reads each sequence's positions in use where the cache holds them
-(so the decode programs need one attention window, the context); native is the default for a CPU package.
+(so the decode programs need one attention window, the context); each decode step's layer, when its weights are
+all f32 or all int8, is one call of xla_actors.decoder_layer (norms, products, rotary positions, the cache's
+update and attention, MLP: the bridge's threads taken once per layer rather than once per product); native is
+the default for a CPU package.
 --kernels xla (the default when --platforms names cuda) leaves every matmul to XLA, for a package that runs
 on any PJRT plugin. --quantize int8 stores each matmul
 weight whose input size is a multiple of 32 as Q8_0-style int8 (W.q8 s8[N,K] and W.q8_scales f32[N,K/32]:
@@ -79,6 +82,9 @@ DTYPE_NAMES = {"F64": "float64", "F32": "float32", "F16": "float16", "BF16": "bf
 MATMUL_F32 = "xla_actors.matmul_f32"
 MATMUL_Q8 = "xla_actors.matmul_q8"
 DECODE_ATTENTION = "xla_actors.decode_attention"  # --kernels native: decode's attention, reading the cache in place
+DECODER_LAYER = "xla_actors.decoder_layer"  # --kernels native: a whole layer of a decode step (Decoder.layer_call)
+NORM_LAYER, NORM_RMS = 0, 1  # decoder_layer's `norm`
+MLP_GELU_TANH, MLP_GELU_ERF, MLP_SWIGLU = 0, 1, 2  # decoder_layer's `mlp`
 NATIVE_MAX_ROWS = 16  # f32 [K,N] matmuls of at most this many rows use the native kernel, larger ones XLA's
 Q8_BLOCK = 32
 Q8_SUFFIX, Q8_SCALE_SUFFIX = ".q8", ".q8_scales"  # the int8 values and scales of weight W: W.q8, W.q8_scales
@@ -463,6 +469,10 @@ class Decoder(WeightAccess):
         its token at its position (below `length`, the program's static attention window: only the first
         `length` positions of each row are read, so a step's cost follows the lengths in use, not the
         context). Rows of the cache not named are left as they are."""
+        if self.kernels == "native":
+            fused = self.fused_decode(P, tokens, positions, slots, cache)
+            if fused is not None:
+                return fused
         B = tokens.shape[0]
         pos = positions[:, None]  # [B,1]
         visible = (jnp.arange(length)[None, None, :] <= positions[:, None, None])  # [B,1,length]
@@ -488,6 +498,53 @@ class Decoder(WeightAccess):
 
         x, cache = self.run(P, self.embed(P, tokens[:, None], pos), pos, attend, cache)
         return self.logits(P, x[:, 0]), cache
+
+    def fused_decode(self, P, tokens, positions, slots, cache):
+        """decode_batch with each layer one xla_actors.decoder_layer call, which updates the cache in place
+        (its second result aliases the cache operand) and reads each sequence's positions in use; None when a
+        layer's weights are not all f32 [N,K] or all int8 (bf16 weights: XLA's dots), or the architecture
+        has no layer_call."""
+        calls = [self.layer_call(P, i) for i in range(self.layers)]
+        if any(c is None for c in calls):
+            return None
+        x = self.embed(P, tokens[:, None], positions[:, None])[:, 0].astype(F32)  # [B,D]
+        self.emitted.add(DECODER_LAYER)
+        for operands, attrs in calls:
+            x, cache = jax.ffi.ffi_call(
+                DECODER_LAYER, (jax.ShapeDtypeStruct(x.shape, F32), jax.ShapeDtypeStruct(cache.shape, cache.dtype)),
+                input_output_aliases={1: 1})(x, cache, slots, positions, *operands, **attrs)
+        return self.logits(P, x), cache
+
+    def layer_call(self, P, i):
+        """Layer i's operands after (x, cache, slots, positions) and attributes for xla_actors.decoder_layer,
+        or None (the layer runs as XLA ops and one native call per product)."""
+        return None
+
+    def fused_linears(self, P, products):
+        """The operands of a decoder_layer's products, each (weight name, transposed, bias name or None), in
+        order: ([operands], q8, biases) with each weight as [N,K] f32 or int8 values and scales, then its bias;
+        None unless every weight is f32 [N,K] (a [K,N] one stored transposed) or every one int8. Records each
+        weight in matmul_weights as matmul does (the importer's first pass decides the rewrites from them)."""
+        self.matmul_weights = getattr(self, "matmul_weights", {})
+        operands, kinds, biases = [], set(), 0
+        for j, (name, transposed, bias) in enumerate(products):
+            self.matmul_weights[name] = transposed
+            if name in self.q8:
+                operands += [P[name + Q8_SUFFIX], P[name + Q8_SCALE_SUFFIX]]
+                kinds.add("q8")
+            else:
+                if name in self.transposed_copies:
+                    name, transposed = name + T_SUFFIX, True
+                if not transposed or P[name].dtype != F32:
+                    return None
+                operands.append(P[name])
+                kinds.add("f32")
+            if bias is not None:
+                operands.append(self.w(P, bias))
+                biases |= 1 << j
+        if len(kinds) != 1:
+            return None
+        return operands, kinds == {"q8"}, biases
 
     def slot_cache_shape(self, slots, context):
         return (self.layers, 2, slots, self.kv_heads, context, self.head_dim)
@@ -551,6 +608,23 @@ class Gpt2(Decoder):
 
     def final_norm(self, P, x):
         return self.ln(P, self.p + "ln_f", x)
+
+    def layer_call(self, P, i):
+        h = f"{self.p}h.{i}."
+        names = [h + n for n in ("attn.c_attn", "attn.c_proj", "mlp.c_fc", "mlp.c_proj")]
+        linears = self.fused_linears(P, [(n + ".weight", False, n + ".bias" if n + ".bias" in self.names else None)
+                                         for n in names])
+        if linears is None:
+            return None
+        operands, q8, biases = linears
+        per = [(2 if q8 else 1) + (biases >> j & 1) for j in range(4)]  # each product's operands
+        qkv_ops, o, mlp = operands[:per[0]], operands[per[0]:per[0] + per[1]], operands[per[0] + per[1]:]
+        norm = lambda n: [self.w(P, f"{h}{n}.weight"), self.w(P, f"{h}{n}.bias")]
+        attrs = dict(layer=np.int32(i), norm=np.int32(NORM_LAYER), eps=np.float32(self.eps),
+                     mlp=np.int32(MLP_GELU_TANH if self.tanh_gelu else MLP_GELU_ERF), rope=np.int32(0),
+                     heads=np.int32(self.heads), qkv=np.int32(1), q8=np.int32(q8), biases=np.int32(biases),
+                     scale=np.float32(self.scale(i)))
+        return norm("ln_1") + qkv_ops + o + norm("ln_2") + mlp, attrs
 
 
 class Llama(Decoder):
@@ -667,6 +741,23 @@ class Llama(Decoder):
 
     def final_norm(self, P, x):
         return rms_norm(x, self.w(P, "model.norm.weight"), self.eps)
+
+    def layer_call(self, P, i):
+        a, m = f"model.layers.{i}.self_attn.", f"model.layers.{i}.mlp."
+        names = [a + "q_proj", a + "k_proj", a + "v_proj", a + "o_proj", m + "gate_proj", m + "up_proj", m + "down_proj"]
+        products = [(n + ".weight", True, n + ".bias" if n + ".bias" in self.names else None) for n in names]
+        linears = self.fused_linears(P, products)
+        if linears is None:
+            return None
+        operands, q8, biases = linears
+        # The operands of the four attention products come first, then the three MLP ones'.
+        per = [(2 if q8 else 1) + (biases >> j & 1) for j in range(7)]
+        attention, mlp = operands[:sum(per[:4])], operands[sum(per[:4]):]
+        norm = lambda n: [self.w(P, f"model.layers.{i}.{n}.weight")]
+        attrs = dict(layer=np.int32(i), norm=np.int32(NORM_RMS), eps=np.float32(self.eps), mlp=np.int32(MLP_SWIGLU),
+                     rope=np.int32(1), heads=np.int32(self.heads), qkv=np.int32(3), q8=np.int32(q8),
+                     biases=np.int32(biases), scale=np.float32(self.scale(i)))
+        return [jnp.asarray(self.inv_freq)] + norm("input_layernorm") + attention + norm("post_attention_layernorm") + mlp, attrs
 
 
 class Bert(WeightAccess):
@@ -1141,6 +1232,9 @@ def import_checkpoint(a):
                 blob = export_slot_cache(model.slot_cache_shape(attrs["slots"], context), model.cache_dtype, a.platforms)
             else:
                 specs = {n: weight_specs[n] for n in sorted(used[file])}
+                # Exporting traces fn again: what it emits goes to a set of its own, not into the last traced
+                # program's (which then listed every native target of every program as its own).
+                model.emitted = set()
                 blob = export_program(fn, donated, specs, args, a.platforms, file, custom_calls[file])
             (partial / file).write_bytes(blob)
             programs.append({**attrs, "file": file})

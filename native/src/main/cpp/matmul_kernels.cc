@@ -5,6 +5,8 @@
 //   xla_actors.matmul_q8   (x f32[..., K], q s8[N, K], scales f32[N, K/32])                -> f32[..., N]
 //   xla_actors.decode_attention (q f32[B, H, Dh], cache f32|f16|bf16[layers, 2, N, KVH, C, Dh], slots s32[B],
 //                                positions s32[B]; attributes layer, scale)                  -> f32[B, H, Dh]
+//   xla_actors.decoder_layer (x f32[B, D], cache, slots, positions, then the layer's weights; attributes below)
+//                                                                    -> (f32[B, D], the cache updated in place)
 //
 // matmul_q8 is Q8_0-style weight-only quantisation: w[n, k] = q[n, k] * scales[n, k / 32], blocks of 32
 // along the input dimension. Activations stay f32 (no quantisation of x), so the only error is the
@@ -15,6 +17,17 @@
 // at positions 0..positions[b] of that row of layer `layer` (keys cache[layer, 0], values cache[layer, 1]),
 // with scores q.k * scale. It reads the cache where it lies and only the positions in use; XLA's own
 // attention first copies each sequence's window of the cache out of it, which took a third of a step.
+//
+// decoder_layer is one decoding step of a whole pre-norm transformer layer for B sequences: x + attn(norm1(x)),
+// then + mlp(norm2(.)), with this step's keys and values written into the cache (its second result aliases the
+// cache operand, output_operand_aliases) before decode_attention's attention reads it. Attributes: layer, heads,
+// scale, eps; norm 0 (layer norm: weight and bias) or 1 (RMS norm: weight); qkv 1 (one q|k|v product, GPT-2's)
+// or 3 (q, k, v products); rope 1 (Hugging Face's rotate-half rotary positions from an inv_freq f32[Dh/2]
+// operand) or 0; mlp 0 (GELU, tanh form), 1 (GELU, erf) or 2 (SwiGLU: gate, up, down); q8 0 (every product's
+// weights f32[N,K]) or 1 (int8 s8[N,K] with scales f32[N,K/32]); biases, a bit per product (in order) that has
+// an f32[N] bias after its weights. Operands after positions: [inv_freq], norm1, the q|k|v or q, k, v products,
+// o, norm2, the MLP's products. The calling thread and XLA's pool threads work the whole layer as one team
+// (LayerTeam), so a step hands work to the pool once per layer, not once per product.
 //
 // Why: decode at a few rows is a chain of matrix-vector products whose speed is the memory bandwidth;
 // XLA's CPU dot emitter reads ~0.4 of it on the pinned plugin. These kernels stream each weight once per
@@ -43,6 +56,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
@@ -157,14 +171,16 @@ struct Isa {
   Kernel dot_f32, axpy_f32, dot_q8;
   AttentionKernel attend;
   ExpSumKernel exp_sum;
+  void (*gelu_tanh)(float* x, int64_t n);
+  void (*silu_times)(float* gate, const float* up, int64_t n);
 };
 
 const Isa kAvx512 = {"avx512", &avx512::DotF32Part, &avx512::AxpyF32Part, &avx512::DotQ8Part, &avx512::AttendHeads,
-                     &avx512::ExpSum};
+                     &avx512::ExpSum, &avx512::GeluTanh, &avx512::SiluTimes};
 const Isa kAvx2 = {"avx2", &avx2::DotF32Part, &avx2::AxpyF32Part, &avx2::DotQ8Part, &avx2::AttendHeads,
-                   &avx2::ExpSum};
+                   &avx2::ExpSum, &avx2::GeluTanh, &avx2::SiluTimes};
 const Isa kPortable = {"portable", &portable::DotF32Part, &portable::AxpyF32Part, &portable::DotQ8Part,
-                       &portable::AttendHeads, &portable::ExpSum};
+                       &portable::AttendHeads, &portable::ExpSum, &portable::GeluTanh, &portable::SiluTimes};
 
 std::string Lower(std::string s) {
   for (char& c : s) c = static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
@@ -676,6 +692,540 @@ XLA_FFI_Error* DecodeAttentionImpl(XLA_FFI_CallFrame* frame) {
   return nullptr;
 }
 
+// ---------------------------------------------------------------- a decoder layer in one call
+
+// IEEE half and bfloat16 bits of an f32, rounded to nearest even as XLA's convert rounds (the cache's
+// keys and values when it holds f16 or bf16). Half: F. Giesen's float_to_half_fast3_rtne.
+inline uint16_t FloatToHalf(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  const uint32_t sign = u & 0x80000000u;
+  u ^= sign;
+  uint32_t o;
+  if (u >= (uint32_t{127 + 16} << 23)) {
+    o = u > 0x7f800000u ? 0x7e00u : 0x7c00u;  // NaN stays NaN, too large is inf
+  } else if (u < (uint32_t{113} << 23)) {      // a subnormal half or zero: let the FPU round the bits off
+    const uint32_t magic_bits = uint32_t{(127 - 15) + (23 - 10) + 1} << 23;
+    float magic, v;
+    std::memcpy(&magic, &magic_bits, 4);
+    std::memcpy(&v, &u, 4);
+    v += magic;
+    std::memcpy(&o, &v, 4);
+    o -= magic_bits;
+  } else {
+    const uint32_t odd = (u >> 13) & 1u;
+    u += static_cast<uint32_t>(15 - 127) * (uint32_t{1} << 23) + 0xfffu + odd;  // rebias the exponent, round
+    o = u >> 13;
+  }
+  return static_cast<uint16_t>(o | (sign >> 16));
+}
+
+inline uint16_t FloatToBfloat(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40u);  // quiet NaN
+  return static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+// One phase of a decoder_layer call run by its team: part(i) for i in [0, parts).
+struct TeamPhase {
+  std::atomic<int> next{0};
+  std::atomic<int> remaining{0};
+  int parts = 0;
+  const std::function<void(int)>* part = nullptr;  // valid while a part is left (the caller waits for them)
+
+  void Drain() {
+    for (int i; (i = next.fetch_add(1)) < parts;) {
+      (*part)(i);
+      remaining.fetch_sub(1, std::memory_order_acq_rel);
+    }
+  }
+};
+
+// The threads of one xla_actors.decoder_layer call: the calling XLA thread and helpers from XLA's intra-op
+// pool, scheduled once per call (not once per product, as matmul_f32 must: each such hand-off waited 30-65 us
+// for a pool thread to wake). The caller publishes the call's parallel phases (the products, the attention)
+// one after the other and does the short serial steps between them alone; the helpers take parts of each
+// phase as it is published and spin in between, until the caller marks the call done. A helper that starts
+// late joins the phase then running; one that starts after the call finds it done and leaves. Each phase has
+// its own counters, so a helper still leaving one phase can never take a part of the next. Owned jointly by
+// the caller and its helpers (refs), as XlaPoolJob.
+struct LayerTeam {
+  static constexpr int kMaxPhases = 8;
+  TeamPhase phases[kMaxPhases];
+  std::atomic<int> published{-1};  // the index of the phase published last
+  std::atomic<bool> done{false};
+  std::atomic<int> refs{1};
+  int count = 0;     // phases published (the caller's)
+  int helpers = 0;   // helper tasks scheduled
+
+  // Runs part(i) for i in [0, parts) on the team (the caller's call); returns when all are done. Without
+  // helpers (a plugin whose FFI lends no pool), on the bridge's own pool.
+  void Run(int parts, const std::function<void(int)>& part) {
+    if (parts <= 0) return;
+    if (helpers == 0 || parts == 1 || count == kMaxPhases) {
+      if (helpers == 0 && parts > 1 && PoolThreads() > 1) {
+        Pool().Run(parts, part);
+      } else {
+        for (int i = 0; i < parts; ++i) part(i);
+      }
+      return;
+    }
+    TeamPhase& phase = phases[count];
+    phase.parts = parts;
+    phase.part = &part;
+    phase.remaining.store(parts);
+    phase.next.store(0);
+    published.store(count++, std::memory_order_release);
+    phase.Drain();
+    while (phase.remaining.load(std::memory_order_acquire) > 0) __builtin_ia32_pause();
+  }
+
+  void Release() {
+    if (refs.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
+  }
+
+  static void Help(void* data) {
+    auto* team = static_cast<LayerTeam*>(data);
+    int seen = -1;
+    while (!team->done.load(std::memory_order_acquire)) {
+      const int k = team->published.load(std::memory_order_acquire);
+      if (k != seen) {
+        seen = k;
+        team->phases[k].Drain();
+      } else {
+        __builtin_ia32_pause();
+      }
+    }
+    team->Release();
+  }
+
+  // Schedules up to PoolThreads() - 1 helpers on XLA's intra-op pool (none where the plugin lends none).
+  void Start(const XLA_FFI_CallFrame* frame) {
+    const XLA_FFI_Api* api = frame->api;
+    if (PoolThreads() == 1 || frame->ctx == nullptr ||
+        api->struct_size < XLA_ACTORS_STRUCT_SIZE(XLA_FFI_Api, XLA_FFI_ThreadPool_NumThreads)) {
+      return;
+    }
+    int64_t threads = 0;
+    XLA_FFI_ThreadPool_NumThreads_Args count_args{};
+    count_args.struct_size = XLA_FFI_ThreadPool_NumThreads_Args_STRUCT_SIZE;
+    count_args.ctx = frame->ctx;
+    count_args.num_threads = &threads;
+    if (XLA_FFI_Error* e = api->XLA_FFI_ThreadPool_NumThreads(&count_args)) {
+      DestroyFfiError(api, e);
+      return;
+    }
+    const int wanted = static_cast<int>(std::min<int64_t>(threads, PoolThreads() - 1));
+    for (int h = 0; h < wanted; ++h) {
+      refs.fetch_add(1);
+      XLA_FFI_ThreadPool_Schedule_Args schedule{};
+      schedule.struct_size = XLA_FFI_ThreadPool_Schedule_Args_STRUCT_SIZE;
+      schedule.ctx = frame->ctx;
+      schedule.task = &LayerTeam::Help;
+      schedule.data = this;
+      if (XLA_FFI_Error* e = api->XLA_FFI_ThreadPool_Schedule(&schedule)) {
+        DestroyFfiError(api, e);
+        refs.fetch_sub(1);  // this helper will never run
+      } else {
+        ++helpers;
+      }
+    }
+  }
+
+  // Ends the call: helpers stop spinning; the team is freed when the last one leaves.
+  void Finish() {
+    done.store(true, std::memory_order_release);
+    Release();
+  }
+};
+
+// One weight product of a layer: w f32[N,K] (stored [N,K], the dot form), or Q8_0 q s8[N,K] with scales
+// f32[N,K/32]; an optional bias f32[N].
+struct LayerLinear {
+  const void* w = nullptr;
+  const float* scales = nullptr;
+  const float* bias = nullptr;
+  int64_t N = 0, K = 0;
+};
+
+// x [M,K] times a linear's weights into y [M,N], for each of the products of one phase (they read the same
+// or different x), split into parts of columns as RunSplit splits one.
+struct LinearTask {
+  const LayerLinear* linear;
+  const float* x;
+  float* y;
+};
+
+void RunLinears(LayerTeam& team, bool q8, int64_t M, std::initializer_list<LinearTask> tasks) {
+  const Isa& isa = TheIsa();
+  const Kernel kernel = q8 ? isa.dot_q8 : isa.dot_f32;
+  const int64_t align = q8 ? 2 : 4;
+  const int threads = PoolThreads();
+  constexpr int64_t kMinPartWork = int64_t{1} << 17;
+  struct Split {
+    Problem p;
+    int64_t per;
+    int first;  // the task's first part
+  };
+  std::vector<Split> splits;
+  int parts = 0;
+  for (const LinearTask& t : tasks) {
+    const LayerLinear& l = *t.linear;
+    const int64_t work = M * l.K * l.N;
+    int n = threads == 1 ? 1 : static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads * 8, work / kMinPartWork)));
+    int64_t per = (l.N + n - 1) / n;
+    per = (per + align - 1) / align * align;
+    n = static_cast<int>((l.N + per - 1) / per);
+    splits.push_back({Problem{t.x, l.w, l.scales, t.y, M, l.K, l.N}, per, parts});
+    parts += n;
+  }
+  team.Run(parts, [&](int i) {
+    size_t s = splits.size() - 1;
+    while (splits[s].first > i) --s;
+    const Split& split = splits[s];
+    const int64_t n0 = (i - split.first) * split.per, n1 = std::min(split.p.N, n0 + split.per);
+    if (n0 < n1) kernel(split.p, n0, n1);
+  });
+}
+
+void AddBias(float* y, const float* bias, int64_t M, int64_t N) {
+  if (bias == nullptr) return;
+  for (int64_t m = 0; m < M; ++m) {
+    for (int64_t n = 0; n < N; ++n) y[m * N + n] += bias[n];
+  }
+}
+
+// Layer norm (bias set) or RMS norm (bias null) of each of M rows of x [M,D] into y.
+void Norm(const float* x, float* y, const float* weight, const float* bias, float eps, int64_t M, int64_t D) {
+  for (int64_t m = 0; m < M; ++m) {
+    const float* r = x + m * D;
+    float* o = y + m * D;
+    if (bias != nullptr) {
+      double mean = 0, var = 0;
+      for (int64_t d = 0; d < D; ++d) mean += r[d];
+      mean /= static_cast<double>(D);
+      for (int64_t d = 0; d < D; ++d) var += (r[d] - mean) * (r[d] - mean);
+      const float inv = static_cast<float>(1.0 / std::sqrt(var / static_cast<double>(D) + eps));
+      const float mu = static_cast<float>(mean);
+      for (int64_t d = 0; d < D; ++d) o[d] = (r[d] - mu) * inv * weight[d] + bias[d];
+    } else {
+      double squares = 0;
+      for (int64_t d = 0; d < D; ++d) squares += static_cast<double>(r[d]) * r[d];
+      const float inv = static_cast<float>(1.0 / std::sqrt(squares / static_cast<double>(D) + eps));
+      for (int64_t d = 0; d < D; ++d) o[d] = r[d] * inv * weight[d];
+    }
+  }
+}
+
+// Rotary positions, "rotate half" (Hugging Face's): each of `heads` heads of x [heads, Dh] at `position`.
+void Rope(float* x, int64_t heads, int64_t Dh, const float* inv_freq, int32_t position) {
+  const int64_t half = Dh / 2;
+  for (int64_t j = 0; j < half; ++j) {
+    const float angle = static_cast<float>(position) * inv_freq[j];
+    const float c = std::cos(angle), s = std::sin(angle);
+    for (int64_t h = 0; h < heads; ++h) {
+      float* r = x + h * Dh;
+      const float a = r[j], b = r[j + half];
+      r[j] = a * c - b * s;
+      r[j + half] = b * c + a * s;
+    }
+  }
+}
+
+// The decoder layer's settings (its attributes) and operands.
+constexpr int kNormLayer = 0, kNormRms = 1;
+constexpr int kMlpGeluTanh = 0, kMlpGeluErf = 1, kMlpSwiglu = 2;
+constexpr const char kDecoderLayerTarget[] = "xla_actors.decoder_layer";
+
+XLA_FFI_Error* DecoderLayerImpl(XLA_FFI_CallFrame* frame) {
+  if (AnswerMetadataProbe(frame)) return nullptr;
+  if (frame->stage != XLA_FFI_ExecutionStage_EXECUTE) return nullptr;
+  const char* target = kDecoderLayerTarget;
+  bool bad = false;
+  const int64_t layer = IntAttribute(frame, "layer", -1, &bad);
+  const int64_t norm = IntAttribute(frame, "norm", -1, &bad);
+  const int64_t mlp = IntAttribute(frame, "mlp", -1, &bad);
+  const int64_t rope = IntAttribute(frame, "rope", -1, &bad);
+  const int64_t H = IntAttribute(frame, "heads", -1, &bad);
+  const int64_t qkv_parts = IntAttribute(frame, "qkv", -1, &bad);
+  const int64_t q8 = IntAttribute(frame, "q8", -1, &bad);
+  const int64_t biases = IntAttribute(frame, "biases", -1, &bad);
+  if (bad || norm < 0 || norm > 1 || mlp < 0 || mlp > 2 || rope < 0 || rope > 1 || H < 1 ||
+      (qkv_parts != 1 && qkv_parts != 3) || q8 < 0 || q8 > 1 || biases < 0) {
+    return Invalid(frame, target,
+                   "expected the integer attributes layer, norm (0 layer norm, 1 RMS norm), mlp (0 GELU tanh, 1 GELU "
+                   "erf, 2 SwiGLU), rope (0 or 1), heads (>= 1), qkv (1: one q|k|v product, 3: three), q8 (0 or 1) "
+                   "and biases (a bit per product, >= 0); one is missing or out of range");
+  }
+  const float scale = FloatAttribute(frame, "scale", &bad);
+  const float eps = FloatAttribute(frame, "eps", &bad);
+  if (bad) return Invalid(frame, target, "expected the float attributes scale (the scores' factor) and eps (the norms')");
+  const int64_t linears = qkv_parts + 1 + (mlp == kMlpSwiglu ? 3 : 2);
+  const int64_t expected_args = 4 + rope + 2 * (norm == kNormLayer ? 2 : 1) + linears * (q8 ? 2 : 1) +
+                                __builtin_popcountll(static_cast<uint64_t>(biases));
+  if (biases >= (int64_t{1} << linears) || frame->args.size != expected_args || frame->rets.size != 2) {
+    return Invalid(frame, target, "expected " + std::to_string(expected_args) + " operands and 2 results for these " +
+                                      "attributes (biases " + std::to_string(biases) + " over " +
+                                      std::to_string(linears) + " products), got " + std::to_string(frame->args.size) +
+                                      " and " + std::to_string(frame->rets.size));
+  }
+  for (int64_t i = 0; i < frame->args.size; ++i) {
+    if (frame->args.types[i] != XLA_FFI_ArgType_BUFFER) return Invalid(frame, target, "operands must be buffers");
+  }
+  for (int64_t i = 0; i < 2; ++i) {
+    if (frame->rets.types[i] != XLA_FFI_RetType_BUFFER) return Invalid(frame, target, "results must be buffers");
+  }
+  auto arg = [&](int64_t i) { return static_cast<XLA_FFI_Buffer*>(frame->args.args[i]); };
+  auto* x = arg(0);
+  auto* cache = arg(1);
+  auto* slots = arg(2);
+  auto* positions = arg(3);
+  auto* out = static_cast<XLA_FFI_Buffer*>(frame->rets.rets[0]);
+  auto* cache_out = static_cast<XLA_FFI_Buffer*>(frame->rets.rets[1]);
+  if (x->dtype != XLA_FFI_DataType_F32 || x->rank != 2) {
+    return Invalid(frame, target, "x must be f32[B,D], got " + DtypeName(x->dtype) + Dims(x));
+  }
+  const int64_t B = x->dims[0], D = x->dims[1];
+  int dtype;
+  switch (cache->dtype) {
+    case XLA_FFI_DataType_F32: dtype = kKvF32; break;
+    case XLA_FFI_DataType_F16: dtype = kKvF16; break;
+    case XLA_FFI_DataType_BF16: dtype = kKvBf16; break;
+    default: dtype = -1;
+  }
+  if (dtype < 0 || cache->rank != 6 || cache->dims[1] != 2) {
+    return Invalid(frame, target, "cache must be f32, f16 or bf16 [layers,2,slots,kv_heads,positions,head_dim], got " +
+                                      DtypeName(cache->dtype) + Dims(cache));
+  }
+  if (cache_out->dtype != cache->dtype || Dims(cache_out) != Dims(cache)) {
+    return Invalid(frame, target, "the second result is " + DtypeName(cache_out->dtype) + Dims(cache_out) +
+                                      ", expected the cache's " + DtypeName(cache->dtype) + Dims(cache));
+  }
+  const int64_t layers = cache->dims[0], N = cache->dims[2], KVH = cache->dims[3], C = cache->dims[4],
+                Dh = cache->dims[5];
+  if (KVH == 0 || H % KVH != 0 || (rope && Dh % 2 != 0)) {
+    return Invalid(frame, target, "heads " + std::to_string(H) + " must be a multiple of the cache's " +
+                                      std::to_string(KVH) + " KV heads (and its head size " + std::to_string(Dh) +
+                                      " even with rope)");
+  }
+  if (layer < 0 || layer >= layers) {
+    return Invalid(frame, target, "attribute 'layer' is " + std::to_string(layer) + ", the cache has layers [0, " +
+                                      std::to_string(layers) + ")");
+  }
+  if (out->dtype != XLA_FFI_DataType_F32 || Dims(out) != Dims(x)) {
+    return Invalid(frame, target, "the first result is " + DtypeName(out->dtype) + Dims(out) + ", expected f32" + Dims(x));
+  }
+  for (auto* index : {slots, positions}) {
+    if (index->dtype != XLA_FFI_DataType_S32 || index->rank != 1 || index->dims[0] != B) {
+      return Invalid(frame, target, std::string(index == slots ? "slots" : "positions") + " must be s32[" +
+                                        std::to_string(B) + "] (one per row of x), got " + DtypeName(index->dtype) +
+                                        Dims(index));
+    }
+  }
+  const auto* slot = static_cast<const int32_t*>(slots->data);
+  const auto* position = static_cast<const int32_t*>(positions->data);
+  for (int64_t b = 0; b < B; ++b) {
+    if (slot[b] < 0 || slot[b] >= N || position[b] < 0 || position[b] >= C) {
+      return Invalid(frame, target, "sequence " + std::to_string(b) + " has slot " + std::to_string(slot[b]) +
+                                        " and position " + std::to_string(position[b]) + "; the cache holds slots [0, " +
+                                        std::to_string(N) + ") of positions [0, " + std::to_string(C) + ")");
+    }
+  }
+  // The operands after the first four, in order.
+  int64_t at = 4;
+  auto vector = [&](const char* what, int64_t n, const float** into) -> XLA_FFI_Error* {
+    auto* b = arg(at++);
+    if (b->dtype != XLA_FFI_DataType_F32 || b->rank != 1 || b->dims[0] != n) {
+      return Invalid(frame, target, std::string(what) + " (operand " + std::to_string(at - 1) + ") must be f32[" +
+                                        std::to_string(n) + "], got " + DtypeName(b->dtype) + Dims(b));
+    }
+    *into = static_cast<const float*>(b->data);
+    return nullptr;
+  };
+  int64_t linear_index = 0;
+  auto linear = [&](const char* what, int64_t n, int64_t k, LayerLinear* into) -> XLA_FFI_Error* {
+    auto* w = arg(at++);
+    const std::string expected = (q8 ? "s8[" : "f32[") + std::to_string(n) + "," + std::to_string(k) + "]";
+    if (w->dtype != (q8 ? XLA_FFI_DataType_S8 : XLA_FFI_DataType_F32) || w->rank != 2 || w->dims[0] != n ||
+        w->dims[1] != k || (q8 && k % kQ8Block != 0)) {
+      return Invalid(frame, target, std::string(what) + " weights (operand " + std::to_string(at - 1) + ") must be " +
+                                        expected + ", got " + DtypeName(w->dtype) + Dims(w));
+    }
+    into->w = w->data;
+    into->N = n;
+    into->K = k;
+    if (q8) {
+      auto* s = arg(at++);
+      if (s->dtype != XLA_FFI_DataType_F32 || s->rank != 2 || s->dims[0] != n || s->dims[1] != k / kQ8Block) {
+        return Invalid(frame, target, std::string(what) + " scales (operand " + std::to_string(at - 1) +
+                                          ") must be f32[" + std::to_string(n) + "," + std::to_string(k / kQ8Block) +
+                                          "], got " + DtypeName(s->dtype) + Dims(s));
+      }
+      into->scales = static_cast<const float*>(s->data);
+    }
+    if (biases >> linear_index++ & 1) return vector((std::string(what) + " bias").c_str(), n, &into->bias);
+    return nullptr;
+  };
+  const float* inv_freq = nullptr;
+  const float *norm1_w = nullptr, *norm1_b = nullptr, *norm2_w = nullptr, *norm2_b = nullptr;
+  const int64_t qdim = H * Dh, kvdim = KVH * Dh;
+  LayerLinear qkv[3], o, up[2], down;
+  if (rope) {
+    if (XLA_FFI_Error* e = vector("inv_freq", Dh / 2, &inv_freq)) return e;
+  }
+  if (XLA_FFI_Error* e = vector("norm1 weight", D, &norm1_w)) return e;
+  if (norm == kNormLayer) {
+    if (XLA_FFI_Error* e = vector("norm1 bias", D, &norm1_b)) return e;
+  }
+  if (qkv_parts == 1) {
+    if (XLA_FFI_Error* e = linear("q|k|v", qdim + 2 * kvdim, D, &qkv[0])) return e;
+  } else {
+    if (XLA_FFI_Error* e = linear("q", qdim, D, &qkv[0])) return e;
+    if (XLA_FFI_Error* e = linear("k", kvdim, D, &qkv[1])) return e;
+    if (XLA_FFI_Error* e = linear("v", kvdim, D, &qkv[2])) return e;
+  }
+  if (XLA_FFI_Error* e = linear("o", D, qdim, &o)) return e;
+  if (XLA_FFI_Error* e = vector("norm2 weight", D, &norm2_w)) return e;
+  if (norm == kNormLayer) {
+    if (XLA_FFI_Error* e = vector("norm2 bias", D, &norm2_b)) return e;
+  }
+  // The MLP's hidden size: the first MLP product's N.
+  auto* first_mlp = arg(at);
+  const int64_t F = first_mlp->rank == 2 ? first_mlp->dims[0] : -1;
+  if (mlp == kMlpSwiglu) {
+    if (XLA_FFI_Error* e = linear("gate", F, D, &up[0])) return e;
+    if (XLA_FFI_Error* e = linear("up", F, D, &up[1])) return e;
+  } else {
+    if (XLA_FFI_Error* e = linear("fc", F, D, &up[0])) return e;
+  }
+  if (XLA_FFI_Error* e = linear("down", D, F, &down)) return e;
+  if (B == 0 || D == 0) return nullptr;
+
+  // The cache is updated in place: the program aliases the second result to operand 1, so they are one
+  // buffer; where XLA gave them two, the result gets the operand's contents first.
+  if (cache_out->data != cache->data) {
+    int64_t bytes = dtype == kKvF32 ? 4 : 2;
+    for (int64_t d = 0; d < 6; ++d) bytes *= cache->dims[d];
+    std::memcpy(cache_out->data, cache->data, bytes);
+  }
+  void* kv = cache_out->data;
+  const int64_t item = dtype == kKvF32 ? 4 : 2;
+
+  // Scratch: h (normed x) [B,D], q [B,qdim], k, v [B,kvdim], qkv [B, qdim + 2 kvdim] (one product),
+  // attention [B,qdim], o [B,D], up [2][B,F], down [B,D].
+  thread_local std::vector<float> scratch;
+  const int64_t need = B * (D + qdim + 2 * kvdim + (qdim + 2 * kvdim) + qdim + D + 2 * F + D);
+  if (static_cast<int64_t>(scratch.size()) < need) scratch.resize(need);
+  float* h = scratch.data();
+  float* q = h + B * D;
+  float* k = q + B * qdim;
+  float* v = k + B * kvdim;
+  float* fused = v + B * kvdim;
+  float* attended = fused + B * (qdim + 2 * kvdim);
+  float* projected = attended + B * qdim;
+  float* hidden = projected + B * D;
+  float* hidden2 = hidden + B * F;
+  float* lowered = hidden2 + B * F;
+  const float* xin = static_cast<const float*>(x->data);
+  float* y = static_cast<float*>(out->data);
+  const Isa& isa = TheIsa();
+
+  auto* team = new LayerTeam;
+  team->Start(frame);
+  // The team is finished on every path out (the helpers spin until then).
+  struct Finisher {
+    LayerTeam* team;
+    ~Finisher() { team->Finish(); }
+  } finisher{team};
+
+  // Attention's half: norm, q|k|v, rotary positions, this step's keys and values into the cache.
+  Norm(xin, h, norm1_w, norm1_b, eps, B, D);
+  if (qkv_parts == 1) {
+    RunLinears(*team, q8, B, {{&qkv[0], h, fused}});
+    AddBias(fused, qkv[0].bias, B, qdim + 2 * kvdim);
+    for (int64_t b = 0; b < B; ++b) {
+      const float* row = fused + b * (qdim + 2 * kvdim);
+      std::memcpy(q + b * qdim, row, qdim * 4);
+      std::memcpy(k + b * kvdim, row + qdim, kvdim * 4);
+      std::memcpy(v + b * kvdim, row + qdim + kvdim, kvdim * 4);
+    }
+  } else {
+    RunLinears(*team, q8, B, {{&qkv[0], h, q}, {&qkv[1], h, k}, {&qkv[2], h, v}});
+    AddBias(q, qkv[0].bias, B, qdim);
+    AddBias(k, qkv[1].bias, B, kvdim);
+    AddBias(v, qkv[2].bias, B, kvdim);
+  }
+  for (int64_t b = 0; b < B; ++b) {
+    if (rope) {
+      Rope(q + b * qdim, H, Dh, inv_freq, position[b]);
+      Rope(k + b * kvdim, KVH, Dh, inv_freq, position[b]);
+    }
+    for (int64_t which = 0; which < 2; ++which) {
+      const float* src = (which == 0 ? k : v) + b * kvdim;
+      for (int64_t g = 0; g < KVH; ++g) {
+        const int64_t row = (((layer * 2 + which) * N + slot[b]) * KVH + g) * C + position[b];
+        char* dst = static_cast<char*>(kv) + row * Dh * item;
+        const float* from = src + g * Dh;
+        if (dtype == kKvF32) {
+          std::memcpy(dst, from, Dh * 4);
+        } else {
+          auto* half = reinterpret_cast<uint16_t*>(dst);
+          for (int64_t d = 0; d < Dh; ++d) half[d] = dtype == kKvF16 ? FloatToHalf(from[d]) : FloatToBfloat(from[d]);
+        }
+      }
+    }
+  }
+  // The attention itself, as decode_attention's: a unit is a sequence's KV head, or single query heads.
+  {
+    AttentionProblem p{q, kv, slot, position, attended, B, H, KVH, Dh, N, C, layer, item, dtype, scale};
+    const int64_t G = H / KVH;
+    int64_t work = 0;
+    for (int64_t b = 0; b < B; ++b) work += (int64_t{position[b]} + 1) * H * Dh;
+    const int64_t per = B * KVH >= 2 * PoolThreads() ? std::min(G, kMaxGroup) : 1;
+    const int64_t per_group = (G + per - 1) / per;
+    const int64_t units = B * KVH * per_group;
+    std::function<void(int)> unit = [&](int i) {
+      const int64_t b = i / (KVH * per_group), g = i / per_group % KVH, h0 = g * G + i % per_group * per;
+      isa.attend(p, b, h0, std::min(h0 + per, (g + 1) * G));
+    };
+    if (work < (int64_t{1} << 16)) {
+      for (int64_t i = 0; i < units; ++i) unit(static_cast<int>(i));
+    } else {
+      team->Run(static_cast<int>(units), unit);
+    }
+  }
+  RunLinears(*team, q8, B, {{&o, attended, projected}});
+  AddBias(projected, o.bias, B, D);
+  for (int64_t i = 0; i < B * D; ++i) y[i] = xin[i] + projected[i];
+  // The MLP's half.
+  Norm(y, h, norm2_w, norm2_b, eps, B, D);
+  if (mlp == kMlpSwiglu) {
+    RunLinears(*team, q8, B, {{&up[0], h, hidden}, {&up[1], h, hidden2}});
+    AddBias(hidden, up[0].bias, B, F);
+    AddBias(hidden2, up[1].bias, B, F);
+    isa.silu_times(hidden, hidden2, B * F);
+  } else {
+    RunLinears(*team, q8, B, {{&up[0], h, hidden}});
+    AddBias(hidden, up[0].bias, B, F);
+    if (mlp == kMlpGeluTanh) {
+      isa.gelu_tanh(hidden, B * F);
+    } else {
+      for (int64_t i = 0; i < B * F; ++i) {
+        hidden[i] = 0.5f * hidden[i] * (1.0f + std::erf(hidden[i] * 0.70710678118654752f));
+      }
+    }
+  }
+  RunLinears(*team, q8, B, {{&down, hidden, lowered}});
+  AddBias(lowered, down.bias, B, D);
+  for (int64_t i = 0; i < B * D; ++i) y[i] += lowered[i];
+  return nullptr;
+}
+
+XLA_FFI_Error* DecoderLayerHandler(XLA_FFI_CallFrame* frame) {
+  return GuardHandler(frame, kDecoderLayerTarget, &DecoderLayerImpl);
+}
+
 XLA_FFI_Error* DecodeAttentionHandler(XLA_FFI_CallFrame* frame) {
   return GuardHandler(frame, kDecodeAttentionTarget, &DecodeAttentionImpl);
 }
@@ -698,6 +1248,7 @@ std::string RegisterMatmulHandlers(Plugin* plugin) {
   std::string problem = RegisterFfiHandler(plugin, kMatmulF32Target, &MatmulF32Handler);
   if (problem.empty()) problem = RegisterFfiHandler(plugin, kMatmulQ8Target, &MatmulQ8Handler);
   if (problem.empty()) problem = RegisterFfiHandler(plugin, kDecodeAttentionTarget, &DecodeAttentionHandler);
+  if (problem.empty()) problem = RegisterFfiHandler(plugin, kDecoderLayerTarget, &DecoderLayerHandler);
   return problem;
 }
 

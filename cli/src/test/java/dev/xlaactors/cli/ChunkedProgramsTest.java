@@ -52,6 +52,7 @@ class ChunkedProgramsTest {
   private static LanguageModel whole;
   private static LanguageModel halfCache;
   private static LanguageModel nativeKernels;
+  private static LanguageModel nativeHalfCache;
 
   @BeforeAll
   static void importAndLoadBoth() {
@@ -73,6 +74,10 @@ class ChunkedProgramsTest {
     // sequence's positions in the cache where they lie (one window, the context, for every length).
     Path nativeDir = packages.resolve("native");
     importHf(nativeDir, "--slots", "1,2", "--prefill-chunks", "8", "--score-length", "4", "--kernels", "native");
+    // Its f16-cache twin: the decode steps' fused layers write their keys and values into the f16 cache themselves.
+    Path nativeHalfDir = packages.resolve("native-f16");
+    importHf(nativeHalfDir, "--slots", "1,2", "--prefill-chunks", "8", "--score-length", "4", "--kv-cache-dtype", "f16",
+        "--kernels", "native");
     testKit = ActorTestKit.create();
     client = XlaClient.create(LanguageModel.clientSettings());
     runtime = CallbackRuntime.create(testKit.system(), client);
@@ -80,6 +85,7 @@ class ChunkedProgramsTest {
     whole = LanguageModel.load(ModelPackage.open(wholeDir), client.devices().get(0), runtime);
     halfCache = LanguageModel.load(ModelPackage.open(halfCacheDir), client.devices().get(0), runtime);
     nativeKernels = LanguageModel.load(ModelPackage.open(nativeDir), client.devices().get(0), runtime);
+    nativeHalfCache = LanguageModel.load(ModelPackage.open(nativeHalfDir), client.devices().get(0), runtime);
   }
 
   @AfterAll
@@ -88,6 +94,7 @@ class ChunkedProgramsTest {
     whole.close();
     halfCache.close();
     nativeKernels.close();
+    nativeHalfCache.close();
     runtime.close();
     client.close();
     testKit.shutdownTestKit();
@@ -264,6 +271,31 @@ class ChunkedProgramsTest {
       }
     }
     assertTrue(worst <= 0, "native decode's logits against one whole run exceed 1e-4 by " + worst);
+  }
+
+  /**
+   * The fused decode layers (xla_actors.decoder_layer, the native package's decode steps) round each step's keys
+   * and values into an f16 cache as XLA's convert does: two sequences decoding together give the tokens and,
+   * within 2e-3, the logits of the --kernels xla package with the same cache, whose steps are XLA's ops. Not
+   * 1e-4: the two compute a key in f32 a last bit apart, and such a key can round to the neighbouring f16 (one
+   * part in 2,048); measured 7.1e-4 at most on this fixture, whose logits reach 9.8.
+   */
+  @Test
+  void fusedLayersWriteAnF16CacheAsXlaDoes() throws IOException {
+    assertTrue(HfFixtures.programText(nativeHalfCache.modelPackage().directory(), HfFixtures.DECODE)
+        .contains("xla_actors.decoder_layer"), "the native package's decode steps are fused layers");
+    int[][] prompts = {IntStream.range(0, 50).map(i -> (i * 53 + 7) % 500).toArray(),
+        IntStream.range(0, 5).map(i -> (i * 29 + 3) % 500).toArray()};
+    float[][][] fused = new float[2][6][];
+    float[][][] xla = new float[2][6][];
+    int[][] fusedTokens = greedy(nativeHalfCache, prompts, 6, 12, fused);
+    int[][] xlaTokens = greedy(halfCache, prompts, 6, 12, xla);
+    double worst = -1;
+    for (int s = 0; s < 2; s++) {
+      assertArrayEquals(xlaTokens[s], fusedTokens[s], "sequence " + s + ": fused layers against XLA's ops on an f16 cache");
+      worst = Math.max(worst, excess(doubles(xla[s]), fused[s], 0, 2e-3));
+    }
+    assertTrue(worst <= 0, "fused layers' logits on an f16 cache against XLA's exceed 2e-3 by " + worst);
   }
 
   /**

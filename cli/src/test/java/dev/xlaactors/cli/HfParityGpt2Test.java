@@ -14,11 +14,19 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import com.fasterxml.jackson.databind.JsonNode;
+import dev.xlaactors.actors.CallbackRuntime;
+import dev.xlaactors.lm.LanguageModel;
+import dev.xlaactors.lm.PackageSlotDecoder;
+import dev.xlaactors.runtime.XlaClient;
+import dev.xlaactors.runtime.model.ModelPackage;
 import java.io.IOException;
 import java.nio.file.Path;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
 import java.util.Locale;
+import java.util.stream.IntStream;
+import org.apache.pekko.actor.testkit.typed.javadsl.ActorTestKit;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
@@ -149,6 +157,82 @@ class HfParityGpt2Test {
     int[] xlaTokens = ints(JSON.readTree(ok(concat("generate", xlaPackage, generate)).out()).get("tokens"));
     assertEquals(8, nativeTokens.length);
     assertArrayEquals(xlaTokens, nativeTokens, "greedy tokens of the int8 package, native kernel against XLA's");
+  }
+
+  /**
+   * A --kernels native package's decode step runs each layer as one {@code xla_actors.decoder_layer} call (layer
+   * norms, the q|k|v product, the cache's update, attention, GELU MLP, in the bridge): every step's logits, for
+   * one sequence and for two decoding together (the f32 package's batch-4 program), are those of the same
+   * package's score program run over the sequence so far (each product one native call, XLA's attention and
+   * norms), to 1e-4; with f32 weights and with int8 ones.
+   */
+  @Test
+  void fusedDecoderLayersGiveTheLogitsOfOneWholeRun() throws IOException {
+    Path f32 = imported("gpt2", "--kernels", "native", "--score-length", "16");
+    Path int8 = imported("gpt2", "--kernels", "native", "--quantize", "int8", "--slots", "1");
+    for (Path pkg : List.of(f32, int8)) {
+      assertTrue(programText(pkg, DECODE).contains("xla_actors.decoder_layer"), pkg + ": decode calls the fused layer");
+      assertFalse(programText(pkg, "score").contains("xla_actors.decoder_layer"), pkg + ": score does not");
+    }
+    int[][] prompts = {IntStream.range(0, 9).map(i -> (i * 53 + 7) % 500).toArray(),
+        IntStream.range(0, 3).map(i -> (i * 29 + 3) % 500).toArray()};
+    ActorTestKit testKit = ActorTestKit.create();
+    try (XlaClient client = XlaClient.create(LanguageModel.clientSettings());
+        CallbackRuntime runtime = CallbackRuntime.create(testKit.system(), client)) {
+      for (Path pkg : List.of(f32, int8)) {
+        try (LanguageModel lm = LanguageModel.load(ModelPackage.open(pkg), client.devices().get(0), runtime)) {
+          int slots = lm.slotCounts().get(lm.slotCounts().size() - 1);
+          int[][] these = slots == 1 ? new int[][] {prompts[0]} : prompts;
+          double worst = worstAgainstScore(lm, slots, these, 5);
+          LOG.info(String.format(Locale.ROOT, "%s: fused decode against score, worst excess over 1e-4: %.3e", pkg.getFileName(), worst));
+          assertTrue(worst <= 0, pkg + ": fused decode's logits against one whole run exceed 1e-4 by " + worst);
+        }
+      }
+    } finally {
+      testKit.shutdownTestKit();
+    }
+  }
+
+  /**
+   * Greedy decoding of {@code prompts} together on a decoder of {@code slots}, {@code steps} steps: the largest
+   * |decode - score| - 1e-4 (1 + |score|) over every logit of every step, score being {@code lm.score} of the
+   * sequence up to that step.
+   */
+  private static double worstAgainstScore(LanguageModel lm, int slots, int[][] prompts, int steps) {
+    int v = lm.vocabulary();
+    int[][] sequences = new int[prompts.length][];
+    float[][] logits = new float[prompts.length][];
+    double worst = -1;
+    try (PackageSlotDecoder decoder = lm.decoder(slots)) {
+      for (int s = 0; s < prompts.length; s++) {
+        sequences[s] = prompts[s];
+        logits[s] = Arrays.copyOf(decoder.prefill(s, prompts[s]), v);
+      }
+      for (int step = 0; step < steps; step++) {
+        int[] tokens = new int[slots];
+        int[] positions = new int[slots];
+        boolean[] active = new boolean[slots];
+        for (int s = 0; s < prompts.length; s++) {
+          int best = 0;
+          for (int j = 1; j < v; j++) {
+            best = logits[s][j] > logits[s][best] ? j : best;
+          }
+          tokens[s] = best;
+          positions[s] = sequences[s].length;
+          active[s] = true;
+          sequences[s] = IntStream.concat(IntStream.of(sequences[s]), IntStream.of(best)).toArray();
+        }
+        float[] out = decoder.decode(tokens, positions, active);
+        for (int s = 0; s < prompts.length; s++) {
+          logits[s] = Arrays.copyOfRange(out, s * v, (s + 1) * v);
+          float[] expected = lm.score(sequences[s])[sequences[s].length - 1];
+          for (int j = 0; j < v; j++) {
+            worst = Math.max(worst, Math.abs(expected[j] - logits[s][j]) - 1e-4 * (1 + Math.abs(expected[j])));
+          }
+        }
+      }
+    }
+    return worst;
   }
 
   private static String[] concat(String command, Path pkg, String[] rest) {

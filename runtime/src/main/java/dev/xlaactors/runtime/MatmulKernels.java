@@ -10,9 +10,13 @@ import static dev.xlaactors.nativebridge.pjrt.global.Pjrt.XlaActors_MatmulKernel
  * Q8_0-style int8 weights {@code q s8[N, K]} with one f32 scale per 32 inputs, {@code scales f32[N, K/32]}),
  * and its decode attention {@code xla_actors.decode_attention} (one step of B sequences: {@code q f32[B, H, Dh]}
  * against the KV cache {@code f32|f16|bf16[layers, 2, slots, kv_heads, positions, Dh]} at each sequence's
- * slot, up to its position, with the attributes {@code layer} and {@code scale}; it reads the cache in place).
- * {@code tools/hf_import.py --kernels native} emits them for the weight matmuls and decode attention of model
- * programs.
+ * slot, up to its position, with the attributes {@code layer} and {@code scale}; it reads the cache in place),
+ * and its fused decoder layer {@code xla_actors.decoder_layer} (one decoding step of a whole pre-norm layer, GPT-2's
+ * or Llama's form, for B sequences: norms, products in f32 or int8, rotary positions, this step's keys and values
+ * written into the cache, which its second result aliases, attention and MLP, the pool's threads taken once for
+ * the layer; its operands and attributes are listed in {@code native/src/main/cpp/matmul_kernels.cc}).
+ * {@code tools/hf_import.py --kernels native} emits them for the weight matmuls, the decode steps' layers and
+ * their attention.
  *
  * <p>The kernels are chosen once per process from the CPU's features (AVX-512, AVX2 with FMA, or the
  * x86-64 baseline), capped by {@code XLA_ACTORS_KERNEL_ISA} ({@code avx512}, {@code avx2}, {@code portable})
