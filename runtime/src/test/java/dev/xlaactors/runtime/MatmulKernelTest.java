@@ -119,9 +119,9 @@ class MatmulKernelTest {
     Random random = new Random(7);
     // {batch, rows, k, n}: odd sizes reach every tail (of k, and the dot form's register tiles of 3 activation
     // rows by 4 weight rows, by 8 on AVX-512 above one row: activation-row tails of 1 and 2, weight-row tails of 1
-    // to 7); a prompt chunk's
-    // 128 rows; the last ones are large enough to use the pool.
-    int[][] shapes = {{3, 5, 70, 37}, {1, 4, 100, 6}, {1, 8, 72, 43}, {2, 64, 96, 35}, {1, 1, 768, 96},
+    // to 7); inputs past 1,024, which AVX-512 takes by blocks of 1,024 above one row (the last block with a tail);
+    // a prompt chunk's 128 rows; the last ones are large enough to use the pool.
+    int[][] shapes = {{3, 5, 70, 37}, {1, 4, 100, 6}, {1, 8, 72, 43}, {2, 64, 96, 35}, {1, 5, 2100, 19}, {1, 1, 768, 96},
         {1, 2, 256, 300}, {1, 1, 128, 1000}};
     for (int[] s : shapes) {
       int m = s[0] * s[1];
@@ -147,10 +147,10 @@ class MatmulKernelTest {
   void q8ProductsMatchTheDequantisedReference() {
     Random random = new Random(11);
     // {batch, rows, k, n}: each of the kernel's paths (one activation row; two or three, in pairs; four or
-    // more, through a dequantised tile), with weight-row tails of 1 to 3 and products large enough to use the
-    // pool.
+    // more, through a dequantised tile, by blocks of 1,024 inputs on AVX-512), with weight-row tails of 1 to 7 and
+    // products large enough to use the pool.
     int[][] shapes = {{2, 3, 96, 45}, {1, 1, 768, 130}, {1, 4, 256, 200}, {1, 1, 768, 1027}, {1, 2, 128, 77},
-        {1, 3, 160, 1030}, {1, 8, 768, 517}};
+        {1, 3, 160, 1030}, {1, 8, 768, 517}, {1, 6, 2080, 21}};
     for (int[] s : shapes) {
       int m = s[0] * s[1];
       int k = s[2];
