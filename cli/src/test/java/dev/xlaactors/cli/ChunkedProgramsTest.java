@@ -250,7 +250,8 @@ class ChunkedProgramsTest {
   }
 
   /**
-   * The native decode attention (and matmuls), two sequences decoding together from prompts written in parts:
+   * The native decode steps (each layer one xla_actors.decoder_layer call: products, rotary positions, the
+   * cache's update and attention in the bridge), two sequences decoding together from prompts written in parts:
    * every step's logits are those of one whole run of the score program (XLA's attention over the whole
    * sequence so far) to 1e-4; the package has one window per batch, the context.
    */
