@@ -329,6 +329,38 @@ KernelPool& Pool() {
   return *pool;
 }
 
+// The threads of XLA's intra-op pool a handler may schedule tasks on; 0 where the plugin's FFI lends none.
+int64_t XlaPoolThreads(const XLA_FFI_CallFrame* frame) {
+  const XLA_FFI_Api* api = frame->api;
+  if (frame->ctx == nullptr || api->struct_size < XLA_ACTORS_STRUCT_SIZE(XLA_FFI_Api, XLA_FFI_ThreadPool_NumThreads)) {
+    return 0;
+  }
+  int64_t threads = 0;
+  XLA_FFI_ThreadPool_NumThreads_Args count{};
+  count.struct_size = XLA_FFI_ThreadPool_NumThreads_Args_STRUCT_SIZE;
+  count.ctx = frame->ctx;
+  count.num_threads = &threads;
+  if (XLA_FFI_Error* e = api->XLA_FFI_ThreadPool_NumThreads(&count)) {
+    DestroyFfiError(api, e);
+    return 0;
+  }
+  return std::max<int64_t>(0, threads);
+}
+
+// Schedules task(data) on XLA's intra-op pool (XlaPoolThreads > 0); false when the pool refused it.
+bool ScheduleOnXlaPool(const XLA_FFI_CallFrame* frame, void (*task)(void*), void* data) {
+  XLA_FFI_ThreadPool_Schedule_Args schedule{};
+  schedule.struct_size = XLA_FFI_ThreadPool_Schedule_Args_STRUCT_SIZE;
+  schedule.ctx = frame->ctx;
+  schedule.task = task;
+  schedule.data = data;
+  if (XLA_FFI_Error* e = frame->api->XLA_FFI_ThreadPool_Schedule(&schedule)) {
+    DestroyFfiError(frame->api, e);
+    return false;
+  }
+  return true;
+}
+
 // One call's parts handed to XLA's intra-op pool: each task, and the calling thread, takes parts from `next`
 // until none is left. Owned jointly by the caller and its tasks (refs): XLA may start a task late, even after
 // the call returned (the FFI promises neither when nor in parallel), and such a task finds no part left and
@@ -364,19 +396,7 @@ struct XlaPoolJob {
 // XLA's pool threads spin for work after each of its tasks, and a pool of our own competed with them for the
 // cores.
 bool RunOnXlaPool(const XLA_FFI_CallFrame* frame, int parts, const std::function<void(int)>& part) {
-  const XLA_FFI_Api* api = frame->api;
-  if (frame->ctx == nullptr || api->struct_size < XLA_ACTORS_STRUCT_SIZE(XLA_FFI_Api, XLA_FFI_ThreadPool_NumThreads)) {
-    return false;
-  }
-  int64_t threads = 0;
-  XLA_FFI_ThreadPool_NumThreads_Args count{};
-  count.struct_size = XLA_FFI_ThreadPool_NumThreads_Args_STRUCT_SIZE;
-  count.ctx = frame->ctx;
-  count.num_threads = &threads;
-  if (XLA_FFI_Error* e = api->XLA_FFI_ThreadPool_NumThreads(&count)) {
-    DestroyFfiError(api, e);
-    return false;
-  }
+  const int64_t threads = XlaPoolThreads(frame);
   if (threads < 1) return false;
   auto* job = new XlaPoolJob;
   job->parts = parts;
@@ -385,15 +405,7 @@ bool RunOnXlaPool(const XLA_FFI_CallFrame* frame, int parts, const std::function
   const int helpers = static_cast<int>(std::min<int64_t>({parts - 1, threads, PoolThreads() - 1}));
   job->refs.store(helpers + 1);
   for (int h = 0; h < helpers; ++h) {
-    XLA_FFI_ThreadPool_Schedule_Args schedule{};
-    schedule.struct_size = XLA_FFI_ThreadPool_Schedule_Args_STRUCT_SIZE;
-    schedule.ctx = frame->ctx;
-    schedule.task = &XlaPoolJob::Task;
-    schedule.data = job;
-    if (XLA_FFI_Error* e = api->XLA_FFI_ThreadPool_Schedule(&schedule)) {
-      DestroyFfiError(api, e);
-      job->Release();  // this task will never run
-    }
+    if (!ScheduleOnXlaPool(frame, &XlaPoolJob::Task, job)) job->Release();  // this task will never run
   }
   job->Drain();
   while (job->remaining.load(std::memory_order_acquire) > 0) __builtin_ia32_pause();
@@ -515,6 +527,39 @@ int64_t IntAttribute(const XLA_FFI_CallFrame* frame, const char* name, int64_t f
   }
 }
 
+// The element kind of a KV cache buffer (kKvF32, kKvF16, kKvBf16), or -1 for another dtype.
+int CacheDtype(const XLA_FFI_Buffer* cache) {
+  switch (cache->dtype) {
+    case XLA_FFI_DataType_F32: return kKvF32;
+    case XLA_FFI_DataType_F16: return kKvF16;
+    case XLA_FFI_DataType_BF16: return kKvBf16;
+    default: return -1;
+  }
+}
+
+// Checks slots and positions are s32[B] and that each of the B sequences' slot and position lies in a cache of N
+// slots of C positions. `row` names what a sequence is to the caller ("sequence of q", "row of x").
+XLA_FFI_Error* CheckSequences(XLA_FFI_CallFrame* frame, const char* target, const XLA_FFI_Buffer* slots,
+                              const XLA_FFI_Buffer* positions, int64_t B, int64_t N, int64_t C, const char* row) {
+  for (auto* index : {slots, positions}) {
+    if (index->dtype != XLA_FFI_DataType_S32 || index->rank != 1 || index->dims[0] != B) {
+      return Invalid(frame, target, std::string(index == slots ? "slots" : "positions") + " must be s32[" +
+                                        std::to_string(B) + "] (one per " + row + "), got " + DtypeName(index->dtype) +
+                                        Dims(index));
+    }
+  }
+  const auto* slot = static_cast<const int32_t*>(slots->data);
+  const auto* position = static_cast<const int32_t*>(positions->data);
+  for (int64_t b = 0; b < B; ++b) {
+    if (slot[b] < 0 || slot[b] >= N || position[b] < 0 || position[b] >= C) {
+      return Invalid(frame, target, "sequence " + std::to_string(b) + " has slot " + std::to_string(slot[b]) +
+                                        " and position " + std::to_string(position[b]) + "; the cache holds slots [0, " +
+                                        std::to_string(N) + ") of positions [0, " + std::to_string(C) + ")");
+    }
+  }
+  return nullptr;
+}
+
 XLA_FFI_Error* MatmulF32Impl(XLA_FFI_CallFrame* frame) {
   if (AnswerMetadataProbe(frame)) return nullptr;
   if (frame->stage != XLA_FFI_ExecutionStage_EXECUTE) return nullptr;
@@ -622,13 +667,7 @@ XLA_FFI_Error* DecodeAttentionImpl(XLA_FFI_CallFrame* frame) {
     return Invalid(frame, target, "q must be f32[B,H,Dh], got " + DtypeName(q->dtype) + Dims(q));
   }
   const int64_t B = q->dims[0], H = q->dims[1], Dh = q->dims[2];
-  int dtype;
-  switch (cache->dtype) {
-    case XLA_FFI_DataType_F32: dtype = kKvF32; break;
-    case XLA_FFI_DataType_F16: dtype = kKvF16; break;
-    case XLA_FFI_DataType_BF16: dtype = kKvBf16; break;
-    default: dtype = -1;
-  }
+  const int dtype = CacheDtype(cache);
   if (dtype < 0 || cache->rank != 6 || cache->dims[1] != 2 || cache->dims[5] != Dh) {
     return Invalid(frame, target, "cache must be f32, f16 or bf16 [layers,2,slots,kv_heads,positions," +
                                       std::to_string(Dh) + "] (q's head size), got " + DtypeName(cache->dtype) +
@@ -639,13 +678,7 @@ XLA_FFI_Error* DecodeAttentionImpl(XLA_FFI_CallFrame* frame) {
     return Invalid(frame, target, "q has " + std::to_string(H) + " heads, not a multiple of the cache's " +
                                       std::to_string(KVH) + " KV heads");
   }
-  for (auto* index : {slots, positions}) {
-    if (index->dtype != XLA_FFI_DataType_S32 || index->rank != 1 || index->dims[0] != B) {
-      return Invalid(frame, target, std::string(index == slots ? "slots" : "positions") + " must be s32[" +
-                                        std::to_string(B) + "] (one per sequence of q), got " +
-                                        DtypeName(index->dtype) + Dims(index));
-    }
-  }
+  if (XLA_FFI_Error* e = CheckSequences(frame, target, slots, positions, B, N, C, "sequence of q")) return e;
   if (out->dtype != XLA_FFI_DataType_F32 || out->rank != 3 || out->dims[0] != B || out->dims[1] != H ||
       out->dims[2] != Dh) {
     return Invalid(frame, target, "the result is " + DtypeName(out->dtype) + Dims(out) + ", expected f32" + Dims(q));
@@ -660,13 +693,6 @@ XLA_FFI_Error* DecodeAttentionImpl(XLA_FFI_CallFrame* frame) {
   if (bad) return Invalid(frame, target, "attribute 'scale' must be a float scalar (the scores' factor)");
   const auto* slot = static_cast<const int32_t*>(slots->data);
   const auto* position = static_cast<const int32_t*>(positions->data);
-  for (int64_t b = 0; b < B; ++b) {
-    if (slot[b] < 0 || slot[b] >= N || position[b] < 0 || position[b] >= C) {
-      return Invalid(frame, target, "sequence " + std::to_string(b) + " has slot " + std::to_string(slot[b]) +
-                                        " and position " + std::to_string(position[b]) + "; the cache holds slots [0, " +
-                                        std::to_string(N) + ") of positions [0, " + std::to_string(C) + ")");
-    }
-  }
   if (B == 0 || H == 0 || Dh == 0) return nullptr;
   AttentionProblem p{static_cast<const float*>(q->data), cache->data, slot, position,
                      static_cast<float*>(out->data), B, H, KVH, Dh, N, C, layer,
@@ -802,33 +828,14 @@ struct LayerTeam {
 
   // Schedules up to PoolThreads() - 1 helpers on XLA's intra-op pool (none where the plugin lends none).
   void Start(const XLA_FFI_CallFrame* frame) {
-    const XLA_FFI_Api* api = frame->api;
-    if (PoolThreads() == 1 || frame->ctx == nullptr ||
-        api->struct_size < XLA_ACTORS_STRUCT_SIZE(XLA_FFI_Api, XLA_FFI_ThreadPool_NumThreads)) {
-      return;
-    }
-    int64_t threads = 0;
-    XLA_FFI_ThreadPool_NumThreads_Args count_args{};
-    count_args.struct_size = XLA_FFI_ThreadPool_NumThreads_Args_STRUCT_SIZE;
-    count_args.ctx = frame->ctx;
-    count_args.num_threads = &threads;
-    if (XLA_FFI_Error* e = api->XLA_FFI_ThreadPool_NumThreads(&count_args)) {
-      DestroyFfiError(api, e);
-      return;
-    }
-    const int wanted = static_cast<int>(std::min<int64_t>(threads, PoolThreads() - 1));
+    if (PoolThreads() == 1) return;
+    const int wanted = static_cast<int>(std::min<int64_t>(XlaPoolThreads(frame), PoolThreads() - 1));
     for (int h = 0; h < wanted; ++h) {
       refs.fetch_add(1);
-      XLA_FFI_ThreadPool_Schedule_Args schedule{};
-      schedule.struct_size = XLA_FFI_ThreadPool_Schedule_Args_STRUCT_SIZE;
-      schedule.ctx = frame->ctx;
-      schedule.task = &LayerTeam::Help;
-      schedule.data = this;
-      if (XLA_FFI_Error* e = api->XLA_FFI_ThreadPool_Schedule(&schedule)) {
-        DestroyFfiError(api, e);
-        refs.fetch_sub(1);  // this helper will never run
-      } else {
+      if (ScheduleOnXlaPool(frame, &LayerTeam::Help, this)) {
         ++helpers;
+      } else {
+        refs.fetch_sub(1);  // this helper will never run
       }
     }
   }
@@ -987,13 +994,7 @@ XLA_FFI_Error* DecoderLayerImpl(XLA_FFI_CallFrame* frame) {
     return Invalid(frame, target, "x must be f32[B,D], got " + DtypeName(x->dtype) + Dims(x));
   }
   const int64_t B = x->dims[0], D = x->dims[1];
-  int dtype;
-  switch (cache->dtype) {
-    case XLA_FFI_DataType_F32: dtype = kKvF32; break;
-    case XLA_FFI_DataType_F16: dtype = kKvF16; break;
-    case XLA_FFI_DataType_BF16: dtype = kKvBf16; break;
-    default: dtype = -1;
-  }
+  const int dtype = CacheDtype(cache);
   if (dtype < 0 || cache->rank != 6 || cache->dims[1] != 2) {
     return Invalid(frame, target, "cache must be f32, f16 or bf16 [layers,2,slots,kv_heads,positions,head_dim], got " +
                                       DtypeName(cache->dtype) + Dims(cache));
@@ -1016,22 +1017,9 @@ XLA_FFI_Error* DecoderLayerImpl(XLA_FFI_CallFrame* frame) {
   if (out->dtype != XLA_FFI_DataType_F32 || Dims(out) != Dims(x)) {
     return Invalid(frame, target, "the first result is " + DtypeName(out->dtype) + Dims(out) + ", expected f32" + Dims(x));
   }
-  for (auto* index : {slots, positions}) {
-    if (index->dtype != XLA_FFI_DataType_S32 || index->rank != 1 || index->dims[0] != B) {
-      return Invalid(frame, target, std::string(index == slots ? "slots" : "positions") + " must be s32[" +
-                                        std::to_string(B) + "] (one per row of x), got " + DtypeName(index->dtype) +
-                                        Dims(index));
-    }
-  }
+  if (XLA_FFI_Error* e = CheckSequences(frame, target, slots, positions, B, N, C, "row of x")) return e;
   const auto* slot = static_cast<const int32_t*>(slots->data);
   const auto* position = static_cast<const int32_t*>(positions->data);
-  for (int64_t b = 0; b < B; ++b) {
-    if (slot[b] < 0 || slot[b] >= N || position[b] < 0 || position[b] >= C) {
-      return Invalid(frame, target, "sequence " + std::to_string(b) + " has slot " + std::to_string(slot[b]) +
-                                        " and position " + std::to_string(position[b]) + "; the cache holds slots [0, " +
-                                        std::to_string(N) + ") of positions [0, " + std::to_string(C) + ")");
-    }
-  }
   // The operands after the first four, in order.
   int64_t at = 4;
   auto vector = [&](const char* what, int64_t n, const float** into) -> XLA_FFI_Error* {
