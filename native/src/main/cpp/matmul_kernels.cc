@@ -361,14 +361,10 @@ bool ScheduleOnXlaPool(const XLA_FFI_CallFrame* frame, void (*task)(void*), void
   return true;
 }
 
-// One call's parts handed to XLA's intra-op pool: each task, and the calling thread, takes parts from `next`
-// until none is left. Owned jointly by the caller and its tasks (refs): XLA may start a task late, even after
-// the call returned (the FFI promises neither when nor in parallel), and such a task finds no part left and
-// only drops its reference, so the call never waits for a task that has not started.
-struct XlaPoolJob {
+// Parts of one parallel loop, part(i) for i in [0, parts), taken by whichever threads drain it.
+struct PartCounter {
   std::atomic<int> next{0};
   std::atomic<int> remaining{0};  // parts not finished
-  std::atomic<int> refs{0};
   int parts = 0;
   const std::function<void(int)>* part = nullptr;  // valid while a part is left (the caller waits for them)
 
@@ -378,6 +374,15 @@ struct XlaPoolJob {
       remaining.fetch_sub(1, std::memory_order_acq_rel);
     }
   }
+};
+
+// One call's parts handed to XLA's intra-op pool: each task, and the calling thread, takes parts from `work`
+// until none is left. Owned jointly by the caller and its tasks (refs): XLA may start a task late, even after
+// the call returned (the FFI promises neither when nor in parallel), and such a task finds no part left and
+// only drops its reference, so the call never waits for a task that has not started.
+struct XlaPoolJob {
+  PartCounter work;
+  std::atomic<int> refs{0};
 
   void Release() {
     if (refs.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
@@ -385,7 +390,7 @@ struct XlaPoolJob {
 
   static void Task(void* data) {
     auto* job = static_cast<XlaPoolJob*>(data);
-    job->Drain();
+    job->work.Drain();
     job->Release();
   }
 };
@@ -399,16 +404,16 @@ bool RunOnXlaPool(const XLA_FFI_CallFrame* frame, int parts, const std::function
   const int64_t threads = XlaPoolThreads(frame);
   if (threads < 1) return false;
   auto* job = new XlaPoolJob;
-  job->parts = parts;
-  job->part = &part;
-  job->remaining.store(parts);
+  job->work.parts = parts;
+  job->work.part = &part;
+  job->work.remaining.store(parts);
   const int helpers = static_cast<int>(std::min<int64_t>({parts - 1, threads, PoolThreads() - 1}));
   job->refs.store(helpers + 1);
   for (int h = 0; h < helpers; ++h) {
     if (!ScheduleOnXlaPool(frame, &XlaPoolJob::Task, job)) job->Release();  // this task will never run
   }
-  job->Drain();
-  while (job->remaining.load(std::memory_order_acquire) > 0) __builtin_ia32_pause();
+  job->work.Drain();
+  while (job->work.remaining.load(std::memory_order_acquire) > 0) __builtin_ia32_pause();
   job->Release();
   return true;
 }
@@ -753,21 +758,6 @@ inline uint16_t FloatToBfloat(float f) {
   return static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
 }
 
-// One phase of a decoder_layer call run by its team: part(i) for i in [0, parts).
-struct TeamPhase {
-  std::atomic<int> next{0};
-  std::atomic<int> remaining{0};
-  int parts = 0;
-  const std::function<void(int)>* part = nullptr;  // valid while a part is left (the caller waits for them)
-
-  void Drain() {
-    for (int i; (i = next.fetch_add(1)) < parts;) {
-      (*part)(i);
-      remaining.fetch_sub(1, std::memory_order_acq_rel);
-    }
-  }
-};
-
 // The threads of one xla_actors.decoder_layer call: the calling XLA thread and helpers from XLA's intra-op
 // pool, scheduled once per call (not once per product, as matmul_f32 must: each such hand-off waited 30-65 us
 // for a pool thread to wake). The caller publishes the call's parallel phases (the products, the attention)
@@ -778,7 +768,7 @@ struct TeamPhase {
 // the caller and its helpers (refs), as XlaPoolJob.
 struct LayerTeam {
   static constexpr int kMaxPhases = 8;
-  TeamPhase phases[kMaxPhases];
+  PartCounter phases[kMaxPhases];
   std::atomic<int> published{-1};  // the index of the phase published last
   std::atomic<bool> done{false};
   std::atomic<int> refs{1};
@@ -797,7 +787,7 @@ struct LayerTeam {
       }
       return;
     }
-    TeamPhase& phase = phases[count];
+    PartCounter& phase = phases[count];
     phase.parts = parts;
     phase.part = &part;
     phase.remaining.store(parts);
