@@ -427,20 +427,25 @@ void RunParts(const XLA_FFI_CallFrame* frame, int parts, const std::function<voi
   if (!RunOnXlaPool(frame, parts, part)) Pool().Run(parts, part);
 }
 
-// Splits [0, N) into parts, each a multiple of `align` columns, and runs the kernel on them. Several parts
-// per thread, taken in turn from a shared counter: on a machine shared with other work a thread may be
-// descheduled mid-call, and the others then take its share instead of waiting for half the product.
-// Small products run on the calling thread: waking the workers costs more than they save.
-void RunSplit(const XLA_FFI_CallFrame* frame, Kernel kernel, const Problem& p, int64_t align) {
+// The columns of each part when the N output columns of p's product are split over the threads, a multiple of
+// `align`. Several parts per thread, taken in turn from a shared counter: on a machine shared with other work a
+// thread may be descheduled mid-call, and the others then take its share instead of waiting for half the
+// product. A small product is one part, run on the calling thread: waking the workers costs more than they save.
+int64_t ColumnsPerPart(const Problem& p, int64_t align) {
   const int threads = PoolThreads();
   constexpr int64_t kMinPartWork = int64_t{1} << 17;  // multiply-adds: ~10 µs, well above the hand-off's cost
-  int64_t work = p.M * p.K * p.N;
-  int parts = threads == 1 || work < (int64_t{1} << 16)
-                  ? 1
-                  : static_cast<int>(std::max<int64_t>(threads, std::min<int64_t>(threads * 8, work / kMinPartWork)));
-  int64_t per = (p.N + parts - 1) / parts;
-  per = (per + align - 1) / align * align;
-  parts = static_cast<int>((p.N + per - 1) / per);
+  const int64_t work = p.M * p.K * p.N;
+  const int64_t parts = threads == 1 || work < (int64_t{1} << 16)
+                            ? 1
+                            : std::max<int64_t>(threads, std::min<int64_t>(threads * 8, work / kMinPartWork));
+  const int64_t per = (p.N + parts - 1) / parts;
+  return (per + align - 1) / align * align;
+}
+
+// Splits [0, N) into parts of ColumnsPerPart columns and runs the kernel on them.
+void RunSplit(const XLA_FFI_CallFrame* frame, Kernel kernel, const Problem& p, int64_t align) {
+  const int64_t per = ColumnsPerPart(p, align);
+  const int parts = static_cast<int>((p.N + per - 1) / per);
   RunParts(frame, parts, [&](int i) {
     int64_t n0 = i * per, n1 = std::min(p.N, n0 + per);
     if (n0 < n1) kernel(p, n0, n1);
@@ -652,6 +657,30 @@ float FloatAttribute(const XLA_FFI_CallFrame* frame, const char* name, bool* bad
   return 0;
 }
 
+// One decoding step's attention of p.B sequences (decode_attention's, and decoder_layer's). Units of work: a
+// sequence's KV head with all its query heads (each key and value row read once for them), or single query
+// heads when there are too few units to keep the threads busy. A small step runs on the calling thread, a
+// larger one by run(units, unit) (the handler's way of spreading parts over threads).
+template <typename Runner>
+void Attend(const AttentionProblem& p, Runner run) {
+  const int64_t B = p.B, H = p.H, KVH = p.KVH, G = H / KVH;
+  int64_t work = 0;
+  for (int64_t b = 0; b < B; ++b) work += (int64_t{p.positions[b]} + 1) * H * p.Dh;
+  const int64_t per = B * KVH >= 2 * PoolThreads() ? std::min(G, kMaxGroup) : 1;
+  const int64_t per_group = (G + per - 1) / per;
+  const int64_t units = B * KVH * per_group;
+  const AttentionKernel attend = TheIsa().attend;
+  const std::function<void(int)> unit = [&](int i) {
+    const int64_t b = i / (KVH * per_group), g = i / per_group % KVH, h0 = g * G + i % per_group * per;
+    attend(p, b, h0, std::min(h0 + per, (g + 1) * G));
+  };
+  if (work < (int64_t{1} << 16)) {
+    for (int64_t i = 0; i < units; ++i) unit(static_cast<int>(i));
+  } else {
+    run(static_cast<int>(units), unit);
+  }
+}
+
 XLA_FFI_Error* DecodeAttentionImpl(XLA_FFI_CallFrame* frame) {
   if (AnswerMetadataProbe(frame)) return nullptr;
   if (frame->stage != XLA_FFI_ExecutionStage_EXECUTE) return nullptr;
@@ -702,24 +731,7 @@ XLA_FFI_Error* DecodeAttentionImpl(XLA_FFI_CallFrame* frame) {
   AttentionProblem p{static_cast<const float*>(q->data), cache->data, slot, position,
                      static_cast<float*>(out->data), B, H, KVH, Dh, N, C, layer,
                      dtype == kKvF32 ? 4 : 2, dtype, scale};
-  // Units of work: a sequence's KV head with all its query heads (each key and value row read once for
-  // them), or single query heads when there are too few units to keep the pool busy.
-  const int64_t G = H / KVH;
-  int64_t work = 0;
-  for (int64_t b = 0; b < B; ++b) work += (int64_t{position[b]} + 1) * H * Dh;
-  const int64_t per = B * KVH >= 2 * PoolThreads() ? std::min(G, kMaxGroup) : 1;
-  const int64_t per_group = (G + per - 1) / per;
-  const int64_t units = B * KVH * per_group;
-  AttentionKernel attend = TheIsa().attend;
-  auto unit = [&](int i) {
-    const int64_t b = i / (KVH * per_group), g = i / per_group % KVH, h0 = g * G + i % per_group * per;
-    attend(p, b, h0, std::min(h0 + per, (g + 1) * G));
-  };
-  if (work < (int64_t{1} << 16)) {
-    for (int64_t i = 0; i < units; ++i) unit(static_cast<int>(i));
-  } else {
-    RunParts(frame, static_cast<int>(units), unit);
-  }
+  Attend(p, [&](int units, const std::function<void(int)>& unit) { RunParts(frame, units, unit); });
   return nullptr;
 }
 
@@ -847,7 +859,7 @@ struct LayerLinear {
 };
 
 // x [M,K] times a linear's weights into y [M,N], for each of the products of one phase (they read the same
-// or different x), split into parts of columns as RunSplit splits one.
+// or different x), each split into parts of columns as RunSplit splits one, all of them one phase of the team.
 struct LinearTask {
   const LayerLinear* linear;
   const float* x;
@@ -858,8 +870,6 @@ void RunLinears(LayerTeam& team, bool q8, int64_t M, std::initializer_list<Linea
   const Isa& isa = TheIsa();
   const Kernel kernel = q8 ? isa.dot_q8 : isa.dot_f32;
   const int64_t align = q8 ? 2 : 4;
-  const int threads = PoolThreads();
-  constexpr int64_t kMinPartWork = int64_t{1} << 17;
   struct Split {
     Problem p;
     int64_t per;
@@ -869,13 +879,10 @@ void RunLinears(LayerTeam& team, bool q8, int64_t M, std::initializer_list<Linea
   int parts = 0;
   for (const LinearTask& t : tasks) {
     const LayerLinear& l = *t.linear;
-    const int64_t work = M * l.K * l.N;
-    int n = threads == 1 ? 1 : static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads * 8, work / kMinPartWork)));
-    int64_t per = (l.N + n - 1) / n;
-    per = (per + align - 1) / align * align;
-    n = static_cast<int>((l.N + per - 1) / per);
-    splits.push_back({Problem{t.x, l.w, l.scales, t.y, M, l.K, l.N}, per, parts});
-    parts += n;
+    const Problem p{t.x, l.w, l.scales, t.y, M, l.K, l.N};
+    const int64_t per = ColumnsPerPart(p, align);
+    splits.push_back({p, per, parts});
+    parts += static_cast<int>((l.N + per - 1) / per);
   }
   team.Run(parts, [&](int i) {
     size_t s = splits.size() - 1;
@@ -1154,25 +1161,9 @@ XLA_FFI_Error* DecoderLayerImpl(XLA_FFI_CallFrame* frame) {
       }
     }
   }
-  // The attention itself, as decode_attention's: a unit is a sequence's KV head, or single query heads.
-  {
-    AttentionProblem p{q, kv, slot, position, attended, B, H, KVH, Dh, N, C, layer, item, dtype, scale};
-    const int64_t G = H / KVH;
-    int64_t work = 0;
-    for (int64_t b = 0; b < B; ++b) work += (int64_t{position[b]} + 1) * H * Dh;
-    const int64_t per = B * KVH >= 2 * PoolThreads() ? std::min(G, kMaxGroup) : 1;
-    const int64_t per_group = (G + per - 1) / per;
-    const int64_t units = B * KVH * per_group;
-    std::function<void(int)> unit = [&](int i) {
-      const int64_t b = i / (KVH * per_group), g = i / per_group % KVH, h0 = g * G + i % per_group * per;
-      isa.attend(p, b, h0, std::min(h0 + per, (g + 1) * G));
-    };
-    if (work < (int64_t{1} << 16)) {
-      for (int64_t i = 0; i < units; ++i) unit(static_cast<int>(i));
-    } else {
-      team->Run(static_cast<int>(units), unit);
-    }
-  }
+  // The attention itself, as decode_attention's, over the cache just written.
+  Attend(AttentionProblem{q, kv, slot, position, attended, B, H, KVH, Dh, N, C, layer, item, dtype, scale},
+         [&](int units, const std::function<void(int)>& unit) { team->Run(units, unit); });
   RunLinears(*team, q8, B, {{&o, attended, projected}});
   AddBias(projected, o.bias, B, D);
   for (int64_t i = 0; i < B * D; ++i) y[i] = xin[i] + projected[i];
