@@ -521,27 +521,29 @@ class Decoder(WeightAccess):
         return None
 
     def fused_linears(self, P, products):
-        """The operands of a decoder_layer's products, each (weight name, transposed, bias name or None), in
-        order: ([operands], q8, biases) with each weight as [N,K] f32 or int8 values and scales, then its bias;
-        None unless every weight is f32 [N,K] (a [K,N] one stored transposed) or every one int8. Records each
-        weight in matmul_weights as matmul does (the importer's first pass decides the rewrites from them)."""
+        """The operands of a decoder_layer's products, each (weight name, transposed, bias name or None):
+        ([each product's operands], q8, biases), a product's operands being its weight as [N,K] f32 or int8
+        values and scales, then its bias; None unless every weight is f32 [N,K] (a [K,N] one stored transposed)
+        or every one int8. Records each weight in matmul_weights as matmul does (the importer's first pass
+        decides the rewrites from them)."""
         self.matmul_weights = getattr(self, "matmul_weights", {})
         operands, kinds, biases = [], set(), 0
         for j, (name, transposed, bias) in enumerate(products):
             self.matmul_weights[name] = transposed
             if name in self.q8:
-                operands += [P[name + Q8_SUFFIX], P[name + Q8_SCALE_SUFFIX]]
+                ops = [P[name + Q8_SUFFIX], P[name + Q8_SCALE_SUFFIX]]
                 kinds.add("q8")
             else:
                 if name in self.transposed_copies:
                     name, transposed = name + T_SUFFIX, True
                 if not transposed or P[name].dtype != F32:
                     return None
-                operands.append(P[name])
+                ops = [P[name]]
                 kinds.add("f32")
             if bias is not None:
-                operands.append(self.w(P, bias))
+                ops.append(self.w(P, bias))
                 biases |= 1 << j
+            operands.append(ops)
         if len(kinds) != 1:
             return None
         return operands, kinds == {"q8"}, biases
@@ -616,15 +618,13 @@ class Gpt2(Decoder):
                                          for n in names])
         if linears is None:
             return None
-        operands, q8, biases = linears
-        per = [(2 if q8 else 1) + (biases >> j & 1) for j in range(4)]  # each product's operands
-        qkv_ops, o, mlp = operands[:per[0]], operands[per[0]:per[0] + per[1]], operands[per[0] + per[1]:]
+        (qkv, o, fc, proj), q8, biases = linears
         norm = lambda n: [self.w(P, f"{h}{n}.weight"), self.w(P, f"{h}{n}.bias")]
         attrs = dict(layer=np.int32(i), norm=np.int32(NORM_LAYER), eps=np.float32(self.eps),
                      mlp=np.int32(MLP_GELU_TANH if self.tanh_gelu else MLP_GELU_ERF), rope=np.int32(0),
                      heads=np.int32(self.heads), qkv=np.int32(1), q8=np.int32(q8), biases=np.int32(biases),
                      scale=np.float32(self.scale(i)))
-        return norm("ln_1") + qkv_ops + o + norm("ln_2") + mlp, attrs
+        return norm("ln_1") + qkv + o + norm("ln_2") + fc + proj, attrs
 
 
 class Llama(Decoder):
@@ -750,9 +750,7 @@ class Llama(Decoder):
         if linears is None:
             return None
         operands, q8, biases = linears
-        # The operands of the four attention products come first, then the three MLP ones'.
-        per = [(2 if q8 else 1) + (biases >> j & 1) for j in range(7)]
-        attention, mlp = operands[:sum(per[:4])], operands[sum(per[:4]):]
+        attention, mlp = sum(operands[:4], []), sum(operands[4:], [])  # q, k, v, o; gate, up, down
         norm = lambda n: [self.w(P, f"model.layers.{i}.{n}.weight")]
         attrs = dict(layer=np.int32(i), norm=np.int32(NORM_RMS), eps=np.float32(self.eps), mlp=np.int32(MLP_SWIGLU),
                      rope=np.int32(1), heads=np.int32(self.heads), qkv=np.int32(3), q8=np.int32(q8),
