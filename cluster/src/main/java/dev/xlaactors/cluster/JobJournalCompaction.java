@@ -11,6 +11,7 @@ import java.sql.SQLException;
 import java.time.Duration;
 import java.util.Optional;
 import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicLong;
 import org.apache.pekko.actor.Cancellable;
 import org.apache.pekko.actor.typed.ActorSystem;
 import org.apache.pekko.actor.typed.DispatcherSelector;
@@ -64,6 +65,7 @@ final class JobJournalCompaction implements AutoCloseable {
   private final JobJournalSettings journal;
   private final Settings settings;
   private final AtomicBoolean stopped = new AtomicBoolean();
+  private final AtomicLong compactions = new AtomicLong();
   private volatile Cancellable timer;
 
   private JobJournalCompaction(JobJournalSettings journal, Settings settings) {
@@ -121,8 +123,14 @@ final class JobJournalCompaction implements AutoCloseable {
       } finally {
         store.setRetentionTime(retention);
       }
+      compactions.incrementAndGet();
       return true;
     }
+  }
+
+  /** How many compactions have ended since {@link #start}, by the timer or {@link #compact()}. */
+  long compactions() {
+    return compactions.get();
   }
 
   /** Stops compacting (a compaction under way finishes). */
