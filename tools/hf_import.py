@@ -5,7 +5,7 @@ Run with the venv of tools/jax-env.sh (JAX, numpy, safetensors, flatbuffers; ml_
     $(bash tools/jax-env.sh) tools/hf_import.py HF_DIR --out PKG [--name NAME] [--dtype as-is|f32|bf16]
         [--slots 1,4] [--prefill-chunks 32,64,128] [--decode-lengths 256,1024] [--attention-block 128] [--context-length N]
         [--kv-cache-memory 1GiB] [--kv-cache-dtype f32|f16|bf16] [--score-length N] [--embed-batches 1,4] [--embed-length N]
-        [--tiktoken ENCODING] [--platforms cpu,cuda] [--kernels native|xla] [--quantize none|int8]
+        [--tiktoken ENCODING] [--platforms cpu,cuda] [--kernels native|xla] [--quantize none|int8|w8a8]
 
 HF_DIR is what `save_pretrained` writes: config.json, model.safetensors (or shards and
 model.safetensors.index.json), tokenizer.json, tokenizer_config.json, generation_config.json when present.
@@ -32,7 +32,10 @@ on any PJRT plugin. --quantize int8 stores each matmul
 weight whose input size is a multiple of 32 as Q8_0-style int8 (W.q8 s8[N,K] and W.q8_scales f32[N,K/32]:
 blocks of 32 inputs, scale = the block's largest magnitude / 127), which every program multiplies by with the
 native int8 kernel (or dequantises before an XLA dot with --kernels xla); a tied embedding is looked up from
-the same int8 table.
+the same int8 table. --quantize w8a8 stores the same int8 weights, and each product quantises its activations
+too, as llama.cpp's Q8_0 products do: every row by blocks of 32 inputs, one scale each (quantize_activations_q8),
+at every call; the native kernel then multiplies one row in integers where the CPU has AVX-512 VNNI, and the
+--kernels xla programs quantise the activations the same way before their dot.
 
 
 The KV cache is one array [layers, 2 (key, value), slots, kv_heads, context, head_dim] (f32, or f16/bf16 with
@@ -275,6 +278,7 @@ class WeightAccess:
 
     kernels = "xla"
     q8 = frozenset()
+    q8_activations = False  # --quantize w8a8: products by int8 weights quantise their activations too
     transposed_copies = frozenset()  # [K,N] weights stored as name + T_SUFFIX [N,K] (t_derived)
     emitted = set()  # the native targets the programs traced since it was last reset call
 
@@ -290,9 +294,10 @@ class WeightAccess:
             n, k = q.shape
             if self.kernels == "native":
                 self.emitted.add(MATMUL_Q8)
-                return jax.ffi.ffi_call(MATMUL_Q8, jax.ShapeDtypeStruct(x.shape[:-1] + (n,), F32))(x.astype(F32), q, scales)
+                return jax.ffi.ffi_call(MATMUL_Q8, jax.ShapeDtypeStruct(x.shape[:-1] + (n,), F32))(
+                    x.astype(F32), q, scales, **self.q8_attributes())
             w = (q.astype(F32).reshape(n, k // Q8_BLOCK, Q8_BLOCK) * scales[..., None]).reshape(n, k)
-            return times_transposed(x, w)
+            return times_transposed(quantize_activations_q8(x) if self.q8_activations else x, w)
         stored = P[name]
         if self.kernels == "native" and (transposed or rows <= NATIVE_MAX_ROWS) and stored.dtype == F32 \
                 and x.dtype == F32:
@@ -303,12 +308,29 @@ class WeightAccess:
         w = self.w(P, name)
         return times_transposed(x, w) if transposed else x @ w
 
+    def q8_attributes(self):
+        """The attributes of a native call's int8 products: activations=1 when they quantise their activations."""
+        return {"activations": np.int32(1)} if self.q8_activations else {}
+
     def rows_of(self, P, name, index):
         """Rows `index` of the table `name` in f32 (an embedding lookup), dequantised when stored as int8."""
         if name in self.q8:
             q, scales = P[name + Q8_SUFFIX][index], P[name + Q8_SCALE_SUFFIX][index]
             return (q.astype(F32).reshape(q.shape[:-1] + (-1, Q8_BLOCK)) * scales[..., None]).reshape(q.shape)
         return P[name][index].astype(F32)
+
+
+def quantize_activations_q8(x):
+    """x [..., K] (K a multiple of 32) as the native kernel quantises a product's activations with --quantize
+    w8a8 (matmul_kernels_isa.inc's QuantizeRowsQ8, llama.cpp's Q8_0 activations): by blocks of 32, d = the block's
+    largest magnitude / 127, x * (1 / d) rounded to the nearest (ties to even) in [-127, 127], times d: the f32
+    values the product multiplies."""
+    x = x.astype(F32)
+    blocks = x.reshape(x.shape[:-1] + (x.shape[-1] // Q8_BLOCK, Q8_BLOCK))
+    d = jnp.max(jnp.abs(blocks), axis=-1, keepdims=True) / np.float32(127)
+    inverse = jnp.where(d > 0, np.float32(1) / jnp.where(d > 0, d, np.float32(1)), np.float32(0))
+    q = jnp.clip(jnp.round(blocks * inverse), -127, 127)
+    return (q * d).reshape(x.shape)
 
 
 def quantize_q8(w):
@@ -623,7 +645,7 @@ class Gpt2(Decoder):
         attrs = dict(layer=np.int32(i), norm=np.int32(NORM_LAYER), eps=np.float32(self.eps),
                      mlp=np.int32(MLP_GELU_TANH if self.tanh_gelu else MLP_GELU_ERF), rope=np.int32(0),
                      heads=np.int32(self.heads), qkv=np.int32(1), q8=np.int32(q8), biases=np.int32(biases),
-                     scale=np.float32(self.scale(i)))
+                     scale=np.float32(self.scale(i)), **(self.q8_attributes() if q8 else {}))
         return norm("ln_1") + qkv + o + norm("ln_2") + fc + proj, attrs
 
 
@@ -754,7 +776,7 @@ class Llama(Decoder):
         norm = lambda n: [self.w(P, f"model.layers.{i}.{n}.weight")]
         attrs = dict(layer=np.int32(i), norm=np.int32(NORM_RMS), eps=np.float32(self.eps), mlp=np.int32(MLP_SWIGLU),
                      rope=np.int32(1), heads=np.int32(self.heads), qkv=np.int32(3), q8=np.int32(q8),
-                     biases=np.int32(biases), scale=np.float32(self.scale(i)))
+                     biases=np.int32(biases), scale=np.float32(self.scale(i)), **(self.q8_attributes() if q8 else {}))
         return [jnp.asarray(self.inv_freq)] + norm("input_layernorm") + attention + norm("post_attention_layernorm") + mlp, attrs
 
 
@@ -1045,7 +1067,7 @@ KV_CACHE_DTYPES = {"f32": F32, "f16": jnp.float16, "bf16": jnp.bfloat16}
 
 
 def q8_derived(model, weight_specs):
-    """For --quantize int8: {package tensor: (checkpoint tensor, Q8_SUFFIX or Q8_SCALE_SUFFIX, transposed)}
+    """For --quantize int8 or w8a8: {package tensor: (checkpoint tensor, Q8_SUFFIX or Q8_SCALE_SUFFIX, transposed)}
     for every floating matmul weight whose input size K is a multiple of 32, with their specs put in
     weight_specs in place of the f32 weight's."""
     derived = {}
@@ -1186,12 +1208,14 @@ def import_checkpoint(a):
                     for n in ckpt.tensors}
     rows = weight_specs[model.embedding_name].shape[0]
     derived = {}
-    rewrites = a.quantize == "int8" or a.kernels == "native"
+    rewrites = a.quantize != "none" or a.kernels == "native"
     for rewriting in (False, True) if rewrites else (False,):
-        if rewriting and a.quantize == "int8":  # the first pass recorded which weights the matmuls read
+        if rewriting and a.quantize != "none":  # the first pass recorded which weights the matmuls read
             derived = q8_derived(model, weight_specs)
             model.q8 = frozenset(source for source, _, _ in derived.values())
-            notes.append(f"{len(model.q8)} matmul weight(s) stored as int8 (Q8_0: blocks of 32, f32 scales)")
+            model.q8_activations = a.quantize == "w8a8"
+            notes.append(f"{len(model.q8)} matmul weight(s) stored as int8 (Q8_0: blocks of 32, f32 scales)"
+                         + (", their products' activations quantised the same way" if model.q8_activations else ""))
         elif rewriting:
             derived = t_derived(model, weight_specs)
             if not derived:  # every matmul weight is [N,K] already (nn.Linear): the first pass's programs stand
@@ -1243,7 +1267,7 @@ def import_checkpoint(a):
             "kind": model.kind,
             "source": {"architecture": arch, "dtype": dtype, "importer": f"tools/hf_import.py {IMPORTER_VERSION}",
                        "jax": jax.__version__, "kernels": a.kernels,
-                       **({"quantization": "q8_0"} if a.quantize == "int8" else {}),
+                       **({"quantization": {"int8": "q8_0", "w8a8": "q8_0-w8a8"}[a.quantize]} if a.quantize != "none" else {}),
                        **({"kv_cache_dtype": a.kv_cache_dtype} if a.kv_cache_dtype != "f32" else {})},
             "weights": weights_entry,
             "programs": programs,
@@ -1313,9 +1337,11 @@ def main():
                     "decode's attention; the default for --platforms cpu: the package then runs only on the CPU "
                     "plugin with the bridge) or xla (XLA's dots alone, the default with cuda among the "
                     "platforms: the package runs on any PJRT plugin)")
-    ap.add_argument("--quantize", choices=["none", "int8"], default="none",
+    ap.add_argument("--quantize", choices=["none", "int8", "w8a8"], default="none",
                     help="int8: store the matmul weights as Q8_0-style int8 (blocks of 32 inputs, one f32 scale "
-                    "each), about 3.6x smaller; activations stay f32")
+                    "each), about 3.6x smaller; activations stay f32. w8a8: the same weights, and each product "
+                    "quantises its activations the same way at each call (llama.cpp's Q8_0 arithmetic; int8 "
+                    "products on AVX-512 VNNI)")
     ap.add_argument("--slots", type=int_list, default=[1, 4],
                     help="the batch sizes of the decode programs; the cache holds max(SLOTS) sequences")
     ap.add_argument("--score-length", type=int, default=32,

@@ -10,7 +10,9 @@
 //
 // matmul_q8 is Q8_0-style weight-only quantisation: w[n, k] = q[n, k] * scales[n, k / 32], blocks of 32
 // along the input dimension. Activations stay f32 (no quantisation of x), so the only error is the
-// weights'.
+// weights', unless its attribute activations is 1: then each row of x is quantised at each call as llama.cpp's
+// Q8_0 products quantise theirs (blocks of 32, one scale each, QuantizeRowsQ8), and with AVX-512 VNNI one row
+// is multiplied in integers (DotQ8OneRowVnni).
 //
 // decode_attention is one decoding step's attention of B sequences, each held in cache row slots[b] and at
 // position positions[b]: query head h of sequence b attends to the keys and values of KV head h / (H / KVH)
@@ -24,7 +26,8 @@
 // scale, eps; norm 0 (layer norm: weight and bias) or 1 (RMS norm: weight); qkv 1 (one q|k|v product, GPT-2's)
 // or 3 (q, k, v products); rope 1 (Hugging Face's rotate-half rotary positions from an inv_freq f32[Dh/2]
 // operand) or 0; mlp 0 (GELU, tanh form), 1 (GELU, erf) or 2 (SwiGLU: gate, up, down); q8 0 (every product's
-// weights f32[N,K]) or 1 (int8 s8[N,K] with scales f32[N,K/32]); biases, a bit per product (in order) that has
+// weights f32[N,K]) or 1 (int8 s8[N,K] with scales f32[N,K/32]); activations (optional) 1 when q8's products
+// quantise their activations as matmul_q8's activations = 1 do; biases, a bit per product (in order) that has
 // an f32[N] bias after its weights. Operands after positions: [inv_freq], norm1, the q|k|v or q, k, v products,
 // o, norm2, the MLP's products. The calling thread and XLA's pool threads work the whole layer as one team
 // (LayerTeam), so a step hands work to the pool once per layer, not once per product.
@@ -85,6 +88,10 @@ struct Problem {
   const float* scales;  // matmul_q8 only
   float* y;
   int64_t M, K, N;
+  // matmul_q8 with quantised activations (QuantizeRowsQ8): x is then xq * xs in f32, and a kernel may read
+  // xq [M,K] and xs [M,K/32] instead.
+  const int8_t* xq = nullptr;
+  const float* xs = nullptr;
 };
 
 using Kernel = void (*)(const Problem&, int64_t n0, int64_t n1);
@@ -169,48 +176,57 @@ using ExpSumKernel = double (*)(const float* x, int64_t n, float shift, double* 
 struct Isa {
   const char* name;
   Kernel dot_f32, axpy_f32, dot_q8;
+  void (*quantize_rows)(const float* x, int64_t M, int64_t K, int8_t* xq, float* xs, float* xd);
   AttentionKernel attend;
   ExpSumKernel exp_sum;
   void (*gelu_tanh)(float* x, int64_t n);
   void (*silu_times)(float* gate, const float* up, int64_t n);
 };
 
-const Isa kAvx512 = {"avx512", &avx512::DotF32Part, &avx512::AxpyF32Part, &avx512::DotQ8Part, &avx512::AttendHeads,
-                     &avx512::ExpSum, &avx512::GeluTanh, &avx512::SiluTimes};
-const Isa kAvx2 = {"avx2", &avx2::DotF32Part, &avx2::AxpyF32Part, &avx2::DotQ8Part, &avx2::AttendHeads,
-                   &avx2::ExpSum, &avx2::GeluTanh, &avx2::SiluTimes};
+// AVX-512 with VNNI: the same kernels but int8 x int8 products at one row when matmul_q8's activations are
+// quantised.
+const Isa kAvx512Vnni = {"avx512-vnni", &avx512::DotF32Part, &avx512::AxpyF32Part, &avx512::DotQ8VnniPart,
+                         &avx512::QuantizeRowsQ8, &avx512::AttendHeads, &avx512::ExpSum, &avx512::GeluTanh,
+                         &avx512::SiluTimes};
+const Isa kAvx512 = {"avx512", &avx512::DotF32Part, &avx512::AxpyF32Part, &avx512::DotQ8Part, &avx512::QuantizeRowsQ8,
+                     &avx512::AttendHeads, &avx512::ExpSum, &avx512::GeluTanh, &avx512::SiluTimes};
+const Isa kAvx2 = {"avx2", &avx2::DotF32Part, &avx2::AxpyF32Part, &avx2::DotQ8Part, &avx2::QuantizeRowsQ8,
+                   &avx2::AttendHeads, &avx2::ExpSum, &avx2::GeluTanh, &avx2::SiluTimes};
 const Isa kPortable = {"portable", &portable::DotF32Part, &portable::AxpyF32Part, &portable::DotQ8Part,
-                       &portable::AttendHeads, &portable::ExpSum, &portable::GeluTanh, &portable::SiluTimes};
+                       &portable::QuantizeRowsQ8, &portable::AttendHeads, &portable::ExpSum, &portable::GeluTanh,
+                       &portable::SiluTimes};
 
 std::string Lower(std::string s) {
   for (char& c : s) c = static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
   return s;
 }
 
-// The widest instruction set this CPU has, capped by XLA_ACTORS_KERNEL_ISA, else by XLA_FLAGS'
-// --xla_cpu_max_isa (SSE4_2, AVX, AVX2, AVX512...; XLA's names), read once.
+// The widest instruction set this CPU has, capped by XLA_ACTORS_KERNEL_ISA (portable, avx2, avx512: without
+// VNNI, avx512-vnni), else by XLA_FLAGS' --xla_cpu_max_isa (SSE4_2, AVX, AVX2, AVX512, AVX512_VNNI...; XLA's
+// names), read once.
 const Isa& ChooseIsa() {
   __builtin_cpu_init();
-  int cap = 2;  // 2: avx512, 1: avx2, 0: portable
+  int cap = 3;  // 3: avx512 with VNNI, 2: avx512, 1: avx2, 0: portable
   const char* ours = std::getenv("XLA_ACTORS_KERNEL_ISA");
   const char* flags = std::getenv("XLA_FLAGS");
   if (ours != nullptr && *ours != '\0') {
     std::string v = Lower(ours);
-    cap = v == "portable" ? 0 : v == "avx2" ? 1 : 2;
+    cap = v == "portable" ? 0 : v == "avx2" ? 1 : v == "avx512" ? 2 : 3;
   } else if (flags != nullptr) {
     std::string f(flags);
     const std::string key = "--xla_cpu_max_isa=";
     size_t at = f.find(key);
     if (at != std::string::npos) {
       std::string v = Lower(f.substr(at + key.size(), f.find_first_of(" \t", at) - at - key.size()));
-      if (v.rfind("avx512", 0) == 0) cap = 2;
+      if (v == "avx512") cap = 2;
+      else if (v.rfind("avx512", 0) == 0 || v.rfind("amx", 0) == 0) cap = 3;
       else if (v == "avx2") cap = 1;
       else cap = 0;  // SSE4_2 or AVX (no FMA): the baseline kernels
     }
   }
   if (cap >= 2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq")) {
-    return kAvx512;
+    return cap >= 3 && __builtin_cpu_supports("avx512vnni") ? kAvx512Vnni : kAvx512;
   }
   if (cap >= 1 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c")) {
     return kAvx2;
@@ -570,6 +586,23 @@ XLA_FFI_Error* CheckSequences(XLA_FFI_CallFrame* frame, const char* target, cons
   return nullptr;
 }
 
+// The buffers of one product's quantised activations (QuantizeRowsQ8), reused from call to call.
+struct QuantizedRows {
+  std::vector<int8_t> xq;
+  std::vector<float> xs, xd;
+
+  // Quantises p's x and points p at the result (its x at xd, its xq and xs at theirs).
+  void Quantize(Problem& p) {
+    xq.resize(p.M * p.K);
+    xs.resize(p.M * p.K / kQ8Block);
+    xd.resize(p.M * p.K);
+    TheIsa().quantize_rows(p.x, p.M, p.K, xq.data(), xs.data(), xd.data());
+    p.x = xd.data();
+    p.xq = xq.data();
+    p.xs = xs.data();
+  }
+};
+
 XLA_FFI_Error* MatmulF32Impl(XLA_FFI_CallFrame* frame) {
   if (AnswerMetadataProbe(frame)) return nullptr;
   if (frame->stage != XLA_FFI_ExecutionStage_EXECUTE) return nullptr;
@@ -616,6 +649,12 @@ XLA_FFI_Error* MatmulQ8Impl(XLA_FFI_CallFrame* frame) {
                                       {XLA_FFI_DataType_F32, XLA_FFI_DataType_S8, XLA_FFI_DataType_F32}, kNames)) {
     return e;
   }
+  bool bad = false;
+  const int64_t activations = IntAttribute(frame, "activations", 0, &bad);
+  if (bad || (activations != 0 && activations != 1)) {
+    return Invalid(frame, kMatmulQ8Target, "attribute 'activations' must be an integer 0 (x multiplied as f32) or 1 "
+                                           "(x quantised to int8 by blocks of 32, as llama.cpp's Q8_0 products)");
+  }
   auto* x = static_cast<XLA_FFI_Buffer*>(frame->args.args[0]);
   auto* q = static_cast<XLA_FFI_Buffer*>(frame->args.args[1]);
   auto* s = static_cast<XLA_FFI_Buffer*>(frame->args.args[2]);
@@ -639,6 +678,10 @@ XLA_FFI_Error* MatmulQ8Impl(XLA_FFI_CallFrame* frame) {
   }
   Problem p{static_cast<const float*>(x->data), q->data, static_cast<const float*>(s->data),
             static_cast<float*>(y->data), M, K, N};
+  if (activations == 1) {
+    thread_local QuantizedRows quantized;
+    quantized.Quantize(p);
+  }
   RunSplit(frame, TheIsa().dot_q8, p, 2);
   return nullptr;
 }
@@ -866,7 +909,8 @@ struct LinearTask {
   float* y;
 };
 
-void RunLinears(LayerTeam& team, bool q8, int64_t M, std::initializer_list<LinearTask> tasks) {
+// With `quantize` (int8 weights with quantised activations) each distinct x is quantised once, before the parts.
+void RunLinears(LayerTeam& team, bool q8, bool quantize, int64_t M, std::initializer_list<LinearTask> tasks) {
   const Isa& isa = TheIsa();
   const Kernel kernel = q8 ? isa.dot_q8 : isa.dot_f32;
   const int64_t align = q8 ? 2 : 4;
@@ -876,10 +920,24 @@ void RunLinears(LayerTeam& team, bool q8, int64_t M, std::initializer_list<Linea
     int first;  // the task's first part
   };
   std::vector<Split> splits;
+  thread_local std::vector<QuantizedRows> quantized;
   int parts = 0;
   for (const LinearTask& t : tasks) {
     const LayerLinear& l = *t.linear;
-    const Problem p{t.x, l.w, l.scales, t.y, M, l.K, l.N};
+    Problem p{t.x, l.w, l.scales, t.y, M, l.K, l.N};
+    if (quantize) {
+      const size_t i = splits.size();
+      size_t same = 0;  // an earlier task of the same x, whose quantised rows this one shares
+      while (same < i && tasks.begin()[same].x != t.x) ++same;
+      if (same < i) {
+        p.x = splits[same].p.x;
+        p.xq = splits[same].p.xq;
+        p.xs = splits[same].p.xs;
+      } else {
+        if (quantized.size() <= i) quantized.resize(i + 1);
+        quantized[i].Quantize(p);
+      }
+    }
     const int64_t per = ColumnsPerPart(p, align);
     splits.push_back({p, per, parts});
     parts += static_cast<int>((l.N + per - 1) / per);
@@ -955,12 +1013,14 @@ XLA_FFI_Error* DecoderLayerImpl(XLA_FFI_CallFrame* frame) {
   const int64_t qkv_parts = IntAttribute(frame, "qkv", -1, &bad);
   const int64_t q8 = IntAttribute(frame, "q8", -1, &bad);
   const int64_t biases = IntAttribute(frame, "biases", -1, &bad);
+  const int64_t activations = IntAttribute(frame, "activations", 0, &bad);
   if (bad || norm < 0 || norm > 1 || mlp < 0 || mlp > 2 || rope < 0 || rope > 1 || H < 1 ||
-      (qkv_parts != 1 && qkv_parts != 3) || q8 < 0 || q8 > 1 || biases < 0) {
+      (qkv_parts != 1 && qkv_parts != 3) || q8 < 0 || q8 > 1 || biases < 0 || activations < 0 || activations > q8) {
     return Invalid(frame, target,
                    "expected the integer attributes layer, norm (0 layer norm, 1 RMS norm), mlp (0 GELU tanh, 1 GELU "
-                   "erf, 2 SwiGLU), rope (0 or 1), heads (>= 1), qkv (1: one q|k|v product, 3: three), q8 (0 or 1) "
-                   "and biases (a bit per product, >= 0); one is missing or out of range");
+                   "erf, 2 SwiGLU), rope (0 or 1), heads (>= 1), qkv (1: one q|k|v product, 3: three), q8 (0 or 1), "
+                   "biases (a bit per product, >= 0) and optionally activations (1: int8 weights' products quantise "
+                   "their activations as matmul_q8's; q8 1 only); one is missing or out of range");
   }
   const float scale = FloatAttribute(frame, "scale", &bad);
   const float eps = FloatAttribute(frame, "eps", &bad);
@@ -1127,7 +1187,7 @@ XLA_FFI_Error* DecoderLayerImpl(XLA_FFI_CallFrame* frame) {
   // Attention's half: norm, q|k|v, rotary positions, this step's keys and values into the cache.
   Norm(xin, h, norm1_w, norm1_b, eps, B, D);
   if (qkv_parts == 1) {
-    RunLinears(*team, q8, B, {{&qkv[0], h, fused}});
+    RunLinears(*team, q8, activations == 1, B, {{&qkv[0], h, fused}});
     AddBias(fused, qkv[0].bias, B, qdim + 2 * kvdim);
     for (int64_t b = 0; b < B; ++b) {
       const float* row = fused + b * (qdim + 2 * kvdim);
@@ -1136,7 +1196,7 @@ XLA_FFI_Error* DecoderLayerImpl(XLA_FFI_CallFrame* frame) {
       std::memcpy(v + b * kvdim, row + qdim + kvdim, kvdim * 4);
     }
   } else {
-    RunLinears(*team, q8, B, {{&qkv[0], h, q}, {&qkv[1], h, k}, {&qkv[2], h, v}});
+    RunLinears(*team, q8, activations == 1, B, {{&qkv[0], h, q}, {&qkv[1], h, k}, {&qkv[2], h, v}});
     AddBias(q, qkv[0].bias, B, qdim);
     AddBias(k, qkv[1].bias, B, kvdim);
     AddBias(v, qkv[2].bias, B, kvdim);
@@ -1164,18 +1224,18 @@ XLA_FFI_Error* DecoderLayerImpl(XLA_FFI_CallFrame* frame) {
   // The attention itself, as decode_attention's, over the cache just written.
   Attend(AttentionProblem{q, kv, slot, position, attended, B, H, KVH, Dh, N, C, layer, item, dtype, scale},
          [&](int units, const std::function<void(int)>& unit) { team->Run(units, unit); });
-  RunLinears(*team, q8, B, {{&o, attended, projected}});
+  RunLinears(*team, q8, activations == 1, B, {{&o, attended, projected}});
   AddBias(projected, o.bias, B, D);
   for (int64_t i = 0; i < B * D; ++i) y[i] = xin[i] + projected[i];
   // The MLP's half.
   Norm(y, h, norm2_w, norm2_b, eps, B, D);
   if (mlp == kMlpSwiglu) {
-    RunLinears(*team, q8, B, {{&up[0], h, hidden}, {&up[1], h, hidden2}});
+    RunLinears(*team, q8, activations == 1, B, {{&up[0], h, hidden}, {&up[1], h, hidden2}});
     AddBias(hidden, up[0].bias, B, F);
     AddBias(hidden2, up[1].bias, B, F);
     isa.silu_times(hidden, hidden2, B * F);
   } else {
-    RunLinears(*team, q8, B, {{&up[0], h, hidden}});
+    RunLinears(*team, q8, activations == 1, B, {{&up[0], h, hidden}});
     AddBias(hidden, up[0].bias, B, F);
     if (mlp == kMlpGeluTanh) {
       isa.gelu_tanh(hidden, B * F);
@@ -1185,7 +1245,7 @@ XLA_FFI_Error* DecoderLayerImpl(XLA_FFI_CallFrame* frame) {
       }
     }
   }
-  RunLinears(*team, q8, B, {{&down, hidden, lowered}});
+  RunLinears(*team, q8, activations == 1, B, {{&down, hidden, lowered}});
   AddBias(lowered, down.bias, B, D);
   for (int64_t i = 0; i < B * D; ++i) y[i] += lowered[i];
   return nullptr;

@@ -22,7 +22,7 @@ final class ImportCommand {
   static final String USAGE = "usage: bin/xla-actors import hf HF_DIR --out PKG [--dtype as-is|f32|bf16] [--slots 1,4] "
       + "[--context-length N | --max-model-len N] [--kv-cache-memory 1GiB] [--kv-cache-dtype f32|f16|bf16] [--prefill-chunks 32,64,128] "
       + "[--decode-lengths 256,1024] [--attention-block 128] [--score-length N] [--prefill-length N] [--embed-batches 1,4] "
-      + "[--kernels native|xla] [--quantize none|int8] [--tiktoken ENCODING]";
+      + "[--kernels native|xla] [--quantize none|int8|w8a8] [--tiktoken ENCODING]";
 
   /** Options with one integer value each, passed on to tools/hf_import.py as given. */
   private static final List<String> INTEGERS = List.of("--score-length", "--prefill-length", "--context-length", "--max-model-len",
@@ -34,7 +34,7 @@ final class ImportCommand {
   /** Options with one value of a fixed set each, passed on as given. */
   private static final Map<String, List<String>> CHOICES = Map.of(
       "--kernels", List.of("native", "xla"),
-      "--quantize", List.of("none", "int8"),
+      "--quantize", List.of("none", "int8", "w8a8"),
       "--kv-cache-dtype", List.of("f32", "f16", "bf16"),
       "--tiktoken", List.of("r50k_base", "p50k_base", "cl100k_base", "o200k_base"));
 

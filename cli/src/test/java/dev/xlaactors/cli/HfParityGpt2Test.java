@@ -48,6 +48,11 @@ class HfParityGpt2Test {
   private static final double MAX_INT8_LOGIT_DIFF = 0.25;
   private static final double MAX_INT8_KL = 2e-3;
   private static final double MAX_INT8_PERPLEXITY_CHANGE = 0.03;
+  // w8a8 (int8 weights, activations quantised by blocks of 32) against f32 on the same tokens. Measured: max
+  // |logit diff| 0.328, mean KL 2.1e-3, perplexity +3.3% (the activations' rounding on top of the weights').
+  private static final double MAX_W8A8_LOGIT_DIFF = 0.5;
+  private static final double MAX_W8A8_KL = 5e-3;
+  private static final double MAX_W8A8_PERPLEXITY_CHANGE = 0.06;
 
   @TempDir
   static Path packages;
@@ -122,33 +127,11 @@ class HfParityGpt2Test {
     assertFalse(programText(xlaPackage, DECODE).contains("xla_actors.matmul"),
         "the --kernels xla int8 package dequantises in XLA");
 
-    int[] tokens = ints(ref.get("input_ids"));
-    double maxDiff = 0;
-    double kl = 0;
-    double nllF32 = 0;
-    double nllInt8 = 0;
-    for (int t = 0; t < tokens.length; t++) {
-      double[] p = softmax(f32.get(t));
-      double[] q = softmax(nativeInt8.get(t));
-      for (int j = 0; j < p.length; j++) {
-        maxDiff = Math.max(maxDiff, Math.abs(f32.get(t).get(j).asDouble() - nativeInt8.get(t).get(j).asDouble()));
-        kl += p[j] * Math.log(p[j] / q[j]);
-      }
-      if (t + 1 < tokens.length) {
-        nllF32 -= Math.log(p[tokens[t + 1]]);
-        nllInt8 -= Math.log(q[tokens[t + 1]]);
-      }
-    }
-    kl /= tokens.length;
-    double pplF32 = Math.exp(nllF32 / (tokens.length - 1));
-    double pplInt8 = Math.exp(nllInt8 / (tokens.length - 1));
-    double pplChange = pplInt8 / pplF32 - 1;
-    LOG.info(String.format(Locale.ROOT, "gpt2 int8 against f32: max |logit diff| %.5f, mean KL %.3e, perplexity %.4f -> %.4f (%+.3f%%)",
-        maxDiff, kl, pplF32, pplInt8, 100 * pplChange));
-    assertTrue(maxDiff < MAX_INT8_LOGIT_DIFF, "max logit difference " + maxDiff);
-    assertTrue(kl < MAX_INT8_KL, "mean KL divergence " + kl);
-    assertTrue(Math.abs(pplChange) < MAX_INT8_PERPLEXITY_CHANGE, "perplexity change " + pplChange);
-    assertTrue(maxDiff > 0, "the int8 package's logits differ from f32's: its weights are quantised");
+    Accuracy accuracy = Accuracy.against(f32, nativeInt8, ints(ref.get("input_ids")), "int8");
+    assertTrue(accuracy.maxDiff() < MAX_INT8_LOGIT_DIFF, "max logit difference " + accuracy.maxDiff());
+    assertTrue(accuracy.kl() < MAX_INT8_KL, "mean KL divergence " + accuracy.kl());
+    assertTrue(Math.abs(accuracy.perplexityChange()) < MAX_INT8_PERPLEXITY_CHANGE, "perplexity change " + accuracy.perplexityChange());
+    assertTrue(accuracy.maxDiff() > 0, "the int8 package's logits differ from f32's: its weights are quantised");
 
     JsonNode prompt = ref.get("greedy_prompt");
     String[] generate = {"--tokens", ids(prompt), "--max-tokens", "8", "--temperature", "0", "--ignore-eos", "--json"};
@@ -164,13 +147,15 @@ class HfParityGpt2Test {
    * norms, the q|k|v product, the cache's update, attention, GELU MLP, in the bridge): every step's logits, for
    * one sequence and for two decoding together (the f32 package's batch-4 program), are those of the same
    * package's score program run over the sequence so far (each product one native call, XLA's attention and
-   * norms), to 1e-4; with f32 weights and with int8 ones.
+   * norms), to 1e-4; with f32 weights, int8 ones, and int8 ones whose products quantise their activations (w8a8:
+   * decode's one row by the VNNI kernel on AVX-512, score's rows by the f32 kernels on the quantised values).
    */
   @Test
   void fusedDecoderLayersGiveTheLogitsOfOneWholeRun() throws IOException {
     Path f32 = imported("gpt2", "--kernels", "native", "--score-length", "16");
     Path int8 = imported("gpt2", "--kernels", "native", "--quantize", "int8", "--slots", "1");
-    for (Path pkg : List.of(f32, int8)) {
+    Path w8a8 = imported("gpt2", "--kernels", "native", "--quantize", "w8a8", "--slots", "1");
+    for (Path pkg : List.of(f32, int8, w8a8)) {
       assertTrue(programText(pkg, DECODE).contains("xla_actors.decoder_layer"), pkg + ": decode calls the fused layer");
       assertFalse(programText(pkg, "score").contains("xla_actors.decoder_layer"), pkg + ": score does not");
     }
@@ -179,7 +164,7 @@ class HfParityGpt2Test {
     ActorTestKit testKit = ActorTestKit.create();
     try (XlaClient client = XlaClient.create(LanguageModel.clientSettings());
         CallbackRuntime runtime = CallbackRuntime.create(testKit.system(), client)) {
-      for (Path pkg : List.of(f32, int8)) {
+      for (Path pkg : List.of(f32, int8, w8a8)) {
         try (LanguageModel lm = LanguageModel.load(ModelPackage.open(pkg), client.devices().get(0), runtime)) {
           int slots = lm.slotCounts().get(lm.slotCounts().size() - 1);
           int[][] these = slots == 1 ? new int[][] {prompts[0]} : prompts;
@@ -233,6 +218,64 @@ class HfParityGpt2Test {
       }
     }
     return worst;
+  }
+
+  /**
+   * --quantize w8a8 (the int8 weights of --quantize int8, and every product's activations quantised by blocks
+   * of 32 at each call, as llama.cpp's Q8_0 products do): the native package (int8 products at one row on AVX-512
+   * VNNI, f32 ones on the quantised values elsewhere) against its XLA fallback (the same quantisation in the
+   * program, then XLA's dot) to 1e-4, and against transformers' f32 logits within its bounds (measured: see them).
+   */
+  @Test
+  void w8a8QuantisesActivationsAsItsXlaFallbackAndStaysCloseToF32() throws IOException {
+    JsonNode ref = reference("gpt2");
+    Path nativePackage = imported("gpt2", "--kernels", "native", "--quantize", "w8a8", "--slots", "1");
+    Path xlaPackage = imported("gpt2", "--kernels", "xla", "--quantize", "w8a8", "--slots", "1");
+    String[] score = {"--tokens", ids(ref.get("input_ids")), "--json"};
+    JsonNode nativeLogits = JSON.readTree(ok(concat("score", nativePackage, score)).out()).get("logits");
+    JsonNode xlaLogits = JSON.readTree(ok(concat("score", xlaPackage, score)).out()).get("logits");
+    assertClose(xlaLogits, nativeLogits, 1e-4, 1e-4, "w8a8 logits, native kernel against the XLA fallback");
+    assertTrue(programText(nativePackage, DECODE).contains("activations"), "decode's products quantise their activations");
+    JsonNode weightOnly = JSON.readTree(ok(concat("score", imported("gpt2", "--kernels", "native", "--quantize", "int8",
+        "--slots", "1"), score)).out()).get("logits");
+    Accuracy accuracy = Accuracy.against(ref.get("logits"), nativeLogits, ints(ref.get("input_ids")), "w8a8");
+    assertTrue(accuracy.maxDiff() < MAX_W8A8_LOGIT_DIFF, "max logit difference " + accuracy.maxDiff());
+    assertTrue(accuracy.kl() < MAX_W8A8_KL, "mean KL divergence " + accuracy.kl());
+    assertTrue(Math.abs(accuracy.perplexityChange()) < MAX_W8A8_PERPLEXITY_CHANGE, "perplexity change " + accuracy.perplexityChange());
+    assertTrue(Accuracy.against(weightOnly, nativeLogits, ints(ref.get("input_ids")), "w8a8 against int8").maxDiff() > 1e-3,
+        "w8a8's logits are not the weight-only int8 package's: its activations are quantised");
+  }
+
+  /**
+   * Logits against f32 ones on a token stream: the largest difference, the mean KL divergence of the next-token
+   * distributions (f32 || other) and the relative change of the stream's perplexity (its own next tokens).
+   */
+  private record Accuracy(double maxDiff, double kl, double perplexityChange) {
+    static Accuracy against(JsonNode f32, JsonNode other, int[] tokens, String name) {
+      double maxDiff = 0;
+      double kl = 0;
+      double nllF32 = 0;
+      double nllOther = 0;
+      for (int t = 0; t < tokens.length; t++) {
+        double[] p = softmax(f32.get(t));
+        double[] q = softmax(other.get(t));
+        for (int j = 0; j < p.length; j++) {
+          maxDiff = Math.max(maxDiff, Math.abs(f32.get(t).get(j).asDouble() - other.get(t).get(j).asDouble()));
+          kl += p[j] * Math.log(p[j] / q[j]);
+        }
+        if (t + 1 < tokens.length) {
+          nllF32 -= Math.log(p[tokens[t + 1]]);
+          nllOther -= Math.log(q[tokens[t + 1]]);
+        }
+      }
+      kl /= tokens.length;
+      double pplF32 = Math.exp(nllF32 / (tokens.length - 1));
+      double pplOther = Math.exp(nllOther / (tokens.length - 1));
+      double change = pplOther / pplF32 - 1;
+      LOG.info(String.format(Locale.ROOT, "gpt2 %s against f32: max |logit diff| %.5f, mean KL %.3e, perplexity %.4f -> %.4f (%+.3f%%)",
+          name, maxDiff, kl, pplF32, pplOther, 100 * change));
+      return new Accuracy(maxDiff, kl, change);
+    }
   }
 
   private static String[] concat(String command, Path pkg, String[] rest) {

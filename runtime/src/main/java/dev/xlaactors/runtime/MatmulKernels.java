@@ -32,7 +32,10 @@ public final class MatmulKernels {
 
   private MatmulKernels() {}
 
-  /** The instruction set the kernels run with: {@code "avx512"}, {@code "avx2"} or {@code "portable"}. */
+  /**
+   * The instruction set the kernels run with: {@code "avx512-vnni"} (AVX-512 with int8 products for quantised
+   * activations), {@code "avx512"}, {@code "avx2"} or {@code "portable"}.
+   */
   public static String isa() {
     return XlaActors_MatmulKernelIsa().getString();
   }
