@@ -1274,6 +1274,9 @@ llamacpp_prepare() {
   fi
   if [ -n "$int8_option" ]; then
     llamacpp_import "$d/hf" "$d/pkg-int8" --slots 1,8 $int8_option
+    # The same int8 weights with each product's activations quantised by blocks of 32 too: Q8_0's own
+    # arithmetic (llama.cpp quantises the activations of its Q8_0 products the same way).
+    llamacpp_import "$d/hf" "$d/pkg-w8a8" --slots 1,8 --quantize w8a8 --kernels native
   fi
 }
 
@@ -1479,6 +1482,7 @@ run_llamacpp() {
       llamacpp_round "$m" f32 "$rep"
       if [ -n "$int8_option" ]; then
         ours_round "$m" "$ldir/$m/pkg-int8" int8 "$rep"
+        ours_round "$m" "$ldir/$m/pkg-w8a8" w8a8 "$rep"
       fi
       llamacpp_round "$m" q8_0 "$rep"
     done
