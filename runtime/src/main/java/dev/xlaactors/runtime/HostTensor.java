@@ -619,6 +619,28 @@ public final class HostTensor implements AutoCloseable {
     return out;
   }
 
+  /**
+   * Elements {@code [from, from + count)} as floats (f32 as is, f16/bf16/f64 converted) into {@code out} from
+   * {@code at}: a part of a tensor read without an array of its own (a decode step's logits rows, each into its
+   * slot's row).
+   */
+  public void readFloats(int from, float[] out, int at, int count) {
+    int n = count();
+    if (from < 0 || count < 0 || from > n - count || at < 0 || at > out.length - count) {
+      throw new InvalidArgumentException("readFloats: elements " + from + ".." + ((long) from + count) + " of a tensor of " + n
+          + " into " + at + ".." + ((long) at + count) + " of an array of " + out.length + ": a range is outside its bounds");
+    }
+    try (Hold hold = hold("read")) {
+      if (dtype() == DType.F32) {
+        view().asFloatBuffer().get(from, out, at, count);
+      } else {
+        float[] all = new float[n];
+        readFloats(view(), all);
+        System.arraycopy(all, from, out, at, count);
+      }
+    }
+  }
+
   private void readFloats(ByteBuffer b, float[] out) {
     int n = out.length;
     switch (dtype()) {

@@ -2,11 +2,15 @@ package dev.xlaactors.runtime;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import dev.xlaactors.error.InvalidArgumentException;
 import java.util.List;
 import java.util.Random;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.EnumSource;
 
@@ -111,5 +115,21 @@ class DTypeRoundTripTest {
         yield HostTensor.ofLongs(dtype, v, dims);
       }
     };
+  }
+
+  /** readFloats copies a range of elements into a range of an array (f32 as is, f16 converted); a range outside either is refused. */
+  @Test
+  void readFloatsCopiesARangeOfElementsIntoAnArray() {
+    float[] values = {1, 2, 3, 4, 5, 6};
+    for (HostTensor t : List.of(HostTensor.ofFloats(values, 2, 3), HostTensor.ofHalfFloats(values, 2, 3))) {
+      try (t) {
+        float[] out = new float[8];
+        t.readFloats(3, out, 4, 3);
+        assertArrayEquals(new float[] {0, 0, 0, 0, 4, 5, 6, 0}, out);
+        InvalidArgumentException e = assertThrows(InvalidArgumentException.class, () -> t.readFloats(4, out, 0, 3));
+        assertTrue(e.getMessage().contains("elements 4..7 of a tensor of 6"), e.getMessage());
+        assertThrows(InvalidArgumentException.class, () -> t.readFloats(0, out, 6, 3));
+      }
+    }
   }
 }

@@ -58,7 +58,8 @@ public interface SlotDecoder extends AutoCloseable {
    * (its cache holds positions below it) and writes that position. Slots with {@code active[s]} false are
    * not in use: their token and position are 0 and what the step writes into them is overwritten by the
    * next prefill. Returns the logits, {@code slots() * vocabulary()} values, row {@code s} for slot
-   * {@code s} (rows of inactive slots are meaningless).
+   * {@code s} (rows of inactive slots are meaningless). The array may be the decoder's own, overwritten by its
+   * next decode step (a package's decoder does so): copy what must outlive that.
    */
   float[] decode(int[] tokens, int[] positions, boolean[] active);
 
