@@ -161,12 +161,18 @@ class MatmulKernelTest {
       q[0] = -128;  // the extremes of int8 convert exactly
       q[1] = 127;
       float[] scales = random(random, n * (k / 32));
-      float[] y = run(program("xla_actors.matmul_q8", "", type("f32", s[0], s[1], n), type("f32", s[0], s[1], k),
-              type("i8", n, k), type("f32", n, k / 32)),
-          HostTensor.ofFloats(x, s[0], s[1], k), HostTensor.ofBytes(DType.S8, q, n, k),
-          HostTensor.ofFloats(scales, n, k / 32));
+      float[] y = runQ8("", s, x, q, scales);
       assertClose(reference(x, m, k, n, (i, c) -> q[c * k + i] * (double) scales[c * (k / 32) + i / 32]), y, 1e-6);
     }
+  }
+
+  /** One matmul_q8 call with {@code attributes}: x f32[batch, rows, k] of shape {batch, rows, k, n}, q s8[n, k], scales f32[n, k/32]. */
+  private static float[] runQ8(String attributes, int[] shape, float[] x, byte[] q, float[] scales) {
+    int k = shape[2];
+    int n = shape[3];
+    return run(program("xla_actors.matmul_q8", attributes, type("f32", shape[0], shape[1], n), type("f32", shape[0], shape[1], k),
+            type("i8", n, k), type("f32", n, k / 32)),
+        HostTensor.ofFloats(x, shape[0], shape[1], k), HostTensor.ofBytes(DType.S8, q, n, k), HostTensor.ofFloats(scales, n, k / 32));
   }
 
   /**
@@ -195,10 +201,7 @@ class MatmulKernelTest {
       q[k + 2] = -128;
       float[] scales = random(random, n * (k / 32));
       float[] quantised = quantiseQ8(x, k);
-      float[] y = run(program("xla_actors.matmul_q8", "activations = 1 : i32", type("f32", s[0], s[1], n),
-              type("f32", s[0], s[1], k), type("i8", n, k), type("f32", n, k / 32)),
-          HostTensor.ofFloats(x, s[0], s[1], k), HostTensor.ofBytes(DType.S8, q, n, k),
-          HostTensor.ofFloats(scales, n, k / 32));
+      float[] y = runQ8("activations = 1 : i32", s, x, q, scales);
       Weight w = (i, c) -> q[c * k + i] * (double) scales[c * (k / 32) + i / 32];
       assertClose(reference(quantised, m, k, n, w), y, 1e-6);
       double[][] weightOnly = reference(x, m, k, n, w);
