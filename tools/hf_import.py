@@ -542,6 +542,14 @@ class Decoder(WeightAccess):
         or None (the layer runs as XLA ops and one native call per product)."""
         return None
 
+    def layer_attributes(self, i, q8, biases, **form):
+        """xla_actors.decoder_layer's attributes for layer i: those every architecture sets (layer, eps, heads, q8,
+        biases, scale, and activations when its int8 products quantise their activations), then `form`, the
+        architecture's own (norm, mlp, rope, qkv), each an int32."""
+        return dict(layer=np.int32(i), eps=np.float32(self.eps), heads=np.int32(self.heads), q8=np.int32(q8),
+                    biases=np.int32(biases), scale=np.float32(self.scale(i)), **(self.q8_attributes() if q8 else {}),
+                    **{k: np.int32(v) for k, v in form.items()})
+
     def fused_linears(self, P, products):
         """The operands of a decoder_layer's products, each (weight name, transposed, bias name or None):
         ([each product's operands], q8, biases), a product's operands being its weight as [N,K] f32 or int8
@@ -642,10 +650,8 @@ class Gpt2(Decoder):
             return None
         (qkv, o, fc, proj), q8, biases = linears
         norm = lambda n: [self.w(P, f"{h}{n}.weight"), self.w(P, f"{h}{n}.bias")]
-        attrs = dict(layer=np.int32(i), norm=np.int32(NORM_LAYER), eps=np.float32(self.eps),
-                     mlp=np.int32(MLP_GELU_TANH if self.tanh_gelu else MLP_GELU_ERF), rope=np.int32(0),
-                     heads=np.int32(self.heads), qkv=np.int32(1), q8=np.int32(q8), biases=np.int32(biases),
-                     scale=np.float32(self.scale(i)), **(self.q8_attributes() if q8 else {}))
+        attrs = self.layer_attributes(i, q8, biases, norm=NORM_LAYER, mlp=MLP_GELU_TANH if self.tanh_gelu else MLP_GELU_ERF,
+                                      rope=0, qkv=1)
         return norm("ln_1") + qkv + o + norm("ln_2") + fc + proj, attrs
 
 
@@ -774,9 +780,7 @@ class Llama(Decoder):
         operands, q8, biases = linears
         attention, mlp = sum(operands[:4], []), sum(operands[4:], [])  # q, k, v, o; gate, up, down
         norm = lambda n: [self.w(P, f"model.layers.{i}.{n}.weight")]
-        attrs = dict(layer=np.int32(i), norm=np.int32(NORM_RMS), eps=np.float32(self.eps), mlp=np.int32(MLP_SWIGLU),
-                     rope=np.int32(1), heads=np.int32(self.heads), qkv=np.int32(3), q8=np.int32(q8),
-                     biases=np.int32(biases), scale=np.float32(self.scale(i)), **(self.q8_attributes() if q8 else {}))
+        attrs = self.layer_attributes(i, q8, biases, norm=NORM_RMS, mlp=MLP_SWIGLU, rope=1, qkv=3)
         return [jnp.asarray(self.inv_freq)] + norm("input_layernorm") + attention + norm("post_attention_layernorm") + mlp, attrs
 
 
