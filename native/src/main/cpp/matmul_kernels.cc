@@ -1149,13 +1149,13 @@ XLA_FFI_Error* DecoderLayerImpl(XLA_FFI_CallFrame* frame) {
 
   // The cache is updated in place: the program aliases the second result to operand 1, so they are one
   // buffer; where XLA gave them two, the result gets the operand's contents first.
+  const int64_t item = dtype == kKvF32 ? 4 : 2;
   if (cache_out->data != cache->data) {
-    int64_t bytes = dtype == kKvF32 ? 4 : 2;
+    int64_t bytes = item;
     for (int64_t d = 0; d < 6; ++d) bytes *= cache->dims[d];
     std::memcpy(cache_out->data, cache->data, bytes);
   }
   void* kv = cache_out->data;
-  const int64_t item = dtype == kKvF32 ? 4 : 2;
 
   // Scratch: h (normed x) [B,D], q [B,qdim], k, v [B,kvdim], qkv [B, qdim + 2 kvdim] (one product),
   // attention [B,qdim], o [B,D], up [2][B,F], down [B,D].
