@@ -614,7 +614,7 @@ public final class HostTensor implements AutoCloseable {
     int n = count();
     float[] out = new float[n];
     try (Hold hold = hold("read")) {
-      readFloats(view(), out);
+      readFloats(view(), 0, out, 0, n);
     }
     return out;
   }
@@ -631,33 +631,27 @@ public final class HostTensor implements AutoCloseable {
           + " into " + at + ".." + ((long) at + count) + " of an array of " + out.length + ": a range is outside its bounds");
     }
     try (Hold hold = hold("read")) {
-      if (dtype() == DType.F32) {
-        view().asFloatBuffer().get(from, out, at, count);
-      } else {
-        float[] all = new float[n];
-        readFloats(view(), all);
-        System.arraycopy(all, from, out, at, count);
-      }
+      readFloats(view(), from, out, at, count);
     }
   }
 
-  private void readFloats(ByteBuffer b, float[] out) {
-    int n = out.length;
+  /** Elements [from, from + count) of b as floats into out from at. */
+  private void readFloats(ByteBuffer b, int from, float[] out, int at, int count) {
     switch (dtype()) {
-      case F32 -> b.asFloatBuffer().get(out);
+      case F32 -> b.asFloatBuffer().get(from, out, at, count);
       case F16 -> {
-        for (int i = 0; i < n; i++) {
-          out[i] = HalfFloats.halfToFloat(b.getShort(2 * i));
+        for (int i = 0; i < count; i++) {
+          out[at + i] = HalfFloats.halfToFloat(b.getShort(2 * (from + i)));
         }
       }
       case BF16 -> {
-        for (int i = 0; i < n; i++) {
-          out[i] = HalfFloats.bfloat16ToFloat(b.getShort(2 * i));
+        for (int i = 0; i < count; i++) {
+          out[at + i] = HalfFloats.bfloat16ToFloat(b.getShort(2 * (from + i)));
         }
       }
       case F64 -> {
-        for (int i = 0; i < n; i++) {
-          out[i] = (float) b.getDouble(8 * i);
+        for (int i = 0; i < count; i++) {
+          out[at + i] = (float) b.getDouble(8 * (from + i));
         }
       }
       default -> throw wrongAccessor("toFloatArray", "f32, f16, bf16 or f64");
