@@ -17,8 +17,8 @@ import dev.xlaactors.runtime.model.Role;
 import java.util.ArrayList;
 import java.util.Comparator;
 import java.util.List;
-import java.util.function.Function;
 import java.util.concurrent.CompletionException;
+import java.util.function.Function;
 
 /**
  * A {@link SlotDecoder} over the slot programs of a loaded model package, for any decoder that honours their
