@@ -21,9 +21,10 @@ the contract refuses: BERT's pooler, say). Programs compute in f32 whatever the 
 
 --kernels native has the f32 weight matmuls call the bridge's native kernels, typed-FFI custom calls
 xla_actors.matmul_f32 / xla_actors.matmul_q8 (WeightAccess; [K,N] weights, GPT-2's Conv1D, are stored
-transposed for them, W.t [N,K]), and decode's attention
+transposed for them, W.t [N,K]), decode's attention
 call xla_actors.decode_attention, which reads each sequence's positions in use where the cache holds them
-(so the decode programs need one attention window, the context); each decode step's layer, when its weights are
+(so the decode programs need one attention window, the context), a prompt chunk's attention
+xla_actors.chunk_attention, which does the same for the chunk's rows on every core; each decode step's layer, when its weights are
 all f32 or all int8, is one call of xla_actors.decoder_layer (norms, products, rotary positions, the cache's
 update and attention, MLP: the bridge's threads taken once per layer rather than once per product); native is
 the default for a CPU package.
@@ -42,8 +43,8 @@ The KV cache is one array [layers, 2 (key, value), slots, kv_heads, context, hea
 --kv-cache-dtype; attention reads it back as f32) of N =
 max(--slots) slots, keys stored after the rotary embedding; the programs donate it and update it in place
 with dynamic_update_slice. A prompt of any length up to the context is written by chunks (prefill_chunk at
-an offset of a slot's row), each attending to the row by blocks of --attention-block positions up to its own
-last one; a decode step of B <= N sequences names their rows and reads only the first L positions of each
+an offset of a slot's row), each attending to the row by blocks of positions up to its own last one
+(--attention-block of them in XLA's loop; 64 in the bridge's kernel with --kernels native); a decode step of B <= N sequences names their rows and reads only the first L positions of each
 (the smallest window holding every running sequence; with --kernels native, each sequence's own positions),
 so one sequence on a server of N slots costs one row of one window. Attention masks every cache position after a sequence's own position, so
 padding and stale entries of an earlier, longer sequence are never attended, and decode writes position p
@@ -85,6 +86,7 @@ DTYPE_NAMES = {"F64": "float64", "F32": "float32", "F16": "float16", "BF16": "bf
 MATMUL_F32 = "xla_actors.matmul_f32"
 MATMUL_Q8 = "xla_actors.matmul_q8"
 DECODE_ATTENTION = "xla_actors.decode_attention"  # --kernels native: decode's attention, reading the cache in place
+CHUNK_ATTENTION = "xla_actors.chunk_attention"  # --kernels native: a prompt chunk's attention, likewise
 DECODER_LAYER = "xla_actors.decoder_layer"  # --kernels native: a whole layer of a decode step (Decoder.layer_call)
 NORM_LAYER, NORM_RMS = 0, 1  # decoder_layer's `norm`
 MLP_GELU_TANH, MLP_GELU_ERF, MLP_SWIGLU = 0, 1, 2  # decoder_layer's `mlp`
@@ -432,6 +434,14 @@ class Decoder(WeightAccess):
         chunk early in a long context neither copies nor multiplies the positions after it (attending to the
         whole row did both, every chunk). Returns [1,C,H*Dh]."""
         C, H, Dh, KVH, context = q.shape[1], q.shape[2], self.head_dim, self.kv_heads, cache.shape[4]
+        if self.kernels == "native":
+            # The bridge's kernel: the same blocks and online softmax on every core, the queries' rows as
+            # vector lanes; XLA's loop below runs each block's small batched dots one after the other.
+            self.emitted.add(CHUNK_ATTENTION)
+            o = jax.ffi.ffi_call(CHUNK_ATTENTION, jax.ShapeDtypeStruct((C, H, Dh), F32))(
+                q[0].astype(F32), cache, jnp.asarray(slot, jnp.int32), jnp.asarray(start, jnp.int32),
+                layer=np.int32(i), scale=np.float32(self.scale(i)))
+            return o.reshape(1, C, H * Dh)
         G = H // KVH
         block = min(self.attention_block, context)
         qg = q[0].astype(F32).reshape(C, KVH, G, Dh).transpose(1, 2, 0, 3)  # [KVH,G,C,Dh]
@@ -1362,7 +1372,8 @@ def main():
                     "every running sequence. --kernels native reads each sequence's own positions and ignores it")
     ap.add_argument("--attention-block", type=int, default=128,
                     help="the cache positions a prompt chunk attends to at a time (an online softmax over blocks "
-                    "up to the chunk's last position, so a chunk reads only the positions before it)")
+                    "up to the chunk's last position, so a chunk reads only the positions before it); --kernels "
+                    "xla only: --kernels native attends with the bridge's kernel and ignores it")
     ap.add_argument("--embed-batches", type=int_list, default=[1, 4], help="batch sizes of embed")
     ap.add_argument("--embed-length", type=int, default=32, help="embed's length (capped at the context)")
     ap.add_argument("--context-length", "--max-model-len", dest="context_length", type=int,

@@ -5,6 +5,8 @@
 //   xla_actors.matmul_q8   (x f32[..., K], q s8[N, K], scales f32[N, K/32])                -> f32[..., N]
 //   xla_actors.decode_attention (q f32[B, H, Dh], cache f32|f16|bf16[layers, 2, N, KVH, C, Dh], slots s32[B],
 //                                positions s32[B]; attributes layer, scale)                  -> f32[B, H, Dh]
+//   xla_actors.chunk_attention (q f32[C, H, Dh], cache as decode_attention's, slot s32, start s32; attributes
+//                               layer, scale)                                                  -> f32[C, H, Dh]
 //   xla_actors.decoder_layer (x f32[B, D], cache, slots, positions, then the layer's weights; attributes below)
 //                                                                    -> (f32[B, D], the cache updated in place)
 //
@@ -19,6 +21,12 @@
 // at positions 0..positions[b] of that row of layer `layer` (keys cache[layer, 0], values cache[layer, 1]),
 // with scores q.k * scale. It reads the cache where it lies and only the positions in use; XLA's own
 // attention first copies each sequence's window of the cache out of it, which took a third of a step.
+//
+// chunk_attention is the attention of a prompt chunk of C positions start..start+C-1 of cache row `slot`:
+// row c's query heads attend as decode_attention's do, to positions 0..start+c (the chunk's own keys and values
+// are in the cache already: the program writes them before the call). XLA's blocked attention (a while loop
+// over blocks of keys, each a few small batched dots and fusions) ran at about 75 GFLOP/s on 2 cores; this
+// kernel's register tiles broadcast each key and value element to vectors of query rows, ~250.
 //
 // decoder_layer is one decoding step of a whole pre-norm transformer layer for B sequences: x + attn(norm1(x)),
 // then + mlp(norm2(.)), with this step's keys and values written into the cache (its second result aliases the
@@ -78,6 +86,7 @@ namespace {
 constexpr const char kMatmulF32Target[] = "xla_actors.matmul_f32";
 constexpr const char kMatmulQ8Target[] = "xla_actors.matmul_q8";
 constexpr const char kDecodeAttentionTarget[] = "xla_actors.decode_attention";
+constexpr const char kChunkAttentionTarget[] = "xla_actors.chunk_attention";
 constexpr int kQ8Block = 32;
 
 // ---------------------------------------------------------------- the kernels, once per instruction set
@@ -114,6 +123,18 @@ struct AttentionProblem {
 
 // Query heads [h0, h1) of sequence b, within one KV head's group.
 using AttentionKernel = void (*)(const AttentionProblem&, int64_t b, int64_t h0, int64_t h1);
+
+struct ChunkAttentionProblem {
+  const float* q;     // [C, H, Dh]: the chunk's queries, at positions start..start + C - 1
+  const void* cache;  // [layers, 2, N, KVH, Ctx, Dh] of dtype, item bytes each
+  float* out;         // [C, H, Dh]
+  int64_t C, H, KVH, Dh, N, Ctx, layer, item, slot, start;
+  int dtype;
+  float scale;
+};
+
+// KV head g's query rows [r0, r0 + the ISA's chunk_rows) of a chunk (row r: position r / G, head g * G + r % G).
+using ChunkAttentionKernel = void (*)(const ChunkAttentionProblem&, int64_t g, int64_t r0);
 
 // IEEE half and bfloat16 bits to f32 (the portable path, and the tails of the vector ones).
 inline float HalfToFloat(uint16_t h) {
@@ -178,6 +199,8 @@ struct Isa {
   Kernel dot_f32, axpy_f32, dot_q8;
   void (*quantize_rows)(const float* x, int64_t M, int64_t K, int8_t* xq, float* xs, float* xd);
   AttentionKernel attend;
+  ChunkAttentionKernel chunk_attend;
+  int64_t chunk_rows;  // the query rows one unit of chunk_attend takes
   ExpSumKernel exp_sum;
   void (*gelu_tanh)(float* x, int64_t n);
   void (*silu_times)(float* gate, const float* up, int64_t n);
@@ -186,14 +209,16 @@ struct Isa {
 // AVX-512 with VNNI: the same kernels but int8 x int8 products at one row when matmul_q8's activations are
 // quantised.
 const Isa kAvx512Vnni = {"avx512-vnni", &avx512::DotF32Part, &avx512::AxpyF32Part, &avx512::DotQ8VnniPart,
-                         &avx512::QuantizeRowsQ8, &avx512::AttendHeads, &avx512::ExpSum, &avx512::GeluTanh,
+                         &avx512::QuantizeRowsQ8, &avx512::AttendHeads, &avx512::ChunkAttendUnit,
+                         avx512::kChunkRows, &avx512::ExpSum, &avx512::GeluTanh,
                          &avx512::SiluTimes};
 const Isa kAvx512 = {"avx512", &avx512::DotF32Part, &avx512::AxpyF32Part, &avx512::DotQ8Part, &avx512::QuantizeRowsQ8,
-                     &avx512::AttendHeads, &avx512::ExpSum, &avx512::GeluTanh, &avx512::SiluTimes};
+                     &avx512::AttendHeads, &avx512::ChunkAttendUnit, avx512::kChunkRows, &avx512::ExpSum, &avx512::GeluTanh, &avx512::SiluTimes};
 const Isa kAvx2 = {"avx2", &avx2::DotF32Part, &avx2::AxpyF32Part, &avx2::DotQ8Part, &avx2::QuantizeRowsQ8,
-                   &avx2::AttendHeads, &avx2::ExpSum, &avx2::GeluTanh, &avx2::SiluTimes};
+                   &avx2::AttendHeads, &avx2::ChunkAttendUnit, avx2::kChunkRows, &avx2::ExpSum, &avx2::GeluTanh, &avx2::SiluTimes};
 const Isa kPortable = {"portable", &portable::DotF32Part, &portable::AxpyF32Part, &portable::DotQ8Part,
-                       &portable::QuantizeRowsQ8, &portable::AttendHeads, &portable::ExpSum, &portable::GeluTanh,
+                       &portable::QuantizeRowsQ8, &portable::AttendHeads, &portable::ChunkAttendUnit,
+                       portable::kChunkRows, &portable::ExpSum, &portable::GeluTanh,
                        &portable::SiluTimes};
 
 std::string Lower(std::string s) {
@@ -483,6 +508,8 @@ std::string DtypeName(XLA_FFI_DataType t) {
     case XLA_FFI_DataType_F16: return "f16";
     case XLA_FFI_DataType_BF16: return "bf16";
     case XLA_FFI_DataType_F64: return "f64";
+    case XLA_FFI_DataType_S32: return "s32";
+    case XLA_FFI_DataType_S64: return "s64";
     default: return "dtype " + std::to_string(static_cast<int>(t));
   }
 }
@@ -775,6 +802,96 @@ XLA_FFI_Error* DecodeAttentionImpl(XLA_FFI_CallFrame* frame) {
                      static_cast<float*>(out->data), B, H, KVH, Dh, N, C, layer,
                      dtype == kKvF32 ? 4 : 2, dtype, scale};
   Attend(p, [&](int units, const std::function<void(int)>& unit) { RunParts(frame, units, unit); });
+  return nullptr;
+}
+
+// One s32 element (a rank-0 or one-element buffer) into *value; an error naming `name` otherwise.
+XLA_FFI_Error* OneInt(XLA_FFI_CallFrame* frame, const char* target, const XLA_FFI_Buffer* b, const char* name,
+                      int64_t* value) {
+  int64_t count = 1;
+  for (int64_t i = 0; i < b->rank; ++i) count *= b->dims[i];
+  if (b->dtype != XLA_FFI_DataType_S32 || count != 1) {
+    return Invalid(frame, target, std::string(name) + " must be one s32, got " + DtypeName(b->dtype) + Dims(b));
+  }
+  *value = *static_cast<const int32_t*>(b->data);
+  return nullptr;
+}
+
+// A prompt chunk's attention (chunk_attention's): units of the ISA's chunk_rows query rows of one KV head,
+// the units at the chunk's end (the most keys) handed out first. A small chunk runs on the calling thread.
+template <typename Runner>
+void ChunkAttend(const ChunkAttentionProblem& p, Runner run) {
+  const Isa& isa = TheIsa();
+  const int64_t G = p.H / p.KVH, per_head = (p.C * G + isa.chunk_rows - 1) / isa.chunk_rows;
+  const int64_t units = p.KVH * per_head;
+  const std::function<void(int)> unit = [&](int i) {
+    isa.chunk_attend(p, i % p.KVH, (per_head - 1 - i / p.KVH) * isa.chunk_rows);
+  };
+  if (p.C * p.H * p.Dh * (p.start + p.C) < (int64_t{1} << 16)) {
+    for (int64_t i = 0; i < units; ++i) unit(static_cast<int>(i));
+  } else {
+    run(static_cast<int>(units), unit);
+  }
+}
+
+XLA_FFI_Error* ChunkAttentionImpl(XLA_FFI_CallFrame* frame) {
+  if (AnswerMetadataProbe(frame)) return nullptr;
+  if (frame->stage != XLA_FFI_ExecutionStage_EXECUTE) return nullptr;
+  const char* target = kChunkAttentionTarget;
+  if (frame->args.size != 4 || frame->rets.size != 1 || frame->rets.types[0] != XLA_FFI_RetType_BUFFER) {
+    return Invalid(frame, target, "expected 4 operands (q, cache, slot, start) and 1 result, got " +
+                                      std::to_string(frame->args.size) + " and " + std::to_string(frame->rets.size));
+  }
+  for (int64_t i = 0; i < 4; ++i) {
+    if (frame->args.types[i] != XLA_FFI_ArgType_BUFFER) return Invalid(frame, target, "operands must be buffers");
+  }
+  auto* q = static_cast<XLA_FFI_Buffer*>(frame->args.args[0]);
+  auto* cache = static_cast<XLA_FFI_Buffer*>(frame->args.args[1]);
+  auto* out = static_cast<XLA_FFI_Buffer*>(frame->rets.rets[0]);
+  if (q->dtype != XLA_FFI_DataType_F32 || q->rank != 3) {
+    return Invalid(frame, target, "q must be f32[C,H,Dh] (a chunk of C positions), got " + DtypeName(q->dtype) +
+                                      Dims(q));
+  }
+  const int64_t C = q->dims[0], H = q->dims[1], Dh = q->dims[2];
+  const int dtype = CacheDtype(cache);
+  if (dtype < 0 || cache->rank != 6 || cache->dims[1] != 2 || cache->dims[5] != Dh) {
+    return Invalid(frame, target, "cache must be f32, f16 or bf16 [layers,2,slots,kv_heads,positions," +
+                                      std::to_string(Dh) + "] (q's head size), got " + DtypeName(cache->dtype) +
+                                      Dims(cache));
+  }
+  const int64_t layers = cache->dims[0], N = cache->dims[2], KVH = cache->dims[3], Ctx = cache->dims[4];
+  if (KVH == 0 || H % KVH != 0) {
+    return Invalid(frame, target, "q has " + std::to_string(H) + " heads, not a multiple of the cache's " +
+                                      std::to_string(KVH) + " KV heads");
+  }
+  int64_t slot = 0, start = 0;
+  if (XLA_FFI_Error* e = OneInt(frame, target, static_cast<XLA_FFI_Buffer*>(frame->args.args[2]), "slot", &slot)) {
+    return e;
+  }
+  if (XLA_FFI_Error* e = OneInt(frame, target, static_cast<XLA_FFI_Buffer*>(frame->args.args[3]), "start", &start)) {
+    return e;
+  }
+  if (slot < 0 || slot >= N || start < 0 || start + C > Ctx) {
+    return Invalid(frame, target, "a chunk of " + std::to_string(C) + " positions from " + std::to_string(start) +
+                                      " in slot " + std::to_string(slot) + "; the cache holds slots [0, " +
+                                      std::to_string(N) + ") of positions [0, " + std::to_string(Ctx) + ")");
+  }
+  if (out->dtype != XLA_FFI_DataType_F32 || out->rank != 3 || out->dims[0] != C || out->dims[1] != H ||
+      out->dims[2] != Dh) {
+    return Invalid(frame, target, "the result is " + DtypeName(out->dtype) + Dims(out) + ", expected f32" + Dims(q));
+  }
+  bool bad = false;
+  const int64_t layer = IntAttribute(frame, "layer", -1, &bad);
+  if (bad || layer < 0 || layer >= layers) {
+    return Invalid(frame, target, "attribute 'layer' must be an integer in [0, " + std::to_string(layers) +
+                                      ") (the cache's layers), got " + (bad ? "another type" : std::to_string(layer)));
+  }
+  const float scale = FloatAttribute(frame, "scale", &bad);
+  if (bad) return Invalid(frame, target, "attribute 'scale' must be a float scalar (the scores' factor)");
+  if (C == 0 || H == 0 || Dh == 0) return nullptr;
+  ChunkAttentionProblem p{static_cast<const float*>(q->data), cache->data, static_cast<float*>(out->data),
+                          C, H, KVH, Dh, N, Ctx, layer, dtype == kKvF32 ? 4 : 2, slot, start, dtype, scale};
+  ChunkAttend(p, [&](int units, const std::function<void(int)>& unit) { RunParts(frame, units, unit); });
   return nullptr;
 }
 
@@ -1259,6 +1376,10 @@ XLA_FFI_Error* DecodeAttentionHandler(XLA_FFI_CallFrame* frame) {
   return GuardHandler(frame, kDecodeAttentionTarget, &DecodeAttentionImpl);
 }
 
+XLA_FFI_Error* ChunkAttentionHandler(XLA_FFI_CallFrame* frame) {
+  return GuardHandler(frame, kChunkAttentionTarget, &ChunkAttentionImpl);
+}
+
 XLA_FFI_Error* MatmulF32Handler(XLA_FFI_CallFrame* frame) {
   return GuardHandler(frame, kMatmulF32Target, &MatmulF32Impl);
 }
@@ -1277,6 +1398,7 @@ std::string RegisterMatmulHandlers(Plugin* plugin) {
   std::string problem = RegisterFfiHandler(plugin, kMatmulF32Target, &MatmulF32Handler);
   if (problem.empty()) problem = RegisterFfiHandler(plugin, kMatmulQ8Target, &MatmulQ8Handler);
   if (problem.empty()) problem = RegisterFfiHandler(plugin, kDecodeAttentionTarget, &DecodeAttentionHandler);
+  if (problem.empty()) problem = RegisterFfiHandler(plugin, kChunkAttentionTarget, &ChunkAttentionHandler);
   if (problem.empty()) problem = RegisterFfiHandler(plugin, kDecoderLayerTarget, &DecoderLayerHandler);
   return problem;
 }

@@ -3,6 +3,7 @@ package dev.xlaactors.cli;
 import static dev.xlaactors.cli.HfFixtures.ints;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import com.fasterxml.jackson.databind.JsonNode;
@@ -236,6 +237,28 @@ class ChunkedProgramsTest {
     float[][] byChunks = chunked.score(tokens); // 7 chunks of 8 and one of 4
     double worst = excess(doubles(one), byChunks, 1e-4, 1e-4);
     assertTrue(worst <= 0, "chunked scoring of 60 tokens against one whole run exceeds 1e-4 by " + worst);
+  }
+
+  /**
+   * The native package's chunks attend with the bridge's kernel (xla_actors.chunk_attention), the chunked one's
+   * with XLA's loop over blocks of 24 positions: 60 tokens scored by chunks of 8 give the same logits (to 1e-4),
+   * and a prompt of 50 written in parts has the last logits of one whole run.
+   */
+  @Test
+  void nativeChunkAttentionGivesTheLogitsOfXlasLoop() throws IOException {
+    assertTrue(HfFixtures.programText(nativeKernels.modelPackage().directory(), "prefill_chunk_")
+        .contains("xla_actors.chunk_attention"), "the native package's chunks call the bridge's attention");
+    assertFalse(HfFixtures.programText(chunkedDir, "prefill_chunk_").contains("xla_actors.chunk_attention"),
+        "the --kernels xla package's chunks attend with XLA's ops");
+    int[] tokens = IntStream.range(0, 60).map(i -> (i * 37 + 11) % 500).toArray();
+    double worst = excess(doubles(chunked.score(tokens)), nativeKernels.score(tokens), 1e-4, 1e-4);
+    assertTrue(worst <= 0, "native chunk attention against XLA's loop exceeds 1e-4 by " + worst);
+    int[] prompt = IntStream.range(0, 50).map(i -> (i * 53 + 7) % 500).toArray();
+    float[][][] prefilled = new float[1][1][];
+    greedy(nativeKernels, new int[][] {prompt}, 1, 50, prefilled);
+    float[][] one = whole.score(prompt);
+    double lastWorst = excess(doubles(new float[][] {one[49]}), prefilled[0], 1e-4, 1e-4);
+    assertTrue(lastWorst <= 0, "a prompt by native chunks against one whole run exceeds 1e-4 by " + lastWorst);
   }
 
   @Test

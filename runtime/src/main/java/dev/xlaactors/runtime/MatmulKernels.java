@@ -11,12 +11,15 @@ import static dev.xlaactors.nativebridge.pjrt.global.Pjrt.XlaActors_MatmulKernel
  * and its decode attention {@code xla_actors.decode_attention} (one step of B sequences: {@code q f32[B, H, Dh]}
  * against the KV cache {@code f32|f16|bf16[layers, 2, slots, kv_heads, positions, Dh]} at each sequence's
  * slot, up to its position, with the attributes {@code layer} and {@code scale}; it reads the cache in place),
+ * its prompt chunk attention {@code xla_actors.chunk_attention} ({@code q f32[C, H, Dh]}, a chunk at positions
+ * {@code start .. start + C - 1} of one slot, each row against that slot's cache up to its own position; the
+ * operands after the cache are {@code slot} and {@code start}, one s32 each, the attributes as decode's),
  * and its fused decoder layer {@code xla_actors.decoder_layer} (one decoding step of a whole pre-norm layer, GPT-2's
  * or Llama's form, for B sequences: norms, products in f32 or int8, rotary positions, this step's keys and values
  * written into the cache, which its second result aliases, attention and MLP, the pool's threads taken once for
  * the layer; its operands and attributes are listed in {@code native/src/main/cpp/matmul_kernels.cc}).
  * {@code tools/hf_import.py --kernels native} emits them for the weight matmuls, the decode steps' layers and
- * their attention.
+ * their attention, and the prompt chunks' attention.
  *
  * <p>The kernels are chosen once per process from the CPU's features (AVX-512, AVX2 with FMA, or the
  * x86-64 baseline), capped by {@code XLA_ACTORS_KERNEL_ISA} ({@code avx512}, {@code avx2}, {@code portable})

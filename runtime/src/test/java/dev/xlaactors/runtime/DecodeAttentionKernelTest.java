@@ -4,7 +4,6 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.xlaactors.error.ExecutionFailedException;
-import java.util.Arrays;
 import java.util.List;
 import java.util.Random;
 import org.junit.jupiter.api.AfterAll;
@@ -34,32 +33,8 @@ class DecodeAttentionKernelTest {
     client.close();
   }
 
-  /** A cache's shape: layers, slots, KV heads, positions, head size (the 2 of keys and values implied). */
-  private record CacheShape(int layers, int slots, int kvHeads, int positions, int headDim) {
-    long[] dims() {
-      return new long[] {layers, 2, slots, kvHeads, positions, headDim};
-    }
-
-    int count() {
-      return layers * 2 * slots * kvHeads * positions * headDim;
-    }
-
-    /** Where element d of position t of KV head g of slot s of layer l (kv 0: keys, 1: values) is. */
-    int at(int l, int kv, int s, int g, int t, int d) {
-      return ((((l * 2 + kv) * slots + s) * kvHeads + g) * positions + t) * headDim + d;
-    }
-  }
-
-  private static String type(String dtype, long... dims) {
-    StringBuilder s = new StringBuilder("tensor<");
-    for (long d : dims) {
-      s.append(d).append('x');
-    }
-    return s.append(dtype).append('>').toString();
-  }
-
   private static String program(String attributes, String resultType, String qType, String cacheType, int batch) {
-    String index = type("i32", batch);
+    String index = KvCacheShape.tensorType("i32", batch);
     return "func.func @main(%q: " + qType + ", %cache: " + cacheType + ", %slots: " + index + ", %positions: "
         + index + ") -> " + resultType + " {\n"
         + "  %0 = stablehlo.custom_call @xla_actors.decode_attention(%q, %cache, %slots, %positions) {api_version = 4 : i32, "
@@ -76,41 +51,22 @@ class DecodeAttentionKernelTest {
    * Runs one step over a random cache of {@code dtype} and checks it against the reference. Every position
    * no sequence reads holds NaN.
    */
-  private static void check(Random random, CacheShape c, int heads, int layer, int[] slots, int[] positions, DType dtype) {
+  private static void check(Random random, KvCacheShape c, int heads, int layer, int[] slots, int[] positions, DType dtype) {
     int batch = slots.length;
     int dh = c.headDim();
     float[] q = new float[batch * heads * dh];
     for (int i = 0; i < q.length; i++) {
       q[i] = random.nextFloat() * 2 - 1;
     }
-    float[] values = new float[c.count()];
-    for (int i = 0; i < values.length; i++) {
-      values[i] = random.nextFloat() * 2 - 1;
-    }
     int[] used = new int[c.slots()];  // positions any sequence reads of each slot; slots none reads: 0
     for (int b = 0; b < batch; b++) {
       used[slots[b]] = Math.max(used[slots[b]], positions[b] + 1);
     }
-    for (int s = 0; s < c.slots(); s++) {
-      for (int l = 0; l < c.layers(); l++) {
-        for (int kv = 0; kv < 2; kv++) {
-          for (int g = 0; g < c.kvHeads(); g++) {
-            int from = c.at(l, kv, s, g, used[s], 0);
-            Arrays.fill(values, from, c.at(l, kv, s, g, 0, 0) + c.positions() * dh, Float.NaN);
-          }
-        }
-      }
-    }
-    HostTensor cache = switch (dtype) {
-      case F32 -> HostTensor.ofFloats(values, c.dims());
-      case F16 -> HostTensor.ofHalfFloats(values, c.dims());
-      case BF16 -> HostTensor.ofBFloat16s(values, c.dims());
-      default -> throw new IllegalArgumentException(dtype.toString());
-    };
+    HostTensor cache = c.tensor(c.randomBelow(random, used), dtype);
     float[] stored = cache.toFloatArray();  // what the cache holds after rounding to its dtype
     float scale = (float) (1 / Math.sqrt(dh));
-    String qType = type("f32", batch, heads, dh);
-    String cacheType = type(dtype == DType.F32 ? "f32" : dtype == DType.F16 ? "f16" : "bf16", c.dims());
+    String qType = KvCacheShape.tensorType("f32", batch, heads, dh);
+    String cacheType = c.mlirType(dtype);
     float[] got;
     try (Executable exe = client.compile(program(attributes(layer, scale), qType, qType, cacheType, batch))) {
       List<HostTensor> out = exe.run(HostTensor.ofFloats(q, batch, heads, dh), cache, HostTensor.ofInts(slots, batch),
@@ -120,32 +76,13 @@ class DecodeAttentionKernelTest {
     int group = heads / c.kvHeads();
     for (int b = 0; b < batch; b++) {
       for (int h = 0; h < heads; h++) {
-        int g = h / group;
-        int n = positions[b] + 1;
-        double[] weights = new double[n];
-        double top = Double.NEGATIVE_INFINITY;
-        for (int t = 0; t < n; t++) {
-          double dot = 0;
-          for (int d = 0; d < dh; d++) {
-            dot += (double) q[(b * heads + h) * dh + d] * stored[c.at(layer, 0, slots[b], g, t, d)];
-          }
-          weights[t] = dot * scale;
-          top = Math.max(top, weights[t]);
-        }
-        double total = 0;
-        for (int t = 0; t < n; t++) {
-          weights[t] = Math.exp(weights[t] - top);
-          total += weights[t];
-        }
+        double[] expected = c.attention(stored, layer, slots[b], h / group, positions[b] + 1, q,
+            (b * heads + h) * dh, scale);
         for (int d = 0; d < dh; d++) {
-          double expected = 0;
-          for (int t = 0; t < n; t++) {
-            expected += weights[t] / total * stored[c.at(layer, 1, slots[b], g, t, d)];
-          }
           float actual = got[(b * heads + h) * dh + d];
           // A convex combination of values in [-1, 1]: f32 sums and the kernel's exp polynomial stay within 2e-5.
-          assertTrue(Math.abs(expected - actual) <= 2e-5, dtype + " sequence " + b + " head " + h + " element " + d
-              + ": expected " + expected + ", got " + actual);
+          assertTrue(Math.abs(expected[d] - actual) <= 2e-5, dtype + " sequence " + b + " head " + h + " element " + d
+              + ": expected " + expected[d] + ", got " + actual);
         }
       }
     }
@@ -156,7 +93,7 @@ class DecodeAttentionKernelTest {
     Random random = new Random(3);
     // 6 query heads on 2 KV heads (groups of 3), head size 20 (a vector tail for every width); sequences in
     // slots 2, 0, 2 again and 1, at their first position, the last one, and between.
-    CacheShape shape = new CacheShape(2, 3, 2, 37, 20);
+    KvCacheShape shape = new KvCacheShape(2, 3, 2, 37, 20);
     for (DType dtype : List.of(DType.F32, DType.F16, DType.BF16)) {
       check(random, shape, 6, 1, new int[] {2, 0, 2, 1}, new int[] {0, 36, 17, 5}, dtype);
     }
@@ -167,9 +104,9 @@ class DecodeAttentionKernelTest {
     Random random = new Random(5);
     // 8 sequences of 12 heads of 64 (GPT-2's), split by sequence and KV head; then one sequence whose 4 heads
     // share one KV head, split by query head.
-    check(random, new CacheShape(1, 8, 12, 300, 64), 12, 0, new int[] {0, 1, 2, 3, 4, 5, 6, 7},
+    check(random, new KvCacheShape(1, 8, 12, 300, 64), 12, 0, new int[] {0, 1, 2, 3, 4, 5, 6, 7},
         new int[] {299, 0, 150, 77, 298, 31, 200, 1}, DType.F32);
-    check(random, new CacheShape(2, 1, 1, 1000, 64), 4, 1, new int[] {0}, new int[] {999}, DType.F16);
+    check(random, new KvCacheShape(2, 1, 1, 1000, 64), 4, 1, new int[] {0}, new int[] {999}, DType.F16);
   }
 
   private static String failure(String attributes, String qType, String resultType, String cacheType, int batch,
@@ -181,9 +118,9 @@ class DecodeAttentionKernelTest {
 
   @Test
   void callsThatDoNotFitFailWithTheOperandAndTheFix() {
-    CacheShape c = new CacheShape(2, 3, 2, 8, 4);
-    String cacheType = type("f32", c.dims());
-    String qType = type("f32", 2, 4, 4);
+    KvCacheShape c = new KvCacheShape(2, 3, 2, 8, 4);
+    String cacheType = KvCacheShape.tensorType("f32", c.dims());
+    String qType = KvCacheShape.tensorType("f32", 2, 4, 4);
     HostTensor q = HostTensor.ofFloats(new float[32], 2, 4, 4);
     HostTensor cache = HostTensor.ofFloats(new float[c.count()], c.dims());
 
@@ -204,12 +141,12 @@ class DecodeAttentionKernelTest {
         HostTensor.ofInts(new int[] {0, 1}, 2), HostTensor.ofInts(new int[] {1, 2}, 2));
     assertTrue(message.contains("attribute 'scale' must be a float scalar"), message);
 
-    String q3 = type("f32", 2, 3, 4);
+    String q3 = KvCacheShape.tensorType("f32", 2, 3, 4);
     message = failure(attributes(0, 0.5f), q3, q3, cacheType, 2, HostTensor.ofFloats(new float[24], 2, 3, 4), cache,
         HostTensor.ofInts(new int[] {0, 1}, 2), HostTensor.ofInts(new int[] {1, 2}, 2));
     assertTrue(message.contains("q has 3 heads, not a multiple of the cache's 2 KV heads"), message);
 
-    String q5 = type("f32", 2, 4, 5);
+    String q5 = KvCacheShape.tensorType("f32", 2, 4, 5);
     message = failure(attributes(0, 0.5f), q5, q5, cacheType, 2, HostTensor.ofFloats(new float[40], 2, 4, 5), cache,
         HostTensor.ofInts(new int[] {0, 1}, 2), HostTensor.ofInts(new int[] {1, 2}, 2));
     assertTrue(message.contains("cache must be f32, f16 or bf16 [layers,2,slots,kv_heads,positions,5] (q's head size), "
