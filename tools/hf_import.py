@@ -21,13 +21,12 @@ the contract refuses: BERT's pooler, say). Programs compute in f32 whatever the 
 
 --kernels native has the f32 weight matmuls call the bridge's native kernels, typed-FFI custom calls
 xla_actors.matmul_f32 / xla_actors.matmul_q8 (WeightAccess; [K,N] weights, GPT-2's Conv1D, are stored
-transposed for them, W.t [N,K]), decode's attention
-call xla_actors.decode_attention, which reads each sequence's positions in use where the cache holds them
-(so the decode programs need one attention window, the context), a prompt chunk's attention
-xla_actors.chunk_attention, which does the same for the chunk's rows on every core; each decode step's layer, when its weights are
-all f32 or all int8, is one call of xla_actors.decoder_layer (norms, products, rotary positions, the cache's
-update and attention, MLP: the bridge's threads taken once per layer rather than once per product); native is
-the default for a CPU package.
+transposed for them, W.t [N,K]), decode's attention call xla_actors.decode_attention, which reads each
+sequence's positions in use where the cache holds them (so the decode programs need one attention window, the
+context), and a prompt chunk's attention xla_actors.chunk_attention, which does the same for the chunk's rows
+on every core; each decode step's layer, when its weights are all f32 or all int8, is one call of
+xla_actors.decoder_layer (norms, products, rotary positions, the cache's update and attention, MLP: the
+bridge's threads taken once per layer rather than once per product); native is the default for a CPU package.
 --kernels xla (the default when --platforms names cuda) leaves every matmul to XLA, for a package that runs
 on any PJRT plugin. --quantize int8 stores each matmul
 weight whose input size is a multiple of 32 as Q8_0-style int8 (W.q8 s8[N,K] and W.q8_scales f32[N,K/32]:
@@ -40,16 +39,16 @@ at every call; the native kernel then multiplies one row in integers where the C
 
 
 The KV cache is one array [layers, 2 (key, value), slots, kv_heads, context, head_dim] (f32, or f16/bf16 with
---kv-cache-dtype; attention reads it back as f32) of N =
-max(--slots) slots, keys stored after the rotary embedding; the programs donate it and update it in place
-with dynamic_update_slice. A prompt of any length up to the context is written by chunks (prefill_chunk at
-an offset of a slot's row), each attending to the row by blocks of positions up to its own last one
-(--attention-block of them in XLA's loop; 64 in the bridge's kernel with --kernels native); a decode step of B <= N sequences names their rows and reads only the first L positions of each
-(the smallest window holding every running sequence; with --kernels native, each sequence's own positions),
-so one sequence on a server of N slots costs one row of one window. Attention masks every cache position after a sequence's own position, so
-padding and stale entries of an earlier, longer sequence are never attended, and decode writes position p
-before it reads it. The context defaults to the checkpoint's, capped so that the cache fits
---kv-cache-memory (1 GiB by default).
+--kv-cache-dtype; attention reads it back as f32) of N = max(--slots) slots, keys stored after the rotary
+embedding; the programs donate it and update it in place with dynamic_update_slice. A prompt of any length up
+to the context is written by chunks (prefill_chunk at an offset of a slot's row), each attending to the row by
+blocks of positions up to its own last one (--attention-block of them in XLA's loop; 64 in the bridge's kernel
+with --kernels native); a decode step of B <= N sequences names their rows and reads only the first L
+positions of each (the smallest window holding every running sequence; with --kernels native, each sequence's
+own positions), so one sequence on a server of N slots costs one row of one window. Attention masks every
+cache position after a sequence's own position, so padding and stale entries of an earlier, longer sequence
+are never attended, and decode writes position p before it reads it. The context defaults to the checkpoint's,
+capped so that the cache fits --kv-cache-memory (1 GiB by default).
 
 Prints the package's path on its last line.
 """

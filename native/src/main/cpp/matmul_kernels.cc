@@ -213,9 +213,11 @@ const Isa kAvx512Vnni = {"avx512-vnni", &avx512::DotF32Part, &avx512::AxpyF32Par
                          avx512::kChunkRows, &avx512::ExpSum, &avx512::GeluTanh,
                          &avx512::SiluTimes};
 const Isa kAvx512 = {"avx512", &avx512::DotF32Part, &avx512::AxpyF32Part, &avx512::DotQ8Part, &avx512::QuantizeRowsQ8,
-                     &avx512::AttendHeads, &avx512::ChunkAttendUnit, avx512::kChunkRows, &avx512::ExpSum, &avx512::GeluTanh, &avx512::SiluTimes};
+                     &avx512::AttendHeads, &avx512::ChunkAttendUnit, avx512::kChunkRows, &avx512::ExpSum,
+                     &avx512::GeluTanh, &avx512::SiluTimes};
 const Isa kAvx2 = {"avx2", &avx2::DotF32Part, &avx2::AxpyF32Part, &avx2::DotQ8Part, &avx2::QuantizeRowsQ8,
-                   &avx2::AttendHeads, &avx2::ChunkAttendUnit, avx2::kChunkRows, &avx2::ExpSum, &avx2::GeluTanh, &avx2::SiluTimes};
+                   &avx2::AttendHeads, &avx2::ChunkAttendUnit, avx2::kChunkRows, &avx2::ExpSum, &avx2::GeluTanh,
+                   &avx2::SiluTimes};
 const Isa kPortable = {"portable", &portable::DotF32Part, &portable::AxpyF32Part, &portable::DotQ8Part,
                        &portable::QuantizeRowsQ8, &portable::AttendHeads, &portable::ChunkAttendUnit,
                        portable::kChunkRows, &portable::ExpSum, &portable::GeluTanh,
@@ -751,12 +753,21 @@ void Attend(const AttentionProblem& p, Runner run) {
   }
 }
 
-XLA_FFI_Error* DecodeAttentionImpl(XLA_FFI_CallFrame* frame) {
-  if (AnswerMetadataProbe(frame)) return nullptr;
-  if (frame->stage != XLA_FFI_ExecutionStage_EXECUTE) return nullptr;
-  const char* target = kDecodeAttentionTarget;
+// The operands, result and attributes decode_attention and chunk_attention share: q f32[rows, H, Dh], the
+// cache f32|f16|bf16[layers, 2, N, KVH, C, Dh], two index operands, the result f32 as q, attributes layer and
+// scale. `operands` names the four in the error that counts them, `q_shape` q's dims in the error about q.
+struct AttentionCall {
+  const XLA_FFI_Buffer *q, *cache, *index0, *index1;
+  XLA_FFI_Buffer* out;
+  int64_t rows, H, Dh, layers, N, KVH, C, layer;
+  int dtype;
+  float scale;
+};
+
+XLA_FFI_Error* ReadAttentionCall(XLA_FFI_CallFrame* frame, const char* target, const char* operands,
+                                 const char* q_shape, AttentionCall* call) {
   if (frame->args.size != 4 || frame->rets.size != 1 || frame->rets.types[0] != XLA_FFI_RetType_BUFFER) {
-    return Invalid(frame, target, "expected 4 operands (q, cache, slots, positions) and 1 result, got " +
+    return Invalid(frame, target, std::string("expected 4 operands (") + operands + ") and 1 result, got " +
                                       std::to_string(frame->args.size) + " and " + std::to_string(frame->rets.size));
   }
   for (int64_t i = 0; i < 4; ++i) {
@@ -764,13 +775,11 @@ XLA_FFI_Error* DecodeAttentionImpl(XLA_FFI_CallFrame* frame) {
   }
   auto* q = static_cast<XLA_FFI_Buffer*>(frame->args.args[0]);
   auto* cache = static_cast<XLA_FFI_Buffer*>(frame->args.args[1]);
-  auto* slots = static_cast<XLA_FFI_Buffer*>(frame->args.args[2]);
-  auto* positions = static_cast<XLA_FFI_Buffer*>(frame->args.args[3]);
   auto* out = static_cast<XLA_FFI_Buffer*>(frame->rets.rets[0]);
   if (q->dtype != XLA_FFI_DataType_F32 || q->rank != 3) {
-    return Invalid(frame, target, "q must be f32[B,H,Dh], got " + DtypeName(q->dtype) + Dims(q));
+    return Invalid(frame, target, std::string("q must be f32") + q_shape + ", got " + DtypeName(q->dtype) + Dims(q));
   }
-  const int64_t B = q->dims[0], H = q->dims[1], Dh = q->dims[2];
+  const int64_t rows = q->dims[0], H = q->dims[1], Dh = q->dims[2];
   const int dtype = CacheDtype(cache);
   if (dtype < 0 || cache->rank != 6 || cache->dims[1] != 2 || cache->dims[5] != Dh) {
     return Invalid(frame, target, "cache must be f32, f16 or bf16 [layers,2,slots,kv_heads,positions," +
@@ -782,8 +791,7 @@ XLA_FFI_Error* DecodeAttentionImpl(XLA_FFI_CallFrame* frame) {
     return Invalid(frame, target, "q has " + std::to_string(H) + " heads, not a multiple of the cache's " +
                                       std::to_string(KVH) + " KV heads");
   }
-  if (XLA_FFI_Error* e = CheckSequences(frame, target, slots, positions, B, N, C, "sequence of q")) return e;
-  if (out->dtype != XLA_FFI_DataType_F32 || out->rank != 3 || out->dims[0] != B || out->dims[1] != H ||
+  if (out->dtype != XLA_FFI_DataType_F32 || out->rank != 3 || out->dims[0] != rows || out->dims[1] != H ||
       out->dims[2] != Dh) {
     return Invalid(frame, target, "the result is " + DtypeName(out->dtype) + Dims(out) + ", expected f32" + Dims(q));
   }
@@ -795,12 +803,25 @@ XLA_FFI_Error* DecodeAttentionImpl(XLA_FFI_CallFrame* frame) {
   }
   const float scale = FloatAttribute(frame, "scale", &bad);
   if (bad) return Invalid(frame, target, "attribute 'scale' must be a float scalar (the scores' factor)");
-  const auto* slot = static_cast<const int32_t*>(slots->data);
-  const auto* position = static_cast<const int32_t*>(positions->data);
-  if (B == 0 || H == 0 || Dh == 0) return nullptr;
-  AttentionProblem p{static_cast<const float*>(q->data), cache->data, slot, position,
-                     static_cast<float*>(out->data), B, H, KVH, Dh, N, C, layer,
-                     dtype == kKvF32 ? 4 : 2, dtype, scale};
+  *call = AttentionCall{q, cache, static_cast<XLA_FFI_Buffer*>(frame->args.args[2]),
+                        static_cast<XLA_FFI_Buffer*>(frame->args.args[3]), out, rows, H, Dh, layers, N, KVH, C, layer,
+                        dtype, scale};
+  return nullptr;
+}
+
+XLA_FFI_Error* DecodeAttentionImpl(XLA_FFI_CallFrame* frame) {
+  if (AnswerMetadataProbe(frame)) return nullptr;
+  if (frame->stage != XLA_FFI_ExecutionStage_EXECUTE) return nullptr;
+  const char* target = kDecodeAttentionTarget;
+  AttentionCall c;
+  if (XLA_FFI_Error* e = ReadAttentionCall(frame, target, "q, cache, slots, positions", "[B,H,Dh]", &c)) return e;
+  if (XLA_FFI_Error* e = CheckSequences(frame, target, c.index0, c.index1, c.rows, c.N, c.C, "sequence of q")) {
+    return e;
+  }
+  if (c.rows == 0 || c.H == 0 || c.Dh == 0) return nullptr;
+  AttentionProblem p{static_cast<const float*>(c.q->data), c.cache->data, static_cast<const int32_t*>(c.index0->data),
+                     static_cast<const int32_t*>(c.index1->data), static_cast<float*>(c.out->data), c.rows, c.H, c.KVH,
+                     c.Dh, c.N, c.C, c.layer, c.dtype == kKvF32 ? 4 : 2, c.dtype, c.scale};
   Attend(p, [&](int units, const std::function<void(int)>& unit) { RunParts(frame, units, unit); });
   return nullptr;
 }
@@ -838,59 +859,23 @@ XLA_FFI_Error* ChunkAttentionImpl(XLA_FFI_CallFrame* frame) {
   if (AnswerMetadataProbe(frame)) return nullptr;
   if (frame->stage != XLA_FFI_ExecutionStage_EXECUTE) return nullptr;
   const char* target = kChunkAttentionTarget;
-  if (frame->args.size != 4 || frame->rets.size != 1 || frame->rets.types[0] != XLA_FFI_RetType_BUFFER) {
-    return Invalid(frame, target, "expected 4 operands (q, cache, slot, start) and 1 result, got " +
-                                      std::to_string(frame->args.size) + " and " + std::to_string(frame->rets.size));
-  }
-  for (int64_t i = 0; i < 4; ++i) {
-    if (frame->args.types[i] != XLA_FFI_ArgType_BUFFER) return Invalid(frame, target, "operands must be buffers");
-  }
-  auto* q = static_cast<XLA_FFI_Buffer*>(frame->args.args[0]);
-  auto* cache = static_cast<XLA_FFI_Buffer*>(frame->args.args[1]);
-  auto* out = static_cast<XLA_FFI_Buffer*>(frame->rets.rets[0]);
-  if (q->dtype != XLA_FFI_DataType_F32 || q->rank != 3) {
-    return Invalid(frame, target, "q must be f32[C,H,Dh] (a chunk of C positions), got " + DtypeName(q->dtype) +
-                                      Dims(q));
-  }
-  const int64_t C = q->dims[0], H = q->dims[1], Dh = q->dims[2];
-  const int dtype = CacheDtype(cache);
-  if (dtype < 0 || cache->rank != 6 || cache->dims[1] != 2 || cache->dims[5] != Dh) {
-    return Invalid(frame, target, "cache must be f32, f16 or bf16 [layers,2,slots,kv_heads,positions," +
-                                      std::to_string(Dh) + "] (q's head size), got " + DtypeName(cache->dtype) +
-                                      Dims(cache));
-  }
-  const int64_t layers = cache->dims[0], N = cache->dims[2], KVH = cache->dims[3], Ctx = cache->dims[4];
-  if (KVH == 0 || H % KVH != 0) {
-    return Invalid(frame, target, "q has " + std::to_string(H) + " heads, not a multiple of the cache's " +
-                                      std::to_string(KVH) + " KV heads");
+  AttentionCall c;
+  if (XLA_FFI_Error* e = ReadAttentionCall(frame, target, "q, cache, slot, start", "[C,H,Dh] (a chunk of C positions)",
+                                           &c)) {
+    return e;
   }
   int64_t slot = 0, start = 0;
-  if (XLA_FFI_Error* e = OneInt(frame, target, static_cast<XLA_FFI_Buffer*>(frame->args.args[2]), "slot", &slot)) {
-    return e;
-  }
-  if (XLA_FFI_Error* e = OneInt(frame, target, static_cast<XLA_FFI_Buffer*>(frame->args.args[3]), "start", &start)) {
-    return e;
-  }
-  if (slot < 0 || slot >= N || start < 0 || start + C > Ctx) {
-    return Invalid(frame, target, "a chunk of " + std::to_string(C) + " positions from " + std::to_string(start) +
+  if (XLA_FFI_Error* e = OneInt(frame, target, c.index0, "slot", &slot)) return e;
+  if (XLA_FFI_Error* e = OneInt(frame, target, c.index1, "start", &start)) return e;
+  if (slot < 0 || slot >= c.N || start < 0 || start + c.rows > c.C) {
+    return Invalid(frame, target, "a chunk of " + std::to_string(c.rows) + " positions from " + std::to_string(start) +
                                       " in slot " + std::to_string(slot) + "; the cache holds slots [0, " +
-                                      std::to_string(N) + ") of positions [0, " + std::to_string(Ctx) + ")");
+                                      std::to_string(c.N) + ") of positions [0, " + std::to_string(c.C) + ")");
   }
-  if (out->dtype != XLA_FFI_DataType_F32 || out->rank != 3 || out->dims[0] != C || out->dims[1] != H ||
-      out->dims[2] != Dh) {
-    return Invalid(frame, target, "the result is " + DtypeName(out->dtype) + Dims(out) + ", expected f32" + Dims(q));
-  }
-  bool bad = false;
-  const int64_t layer = IntAttribute(frame, "layer", -1, &bad);
-  if (bad || layer < 0 || layer >= layers) {
-    return Invalid(frame, target, "attribute 'layer' must be an integer in [0, " + std::to_string(layers) +
-                                      ") (the cache's layers), got " + (bad ? "another type" : std::to_string(layer)));
-  }
-  const float scale = FloatAttribute(frame, "scale", &bad);
-  if (bad) return Invalid(frame, target, "attribute 'scale' must be a float scalar (the scores' factor)");
-  if (C == 0 || H == 0 || Dh == 0) return nullptr;
-  ChunkAttentionProblem p{static_cast<const float*>(q->data), cache->data, static_cast<float*>(out->data),
-                          C, H, KVH, Dh, N, Ctx, layer, dtype == kKvF32 ? 4 : 2, slot, start, dtype, scale};
+  if (c.rows == 0 || c.H == 0 || c.Dh == 0) return nullptr;
+  ChunkAttentionProblem p{static_cast<const float*>(c.q->data), c.cache->data, static_cast<float*>(c.out->data),
+                          c.rows, c.H, c.KVH, c.Dh, c.N, c.C, c.layer, c.dtype == kKvF32 ? 4 : 2, slot, start,
+                          c.dtype, c.scale};
   ChunkAttend(p, [&](int units, const std::function<void(int)>& unit) { RunParts(frame, units, unit); });
   return nullptr;
 }

@@ -37,10 +37,15 @@ class ChunkAttentionKernelTest {
   }
 
   private static String program(String attributes, String resultType, String qType, String cacheType) {
-    return "func.func @main(%q: " + qType + ", %cache: " + cacheType + ", %slot: " + SCALAR + ", %start: " + SCALAR
+    return program(attributes, resultType, qType, cacheType, SCALAR);
+  }
+
+  private static String program(String attributes, String resultType, String qType, String cacheType,
+      String slotType) {
+    return "func.func @main(%q: " + qType + ", %cache: " + cacheType + ", %slot: " + slotType + ", %start: " + SCALAR
         + ") -> " + resultType + " {\n"
         + "  %0 = stablehlo.custom_call @xla_actors.chunk_attention(%q, %cache, %slot, %start) {api_version = 4 : i32, "
-        + "backend_config = {" + attributes + "}} : (" + qType + ", " + cacheType + ", " + SCALAR + ", " + SCALAR
+        + "backend_config = {" + attributes + "}} : (" + qType + ", " + cacheType + ", " + slotType + ", " + SCALAR
         + ") -> " + resultType + "\n"
         + "  return %0 : " + resultType + "\n}\n";
   }
@@ -156,21 +161,16 @@ class ChunkAttentionKernelTest {
   }
 
   @Test
-  void aSlotOrStartThatIsNotOneIntegerIsRefused() {
+  void aSlotThatIsNotOneIntegerIsRefused() {
     KvCacheShape c = new KvCacheShape(1, 2, 1, 8, 4);
     String cacheType = c.mlirType(DType.F32);
     String qType = KvCacheShape.tensorType("f32", 2, 1, 4);
     String pair = KvCacheShape.tensorType("i32", 2);
-    String text = "func.func @main(%q: " + qType + ", %cache: " + cacheType + ", %slot: " + pair + ", %start: " + SCALAR
-        + ") -> " + qType + " {\n"
-        + "  %0 = stablehlo.custom_call @xla_actors.chunk_attention(%q, %cache, %slot, %start) {api_version = 4 : i32, "
-        + "backend_config = {" + attributes(0, 0.5f) + "}} : (" + qType + ", " + cacheType + ", " + pair + ", " + SCALAR
-        + ") -> " + qType + "\n"
-        + "  return %0 : " + qType + "\n}\n";
-    try (Executable exe = client.compile(text)) {
-      String message = assertThrows(ExecutionFailedException.class, () -> exe.run(HostTensor.ofFloats(new float[8], 2, 1, 4),
-          HostTensor.ofFloats(new float[c.count()], c.dims()), HostTensor.ofInts(new int[] {0, 1}, 2), scalar(0)))
-          .getMessage();
+    try (Executable exe = client.compile(program(attributes(0, 0.5f), qType, qType, cacheType, pair))) {
+      HostTensor q = HostTensor.ofFloats(new float[8], 2, 1, 4);
+      HostTensor cache = HostTensor.ofFloats(new float[c.count()], c.dims());
+      String message = assertThrows(ExecutionFailedException.class,
+          () -> exe.run(q, cache, HostTensor.ofInts(new int[] {0, 1}, 2), scalar(0))).getMessage();
       assertTrue(message.contains("slot must be one s32, got s32[2]"), message);
     }
   }

@@ -51,7 +51,8 @@ class DecodeAttentionKernelTest {
    * Runs one step over a random cache of {@code dtype} and checks it against the reference. Every position
    * no sequence reads holds NaN.
    */
-  private static void check(Random random, KvCacheShape c, int heads, int layer, int[] slots, int[] positions, DType dtype) {
+  private static void check(Random random, KvCacheShape c, int heads, int layer, int[] slots, int[] positions,
+      DType dtype) {
     int batch = slots.length;
     int dh = c.headDim();
     float[] q = new float[batch * heads * dh];
