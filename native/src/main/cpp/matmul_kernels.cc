@@ -840,8 +840,7 @@ XLA_FFI_Error* OneInt(XLA_FFI_CallFrame* frame, const char* target, const XLA_FF
 
 // A prompt chunk's attention (chunk_attention's): units of the ISA's chunk_rows query rows of one KV head,
 // the units at the chunk's end (the most keys) handed out first. A small chunk runs on the calling thread.
-template <typename Runner>
-void ChunkAttend(const ChunkAttentionProblem& p, Runner run) {
+void ChunkAttend(const XLA_FFI_CallFrame* frame, const ChunkAttentionProblem& p) {
   const Isa& isa = TheIsa();
   const int64_t G = p.H / p.KVH, per_head = (p.C * G + isa.chunk_rows - 1) / isa.chunk_rows;
   const int64_t units = p.KVH * per_head;
@@ -851,7 +850,7 @@ void ChunkAttend(const ChunkAttentionProblem& p, Runner run) {
   if (p.C * p.H * p.Dh * (p.start + p.C) < (int64_t{1} << 16)) {
     for (int64_t i = 0; i < units; ++i) unit(static_cast<int>(i));
   } else {
-    run(static_cast<int>(units), unit);
+    RunParts(frame, static_cast<int>(units), unit);
   }
 }
 
@@ -876,7 +875,7 @@ XLA_FFI_Error* ChunkAttentionImpl(XLA_FFI_CallFrame* frame) {
   ChunkAttentionProblem p{static_cast<const float*>(c.q->data), c.cache->data, static_cast<float*>(c.out->data),
                           c.rows, c.H, c.KVH, c.Dh, c.N, c.C, c.layer, c.dtype == kKvF32 ? 4 : 2, slot, start,
                           c.dtype, c.scale};
-  ChunkAttend(p, [&](int units, const std::function<void(int)>& unit) { RunParts(frame, units, unit); });
+  ChunkAttend(frame, p);
   return nullptr;
 }
 
