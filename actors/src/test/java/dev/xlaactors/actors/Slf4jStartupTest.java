@@ -3,6 +3,7 @@ package dev.xlaactors.actors;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
@@ -16,25 +17,30 @@ import org.junit.jupiter.api.Test;
 
 /**
  * No JVM prints SLF4J's "replay" warning: a child JVM that creates an actor system with the examples'
- * logback configuration (slow enough to configure that Pekko's logger races the creating thread) prints
- * nothing from SLF4J; with Pekko's own logging filter instead of ours it does, which shows the check
- * can fail.
+ * logback configuration prints nothing from SLF4J. The race it guards against (the typed system's adapter
+ * and Pekko's logger actor initializing SLF4J on two threads at once) depends on how the dispatcher
+ * schedules them: with Pekko's own logging filter instead of ours it shows in most children on some
+ * machines and in few on others, so after three children with our filter the test starts children with
+ * Pekko's until one warns (which shows the check can fail), and ends skipped, saying so, when none of
+ * {@value #CONTROL_CHILDREN} does.
  */
 class Slf4jStartupTest {
   private static final Path EXAMPLES_LOGBACK = Path.of("../conf/logback.xml");
+  private static final int CONTROL_CHILDREN = 12;
 
   @Test
   void anActorSystemStartsWithoutTheSlf4jReplayWarning() throws Exception {
     assertTrue(Files.isRegularFile(EXAMPLES_LOGBACK), EXAMPLES_LOGBACK.toAbsolutePath().toString());
     for (int i = 0; i < 3; i++) {
       String output = runChild(List.of());
-      assertFalse(output.contains("SLF4J(W)"), output);
+      assertFalse(output.contains("SLF4J(W)"), "expected no SLF4J warning with our logging filter, got: " + output);
     }
     boolean warnedWithoutOurFilter = false;
-    for (int i = 0; i < 3 && !warnedWithoutOurFilter; i++) {
+    for (int i = 0; i < CONTROL_CHILDREN && !warnedWithoutOurFilter; i++) {
       warnedWithoutOurFilter = runChild(List.of("-Dpekko.logging-filter=org.apache.pekko.event.slf4j.Slf4jLoggingFilter")).contains("SLF4J(W)");
     }
-    assertTrue(warnedWithoutOurFilter, "the race this guards against did not show without the filter: the test proves nothing here");
+    assumeTrue(warnedWithoutOurFilter, "the race did not show in " + CONTROL_CHILDREN
+        + " children with Pekko's own logging filter on this machine, so the children without the warning prove nothing here");
   }
 
   private static String runChild(List<String> options) throws Exception {
