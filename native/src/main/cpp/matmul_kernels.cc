@@ -760,6 +760,7 @@ struct AttentionCall {
   const XLA_FFI_Buffer *q, *cache, *index0, *index1;
   XLA_FFI_Buffer* out;
   int64_t rows, H, Dh, layers, N, KVH, C, layer;
+  int64_t item;  // bytes of one cache element
   int dtype;
   float scale;
 };
@@ -805,7 +806,7 @@ XLA_FFI_Error* ReadAttentionCall(XLA_FFI_CallFrame* frame, const char* target, c
   if (bad) return Invalid(frame, target, "attribute 'scale' must be a float scalar (the scores' factor)");
   *call = AttentionCall{q, cache, static_cast<XLA_FFI_Buffer*>(frame->args.args[2]),
                         static_cast<XLA_FFI_Buffer*>(frame->args.args[3]), out, rows, H, Dh, layers, N, KVH, C, layer,
-                        dtype, scale};
+                        dtype == kKvF32 ? 4 : 2, dtype, scale};
   return nullptr;
 }
 
@@ -821,7 +822,7 @@ XLA_FFI_Error* DecodeAttentionImpl(XLA_FFI_CallFrame* frame) {
   if (c.rows == 0 || c.H == 0 || c.Dh == 0) return nullptr;
   AttentionProblem p{static_cast<const float*>(c.q->data), c.cache->data, static_cast<const int32_t*>(c.index0->data),
                      static_cast<const int32_t*>(c.index1->data), static_cast<float*>(c.out->data), c.rows, c.H, c.KVH,
-                     c.Dh, c.N, c.C, c.layer, c.dtype == kKvF32 ? 4 : 2, c.dtype, c.scale};
+                     c.Dh, c.N, c.C, c.layer, c.item, c.dtype, c.scale};
   Attend(p, [&](int units, const std::function<void(int)>& unit) { RunParts(frame, units, unit); });
   return nullptr;
 }
@@ -873,7 +874,7 @@ XLA_FFI_Error* ChunkAttentionImpl(XLA_FFI_CallFrame* frame) {
   }
   if (c.rows == 0 || c.H == 0 || c.Dh == 0) return nullptr;
   ChunkAttentionProblem p{static_cast<const float*>(c.q->data), c.cache->data, static_cast<float*>(c.out->data),
-                          c.rows, c.H, c.KVH, c.Dh, c.N, c.C, c.layer, c.dtype == kKvF32 ? 4 : 2, slot, start,
+                          c.rows, c.H, c.KVH, c.Dh, c.N, c.C, c.layer, c.item, slot, start,
                           c.dtype, c.scale};
   ChunkAttend(frame, p);
   return nullptr;
