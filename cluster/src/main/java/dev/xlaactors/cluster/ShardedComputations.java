@@ -268,9 +268,10 @@ public final class ShardedComputations {
    * this actor accepts each run (telling the requester its node) and translates the child's answer into
    * a {@link Reply}. Copies of a run it accepted (among the last {@value #REMEMBERED_RUNS}) are accepted
    * again but not run again. An id not in the catalog is refused and the entity passivates. An id that
-   * names a model gets the model from the catalog on the run dispatcher (loading it on this node the first
-   * time), accepting runs meanwhile and serving them once it is loaded; a model that fails to load fails
-   * those runs and the entity passivates, so the next run tries again.
+   * names a model gets the model from the catalog on the run dispatcher when its first run arrives (loading
+   * it on this node the first time), accepting runs meanwhile and serving them once it is loaded; a model
+   * that fails to load fails those runs (the first among them) and the entity passivates, so the next run
+   * tries again.
    */
   static final class ComputationEntity extends AbstractBehavior<Command> {
     /** How many accepted runs an entity remembers, to ignore the copies a requester sends again. */
@@ -291,6 +292,12 @@ public final class ShardedComputations {
     private boolean passivateAfterRefusal;
     /** Whether the model's load failed: the entity is passivating, and a run that reaches it first is not answered. */
     private boolean loadFailed;
+    /**
+     * Starts getting the model from the catalog, run by the first run (then null): a load started with the entity
+     * could fail before the run that started the entity was delivered, leaving no run to answer, and that run
+     * unaccepted by an entity that never passivates. Null for a program.
+     */
+    private Runnable startLoad;
     /** Runs accepted while the model loads, served (or failed) when it is loaded. */
     private final List<Run> waiting = new java.util.ArrayList<>();
     private final Map<RunKey, Boolean> accepted = new LinkedHashMap<>() {
@@ -319,11 +326,12 @@ public final class ShardedComputations {
       this.settings = settings;
       Optional<Program> program = catalog == null ? Optional.empty() : catalog.program(id);
       if (program.isEmpty() && catalog != null && catalog.contains(id)) {
-        // A model bound on this node, loaded (once per node) on the run dispatcher, not on this actor's thread.
+        // A model bound on this node, loaded (once per node) on the run dispatcher, not on this actor's thread,
+        // from the first run on.
         ActorsSettings actors = callbacks != null ? callbacks.settings() : ActorsSettings.create(context.getSystem());
         java.util.concurrent.Executor blocking =
             context.getSystem().dispatchers().lookup(DispatcherSelector.fromConfig(actors.runDispatcher()));
-        context.pipeToSelf(
+        startLoad = () -> context.pipeToSelf(
             CompletableFuture.supplyAsync(() -> modelComputation(catalog, callbacks, settings), blocking),
             (computation, failure) -> new ModelLoaded(computation, failure));
         return;
@@ -402,8 +410,13 @@ public final class ShardedComputations {
         // A copy of a run already accepted here (its requester sent it again before our Accepted came).
         return this;
       }
-      if (computation == null) { // the model is still loading
+      if (computation == null) { // the model is loading, or starts loading for this first run
         waiting.add(run);
+        if (startLoad != null) {
+          Runnable load = startLoad;
+          startLoad = null;
+          load.run();
+        }
         return this;
       }
       ActorRef<StatusReply<List<HostTensor>>> answer =
@@ -433,7 +446,7 @@ public final class ShardedComputations {
           onRun(run); // answers Accepted again (harmless) and forwards it
         }
       }
-      if (refusal != null && !runs.isEmpty()) {
+      if (refusal != null) { // the runs that waited (the first run among them) are answered: passivate
         entity.getShard().tell(new ClusterSharding.Passivate<>(getContext().getSelf()));
       }
       return this;
