@@ -11,7 +11,6 @@ import dev.xlaactors.nativebridge.pjrt.PJRT_Executable_Fingerprint_Args;
 import dev.xlaactors.nativebridge.pjrt.PJRT_Executable_GetCompiledMemoryStats_Args;
 import dev.xlaactors.nativebridge.pjrt.PJRT_Executable_GetCostAnalysis_Args;
 import dev.xlaactors.nativebridge.pjrt.PJRT_Executable_Name_Args;
-import dev.xlaactors.nativebridge.pjrt.PJRT_Executable_Serialize_Args;
 import dev.xlaactors.nativebridge.pjrt.PJRT_Executable_SizeOfGeneratedCodeInBytes_Args;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -557,25 +556,8 @@ public final class Executable extends NativeHandle {
    * plugin version; UNIMPLEMENTED where the plugin cannot serialize.
    */
   public byte[] serialize() {
-    PjrtApi api = client().api();
-    api.need(api.executableSerialize, "PJRT_Executable_Serialize");
-    try (Lease lease = lease();
-        PJRT_Executable_Serialize_Args args = new PJRT_Executable_Serialize_Args()) {
-      args.struct_size(PJRT_Executable_Serialize_Args_STRUCT_SIZE).executable(program.executable());
-      api.check(() -> api.executableSerialize.call(args), PjrtApi.Failure.GENERIC, "PJRT_Executable_Serialize");
-      try {
-        long size = args.serialized_bytes_size();
-        if (size > Integer.MAX_VALUE - 8) {
-          throw new InvalidArgumentException("the serialized executable is " + size + " bytes, over 2 GiB");
-        }
-        byte[] bytes = new byte[(int) size];
-        args.serialized_bytes().position(0).capacity(size).get(bytes);
-        return bytes;
-      } finally {
-        if (args.serialized_executable_deleter() != null && !args.serialized_executable_deleter().isNull()) {
-          args.serialized_executable_deleter().call(args.serialized_executable());
-        }
-      }
+    try (Lease lease = lease()) {
+      return program.serialize();
     }
   }
 

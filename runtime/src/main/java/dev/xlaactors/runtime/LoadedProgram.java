@@ -8,6 +8,7 @@ import dev.xlaactors.nativebridge.pjrt.PJRT_Executable_NumOutputs_Args;
 import dev.xlaactors.nativebridge.pjrt.PJRT_Executable_OutputDimensions_Args;
 import dev.xlaactors.nativebridge.pjrt.PJRT_Executable_OptimizedProgram_Args;
 import dev.xlaactors.nativebridge.pjrt.PJRT_Executable_OutputElementTypes_Args;
+import dev.xlaactors.nativebridge.pjrt.PJRT_Executable_Serialize_Args;
 import dev.xlaactors.nativebridge.pjrt.PJRT_Program;
 import dev.xlaactors.nativebridge.pjrt.PJRT_LoadedExecutable;
 import dev.xlaactors.nativebridge.pjrt.PJRT_LoadedExecutable_AddressableDevices_Args;
@@ -37,14 +38,10 @@ final class LoadedProgram extends NativeHandle {
   // The parameters the compiled module aliases, read from it on first use (programs compiled from bytes).
   private volatile java.util.Set<Integer> compiledDonors;
 
-  /** Takes ownership of {@code loaded}; the caller holds a lease on {@code client}. */
-  LoadedProgram(XlaClient client, PJRT_LoadedExecutable loaded, ProgramSignature signature) {
-    this(client, loaded, signature, false);
-  }
-
   /**
-   * As above; {@code fromBytes}: the program was compiled from bytes the runtime could not read, so its
-   * donatable parameters are read from the compiled module (see {@link #donors()}).
+   * Takes ownership of {@code loaded}; the caller holds a lease on {@code client}. {@code fromBytes}: the program
+   * was compiled from bytes the runtime could not read, so its donatable parameters are read from the compiled
+   * module (see {@link #donors()}).
    */
   LoadedProgram(XlaClient client, PJRT_LoadedExecutable loaded, ProgramSignature signature, boolean fromBytes) {
     this(client, loaded, executableView(client.api(), loaded), signature, fromBytes);
@@ -218,6 +215,31 @@ final class LoadedProgram extends NativeHandle {
         code.position(0).get(bytes);
         program.code(null); // ours, freed by the try; the plugin keeps no reference
         return HloAliases.ofOptimizedProgram(format, bytes);
+      }
+    }
+  }
+
+  /** The program serialized by the plugin ({@link Executable#serialize()}); UNIMPLEMENTED where it cannot serialize. */
+  byte[] serialize() {
+    PjrtApi api = client.api();
+    api.need(api.executableSerialize, "PJRT_Executable_Serialize");
+    try (Lease lease = lease();
+        PJRT_Executable_Serialize_Args args = new PJRT_Executable_Serialize_Args()) {
+      args.struct_size(PJRT_Executable_Serialize_Args_STRUCT_SIZE).executable(executable);
+      api.check(() -> api.executableSerialize.call(args), PjrtApi.Failure.GENERIC, "PJRT_Executable_Serialize");
+      try {
+        long size = args.serialized_bytes_size();
+        if (size > Integer.MAX_VALUE - 8) {
+          throw new dev.xlaactors.error.InvalidArgumentException("the serialized executable is " + size
+              + " bytes, over 2 GiB");
+        }
+        byte[] bytes = new byte[(int) size];
+        args.serialized_bytes().position(0).capacity(size).get(bytes);
+        return bytes;
+      } finally {
+        if (args.serialized_executable_deleter() != null && !args.serialized_executable_deleter().isNull()) {
+          args.serialized_executable_deleter().call(args.serialized_executable());
+        }
       }
     }
   }

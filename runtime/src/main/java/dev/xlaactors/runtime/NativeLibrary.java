@@ -8,6 +8,9 @@ import org.bytedeco.javacpp.Loader;
  * its static initializer, so whichever a program touches first does it.
  */
 final class NativeLibrary {
+  /** The file the JNI library was loaded from. */
+  private static final String PATH;
+
   static {
     // JavaCPP refuses native allocations once the process's resident memory passes 4x the Java heap's
     // maximum. XLA's own buffers count toward that (a 4 GiB tensor in a JVM run with -Xmx512m), which
@@ -15,13 +18,18 @@ final class NativeLibrary {
     // freed deterministically, so turn the limits off unless the application set them.
     setIfAbsent("org.bytedeco.javacpp.maxBytes", "0");
     setIfAbsent("org.bytedeco.javacpp.maxPhysicalBytes", "0");
-    Loader.load(dev.xlaactors.nativebridge.pjrt.global.Pjrt.class);
+    PATH = Loader.load(dev.xlaactors.nativebridge.pjrt.global.Pjrt.class);
   }
 
   private NativeLibrary() {}
 
   /** Loads the library if it is not loaded yet (the work happens once, in the static initializer). */
   static void load() {}
+
+  /** The file the JNI library was loaded from (JavaCPP's extracted copy). */
+  static String path() {
+    return PATH;
+  }
 
   private static void setIfAbsent(String key, String value) {
     if (System.getProperty(key) == null) {

@@ -15,10 +15,18 @@ import java.nio.file.Path;
  * @param compileCacheSize executables a client keeps for reuse; 0 disables the cache
  * @param hostMemoryPoolBytes the most bytes of idle host memory the {@link HostMemoryPool} keeps for reuse
  * @param cpuDeviceCount the CPU client's {@code cpu_device_count} option; 0 leaves it to the plugin
+ * @param compiledProgramsDirectory where a client keeps the programs it compiles from modules for the next
+ *     process ({@link CompiledProgramStore}); null keeps none
+ * @param compiledProgramsMaxBytes the most bytes of compiled programs kept there
  */
 public record RuntimeSettings(
-    Path pluginPath, boolean clientAsynchronous, int compileCacheSize, long hostMemoryPoolBytes, int cpuDeviceCount) {
+    Path pluginPath, boolean clientAsynchronous, int compileCacheSize, long hostMemoryPoolBytes, int cpuDeviceCount,
+    Path compiledProgramsDirectory, long compiledProgramsMaxBytes) {
   public RuntimeSettings {
+    if (compiledProgramsMaxBytes < 0) {
+      throw new XlaException(ErrorCode.INVALID_ARGUMENT, COMPILED_PROGRAMS_KEY + ".max-bytes must be >= 0, got "
+          + compiledProgramsMaxBytes);
+    }
     if (cpuDeviceCount < 0 || cpuDeviceCount > XlaClient.MAX_CPU_DEVICE_COUNT) {
       throw new XlaException(ErrorCode.INVALID_ARGUMENT, "xla-actors.runtime.cpu-device-count must be from 0 (the"
           + " plugin's count) to " + XlaClient.MAX_CPU_DEVICE_COUNT + ", got " + cpuDeviceCount);
@@ -29,6 +37,8 @@ public record RuntimeSettings(
   public static final String PLUGIN_PATH_KEY = "xla-actors.runtime.plugin-path";
   /** The config key of the host-memory pool's bound, named in error messages. */
   public static final String HOST_MEMORY_POOL_BYTES_KEY = "xla-actors.runtime.host-memory.pool-bytes";
+  /** The config section of the compiled programs kept on disk, named in messages. */
+  public static final String COMPILED_PROGRAMS_KEY = "xla-actors.runtime.compiled-programs";
   /** The environment variable that overrides {@link #PLUGIN_PATH_KEY}. */
   public static final String PLUGIN_ENV = "XLA_ACTORS_PLUGIN";
   /** The command that fetches the default plugin. */
@@ -77,10 +87,31 @@ public record RuntimeSettings(
           c.getBoolean("client-asynchronous"),
           cacheSize,
           hostMemoryPoolBytes(config),
-          devices);
+          devices,
+          c.getBoolean("compiled-programs.keep") ? compiledProgramsDirectory(c) : null,
+          compiledProgramsMaxBytes(config));
     } catch (ConfigException e) {
       throw new XlaException(ErrorCode.INVALID_ARGUMENT, "bad runtime configuration: " + e.getMessage(), e);
     }
+  }
+
+  private static Path compiledProgramsDirectory(Config runtime) {
+    String directory = runtime.getString("compiled-programs.directory").trim();
+    return directory.isEmpty() ? cacheRoot().resolve("compiled-programs") : Path.of(directory);
+  }
+
+  private static long compiledProgramsMaxBytes(Config config) {
+    String key = COMPILED_PROGRAMS_KEY + ".max-bytes";
+    long bytes;
+    try {
+      bytes = config.getBytes(key);
+    } catch (ConfigException.WrongType | ConfigException.BadValue e) {
+      throw new XlaException(ErrorCode.INVALID_ARGUMENT, key + " must be a size in bytes such as 1 GiB, got "
+          + config.getValue(key).render() + " (" + config.getValue(key).origin().description() + ")", e);
+    }
+    SettingRanges.check(bytes, key, config.getValue(key).render(), 0, MAX_POOL_BYTES,
+        "bytes of compiled programs kept on disk");
+    return bytes;
   }
 
   private static long hostMemoryPoolBytes(Config config) {
@@ -141,16 +172,28 @@ public record RuntimeSettings(
   }
 
   public RuntimeSettings withPluginPath(Path path) {
-    return new RuntimeSettings(path, clientAsynchronous, compileCacheSize, hostMemoryPoolBytes, cpuDeviceCount);
+    return new RuntimeSettings(path, clientAsynchronous, compileCacheSize, hostMemoryPoolBytes, cpuDeviceCount,
+        compiledProgramsDirectory, compiledProgramsMaxBytes);
   }
 
   /** These settings with another CPU device count (1 to 1024; 0 leaves it to the plugin). */
   public RuntimeSettings withCpuDeviceCount(int count) {
-    return new RuntimeSettings(pluginPath, clientAsynchronous, compileCacheSize, hostMemoryPoolBytes, count);
+    return new RuntimeSettings(pluginPath, clientAsynchronous, compileCacheSize, hostMemoryPoolBytes, count,
+        compiledProgramsDirectory, compiledProgramsMaxBytes);
   }
 
   /** These settings with another bound for the host-memory pool (see {@link HostMemoryPool}). */
   public RuntimeSettings withHostMemoryPoolBytes(long bytes) {
-    return new RuntimeSettings(pluginPath, clientAsynchronous, compileCacheSize, bytes, cpuDeviceCount);
+    return new RuntimeSettings(pluginPath, clientAsynchronous, compileCacheSize, bytes, cpuDeviceCount,
+        compiledProgramsDirectory, compiledProgramsMaxBytes);
+  }
+
+  /**
+   * These settings with compiled programs kept in {@code directory} for the next process (null keeps none; see
+   * {@link CompiledProgramStore}).
+   */
+  public RuntimeSettings withCompiledProgramsDirectory(Path directory) {
+    return new RuntimeSettings(pluginPath, clientAsynchronous, compileCacheSize, hostMemoryPoolBytes, cpuDeviceCount,
+        directory, compiledProgramsMaxBytes);
   }
 }

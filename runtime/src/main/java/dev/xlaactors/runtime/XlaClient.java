@@ -49,6 +49,8 @@ import org.bytedeco.javacpp.Pointer;
  * Executables held by the compile cache are closed with the client. Thread-safe.
  */
 public final class XlaClient extends NativeHandle {
+  private static final org.slf4j.Logger LOG = org.slf4j.LoggerFactory.getLogger(XlaClient.class);
+
   static {
     NativeLibrary.load();
   }
@@ -59,9 +61,10 @@ public final class XlaClient extends NativeHandle {
   private final List<Device> devices;
   private final String platformName;
   private final CompileCache cache;
+  private final CompiledProgramStore store; // null: nothing kept on disk
   private final InFlightExecutions inFlight;
 
-  private XlaClient(Plugin plugin, PJRT_Client client, int compileCacheSize) {
+  private XlaClient(Plugin plugin, PJRT_Client client, int compileCacheSize, RuntimeSettings settings) {
     super(null, destroyer(plugin.api(), client));
     this.plugin = plugin;
     this.api = plugin.api();
@@ -74,6 +77,7 @@ public final class XlaClient extends NativeHandle {
       throw e;
     }
     this.cache = new CompileCache(compileCacheSize);
+    this.store = settings == null ? null : CompiledProgramStore.open(settings, plugin, platformName).orElse(null);
     this.inFlight = new InFlightExecutions(devices.size(), platformName);
   }
 
@@ -107,7 +111,7 @@ public final class XlaClient extends NativeHandle {
     if (settings.cpuDeviceCount() > 0) {
       options.put("cpu_device_count", (long) settings.cpuDeviceCount());
     }
-    return create(Plugin.load(settings), options, settings.compileCacheSize());
+    return create(Plugin.load(settings), options, settings.compileCacheSize(), settings);
   }
 
   /**
@@ -120,6 +124,11 @@ public final class XlaClient extends NativeHandle {
    * PluginException} (see {@code XlaFlags}).
    */
   public static XlaClient create(Plugin plugin, Map<String, ?> options, int compileCacheSize) {
+    return create(plugin, options, compileCacheSize, null);
+  }
+
+  /** As above; {@code settings}, when given, also name where compiled programs are kept ({@link CompiledProgramStore}). */
+  private static XlaClient create(Plugin plugin, Map<String, ?> options, int compileCacheSize, RuntimeSettings settings) {
     Objects.requireNonNull(plugin, "plugin");
     Objects.requireNonNull(options, "options");
     checkCpuDeviceCount(options.get("cpu_device_count"));
@@ -148,7 +157,7 @@ public final class XlaClient extends NativeHandle {
                 + options + ": check each option's name and type (cpu_device_count is a long, asynchronous a boolean)");
       }
       api.check(error, PjrtApi.Failure.PLUGIN, "PJRT_Client_Create of " + plugin);
-      return new XlaClient(plugin, args.client(), compileCacheSize);
+      return new XlaClient(plugin, args.client(), compileCacheSize, settings);
     } finally {
       keepAlive.forEach(Pointer::close);
     }
@@ -438,12 +447,50 @@ public final class XlaClient extends NativeHandle {
     LapackLibrary.loadIfCalledBy(strings);
     String key = "bytecode sha-256 " + sha256(module) + " " + signature.parameters();
     try {
-      return cache.getOrCompile(key, options, () -> compileBytes(module, signature, options, true));
+      return cache.getOrCompile(key, options, () -> compileOrLoad(key, module, signature, options));
     } catch (CompileException e) {
       CompileException named = new CompileException(e.code(), "module " + name + " does not compile: " + e.getMessage());
       named.initCause(e);
       throw named;
     }
+  }
+
+  /**
+   * Compiles a module's bytes, or loads what an earlier process compiled from them with the same options on
+   * this machine ({@link CompiledProgramStore}); keeps what it compiles there for the next one. A kept file the
+   * plugin does not load is removed and the module compiled again; a program the plugin cannot serialize (one
+   * with XNNPACK fusions), or whose compilation is asked to dump what XLA made, is only compiled.
+   */
+  private LoadedProgram compileOrLoad(String key, byte[] module, ProgramSignature signature, CompileOptions options) {
+    if (store == null || CompiledProgramStore.asksForCompilerOutput(options.xlaOptions())) {
+      return compileBytes(module, signature, options, true);
+    }
+    CompileOptions parsed = options.withXlaOptions(XlaFlags.checkOptions(options.xlaOptions(), plugin.build()));
+    String file = store.key(key, parsed.toProto(name -> XlaFlags.kind(plugin.build(), name)));
+    java.util.Optional<byte[]> kept = store.read(file);
+    if (kept.isPresent()) {
+      try {
+        LoadedProgram loaded = deserializeProgram(kept.get(), signature, true);
+        cache.countLoaded();
+        return loaded;
+      } catch (XlaException e) {
+        LOG.warn("compiled program {} in {} does not load ({}): removed, compiling the module again", file,
+            store.directory(), e.getMessage());
+        store.remove(file);
+      }
+    }
+    LoadedProgram compiled = compileBytes(module, signature, options, true);
+    byte[] serialized;
+    try {
+      serialized = compiled.serialize();
+    } catch (XlaException e) {
+      LOG.debug("compiled program {} is not kept: {}", file, e.getMessage());
+      return compiled;
+    }
+    if (store.write(file, serialized)) {
+      cache.countKept();
+    }
+    return compiled;
   }
 
   private static String sha256(byte[] bytes) {
@@ -462,6 +509,16 @@ public final class XlaClient extends NativeHandle {
     Objects.requireNonNull(serialized, "serialized");
     ProgramSignature signature = ProgramSignature.parse(stablehlo);
     LapackLibrary.loadIfCalledBy(stablehlo);
+    LoadedProgram program = deserializeProgram(serialized, signature, false);
+    try {
+      return new Executable(program);
+    } finally {
+      program.close(); // the view holds the only reference
+    }
+  }
+
+  /** {@code serialized} loaded by the plugin, with {@code signature}; {@code fromBytes} as {@link LoadedProgram} takes it. */
+  private LoadedProgram deserializeProgram(byte[] serialized, ProgramSignature signature, boolean fromBytes) {
     api.need(api.executableDeserializeAndLoad, "PJRT_Executable_DeserializeAndLoad");
     try (Lease lease = lease();
         BytePointer bytes = PjrtApi.bytes(serialized);
@@ -472,12 +529,7 @@ public final class XlaClient extends NativeHandle {
           .serialized_executable_size(bytes.capacity());
       api.check(
           () -> api.executableDeserializeAndLoad.call(args), PjrtApi.Failure.COMPILE, "PJRT_Executable_DeserializeAndLoad");
-      LoadedProgram program = new LoadedProgram(this, args.loaded_executable(), signature);
-      try {
-        return new Executable(program);
-      } finally {
-        program.close(); // the view holds the only reference
-      }
+      return new LoadedProgram(this, args.loaded_executable(), signature, fromBytes);
     }
   }
 
@@ -654,8 +706,11 @@ public final class XlaClient extends NativeHandle {
    * to each program; every caller gets its own {@link Executable} view, closed independently.
    */
   public static final class CompileCache {
-    /** Cache counters: entries held, and lookups that found or missed an entry. */
-    public record Stats(int size, long hits, long misses) {}
+    /**
+     * Cache counters: entries held, lookups that found or missed an entry, and of the misses, the programs
+     * loaded from the compiled programs kept on disk instead of compiled, and those compiled and kept there.
+     */
+    public record Stats(int size, long hits, long misses, long loadedFromDisk, long keptOnDisk) {}
 
     private record Key(String program, CompileOptions options) {}
 
@@ -668,6 +723,8 @@ public final class XlaClient extends NativeHandle {
     private boolean closed; // the client was closed: nothing more is cached (it would keep the client alive)
     private long hits;
     private long misses;
+    private long loadedFromDisk;
+    private long keptOnDisk;
 
     CompileCache(int capacity) {
       this.capacity = capacity;
@@ -726,7 +783,15 @@ public final class XlaClient extends NativeHandle {
     }
 
     synchronized Stats stats() {
-      return new Stats(entries.size(), hits, misses);
+      return new Stats(entries.size(), hits, misses, loadedFromDisk, keptOnDisk);
+    }
+
+    synchronized void countLoaded() {
+      loadedFromDisk++;
+    }
+
+    synchronized void countKept() {
+      keptOnDisk++;
     }
   }
 }

@@ -79,7 +79,7 @@ public final class LoadedPackage implements AutoCloseable {
       }
       // Compile everything first: a program that does not compile fails before anything is uploaded.
       for (ProgramSpec p : programs) {
-        compiled.add(compile(pkg, p, client, xlaOptions.of(p.role())));
+        compiled.add(compile(pkg, p, client, xlaOptions, callsNativeKernels(p.export().module())));
       }
       for (String name : pkg.weightTypes().keySet()) {
         try (HostTensor tensor = files.tensor(name)) { // an in-place upload keeps the mapping itself
@@ -103,6 +103,9 @@ public final class LoadedPackage implements AutoCloseable {
         weights.values().forEach(DeviceBuffer::close);
       }
     }
+    // Loading leaves freed native memory behind in the allocator's arenas (a compile's working memory, a
+    // tokenizer's parse): give it back to the system, so that it does not stay resident for the process's life.
+    org.bytedeco.javacpp.Pointer.trimMemory();
     Map<Role, SortedMap<Integer, Model>> byRole = new EnumMap<>(Role.class);
     models.forEach((role, bySize) -> byRole.put(role, Collections.unmodifiableSortedMap(bySize)));
     return new LoadedPackage(pkg, device, Collections.unmodifiableMap(byRole), Collections.unmodifiableMap(bySpec),
@@ -113,7 +116,27 @@ public final class LoadedPackage implements AutoCloseable {
     return roles.stream().map(Role::jsonName).toList();
   }
 
-  private static Executable compile(ModelPackage pkg, ProgramSpec p, XlaClient client, Map<String, String> xlaOptions) {
+  /** The prefix of the bridge's custom-call targets, and the one of them that is no native kernel. */
+  private static final String BRIDGE_TARGET = "xla_actors.";
+  private static final String HOST_CALLBACK_TARGET = "xla_actors.host_callback";
+
+  /**
+   * Whether {@code module} (a program's bytes) calls one of the bridge's native kernels ({@code xla_actors.*}
+   * other than host callbacks): custom-call targets are plain strings inside bytecode too.
+   */
+  static boolean callsNativeKernels(byte[] module) {
+    String text = new String(module, java.nio.charset.StandardCharsets.ISO_8859_1);
+    for (int at = text.indexOf(BRIDGE_TARGET); at >= 0; at = text.indexOf(BRIDGE_TARGET, at + 1)) {
+      if (!text.startsWith(HOST_CALLBACK_TARGET, at)) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+  private static Executable compile(ModelPackage pkg, ProgramSpec p, XlaClient client, PackageXlaOptions options,
+      boolean nativeKernels) {
+    Map<String, String> xlaOptions = options.of(p.role(), nativeKernels);
     try {
       return p.export().compile(client, CompileOptions.defaults().withXlaOptions(xlaOptions));
     } catch (PluginException e) { // an XLA option the build refuses: name where it was set
@@ -121,7 +144,9 @@ public final class LoadedPackage implements AutoCloseable {
         throw e;
       }
       PluginException named = new PluginException(e.code(), "program " + p.describe() + " of model package '"
-          + pkg.name() + "' is compiled with " + PackageXlaOptions.KEY + "." + p.role().jsonName() + " = " + xlaOptions
+          + pkg.name() + "' is compiled with " + PackageXlaOptions.KEY + "." + p.role().jsonName()
+          + (nativeKernels && !xlaOptions.equals(options.of(p.role())) ? " (with " + PackageXlaOptions.NATIVE_KERNELS_KEY + "."
+              + p.role().jsonName() + " on top, as it calls the native kernels)" : "") + " = " + xlaOptions
           + ": " + e.getMessage());
       named.initCause(e);
       throw named;

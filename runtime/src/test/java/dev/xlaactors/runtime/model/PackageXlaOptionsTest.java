@@ -57,6 +57,36 @@ class PackageXlaOptionsTest {
   }
 
   @Test
+  void aProgramThatCallsTheNativeKernelsDecodesWithoutXnnpacksGraphFusionsAndOthersKeepThem() {
+    PackageXlaOptions reference = PackageXlaOptions.load();
+    Map<String, String> portable = reference.of(Role.DECODE_BATCH, false);
+    assertEquals("XNN_GRAPH_FUSION_MODE_BYPASS_COST_MODEL", portable.get("xla_cpu_experimental_xnn_graph_fusion_mode"));
+    assertEquals(Map.of("xla_cpu_use_xnnpack", "false",
+        "xla_cpu_experimental_xnn_graph_fusion_mode", "XNN_GRAPH_FUSION_MODE_DISABLED"), reference.of(Role.DECODE_BATCH, true));
+    assertEquals(reference.of(Role.PREFILL_CHUNK), reference.of(Role.PREFILL_CHUNK, true), "no other role changes");
+    PackageXlaOptions user = PackageXlaOptions.fromConfig(with(PackageXlaOptions.NATIVE_KERNELS_KEY
+        + " { decode_batch { xla_cpu_experimental_xnn_graph_fusion_mode = null }, score { xla_cpu_use_xnnpack = true } }"));
+    assertEquals(Map.of("xla_cpu_use_xnnpack", "false"), user.of(Role.DECODE_BATCH, true), "null unsets the role's option");
+    assertEquals(Map.of("xla_cpu_use_xnnpack", "true"), user.of(Role.SCORE, true));
+    assertEquals(Map.of("xla_cpu_use_xnnpack", "false"), user.of(Role.SCORE, false));
+    XlaException misspelt = assertThrows(XlaException.class, () -> PackageXlaOptions.fromConfig(
+        with(PackageXlaOptions.NATIVE_KERNELS_KEY + ".decode_bach.xla_cpu_use_xnnpack = true")));
+    assertTrue(misspelt.getMessage().contains("unknown configuration key " + PackageXlaOptions.NATIVE_KERNELS_KEY
+        + ".decode_bach"), misspelt.getMessage());
+  }
+
+  @Test
+  void aModuleCallsTheNativeKernelsWhenItNamesABridgeTargetOtherThanHostCallbacks() {
+    byte[] kernels = "\u0000custom_call\u0000xla_actors.matmul_f32\u0000".getBytes(java.nio.charset.StandardCharsets.ISO_8859_1);
+    byte[] callbacksOnly = "xla_actors.host_callback\u0000xla_actors.host_callback".getBytes(java.nio.charset.StandardCharsets.ISO_8859_1);
+    byte[] both = "xla_actors.host_callback xla_actors.decode_attention".getBytes(java.nio.charset.StandardCharsets.ISO_8859_1);
+    assertTrue(LoadedPackage.callsNativeKernels(kernels));
+    assertTrue(LoadedPackage.callsNativeKernels(both));
+    assertEquals(false, LoadedPackage.callsNativeKernels(callbacksOnly));
+    assertEquals(false, LoadedPackage.callsNativeKernels(new byte[0]));
+  }
+
+  @Test
   void aUserAddsOptionsToARoleAndUnsetsADefaultWithNull() {
     PackageXlaOptions options = PackageXlaOptions.fromConfig(with(PackageXlaOptions.KEY
         + " { score { xla_cpu_use_xnnpack = null }, main { xla_cpu_parallel_codegen_split_count = 4 } }"));
