@@ -116,25 +116,33 @@ class CompiledProgramStoreTest {
   void aTornOrAlteredFileIsRemovedAndCompiledAgainNeverHandedToThePlugin() throws IOException {
     Path store = dir.resolve("programs");
     JaxExport mlp = export("mlp");
-    try (XlaClient first = client(store); Executable exe = mlp.compile(first)) {
-      assertEquals(1, first.compileCacheStats().keptOnDisk());
-    }
-    Path file = kept(store).get(0);
+    Path file = keptBy(store, mlp);
     byte[] whole = Files.readAllBytes(file);
     byte[] altered = whole.clone();
     altered[altered.length / 2] ^= 0x40;
     for (byte[] bad : new byte[][] {java.util.Arrays.copyOf(whole, whole.length / 3), altered, new byte[0]}) {
       Files.write(file, bad);
-      try (XlaClient next = client(store); Executable exe = mlp.compile(next)) {
-        assertEquals(0, next.compileCacheStats().loadedFromDisk(), "a bad file of " + bad.length + " bytes is not loaded");
-        assertEquals(1, next.compileCacheStats().keptOnDisk(), "compiled and kept again");
-      }
-      assertLoadsNext(store, mlp);
+      assertCompiledAndKeptAgain(store, mlp);
     }
   }
 
-  /** A client of {@code store} loads {@code export}'s program from it: its file is whole. */
-  private void assertLoadsNext(Path store, JaxExport export) {
+  /** The file a first client of {@code store} keeps for {@code export}'s program. */
+  private Path keptBy(Path store, JaxExport export) throws IOException {
+    try (XlaClient first = client(store); Executable exe = export.compile(first)) {
+      assertEquals(1, first.compileCacheStats().keptOnDisk());
+    }
+    return kept(store).get(0);
+  }
+
+  /**
+   * A client of {@code store} does not load {@code export}'s bad file but compiles the module and keeps it again,
+   * and the next client loads the file written so: it is whole.
+   */
+  private void assertCompiledAndKeptAgain(Path store, JaxExport export) {
+    try (XlaClient next = client(store); Executable exe = export.compile(next)) {
+      assertEquals(0, next.compileCacheStats().loadedFromDisk(), "the bad file is not loaded");
+      assertEquals(1, next.compileCacheStats().keptOnDisk(), "compiled and kept again");
+    }
     try (XlaClient c = client(store); Executable exe = export.compile(c)) {
       assertEquals(1, c.compileCacheStats().loadedFromDisk(), "the file written again is whole");
     }
@@ -144,10 +152,7 @@ class CompiledProgramStoreTest {
   void aWholeFileThePluginDoesNotLoadIsRemovedAndTheModuleCompiledAgain() throws Exception {
     Path store = dir.resolve("programs");
     JaxExport mlp = export("mlp");
-    try (XlaClient first = client(store); Executable exe = mlp.compile(first)) {
-      assertEquals(1, first.compileCacheStats().keptOnDisk());
-    }
-    Path file = kept(store).get(0);
+    Path file = keptBy(store, mlp);
     // A file with the store's header and a matching checksum around bytes that are no executable.
     byte[] magic = "xla-actors compiled program 1\n".getBytes(StandardCharsets.US_ASCII);
     byte[] payload = {1, 2, 3, 4, 5, 6, 7, 8};
@@ -156,11 +161,7 @@ class CompiledProgramStoreTest {
     System.arraycopy(MessageDigest.getInstance("SHA-256").digest(payload), 0, forged, magic.length, 32);
     System.arraycopy(payload, 0, forged, magic.length + 32, payload.length);
     Files.write(file, forged);
-    try (XlaClient next = client(store); Executable exe = mlp.compile(next)) {
-      assertEquals(0, next.compileCacheStats().loadedFromDisk());
-      assertEquals(1, next.compileCacheStats().keptOnDisk(), "compiled and kept again");
-    }
-    assertLoadsNext(store, mlp);
+    assertCompiledAndKeptAgain(store, mlp);
   }
 
   @Test
