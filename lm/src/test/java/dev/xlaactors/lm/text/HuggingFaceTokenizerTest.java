@@ -124,6 +124,18 @@ class HuggingFaceTokenizerTest {
   }
 
   @Test
+  void refusesATopLevelThatIsNoObjectOrTrailingValuesNamingTheFile() throws IOException {
+    Path array = write("array.json", "[{\"model\": {\"vocab\": {\"a\": 0}}}]");
+    InvalidArgumentException e = assertThrows(InvalidArgumentException.class, () -> HuggingFaceTokenizer.open(array));
+    assertTrue(e.getMessage().contains(array.toAbsolutePath().toString())
+        && e.getMessage().contains("its top level is not a JSON object"), e.getMessage());
+    Path two = write("two.json", "{\"model\": {\"vocab\": {\"a\": 0}}} {}");
+    InvalidArgumentException trailing = assertThrows(InvalidArgumentException.class, () -> HuggingFaceTokenizer.open(two));
+    assertTrue(trailing.getMessage().contains(two.toAbsolutePath().toString())
+        && trailing.getMessage().contains("not valid JSON"), trailing.getMessage());
+  }
+
+  @Test
   void refusesJsonThatIsNoTokenizerNamingTheFile() throws IOException {
     Path bad = write("other.json", "{\"model\": {\"type\": \"NoSuchModel\", \"vocab\": {\"a\": 0}}}");
     InvalidArgumentException e = assertThrows(InvalidArgumentException.class, () -> HuggingFaceTokenizer.open(bad));
