@@ -229,7 +229,8 @@ modes:
             guidellm (tools/guidellm-env.sh) against `bin/xla-actors serve` and llama-server, GPT-2 F32:
             synchronous and 8 concurrent, 64 tokens in and 32 out, LLAMACPP_SERVE_REQUESTS (default 32)
             requests and LLAMACPP_SERVE_SECONDS (default 60) per profile, after a discarded synchronous
-            warm-up of LLAMACPP_SERVE_WARMUP (default 48; 0: none) requests on each server: TTFT,
+            warm-up of LLAMACPP_SERVE_WARMUP (default 48; 0: none) requests on each server; both servers
+            up at once and measured in turns, LLAMACPP_SERVE_REPS rounds (default 2): TTFT,
             inter-token latency, output tokens/s. Tables (min / median / max over the rounds), then
             (medians, ours / llama.cpp):
             RESULT llamacpp decode_b1=<F32, 1 sequence> decode_b8=<8> decode_b1_q8=<our int8 / Q8_0>
@@ -1381,7 +1382,8 @@ llamacpp_agreement() {
   fi
 }
 
-# guidellm against the server at $server_url (side $1): synchronous, then 8 concurrent streams; short
+# guidellm against the server at $2 (side $1, serving round $3) in the profiles $4...: warmup, sync (synchronous),
+# c8 (8 concurrent streams); short
 # fixed-length synthetic prompts (64 tokens in, 32 out), bounded by LLAMACPP_SERVE_REQUESTS (default 32)
 # requests and LLAMACPP_SERVE_SECONDS (default 60) per profile. Each profile draws its own prompts (its own
 # seed): with one seed, the concurrent run replays the synchronous run's prompts, which llama-server then
@@ -1398,30 +1400,45 @@ llamacpp_agreement() {
 # requests right after a 16-request warm-up read 44.8, 45.7 and 40.5 ms between tokens against 37-38 from
 # the fifth group on (2026-11-29, 14:00). llama-server gets the same warm-up (none of its prompts repeat).
 llamacpp_guidellm() {
-  local side="$1" model profile kind seed requests
+  local side="$1" url="$2" rep="$3" model profile kind seed requests
+  shift 3
   # The served model's name (ours: the package's; llama-server answers with any).
-  model="$(curl -sf "$server_url/v1/models" | python3 -c 'import json, sys; print(json.load(sys.stdin)["data"][0]["id"])')"
-  for profile in warmup sync c8; do
+  model="$(curl -sf "$url/v1/models" | python3 -c 'import json, sys; print(json.load(sys.stdin)["data"][0]["id"])')"
+  for profile in "$@"; do
     requests="${LLAMACPP_SERVE_REQUESTS:-32}"
+    # Each round its own prompts (the same for both sides): a repeated prompt would come from llama-server's cache.
     if [ "$profile" = warmup ]; then
       requests="${LLAMACPP_SERVE_WARMUP:-48}"
       [ "$requests" -gt 0 ] || continue
       kind=kind=synchronous seed=41
-    elif [ "$profile" = sync ]; then kind=kind=synchronous seed=42; else kind=kind=concurrent,streams=8 seed=43; fi
-    rm -f "$out_dir/llamacpp-guidellm-$side-$profile.json"
+    elif [ "$profile" = sync ]; then kind=kind=synchronous seed=$((32 + 10 * rep)); else kind=kind=concurrent,streams=8 seed=$((33 + 10 * rep)); fi
+    rm -f "$out_dir/llamacpp-guidellm-$side-$profile-$rep.json"
     # HF_HUB_OFFLINE: the tokenizer (for the synthetic prompts' lengths) is the checkpoint's own folder.
     HF_HUB_OFFLINE=1 "$(dirname "$guidellm_python")/guidellm" run \
-      --backend "kind=openai_http,target=$server_url,model=$model,request_format=/v1/completions" \
+      --backend "kind=openai_http,target=$url,model=$model,request_format=/v1/completions" \
       --tokenizer "kind=hf_auto,model=$ldir/gpt2/hf" --data kind=synthetic_text,prompt_tokens=64,output_tokens=32 \
       --profile "$kind" --seed "kind=static,value=$seed" \
       --constraint "kind=max_requests,count=$requests" \
       --constraint "kind=max_duration,seconds=${LLAMACPP_SERVE_SECONDS:-60}" \
-      --output "kind=json,path=$out_dir/llamacpp-guidellm-$side-$profile.json" --disable-progress \
-      > "$out_dir/llamacpp-guidellm-$side-$profile.log" 2>&1 ||
-      { echo "guidellm ($side, $profile) failed: see $out_dir/llamacpp-guidellm-$side-$profile.log" >&2; exit 1; }
+      --output "kind=json,path=$out_dir/llamacpp-guidellm-$side-$profile-$rep.json" --disable-progress \
+      > "$out_dir/llamacpp-guidellm-$side-$profile-$rep.log" 2>&1 ||
+      { echo "guidellm ($side, $profile) failed: see $out_dir/llamacpp-guidellm-$side-$profile-$rep.log" >&2; exit 1; }
     [ "$profile" = warmup ] ||
-      python3 bench/llamacpp_report.py guidellm "$measures" gpt2 "$side" "$profile" "$out_dir/llamacpp-guidellm-$side-$profile.json"
+      python3 bench/llamacpp_report.py guidellm "$measures" gpt2 "$side" "$profile" "$out_dir/llamacpp-guidellm-$side-$profile-$rep.json"
   done
+}
+
+# Stops both servers of the serving runs (ours_pid, llama_pid) and one still starting (server_pid).
+stop_serving_pair() {
+  local pid
+  stop_server
+  for pid in "${ours_pid:-}" "${llama_pid:-}"; do
+    if [ -n "$pid" ] && kill -0 "$pid" 2> /dev/null; then
+      kill "$pid"
+      wait "$pid" 2> /dev/null || true
+    fi
+  done
+  ours_pid="" llama_pid=""
 }
 
 run_llamacpp() {
@@ -1488,31 +1505,44 @@ run_llamacpp() {
     done
   done
   # Serving, GPT-2's F32 on both sides: guidellm needs vLLM's ignore_eos and stream_options'
-  # continuous_usage_stats, which our server refuses (400) until they land; asked once before the runs.
-  trap stop_server EXIT
+  # continuous_usage_stats, which our server refuses (400) until they land; asked once before the runs. Both
+  # servers stay up together (idle but for the side being measured) and are measured in turns,
+  # LLAMACPP_SERVE_REPS rounds (default 2), the side that goes first alternating: one run of each, one after
+  # the other, left the key to the machine's drift between them (serve_sync 0.93-1.19 over four runs of the
+  # same decode code, 2026-11-29).
+  trap stop_serving_pair EXIT
   start_ours_server "$ldir/gpt2/pkg-f32" "$out_dir/llamacpp-ours-server.log"
+  ours_pid="$server_pid" ours_url="$server_url"
   local probe model
-  model="$(curl -sf "$server_url/v1/models" | python3 -c 'import json, sys; print(json.load(sys.stdin)["data"][0]["id"])')"
-  probe="$(curl -s -o "$out_dir/llamacpp-probe.json" -w '%{http_code}' "$server_url/v1/completions" -H 'Content-Type: application/json' \
+  model="$(curl -sf "$ours_url/v1/models" | python3 -c 'import json, sys; print(json.load(sys.stdin)["data"][0]["id"])')"
+  probe="$(curl -s -o "$out_dir/llamacpp-probe.json" -w '%{http_code}' "$ours_url/v1/completions" -H 'Content-Type: application/json' \
     -d '{"model": "'"$model"'", "prompt": "Hello", "max_tokens": 2, "ignore_eos": true, "stream": true, "stream_options": {"include_usage": true, "continuous_usage_stats": true}}')"
   if [ "$probe" = 200 ]; then
-    echo "guidellm against ours (bin/xla-actors serve)..." >&2
-    llamacpp_guidellm ours
+    local ctx serve_rep side sides
+    ctx="$(hf_context "$ldir/gpt2/hf")"
+    start_llama_server "$ldir/gpt2/f32.gguf" "$ctx" "$out_dir/llamacpp-server.log"
+    llama_pid="$server_pid" llama_url="$server_url"
+    echo "guidellm: warming both servers up..." >&2
+    llamacpp_guidellm ours "$ours_url" 0 warmup
+    llamacpp_guidellm llamacpp "$llama_url" 0 warmup
+    for serve_rep in $(seq 1 "${LLAMACPP_SERVE_REPS:-2}"); do
+      if [ $((serve_rep % 2)) = 1 ]; then sides="ours llamacpp"; else sides="llamacpp ours"; fi
+      for side in $sides; do
+        echo "guidellm round $serve_rep: $side..." >&2
+        if [ "$side" = ours ]; then
+          llamacpp_guidellm ours "$ours_url" "$serve_rep" sync c8
+        else
+          llamacpp_guidellm llamacpp "$llama_url" "$serve_rep" sync c8
+        fi
+      done
+    done
   else
     local why
     why="our server answers guidellm's request with HTTP $probe: $(head -c 300 "$out_dir/llamacpp-probe.json")"
     printf 'serve_sync\t%s\n' "$why" >> "$na"
     printf 'serve_c8\t%s\n' "$why" >> "$na"
   fi
-  stop_server
-  if [ "$probe" = 200 ]; then
-    local ctx
-    ctx="$(hf_context "$ldir/gpt2/hf")"
-    start_llama_server "$ldir/gpt2/f32.gguf" "$ctx" "$out_dir/llamacpp-server.log"
-    echo "guidellm against llama-server..." >&2
-    llamacpp_guidellm llamacpp
-    stop_server
-  fi
+  stop_serving_pair
   trap - EXIT
   python3 bench/llamacpp_report.py report "$measures" "$na"
   return "$agreement_failed"
