@@ -65,17 +65,17 @@ final class CompiledProgramStore {
     if (settings.compiledProgramsDirectory() == null || !"cpu".equals(platform)) {
       return Optional.empty();
     }
-    Optional<String> cpu = cpuIdentity();
+    Optional<String> cpu = MachineIdentity.CPU;
     if (cpu.isEmpty()) {
       LOG.debug("compiled programs are not kept: /proc/cpuinfo names no CPU flags to key them by");
       return Optional.empty();
     }
-    if (BridgeIdentity.SHA256 == null) {
+    if (MachineIdentity.BRIDGE_SHA256 == null) {
       LOG.debug("compiled programs are not kept: the bridge library {} cannot be read to key them by", NativeLibrary.path());
       return Optional.empty();
     }
     String xlaFlags = System.getenv("XLA_FLAGS");
-    String machine = String.join("\n", "plugin " + pluginIdentity(plugin), "bridge " + BridgeIdentity.SHA256,
+    String machine = String.join("\n", "plugin " + pluginIdentity(plugin), "bridge " + MachineIdentity.BRIDGE_SHA256,
         "cpu " + cpu.get(), "XLA_FLAGS " + (xlaFlags == null ? "" : xlaFlags.trim()));
     return Optional.of(new CompiledProgramStore(settings.compiledProgramsDirectory(), settings.compiledProgramsMaxBytes(),
         machine));
@@ -257,8 +257,25 @@ final class CompiledProgramStore {
     }
   }
 
+  /** What this process's machine code depends on besides the plugin, read once per process. */
+  private static final class MachineIdentity {
+    /** The CPU's model name and feature flags; empty without {@code /proc/cpuinfo}. */
+    static final Optional<String> CPU = cpuIdentity();
+    /** The SHA-256 of the loaded bridge library (the JNI library with the FFI handlers); null if unreadable. */
+    static final String BRIDGE_SHA256 = bridgeSha256();
+
+    private static String bridgeSha256() {
+      NativeLibrary.load();
+      try {
+        return PluginFetcher.sha256(Path.of(NativeLibrary.path()));
+      } catch (IOException | RuntimeException e) {
+        return null; // no key tells this library's handlers from another's: keep nothing
+      }
+    }
+  }
+
   /** The CPU's model name and feature flags (those of its first processor), which the plugin's code generation targets. */
-  static Optional<String> cpuIdentity() {
+  private static Optional<String> cpuIdentity() {
     List<String> lines;
     try {
       lines = Files.readAllLines(Path.of("/proc/cpuinfo"), StandardCharsets.UTF_8);
@@ -283,22 +300,5 @@ final class CompiledProgramStore {
       }
     }
     return flags == null ? Optional.empty() : Optional.of((model == null ? "" : model) + " | " + flags);
-  }
-
-  /** The SHA-256 of the loaded bridge library (the JNI library with the FFI handlers), read once; null if unreadable. */
-  private static final class BridgeIdentity {
-    static final String SHA256 = read();
-
-    private static String read() {
-      NativeLibrary.load();
-      String path = NativeLibrary.path();
-      try {
-        MessageDigest sha = sha256();
-        sha.update(Files.readAllBytes(Path.of(path)));
-        return HexFormat.of().formatHex(sha.digest());
-      } catch (IOException | RuntimeException e) {
-        return null; // no key tells this library's handlers from another's: keep nothing
-      }
-    }
   }
 }

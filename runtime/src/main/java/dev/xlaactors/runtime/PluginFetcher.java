@@ -131,7 +131,8 @@ public final class PluginFetcher {
     return pins;
   }
 
-  private static String sha256(Path file) throws IOException {
+  /** The hex SHA-256 of {@code file}'s bytes, read as a stream. */
+  static String sha256(Path file) throws IOException {
     try (InputStream in = Files.newInputStream(file)) {
       MessageDigest digest = MessageDigest.getInstance("SHA-256");
       byte[] buffer = new byte[1 << 16];

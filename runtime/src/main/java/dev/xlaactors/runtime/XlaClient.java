@@ -357,8 +357,8 @@ public final class XlaClient extends NativeHandle {
     return invalid;
   }
 
-  /** The custom-call targets the bridge registers with a plugin, for its "Host" platform only. */
-  private static final String BRIDGE_TARGET_PREFIX = "xla_actors.";
+  /** The prefix of the custom-call targets the bridge registers with a plugin, for its "Host" platform only. */
+  public static final String BRIDGE_TARGET_PREFIX = "xla_actors.";
 
   /**
    * The bridge's handlers (host callbacks among them) are registered for the CPU platform: a GPU compiles
@@ -386,17 +386,27 @@ public final class XlaClient extends NativeHandle {
     refuseHostCallsOffTheCpu(original, "the program");
     LapackLibrary.loadIfCalledBy(original);
     String stablehlo = TokenPassThrough.rewrite(original);
-    return compileBytes(stablehlo.getBytes(StandardCharsets.UTF_8), signature, options, false);
+    return compileBytes(stablehlo.getBytes(StandardCharsets.UTF_8), signature, optionsProto(options), false);
   }
 
-  /** {@code fromBytes}: the runtime did not read the module's text (see {@link LoadedProgram#donors()}). */
-  private LoadedProgram compileBytes(byte[] module, ProgramSignature signature, CompileOptions options, boolean fromBytes) {
-    // Checked first, so that a value that would crash the plugin never reaches it; sent as the plugin parses them.
+  /**
+   * {@code options} as the plugin is sent them: checked first, so that a value that would crash the plugin never
+   * reaches it, and each XLA option typed as the plugin parses it.
+   */
+  private byte[] optionsProto(CompileOptions options) {
     CompileOptions parsed = options.withXlaOptions(XlaFlags.checkOptions(options.xlaOptions(), plugin.build()));
+    return parsed.toProto(name -> XlaFlags.kind(plugin.build(), name));
+  }
+
+  /**
+   * Compiles {@code module} with the compile options {@code optionsProto} ({@link #optionsProto}); {@code
+   * fromBytes}: the runtime did not read the module's text (see {@link LoadedProgram#donors()}).
+   */
+  private LoadedProgram compileBytes(byte[] module, ProgramSignature signature, byte[] optionsProto, boolean fromBytes) {
     try (Lease lease = lease();
         BytePointer code = PjrtApi.bytes(module);
         BytePointer format = PjrtApi.bytes("mlir".getBytes(StandardCharsets.UTF_8));
-        BytePointer proto = PjrtApi.bytes(parsed.toProto(name -> XlaFlags.kind(plugin.build(), name)));
+        BytePointer proto = PjrtApi.bytes(optionsProto);
         PJRT_Program program = new PJRT_Program();
         PJRT_Client_Compile_Args args = new PJRT_Client_Compile_Args()) {
       if (proto.capacity() == 0) {
@@ -462,11 +472,11 @@ public final class XlaClient extends NativeHandle {
    * with XNNPACK fusions), or whose compilation is asked to dump what XLA made, is only compiled.
    */
   private LoadedProgram compileOrLoad(String key, byte[] module, ProgramSignature signature, CompileOptions options) {
+    byte[] optionsProto = optionsProto(options);
     if (store == null || CompiledProgramStore.asksForCompilerOutput(options.xlaOptions())) {
-      return compileBytes(module, signature, options, true);
+      return compileBytes(module, signature, optionsProto, true);
     }
-    CompileOptions parsed = options.withXlaOptions(XlaFlags.checkOptions(options.xlaOptions(), plugin.build()));
-    String file = store.key(key, parsed.toProto(name -> XlaFlags.kind(plugin.build(), name)));
+    String file = store.key(key, optionsProto);
     java.util.Optional<byte[]> kept = store.read(file);
     if (kept.isPresent()) {
       try {
@@ -479,7 +489,7 @@ public final class XlaClient extends NativeHandle {
         store.remove(file);
       }
     }
-    LoadedProgram compiled = compileBytes(module, signature, options, true);
+    LoadedProgram compiled = compileBytes(module, signature, optionsProto, true);
     byte[] serialized;
     try {
       serialized = compiled.serialize();

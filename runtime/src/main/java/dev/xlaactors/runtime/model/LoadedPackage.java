@@ -8,6 +8,7 @@ import dev.xlaactors.runtime.CompileOptions;
 import dev.xlaactors.runtime.Device;
 import dev.xlaactors.runtime.DeviceBuffer;
 import dev.xlaactors.runtime.Executable;
+import dev.xlaactors.runtime.HostCallback;
 import dev.xlaactors.runtime.HostTensor;
 import dev.xlaactors.runtime.TensorType;
 import dev.xlaactors.runtime.XlaClient;
@@ -116,18 +117,15 @@ public final class LoadedPackage implements AutoCloseable {
     return roles.stream().map(Role::jsonName).toList();
   }
 
-  /** The prefix of the bridge's custom-call targets, and the one of them that is no native kernel. */
-  private static final String BRIDGE_TARGET = "xla_actors.";
-  private static final String HOST_CALLBACK_TARGET = "xla_actors.host_callback";
-
   /**
    * Whether {@code module} (a program's bytes) calls one of the bridge's native kernels ({@code xla_actors.*}
    * other than host callbacks): custom-call targets are plain strings inside bytecode too.
    */
   static boolean callsNativeKernels(byte[] module) {
     String text = new String(module, java.nio.charset.StandardCharsets.ISO_8859_1);
-    for (int at = text.indexOf(BRIDGE_TARGET); at >= 0; at = text.indexOf(BRIDGE_TARGET, at + 1)) {
-      if (!text.startsWith(HOST_CALLBACK_TARGET, at)) {
+    String bridge = XlaClient.BRIDGE_TARGET_PREFIX;
+    for (int at = text.indexOf(bridge); at >= 0; at = text.indexOf(bridge, at + 1)) {
+      if (!text.startsWith(HostCallback.TARGET, at)) {
         return true;
       }
     }
