@@ -17,8 +17,10 @@ import sys
 # except rss where lower is better for both and the ratio is still ours / llama.cpp's. rss is one sequence
 # on each side with one sequence's cache of the same context: llama.cpp's one-sequence run (-c the context)
 # against our package of one slot (the 8-slot package holds eight sequences' caches: its row is shown too).
-# The _q8 fields pair llama.cpp's Q8_0 with our w8a8 package, the same arithmetic (int8 weights by blocks of
-# 32, each product's activations quantised the same way); the weight-only int8 package's rows are in the tables.
+# The _bf16 fields pair llama.cpp's BF16 GGUF with our --dtype bf16 package (the same bf16 weights; ours multiply
+# by them in f32, llama.cpp's products round the activations to bf16 too). The _q8 fields pair llama.cpp's Q8_0
+# with our w8a8 package, the same arithmetic (int8 weights by blocks of 32, each product's activations quantised
+# the same way); the weight-only int8 package's rows are in the tables.
 RESULT_FIELDS = [
     ("decode_b1", "gpt2", "decode_b1", "f32", "f32"),
     ("decode_b8", "gpt2", "decode_b8", "f32", "f32"),
@@ -29,6 +31,10 @@ RESULT_FIELDS = [
     ("rss", "gpt2", "peak_rss_mb", "f32-1slot", "f32"),
     ("serve_sync", "gpt2", "serve_sync_output_tps", "f32", "f32"),
     ("serve_c8", "gpt2", "serve_c8_output_tps", "f32", "f32"),
+    # bf16 weights on both sides (ours --dtype bf16, llama.cpp's BF16 GGUF): what most checkpoints ship in.
+    ("decode_b1_bf16", "gpt2", "decode_b1", "bf16", "bf16"),
+    ("decode_b8_bf16", "gpt2", "decode_b8", "bf16", "bf16"),
+    ("prefill_bf16", "gpt2", "prefill_128", "bf16", "bf16"),
     ("llama_decode_b1", "llama", "decode_b1", "f32", "f32"),
     ("llama_decode_b8", "llama", "decode_b8", "f32", "f32"),
     ("llama_prefill", "llama", "prefill_128", "f32", "f32"),
@@ -137,7 +143,7 @@ def report(measures, na_file):
         print(f"|{'-' * 30}|{'-' * 28}|{'-' * 26}|{'-' * 26}|{'-' * 16}|")
         metrics = sorted({m for (m, v) in rows})
         for metric in metrics:
-            pairs = [("f32", "f32"), ("int8", "q8_0"), ("w8a8", "q8_0")]
+            pairs = [("f32", "f32"), ("bf16", "bf16"), ("int8", "q8_0"), ("w8a8", "q8_0")]
             if metric == "peak_rss_mb" and (model, metric, "ours", "f32-1slot") in values:
                 pairs.append(("f32-1slot", "f32"))  # rss's own pair, where the model has a 1-slot package
             for ov, lv in pairs:

@@ -225,7 +225,8 @@ modes:
             sequences (32 steps after the prompt; 8: aggregate), peak RSS of one sequence (VmHWM); the
             Llama's 2,000-token prefill; ours: ModelsBench, llama.cpp: llama-batched-bench -t 2; ours
             also one sequence on a GPT-2 package of one slot, and GPT-2 with --kernels xla (the A/B of
-            the native f32 kernels, import's default for a CPU package, against XLA's dots). Then
+            the native f32 kernels, import's default for a CPU package, against XLA's dots); GPT-2 in
+            bf16 on both sides (--dtype bf16 against llama.cpp's BF16 GGUF). Then
             guidellm (tools/guidellm-env.sh) against `bin/xla-actors serve` and llama-server, GPT-2 F32:
             synchronous and 8 concurrent, 64 tokens in and 32 out, LLAMACPP_SERVE_REQUESTS (default 32)
             requests and LLAMACPP_SERVE_SECONDS (default 60) per profile, after a discarded synchronous
@@ -236,7 +237,8 @@ modes:
             RESULT llamacpp decode_b1=<F32, 1 sequence> decode_b8=<8> decode_b1_q8=<our int8 / Q8_0>
                    decode_b8_q8=<...> prefill=<128 tokens> prefill_2k=<2,000 tokens, the Llama>
                    rss=<peak, one sequence: our 1-slot package against llama.cpp's one sequence>
-                   serve_sync=<output tokens/s> serve_c8=<...> llama_decode_b1=<...> llama_decode_b8=<...>
+                   serve_sync=<output tokens/s> serve_c8=<...> decode_b1_bf16=<bf16 weights, 1 sequence>
+                   decode_b8_bf16=<8> prefill_bf16=<128 tokens> llama_decode_b1=<...> llama_decode_b8=<...>
                    llama_prefill=<...> llama_rss=<the 8-slot package's> one_of_8=<ours: one sequence on the 8-slot
                    package / on the 1-slot package>   (n/a where a side has no figure, with why;
                    GPT-2's figures unless named llama_)
@@ -1244,7 +1246,8 @@ llamacpp_import() {
   fi
 }
 
-# Makes (once) checkpoint $1 (gpt2 | llama), its F32 and Q8_0 GGUFs and our packages of it, under $ldir/$1.
+# Makes (once) checkpoint $1 (gpt2 | llama), its F32 and Q8_0 GGUFs (GPT-2: BF16 too) and our packages of it,
+# under $ldir/$1.
 llamacpp_prepare() {
   local m="$1" d="$ldir/$1"
   mkdir -p "$d"
@@ -1257,6 +1260,12 @@ llamacpp_prepare() {
     "$convert_python" tools/llamacpp_convert.py --llamacpp "$llama_src" --pre gpt-2 "$d/hf" \
       --outfile "$d/f32.gguf.tmp" --outtype f32 > "$d/convert.log" 2>&1 || { tail -20 "$d/convert.log" >&2; exit 1; }
     mv "$d/f32.gguf.tmp" "$d/f32.gguf"
+  fi
+  if [ "$m" = gpt2 ] && [ ! -f "$d/bf16.gguf" ]; then
+    # The same checkpoint in bf16, as most checkpoints ship: llama.cpp's BF16 against our --dtype bf16 package.
+    "$convert_python" tools/llamacpp_convert.py --llamacpp "$llama_src" --pre gpt-2 "$d/hf" \
+      --outfile "$d/bf16.gguf.tmp" --outtype bf16 > "$d/convert-bf16.log" 2>&1 || { tail -20 "$d/convert-bf16.log" >&2; exit 1; }
+    mv "$d/bf16.gguf.tmp" "$d/bf16.gguf"
   fi
   if [ ! -f "$d/q8_0.gguf" ]; then
     "$llama_bin/llama-quantize" "$d/f32.gguf" "$d/q8_0.gguf.tmp" Q8_0 > "$d/quantize.log" 2>&1 ||
@@ -1272,6 +1281,8 @@ llamacpp_prepare() {
     # The A/B of XLA's dots (--kernels xla, the portable package) against the native f32 kernels (the
     # default for a CPU package), end to end.
     llamacpp_import "$d/hf" "$d/pkg-f32-xla" --slots 1,8 --kernels xla
+    # The weights rounded to bf16 (--dtype bf16): the bridge's bf16 kernels, half the bytes of f32.
+    llamacpp_import "$d/hf" "$d/pkg-bf16" --slots 1,8 --dtype bf16
   fi
   if [ -n "$int8_option" ]; then
     llamacpp_import "$d/hf" "$d/pkg-int8" --slots 1,8 $int8_option
@@ -1497,6 +1508,10 @@ run_llamacpp() {
         ours_round "$m" "$ldir/$m/pkg-f32-xla" f32-xla "$rep"
       fi
       llamacpp_round "$m" f32 "$rep"
+      if [ "$m" = gpt2 ]; then
+        ours_round "$m" "$ldir/$m/pkg-bf16" bf16 "$rep"
+        llamacpp_round "$m" bf16 "$rep"
+      fi
       if [ -n "$int8_option" ]; then
         ours_round "$m" "$ldir/$m/pkg-int8" int8 "$rep"
         ours_round "$m" "$ldir/$m/pkg-w8a8" w8a8 "$rep"

@@ -3,12 +3,18 @@
 //
 //   xla_actors.matmul_f32  (x f32[..., K], w f32[K, N] or f32[N, K] with w_transposed = 1) -> f32[..., N]
 //   xla_actors.matmul_q8   (x f32[..., K], q s8[N, K], scales f32[N, K/32])                -> f32[..., N]
+//   xla_actors.matmul_bf16 (x f32[..., K], w bf16[N, K])                                    -> f32[..., N]
 //   xla_actors.decode_attention (q f32[B, H, Dh], cache f32|f16|bf16[layers, 2, N, KVH, C, Dh], slots s32[B],
 //                                positions s32[B]; attributes layer, scale)                  -> f32[B, H, Dh]
 //   xla_actors.chunk_attention (q f32[C, H, Dh], cache as decode_attention's, slot s32, start s32; attributes
 //                               layer, scale)                                                  -> f32[C, H, Dh]
 //   xla_actors.decoder_layer (x f32[B, D], cache, slots, positions, then the layer's weights; attributes below)
 //                                                                    -> (f32[B, D], the cache updated in place)
+//
+// matmul_bf16 multiplies by bf16 weights in f32: each weight is widened to the f32 of the same value as it is
+// loaded (exact), so the result is matmul_f32's on those values, from half the bytes. Decode is bound by the
+// bytes its weights take, and a bf16 checkpoint (most are shipped so) is served from its own weights, neither
+// widened in memory nor left to XLA's dots.
 //
 // matmul_q8 is Q8_0-style weight-only quantisation: w[n, k] = q[n, k] * scales[n, k / 32], blocks of 32
 // along the input dimension. Activations stay f32 (no quantisation of x), so the only error is the
@@ -34,9 +40,9 @@
 // scale, eps; norm 0 (layer norm: weight and bias) or 1 (RMS norm: weight); qkv 1 (one q|k|v product, GPT-2's)
 // or 3 (q, k, v products); rope 1 (Hugging Face's rotate-half rotary positions from an inv_freq f32[Dh/2]
 // operand) or 0; mlp 0 (GELU, tanh form), 1 (GELU, erf) or 2 (SwiGLU: gate, up, down); q8 0 (every product's
-// weights f32[N,K]) or 1 (int8 s8[N,K] with scales f32[N,K/32]); activations (optional) 1 when q8's products
-// quantise their activations as matmul_q8's activations = 1 do; biases, a bit per product (in order) that has
-// an f32[N] bias after its weights. Operands after positions: [inv_freq], norm1, the q|k|v or q, k, v products,
+// weights f32[N,K], or every one's bf16[N,K], multiplied as matmul_bf16's) or 1 (int8 s8[N,K] with scales
+// f32[N,K/32]); activations (optional) 1 when q8's products quantise their activations as matmul_q8's
+// activations = 1 do; biases, a bit per product (in order) that has an f32[N] bias after its weights. Operands after positions: [inv_freq], norm1, the q|k|v or q, k, v products,
 // o, norm2, the MLP's products. The calling thread and XLA's pool threads work the whole layer as one team
 // (LayerTeam), so a step hands work to the pool once per layer, not once per product.
 //
@@ -85,6 +91,7 @@ namespace {
 
 constexpr const char kMatmulF32Target[] = "xla_actors.matmul_f32";
 constexpr const char kMatmulQ8Target[] = "xla_actors.matmul_q8";
+constexpr const char kMatmulBf16Target[] = "xla_actors.matmul_bf16";
 constexpr const char kDecodeAttentionTarget[] = "xla_actors.decode_attention";
 constexpr const char kChunkAttentionTarget[] = "xla_actors.chunk_attention";
 constexpr int kQ8Block = 32;
@@ -196,7 +203,7 @@ using ExpSumKernel = double (*)(const float* x, int64_t n, float shift, double* 
 
 struct Isa {
   const char* name;
-  Kernel dot_f32, axpy_f32, dot_q8;
+  Kernel dot_f32, axpy_f32, dot_q8, dot_bf16;
   void (*quantize_rows)(const float* x, int64_t M, int64_t K, int8_t* xq, float* xs, float* xd);
   AttentionKernel attend;
   ChunkAttentionKernel chunk_attend;
@@ -209,18 +216,18 @@ struct Isa {
 // AVX-512 with VNNI: the same kernels but int8 x int8 products at one row when matmul_q8's activations are
 // quantised.
 const Isa kAvx512Vnni = {"avx512-vnni", &avx512::DotF32Part, &avx512::AxpyF32Part, &avx512::DotQ8VnniPart,
-                         &avx512::QuantizeRowsQ8, &avx512::AttendHeads, &avx512::ChunkAttendUnit,
-                         avx512::kChunkRows, &avx512::ExpSum, &avx512::GeluTanh,
+                         &avx512::DotBf16Part, &avx512::QuantizeRowsQ8, &avx512::AttendHeads,
+                         &avx512::ChunkAttendUnit, avx512::kChunkRows, &avx512::ExpSum, &avx512::GeluTanh,
                          &avx512::SiluTimes};
-const Isa kAvx512 = {"avx512", &avx512::DotF32Part, &avx512::AxpyF32Part, &avx512::DotQ8Part, &avx512::QuantizeRowsQ8,
-                     &avx512::AttendHeads, &avx512::ChunkAttendUnit, avx512::kChunkRows, &avx512::ExpSum,
-                     &avx512::GeluTanh, &avx512::SiluTimes};
-const Isa kAvx2 = {"avx2", &avx2::DotF32Part, &avx2::AxpyF32Part, &avx2::DotQ8Part, &avx2::QuantizeRowsQ8,
-                   &avx2::AttendHeads, &avx2::ChunkAttendUnit, avx2::kChunkRows, &avx2::ExpSum, &avx2::GeluTanh,
-                   &avx2::SiluTimes};
+const Isa kAvx512 = {"avx512", &avx512::DotF32Part, &avx512::AxpyF32Part, &avx512::DotQ8Part, &avx512::DotBf16Part,
+                     &avx512::QuantizeRowsQ8, &avx512::AttendHeads, &avx512::ChunkAttendUnit, avx512::kChunkRows,
+                     &avx512::ExpSum, &avx512::GeluTanh, &avx512::SiluTimes};
+const Isa kAvx2 = {"avx2", &avx2::DotF32Part, &avx2::AxpyF32Part, &avx2::DotQ8Part, &avx2::DotBf16Part,
+                   &avx2::QuantizeRowsQ8, &avx2::AttendHeads, &avx2::ChunkAttendUnit, avx2::kChunkRows,
+                   &avx2::ExpSum, &avx2::GeluTanh, &avx2::SiluTimes};
 const Isa kPortable = {"portable", &portable::DotF32Part, &portable::AxpyF32Part, &portable::DotQ8Part,
-                       &portable::QuantizeRowsQ8, &portable::AttendHeads, &portable::ChunkAttendUnit,
-                       portable::kChunkRows, &portable::ExpSum, &portable::GeluTanh,
+                       &portable::DotBf16Part, &portable::QuantizeRowsQ8, &portable::AttendHeads,
+                       &portable::ChunkAttendUnit, portable::kChunkRows, &portable::ExpSum, &portable::GeluTanh,
                        &portable::SiluTimes};
 
 std::string Lower(std::string s) {
@@ -670,6 +677,34 @@ XLA_FFI_Error* MatmulF32Impl(XLA_FFI_CallFrame* frame) {
   return nullptr;
 }
 
+XLA_FFI_Error* MatmulBf16Impl(XLA_FFI_CallFrame* frame) {
+  if (AnswerMetadataProbe(frame)) return nullptr;
+  if (frame->stage != XLA_FFI_ExecutionStage_EXECUTE) return nullptr;
+  static const char* const kNames[] = {"x", "w"};
+  if (XLA_FFI_Error* e =
+          CheckBuffers(frame, kMatmulBf16Target, {XLA_FFI_DataType_F32, XLA_FFI_DataType_BF16}, kNames)) {
+    return e;
+  }
+  auto* x = static_cast<XLA_FFI_Buffer*>(frame->args.args[0]);
+  auto* w = static_cast<XLA_FFI_Buffer*>(frame->args.args[1]);
+  auto* y = static_cast<XLA_FFI_Buffer*>(frame->rets.rets[0]);
+  if (w->rank != 2) return Invalid(frame, kMatmulBf16Target, "w must be a matrix [N,K], got bf16" + Dims(w));
+  const int64_t N = w->dims[0];
+  int64_t M, K;
+  if (XLA_FFI_Error* e = CheckRows(frame, kMatmulBf16Target, x, y, N, &M, &K)) return e;
+  if (w->dims[1] != K) {
+    return Invalid(frame, kMatmulBf16Target, "x is f32" + Dims(x) + " but w is bf16" + Dims(w) + " ([N,K]): K differs");
+  }
+  if (M == 0 || N == 0) return nullptr;
+  if (K == 0) {
+    std::memset(y->data, 0, M * N * sizeof(float));
+    return nullptr;
+  }
+  Problem p{static_cast<const float*>(x->data), w->data, nullptr, static_cast<float*>(y->data), M, K, N};
+  RunSplit(frame, TheIsa().dot_bf16, p, 4);
+  return nullptr;
+}
+
 XLA_FFI_Error* MatmulQ8Impl(XLA_FFI_CallFrame* frame) {
   if (AnswerMetadataProbe(frame)) return nullptr;
   if (frame->stage != XLA_FFI_ExecutionStage_EXECUTE) return nullptr;
@@ -1011,11 +1046,17 @@ struct LinearTask {
   float* y;
 };
 
+// What a decoder layer's products multiply by: every weight f32, every one int8 (with scales), or every one bf16.
+enum class LayerWeights { kF32, kQ8, kBf16 };
+
 // With `quantize` (int8 weights with quantised activations) each distinct x is quantised once, before the parts.
-void RunLinears(LayerTeam& team, bool q8, bool quantize, int64_t M, std::initializer_list<LinearTask> tasks) {
+void RunLinears(LayerTeam& team, LayerWeights weights, bool quantize, int64_t M,
+                std::initializer_list<LinearTask> tasks) {
   const Isa& isa = TheIsa();
-  const Kernel kernel = q8 ? isa.dot_q8 : isa.dot_f32;
-  const int64_t align = q8 ? 2 : 4;
+  const Kernel kernel = weights == LayerWeights::kQ8     ? isa.dot_q8
+                        : weights == LayerWeights::kBf16 ? isa.dot_bf16
+                                                         : isa.dot_f32;
+  const int64_t align = weights == LayerWeights::kQ8 ? 2 : 4;
   struct Split {
     Problem p;
     int64_t per;
@@ -1191,13 +1232,27 @@ XLA_FFI_Error* DecoderLayerImpl(XLA_FFI_CallFrame* frame) {
     return nullptr;
   };
   int64_t linear_index = 0;
+  // With q8 0 the first product's weights say f32 or bf16, and every other product's must be the same.
+  const int64_t first_linear = 4 + rope + (norm == kNormLayer ? 2 : 1);
+  const XLA_FFI_DataType first_weights = arg(first_linear)->dtype;
+  const LayerWeights weights = q8                                        ? LayerWeights::kQ8
+                               : first_weights == XLA_FFI_DataType_BF16 ? LayerWeights::kBf16
+                                                                        : LayerWeights::kF32;
+  const XLA_FFI_DataType weight_dtype = weights == LayerWeights::kQ8     ? XLA_FFI_DataType_S8
+                                        : weights == LayerWeights::kBf16 ? XLA_FFI_DataType_BF16
+                                                                         : XLA_FFI_DataType_F32;
   auto linear = [&](const char* what, int64_t n, int64_t k, LayerLinear* into) -> XLA_FFI_Error* {
-    auto* w = arg(at++);
-    const std::string expected = (q8 ? "s8[" : "f32[") + std::to_string(n) + "," + std::to_string(k) + "]";
-    if (w->dtype != (q8 ? XLA_FFI_DataType_S8 : XLA_FFI_DataType_F32) || w->rank != 2 || w->dims[0] != n ||
-        w->dims[1] != k || (q8 && k % kQ8Block != 0)) {
-      return Invalid(frame, target, std::string(what) + " weights (operand " + std::to_string(at - 1) + ") must be " +
-                                        expected + ", got " + DtypeName(w->dtype) + Dims(w));
+    const int64_t index = at++;
+    auto* w = arg(index);
+    const std::string shape = "[" + std::to_string(n) + "," + std::to_string(k) + "]";
+    const std::string expected = q8 ? "s8" + shape
+                                    : index == first_linear ? "f32" + shape + " or bf16" + shape
+                                                            : DtypeName(weight_dtype) + shape;
+    if (w->dtype != weight_dtype || w->rank != 2 || w->dims[0] != n || w->dims[1] != k || (q8 && k % kQ8Block != 0)) {
+      const bool mixed = !q8 && index != first_linear && w->dtype != weight_dtype;
+      return Invalid(frame, target, std::string(what) + " weights (operand " + std::to_string(index) + ") must be " +
+                                        expected + ", got " + DtypeName(w->dtype) + Dims(w) +
+                                        (mixed ? " (every product's weights are the first's dtype)" : ""));
     }
     into->w = w->data;
     into->N = n;
@@ -1289,7 +1344,7 @@ XLA_FFI_Error* DecoderLayerImpl(XLA_FFI_CallFrame* frame) {
   // Attention's half: norm, q|k|v, rotary positions, this step's keys and values into the cache.
   Norm(xin, h, norm1_w, norm1_b, eps, B, D);
   if (qkv_parts == 1) {
-    RunLinears(*team, q8, activations == 1, B, {{&qkv[0], h, fused}});
+    RunLinears(*team, weights, activations == 1, B, {{&qkv[0], h, fused}});
     AddBias(fused, qkv[0].bias, B, qdim + 2 * kvdim);
     for (int64_t b = 0; b < B; ++b) {
       const float* row = fused + b * (qdim + 2 * kvdim);
@@ -1298,7 +1353,7 @@ XLA_FFI_Error* DecoderLayerImpl(XLA_FFI_CallFrame* frame) {
       std::memcpy(v + b * kvdim, row + qdim + kvdim, kvdim * 4);
     }
   } else {
-    RunLinears(*team, q8, activations == 1, B, {{&qkv[0], h, q}, {&qkv[1], h, k}, {&qkv[2], h, v}});
+    RunLinears(*team, weights, activations == 1, B, {{&qkv[0], h, q}, {&qkv[1], h, k}, {&qkv[2], h, v}});
     AddBias(q, qkv[0].bias, B, qdim);
     AddBias(k, qkv[1].bias, B, kvdim);
     AddBias(v, qkv[2].bias, B, kvdim);
@@ -1326,18 +1381,18 @@ XLA_FFI_Error* DecoderLayerImpl(XLA_FFI_CallFrame* frame) {
   // The attention itself, as decode_attention's, over the cache just written.
   Attend(AttentionProblem{q, kv, slot, position, attended, B, H, KVH, Dh, N, C, layer, item, dtype, scale},
          [&](int units, const std::function<void(int)>& unit) { team->Run(units, unit); });
-  RunLinears(*team, q8, activations == 1, B, {{&o, attended, projected}});
+  RunLinears(*team, weights, activations == 1, B, {{&o, attended, projected}});
   AddBias(projected, o.bias, B, D);
   for (int64_t i = 0; i < B * D; ++i) y[i] = xin[i] + projected[i];
   // The MLP's half.
   Norm(y, h, norm2_w, norm2_b, eps, B, D);
   if (mlp == kMlpSwiglu) {
-    RunLinears(*team, q8, activations == 1, B, {{&up[0], h, hidden}, {&up[1], h, hidden2}});
+    RunLinears(*team, weights, activations == 1, B, {{&up[0], h, hidden}, {&up[1], h, hidden2}});
     AddBias(hidden, up[0].bias, B, F);
     AddBias(hidden2, up[1].bias, B, F);
     isa.silu_times(hidden, hidden2, B * F);
   } else {
-    RunLinears(*team, q8, activations == 1, B, {{&up[0], h, hidden}});
+    RunLinears(*team, weights, activations == 1, B, {{&up[0], h, hidden}});
     AddBias(hidden, up[0].bias, B, F);
     if (mlp == kMlpGeluTanh) {
       isa.gelu_tanh(hidden, B * F);
@@ -1347,7 +1402,7 @@ XLA_FFI_Error* DecoderLayerImpl(XLA_FFI_CallFrame* frame) {
       }
     }
   }
-  RunLinears(*team, q8, activations == 1, B, {{&down, hidden, lowered}});
+  RunLinears(*team, weights, activations == 1, B, {{&down, hidden, lowered}});
   AddBias(lowered, down.bias, B, D);
   for (int64_t i = 0; i < B * D; ++i) y[i] += lowered[i];
   return nullptr;
@@ -1369,6 +1424,10 @@ XLA_FFI_Error* MatmulF32Handler(XLA_FFI_CallFrame* frame) {
   return GuardHandler(frame, kMatmulF32Target, &MatmulF32Impl);
 }
 
+XLA_FFI_Error* MatmulBf16Handler(XLA_FFI_CallFrame* frame) {
+  return GuardHandler(frame, kMatmulBf16Target, &MatmulBf16Impl);
+}
+
 XLA_FFI_Error* MatmulQ8Handler(XLA_FFI_CallFrame* frame) {
   return GuardHandler(frame, kMatmulQ8Target, &MatmulQ8Impl);
 }
@@ -1382,6 +1441,7 @@ int MatmulKernelThreads() { return PoolThreads(); }
 std::string RegisterMatmulHandlers(Plugin* plugin) {
   std::string problem = RegisterFfiHandler(plugin, kMatmulF32Target, &MatmulF32Handler);
   if (problem.empty()) problem = RegisterFfiHandler(plugin, kMatmulQ8Target, &MatmulQ8Handler);
+  if (problem.empty()) problem = RegisterFfiHandler(plugin, kMatmulBf16Target, &MatmulBf16Handler);
   if (problem.empty()) problem = RegisterFfiHandler(plugin, kDecodeAttentionTarget, &DecodeAttentionHandler);
   if (problem.empty()) problem = RegisterFfiHandler(plugin, kChunkAttentionTarget, &ChunkAttentionHandler);
   if (problem.empty()) problem = RegisterFfiHandler(plugin, kDecoderLayerTarget, &DecoderLayerHandler);

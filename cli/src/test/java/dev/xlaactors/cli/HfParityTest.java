@@ -62,7 +62,7 @@ class HfParityTest {
 
   /**
    * A bf16 checkpoint keeps its bf16 weights (the package's tensors are BF16) and the programs compute in
-   * f32 from them: the same weights run in f32 by transformers agree to f32 precision, and transformers'
+   * f32 from them (the bridge's bf16 kernels, --kernels native being the default, widen each weight as they load it): the same weights run in f32 by transformers agree to f32 precision, and transformers'
    * own bf16 run (bf16 activations too) within bf16's precision: 3% of the largest logit (measured: 1.5%).
    */
   @Test
@@ -81,6 +81,10 @@ class HfParityTest {
       assertEquals(dev.xlaactors.runtime.DType.BF16, weights.types().get("model.layers.0.mlp.down_proj.weight").dtype(),
           "the package keeps the checkpoint's dtype");
     }
+    assertTrue(programText(imported("llama-bf16"), DECODE).contains("xla_actors.decoder_layer"),
+        "decode's layers are the bridge's fused layer, on the bf16 weights");
+    assertTrue(programText(imported("llama-bf16"), "score").contains("xla_actors.matmul_bf16"),
+        "score's products are the bridge's bf16 kernel");
   }
 
   @Test

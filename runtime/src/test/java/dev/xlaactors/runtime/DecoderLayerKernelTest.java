@@ -19,7 +19,7 @@ import org.junit.jupiter.api.Test;
  * called by a custom call in a compiled program, against the same layer computed here in double precision from
  * the same weights: GPT-2's form (layer norms, one q|k|v product, biases on every product, GELU) with f32
  * weights and an f32 cache, and Llama's (RMS norms, three q, k, v products with biases, rotary positions,
- * grouped-query attention, SwiGLU) with int8 weights and f16 and bf16 caches. The cache comes back with this
+ * grouped-query attention, SwiGLU) with int8 weights and f16 and bf16 caches, and both forms with bf16 weights. The cache comes back with this
  * step's keys and values at each sequence's position and every other element as it was. Calls that do not fit
  * fail with an error naming the operand (never crash). CI runs this class a second time with
  * {@code XLA_FLAGS=--xla_cpu_max_isa=AVX2}, which the kernel must honour.
@@ -37,9 +37,13 @@ class DecoderLayerKernelTest {
     client.close();
   }
 
-  /** A layer's form: decoder_layer's attributes and sizes. */
-  private record Form(boolean rms, int mlp, boolean rope, boolean fusedQkv, boolean q8, int biases, int d, int heads,
+  /** A layer's form: decoder_layer's attributes and sizes; its products' weights F32, BF16 or S8 (int8 with scales). */
+  private record Form(boolean rms, int mlp, boolean rope, boolean fusedQkv, DType weights, int biases, int d, int heads,
       int kvHeads, int headDim, int hidden) {
+    boolean q8() {
+      return weights == DType.S8;
+    }
+
     /** Each product's [N, K], in decoder_layer's order. */
     List<int[]> shapes() {
       List<int[]> s = new ArrayList<>();
@@ -147,11 +151,13 @@ class DecoderLayerKernelTest {
         linearOperands.add(HostTensor.ofBytes(DType.S8, q, n, k));
         linearOperands.add(HostTensor.ofFloats(scales, n, k / 32));
       } else {
-        float[] w = random(r, n * k, 1 / Math.sqrt(k));
-        for (int i = 0; i < w.length; i++) {
-          weights[j][i] = w[i];
+        HostTensor w = f.weights() == DType.BF16 ? HostTensor.ofBFloat16s(random(r, n * k, 1 / Math.sqrt(k)), n, k)
+            : HostTensor.ofFloats(random(r, n * k, 1 / Math.sqrt(k)), n, k);
+        float[] values = w.toFloatArray();  // bf16: the weights' values as stored
+        for (int i = 0; i < values.length; i++) {
+          weights[j][i] = values[i];
         }
-        linearOperands.add(HostTensor.ofFloats(w, n, k));
+        linearOperands.add(w);
       }
       if ((f.biases() >> j & 1) == 1) {
         biases[j] = random(r, n, 0.5);
@@ -364,10 +370,10 @@ class DecoderLayerKernelTest {
     Random random = new Random(11);
     // 4 heads of 12 (a vector tail), biases on all four products, GELU's tanh form; two sequences in slots 2
     // and 0 at positions 5 and 0, layer 1 of 2.
-    Form gpt2 = new Form(false, 0, false, true, false, 0b1111, 48, 4, 4, 12, 96);
+    Form gpt2 = new Form(false, 0, false, true, DType.F32, 0b1111, 48, 4, 4, 12, 96);
     check(random, gpt2, DType.F32, 2, 3, 9, 1, new int[] {2, 0}, new int[] {5, 0});
     // Exact GELU (erf), one sequence, a longer step split over the threads.
-    Form erf = new Form(false, 1, false, true, false, 0b1111, 256, 4, 4, 64, 1024);
+    Form erf = new Form(false, 1, false, true, DType.F32, 0b1111, 256, 4, 4, 64, 1024);
     check(random, erf, DType.F32, 1, 1, 300, 0, new int[] {0}, new int[] {299});
   }
 
@@ -376,10 +382,22 @@ class DecoderLayerKernelTest {
     Random random = new Random(13);
     // RMS norms, q, k, v with biases (Qwen2's), rotary positions, 6 query heads on 2 KV heads, SwiGLU, int8 weights;
     // three sequences, each in its own slot (a step writes every sequence's key before any attends).
-    Form llama = new Form(true, 2, true, false, true, 0b0000111, 64, 6, 2, 16, 128);
+    Form llama = new Form(true, 2, true, false, DType.S8, 0b0000111, 64, 6, 2, 16, 128);
     check(random, llama, DType.F16, 2, 3, 40, 0, new int[] {1, 0, 2}, new int[] {39, 7, 3});
     check(random, llama, DType.BF16, 1, 1, 40, 0, new int[] {0}, new int[] {20});
     check(random, llama, DType.F32, 3, 2, 17, 2, new int[] {0}, new int[] {16});
+  }
+
+  @Test
+  void layersWithBf16WeightsMatchTheReferenceOnTheirValues() {
+    Random random = new Random(17);
+    // GPT-2's form (one q|k|v product, biases, GELU) and Llama's (q, k, v, rotary positions, grouped-query
+    // attention, SwiGLU), every product's weights bf16: the products are the f32 kernel's on the weights' values.
+    Form gpt2 = new Form(false, 0, false, true, DType.BF16, 0b1111, 48, 4, 4, 12, 96);
+    check(random, gpt2, DType.F32, 2, 3, 9, 1, new int[] {2, 0}, new int[] {5, 0});
+    Form llama = new Form(true, 2, true, false, DType.BF16, 0, 256, 8, 2, 32, 768);
+    check(random, llama, DType.F32, 1, 1, 300, 0, new int[] {0}, new int[] {299});
+    check(random, llama, DType.F16, 2, 5, 20, 1, new int[] {4, 1, 0, 2, 3}, new int[] {1, 19, 0, 7, 8});
   }
 
   private static String failure(String attributes, List<HostTensor> operands) {
@@ -390,7 +408,7 @@ class DecoderLayerKernelTest {
 
   @Test
   void callsThatDoNotFitFailWithTheOperandAndTheFix() {
-    Form f = new Form(true, 2, false, false, false, 0, 32, 2, 2, 8, 64);
+    Form f = new Form(true, 2, false, false, DType.F32, 0, 32, 2, 2, 8, 64);
     long[] cacheDims = {1, 2, 2, 2, 4, 8};
     List<HostTensor> base = new ArrayList<>(List.of(HostTensor.ofFloats(new float[32], 1, 32),
         HostTensor.ofFloats(new float[2 * 2 * 2 * 4 * 8], cacheDims), HostTensor.ofInts(new int[] {0}, 1),
@@ -416,7 +434,17 @@ class DecoderLayerKernelTest {
     message = failure(attributes(f, 0, 1e-5f, 0.5f), operands);
     assertTrue(message.contains("k weights (operand 6) must be f32[16,32], got f32[16,31]"), message);
 
-    message = failure(attributes(new Form(true, 2, false, false, false, 1, 32, 2, 2, 8, 64), 0, 1e-5f, 0.5f), operands);
+    operands.set(6, HostTensor.ofBFloat16s(new float[16 * 32], 16, 32));  // bf16 among f32 products
+    message = failure(attributes(f, 0, 1e-5f, 0.5f), operands);
+    assertTrue(message.contains("k weights (operand 6) must be f32[16,32], got bf16[16,32] (every product's weights "
+        + "are the first's dtype)"), message);
+    operands.set(6, HostTensor.ofFloats(new float[16 * 32], 16, 32));
+    operands.set(5, HostTensor.ofHalfFloats(new float[16 * 32], 16, 32));  // the first product in f16
+    message = failure(attributes(f, 0, 1e-5f, 0.5f), operands);
+    assertTrue(message.contains("q weights (operand 5) must be f32[16,32] or bf16[16,32], got f16[16,32]"), message);
+    operands.set(5, HostTensor.ofFloats(new float[16 * 32], 16, 32));
+
+    message = failure(attributes(new Form(true, 2, false, false, DType.F32, 1, 32, 2, 2, 8, 64), 0, 1e-5f, 0.5f), operands);
     assertTrue(message.contains("expected 14 operands and 2 results for these attributes (biases 1 over 7 products), got 13"),
         message);
   }
