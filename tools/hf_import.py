@@ -2,7 +2,7 @@
 
 Run with the venv of tools/jax-env.sh (JAX, numpy, safetensors, flatbuffers; ml_dtypes comes with JAX):
 
-    $(bash tools/jax-env.sh) tools/hf_import.py HF_DIR --out PKG [--name NAME] [--dtype as-is|f32|bf16]
+    $(bash tools/jax-env.sh) tools/hf_import.py HF_DIR --out PKG [--name NAME] [--dtype as-is|f32|bf16|f16]
         [--slots 1,4] [--prefill-chunks 32,64,128] [--decode-lengths 256,1024] [--attention-block 128] [--context-length N]
         [--kv-cache-memory 1GiB] [--kv-cache-dtype f32|f16|bf16] [--score-length N] [--embed-batches 1,4] [--embed-length N]
         [--tiktoken ENCODING] [--platforms cpu,cuda] [--kernels native|xla] [--quantize none|int8|w8a8]
@@ -19,12 +19,13 @@ their first argument is the flat dict of weights keyed by the checkpoint's own t
 are copied as they are (or converted by --dtype, or rewritten without the tensors no program takes, which
 the contract refuses: BERT's pooler, say). Programs compute in f32 whatever the weights' dtype.
 
---kernels native has the f32 and bf16 weight matmuls call the bridge's native kernels, typed-FFI custom calls
-xla_actors.matmul_f32 / xla_actors.matmul_bf16 / xla_actors.matmul_q8 (WeightAccess; [K,N] weights, GPT-2's
-Conv1D, are stored transposed for them, W.t [N,K]; bf16 weights are widened to f32 as the kernel loads them), decode's attention call xla_actors.decode_attention, which reads each
+--kernels native has the f32, bf16 and f16 weight matmuls call the bridge's native kernels, typed-FFI custom
+calls xla_actors.matmul_f32 / matmul_bf16 / matmul_f16 / matmul_q8 (WeightAccess; [K,N] weights, GPT-2's
+Conv1D, are stored transposed for them, W.t [N,K]; bf16 and f16 weights are widened to f32 as the kernel loads
+them), decode's attention call xla_actors.decode_attention, which reads each
 sequence's positions in use where the cache holds them (so the decode programs need one attention window, the
 context), and a prompt chunk's attention xla_actors.chunk_attention, which does the same for the chunk's rows
-on every core; each decode step's layer, when its weights are all f32, all bf16 or all int8, is one call of
+on every core; each decode step's layer, when its weights are all of one dtype (f32, bf16, f16 or int8), is one call of
 xla_actors.decoder_layer (norms, products, rotary positions, the cache's update and attention, MLP: the
 bridge's threads taken once per layer rather than once per product); native is the default for a CPU package.
 --kernels xla (the default when --platforms names cuda) leaves every matmul to XLA, for a package that runs
@@ -72,6 +73,7 @@ IMPORTER_VERSION = "2"
 ALIGNMENT = 64  # the data section starts on this boundary, like tools/jax_gpt.py's align_data
 F32 = jnp.float32
 BF16 = jnp.bfloat16
+F16 = jnp.float16
 NEG = -1e30  # the score of a masked position: exp() of it is 0 in f32, and no inf - inf can make a NaN
 
 SAFETENSORS_DTYPES = {
@@ -86,6 +88,7 @@ DTYPE_NAMES = {"F64": "float64", "F32": "float32", "F16": "float16", "BF16": "bf
 MATMUL_F32 = "xla_actors.matmul_f32"
 MATMUL_Q8 = "xla_actors.matmul_q8"
 MATMUL_BF16 = "xla_actors.matmul_bf16"  # --kernels native: bf16 weights [N,K], multiplied in f32 from half the bytes
+MATMUL_F16 = "xla_actors.matmul_f16"  # --kernels native: f16 weights [N,K], likewise
 DECODE_ATTENTION = "xla_actors.decode_attention"  # --kernels native: decode's attention, reading the cache in place
 CHUNK_ATTENTION = "xla_actors.chunk_attention"  # --kernels native: a prompt chunk's attention, likewise
 DECODER_LAYER = "xla_actors.decoder_layer"  # --kernels native: a whole layer of a decode step (Decoder.layer_call)
@@ -94,7 +97,7 @@ MLP_GELU_TANH, MLP_GELU_ERF, MLP_SWIGLU = 0, 1, 2  # decoder_layer's `mlp`
 NATIVE_MAX_ROWS = 16  # f32 [K,N] matmuls of at most this many rows use the native kernel, larger ones XLA's
 Q8_BLOCK = 32
 Q8_SUFFIX, Q8_SCALE_SUFFIX = ".q8", ".q8_scales"  # the int8 values and scales of weight W: W.q8, W.q8_scales
-T_SUFFIX = ".t"  # --kernels native, f32 or bf16: weight W [K,N] stored transposed as W.t [N,K]
+T_SUFFIX = ".t"  # --kernels native, f32, bf16 or f16: weight W [K,N] stored transposed as W.t [N,K]
 
 
 class Refusal(Exception):
@@ -302,11 +305,12 @@ class WeightAccess:
             w = (q.astype(F32).reshape(n, k // Q8_BLOCK, Q8_BLOCK) * scales[..., None]).reshape(n, k)
             return times_transposed(quantize_activations_q8(x) if self.q8_activations else x, w)
         stored = P[name]
-        if self.kernels == "native" and transposed and stored.dtype == BF16:
-            # bf16 weights [N,K] (a [K,N] one is stored transposed): the native kernel widens each to f32 as it
-            # loads it, the same values XLA's dot multiplies after upcasting, from half the bytes.
-            self.emitted.add(MATMUL_BF16)
-            return jax.ffi.ffi_call(MATMUL_BF16, jax.ShapeDtypeStruct(x.shape[:-1] + (stored.shape[0],), F32))(
+        if self.kernels == "native" and transposed and stored.dtype in (BF16, F16):
+            # bf16 or f16 weights [N,K] (a [K,N] one is stored transposed): the native kernel widens each to f32
+            # as it loads it, the same values XLA's dot multiplies after upcasting, from half the bytes.
+            target = MATMUL_BF16 if stored.dtype == BF16 else MATMUL_F16
+            self.emitted.add(target)
+            return jax.ffi.ffi_call(target, jax.ShapeDtypeStruct(x.shape[:-1] + (stored.shape[0],), F32))(
                 x.astype(F32), stored)
         if self.kernels == "native" and (transposed or rows <= NATIVE_MAX_ROWS) and stored.dtype == F32 \
                 and x.dtype == F32:
@@ -541,8 +545,8 @@ class Decoder(WeightAccess):
     def fused_decode(self, P, tokens, positions, slots, cache):
         """decode_batch with each layer one xla_actors.decoder_layer call, which updates the cache in place
         (its second result aliases the cache operand) and reads each sequence's positions in use; None when a
-        layer's weights are not all f32 [N,K], all bf16 [N,K] or all int8 (f16 weights: XLA's dots), or the
-        architecture has no layer_call."""
+        layer's weights are not all of one dtype (f32, bf16 or f16 [N,K], or int8), or the architecture has no
+        layer_call."""
         calls = [self.layer_call(P, i) for i in range(self.layers)]
         if any(c is None for c in calls):
             return None
@@ -569,9 +573,9 @@ class Decoder(WeightAccess):
 
     def fused_linears(self, P, products):
         """The operands of a decoder_layer's products, each (weight name, transposed, bias name or None):
-        ([each product's operands], q8, biases), a product's operands being its weight as [N,K] f32, bf16 or int8
-        values and scales, then its bias; None unless every weight is f32 [N,K] (a [K,N] one stored transposed),
-        every one bf16 [N,K] (likewise) or every one int8. Records each weight in matmul_weights as matmul does (the importer's first pass
+        ([each product's operands], q8, biases), a product's operands being its weight as [N,K] f32, bf16, f16 or
+        int8 values and scales, then its bias; None unless every weight is f32 [N,K] (a [K,N] one stored
+        transposed), every one bf16 [N,K] or every one f16 [N,K] (likewise), or every one int8. Records each weight in matmul_weights as matmul does (the importer's first pass
         decides the rewrites from them)."""
         self.matmul_weights = getattr(self, "matmul_weights", {})
         operands, kinds, biases = [], set(), 0
@@ -583,10 +587,10 @@ class Decoder(WeightAccess):
             else:
                 if name in self.transposed_copies:
                     name, transposed = name + T_SUFFIX, True
-                if not transposed or P[name].dtype not in (F32, BF16):
+                if not transposed or P[name].dtype not in (F32, BF16, F16):
                     return None
                 ops = [P[name]]
-                kinds.add("f32" if P[name].dtype == F32 else "bf16")
+                kinds.add(jnp.dtype(P[name].dtype).name)
             if bias is not None:
                 ops.append(self.w(P, bias))
                 biases |= 1 << j
@@ -1082,7 +1086,7 @@ def chat_template(hf_dir, tok_config):
 # ---------------------------------------------------------------- the weights
 
 
-DTYPE_CONVERSIONS = {"as-is": None, "f32": "F32", "bf16": "BF16"}
+DTYPE_CONVERSIONS = {"as-is": None, "f32": "F32", "bf16": "BF16", "f16": "F16"}
 # --kv-cache-dtype: what the KV cache stores (attention computes in f32 either way).
 KV_CACHE_DTYPES = {"f32": F32, "f16": jnp.float16, "bf16": jnp.bfloat16}
 
@@ -1107,15 +1111,15 @@ def q8_derived(model, weight_specs):
 
 def t_derived(model, weight_specs):
     """For --kernels native without --quantize: {package tensor: (checkpoint tensor, T_SUFFIX, False)} for
-    every f32 or bf16 matmul weight stored [K,N] (GPT-2's Conv1D), with its [N,K] spec put in weight_specs in
-    place of the weight's. The native f32 kernel reads [N,K] weights as one contiguous run per output (its dot
+    every f32, bf16 or f16 matmul weight stored [K,N] (GPT-2's Conv1D), with its [N,K] spec put in weight_specs
+    in place of the weight's. The native f32 kernel reads [N,K] weights as one contiguous run per output (its dot
     form, register tiles of 3 x 4); a [K,N] weight takes its axpy form, which measured 0.5-0.6x the dot form
-    at one sequence and 0.2-0.5x at eight (KernelsBench, -Dkernels.layouts=both). The bf16 kernel has the dot
-    form only. Weights in f16 stay as shipped: XLA's dots multiply them, fastest on [K,N]."""
+    at one sequence and 0.2-0.5x at eight (KernelsBench, -Dkernels.layouts=both). The bf16 and f16 kernels have
+    the dot form only."""
     derived = {}
     for name, transposed in sorted(model.matmul_weights.items()):
         spec = weight_specs[name]
-        if transposed or spec.dtype not in (np.float32, ml_dtypes.bfloat16):
+        if transposed or spec.dtype not in (np.float32, ml_dtypes.bfloat16, np.float16):
             continue
         weight_specs[name + T_SUFFIX] = jax.ShapeDtypeStruct(spec.shape[::-1], spec.dtype)
         del weight_specs[name]

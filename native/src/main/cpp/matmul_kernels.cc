@@ -4,6 +4,7 @@
 //   xla_actors.matmul_f32  (x f32[..., K], w f32[K, N] or f32[N, K] with w_transposed = 1) -> f32[..., N]
 //   xla_actors.matmul_q8   (x f32[..., K], q s8[N, K], scales f32[N, K/32])                -> f32[..., N]
 //   xla_actors.matmul_bf16 (x f32[..., K], w bf16[N, K])                                    -> f32[..., N]
+//   xla_actors.matmul_f16  (x f32[..., K], w f16[N, K])                                     -> f32[..., N]
 //   xla_actors.decode_attention (q f32[B, H, Dh], cache f32|f16|bf16[layers, 2, N, KVH, C, Dh], slots s32[B],
 //                                positions s32[B]; attributes layer, scale)                  -> f32[B, H, Dh]
 //   xla_actors.chunk_attention (q f32[C, H, Dh], cache as decode_attention's, slot s32, start s32; attributes
@@ -11,10 +12,10 @@
 //   xla_actors.decoder_layer (x f32[B, D], cache, slots, positions, then the layer's weights; attributes below)
 //                                                                    -> (f32[B, D], the cache updated in place)
 //
-// matmul_bf16 multiplies by bf16 weights in f32: each weight is widened to the f32 of the same value as it is
-// loaded (exact), so the result is matmul_f32's on those values, from half the bytes. Decode is bound by the
-// bytes its weights take, and a bf16 checkpoint (most are shipped so) is served from its own weights, neither
-// widened in memory nor left to XLA's dots.
+// matmul_bf16 (and matmul_f16, for IEEE half weights) multiplies by bf16 weights in f32: each weight is widened
+// to the f32 of the same value as it is loaded (exact), so the result is matmul_f32's on those values, from half
+// the bytes. Decode is bound by the bytes its weights take, and a bf16 or f16 checkpoint (most are shipped so) is
+// served from its own weights, neither widened in memory nor left to XLA's dots.
 //
 // matmul_q8 is Q8_0-style weight-only quantisation: w[n, k] = q[n, k] * scales[n, k / 32], blocks of 32
 // along the input dimension. Activations stay f32 (no quantisation of x), so the only error is the
@@ -40,7 +41,7 @@
 // scale, eps; norm 0 (layer norm: weight and bias) or 1 (RMS norm: weight); qkv 1 (one q|k|v product, GPT-2's)
 // or 3 (q, k, v products); rope 1 (Hugging Face's rotate-half rotary positions from an inv_freq f32[Dh/2]
 // operand) or 0; mlp 0 (GELU, tanh form), 1 (GELU, erf) or 2 (SwiGLU: gate, up, down); q8 0 (every product's
-// weights f32[N,K], or every one's bf16[N,K], multiplied as matmul_bf16's) or 1 (int8 s8[N,K] with scales
+// weights f32[N,K], or every one's bf16[N,K] or f16[N,K], multiplied as matmul_bf16's) or 1 (int8 s8[N,K] with scales
 // f32[N,K/32]); activations (optional) 1 when q8's products quantise their activations as matmul_q8's
 // activations = 1 do; biases, a bit per product (in order) that has an f32[N] bias after its weights. Operands after positions: [inv_freq], norm1, the q|k|v or q, k, v products,
 // o, norm2, the MLP's products. The calling thread and XLA's pool threads work the whole layer as one team
@@ -92,6 +93,7 @@ namespace {
 constexpr const char kMatmulF32Target[] = "xla_actors.matmul_f32";
 constexpr const char kMatmulQ8Target[] = "xla_actors.matmul_q8";
 constexpr const char kMatmulBf16Target[] = "xla_actors.matmul_bf16";
+constexpr const char kMatmulF16Target[] = "xla_actors.matmul_f16";
 constexpr const char kDecodeAttentionTarget[] = "xla_actors.decode_attention";
 constexpr const char kChunkAttentionTarget[] = "xla_actors.chunk_attention";
 constexpr int kQ8Block = 32;
@@ -165,6 +167,11 @@ inline float HalfToFloat(uint16_t h) {
   return f;
 }
 
+// An IEEE half's bits, as a type of its own: the kernels take bf16 weights as uint16_t and f16 ones as this.
+struct HalfBits {
+  uint16_t bits;
+};
+
 inline float BfloatToFloat(uint16_t h) {
   uint32_t bits = uint32_t{h} << 16;
   float f;
@@ -203,7 +210,7 @@ using ExpSumKernel = double (*)(const float* x, int64_t n, float shift, double* 
 
 struct Isa {
   const char* name;
-  Kernel dot_f32, axpy_f32, dot_q8, dot_bf16;
+  Kernel dot_f32, axpy_f32, dot_q8, dot_bf16, dot_f16;
   void (*quantize_rows)(const float* x, int64_t M, int64_t K, int8_t* xq, float* xs, float* xd);
   AttentionKernel attend;
   ChunkAttentionKernel chunk_attend;
@@ -216,19 +223,19 @@ struct Isa {
 // AVX-512 with VNNI: the same kernels but int8 x int8 products at one row when matmul_q8's activations are
 // quantised.
 const Isa kAvx512Vnni = {"avx512-vnni", &avx512::DotF32Part, &avx512::AxpyF32Part, &avx512::DotQ8VnniPart,
-                         &avx512::DotBf16Part, &avx512::QuantizeRowsQ8, &avx512::AttendHeads,
+                         &avx512::DotBf16Part, &avx512::DotF16Part, &avx512::QuantizeRowsQ8, &avx512::AttendHeads,
                          &avx512::ChunkAttendUnit, avx512::kChunkRows, &avx512::ExpSum, &avx512::GeluTanh,
                          &avx512::SiluTimes};
 const Isa kAvx512 = {"avx512", &avx512::DotF32Part, &avx512::AxpyF32Part, &avx512::DotQ8Part, &avx512::DotBf16Part,
-                     &avx512::QuantizeRowsQ8, &avx512::AttendHeads, &avx512::ChunkAttendUnit, avx512::kChunkRows,
-                     &avx512::ExpSum, &avx512::GeluTanh, &avx512::SiluTimes};
+                     &avx512::DotF16Part, &avx512::QuantizeRowsQ8, &avx512::AttendHeads, &avx512::ChunkAttendUnit,
+                     avx512::kChunkRows, &avx512::ExpSum, &avx512::GeluTanh, &avx512::SiluTimes};
 const Isa kAvx2 = {"avx2", &avx2::DotF32Part, &avx2::AxpyF32Part, &avx2::DotQ8Part, &avx2::DotBf16Part,
-                   &avx2::QuantizeRowsQ8, &avx2::AttendHeads, &avx2::ChunkAttendUnit, avx2::kChunkRows,
-                   &avx2::ExpSum, &avx2::GeluTanh, &avx2::SiluTimes};
+                   &avx2::DotF16Part, &avx2::QuantizeRowsQ8, &avx2::AttendHeads, &avx2::ChunkAttendUnit,
+                   avx2::kChunkRows, &avx2::ExpSum, &avx2::GeluTanh, &avx2::SiluTimes};
 const Isa kPortable = {"portable", &portable::DotF32Part, &portable::AxpyF32Part, &portable::DotQ8Part,
-                       &portable::DotBf16Part, &portable::QuantizeRowsQ8, &portable::AttendHeads,
-                       &portable::ChunkAttendUnit, portable::kChunkRows, &portable::ExpSum, &portable::GeluTanh,
-                       &portable::SiluTimes};
+                       &portable::DotBf16Part, &portable::DotF16Part, &portable::QuantizeRowsQ8,
+                       &portable::AttendHeads, &portable::ChunkAttendUnit, portable::kChunkRows, &portable::ExpSum,
+                       &portable::GeluTanh, &portable::SiluTimes};
 
 std::string Lower(std::string s) {
   for (char& c : s) c = static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
@@ -677,23 +684,22 @@ XLA_FFI_Error* MatmulF32Impl(XLA_FFI_CallFrame* frame) {
   return nullptr;
 }
 
-XLA_FFI_Error* MatmulBf16Impl(XLA_FFI_CallFrame* frame) {
+// matmul_bf16 and matmul_f16: x f32 times w [N,K] of half-width floats (`dtype`), by `kernel`.
+XLA_FFI_Error* MatmulHalfWidth(XLA_FFI_CallFrame* frame, const char* target, XLA_FFI_DataType dtype, Kernel kernel) {
   if (AnswerMetadataProbe(frame)) return nullptr;
   if (frame->stage != XLA_FFI_ExecutionStage_EXECUTE) return nullptr;
   static const char* const kNames[] = {"x", "w"};
-  if (XLA_FFI_Error* e =
-          CheckBuffers(frame, kMatmulBf16Target, {XLA_FFI_DataType_F32, XLA_FFI_DataType_BF16}, kNames)) {
-    return e;
-  }
+  if (XLA_FFI_Error* e = CheckBuffers(frame, target, {XLA_FFI_DataType_F32, dtype}, kNames)) return e;
   auto* x = static_cast<XLA_FFI_Buffer*>(frame->args.args[0]);
   auto* w = static_cast<XLA_FFI_Buffer*>(frame->args.args[1]);
   auto* y = static_cast<XLA_FFI_Buffer*>(frame->rets.rets[0]);
-  if (w->rank != 2) return Invalid(frame, kMatmulBf16Target, "w must be a matrix [N,K], got bf16" + Dims(w));
+  if (w->rank != 2) return Invalid(frame, target, "w must be a matrix [N,K], got " + DtypeName(dtype) + Dims(w));
   const int64_t N = w->dims[0];
   int64_t M, K;
-  if (XLA_FFI_Error* e = CheckRows(frame, kMatmulBf16Target, x, y, N, &M, &K)) return e;
+  if (XLA_FFI_Error* e = CheckRows(frame, target, x, y, N, &M, &K)) return e;
   if (w->dims[1] != K) {
-    return Invalid(frame, kMatmulBf16Target, "x is f32" + Dims(x) + " but w is bf16" + Dims(w) + " ([N,K]): K differs");
+    return Invalid(frame, target,
+                   "x is f32" + Dims(x) + " but w is " + DtypeName(dtype) + Dims(w) + " ([N,K]): K differs");
   }
   if (M == 0 || N == 0) return nullptr;
   if (K == 0) {
@@ -701,8 +707,16 @@ XLA_FFI_Error* MatmulBf16Impl(XLA_FFI_CallFrame* frame) {
     return nullptr;
   }
   Problem p{static_cast<const float*>(x->data), w->data, nullptr, static_cast<float*>(y->data), M, K, N};
-  RunSplit(frame, TheIsa().dot_bf16, p, 4);
+  RunSplit(frame, kernel, p, 4);
   return nullptr;
+}
+
+XLA_FFI_Error* MatmulBf16Impl(XLA_FFI_CallFrame* frame) {
+  return MatmulHalfWidth(frame, kMatmulBf16Target, XLA_FFI_DataType_BF16, TheIsa().dot_bf16);
+}
+
+XLA_FFI_Error* MatmulF16Impl(XLA_FFI_CallFrame* frame) {
+  return MatmulHalfWidth(frame, kMatmulF16Target, XLA_FFI_DataType_F16, TheIsa().dot_f16);
 }
 
 XLA_FFI_Error* MatmulQ8Impl(XLA_FFI_CallFrame* frame) {
@@ -1046,8 +1060,9 @@ struct LinearTask {
   float* y;
 };
 
-// What a decoder layer's products multiply by: every weight f32, every one int8 (with scales), or every one bf16.
-enum class LayerWeights { kF32, kQ8, kBf16 };
+// What a decoder layer's products multiply by: every weight f32, every one int8 (with scales), every one bf16 or
+// every one f16.
+enum class LayerWeights { kF32, kQ8, kBf16, kF16 };
 
 // With `quantize` (int8 weights with quantised activations) each distinct x is quantised once, before the parts.
 void RunLinears(LayerTeam& team, LayerWeights weights, bool quantize, int64_t M,
@@ -1055,6 +1070,7 @@ void RunLinears(LayerTeam& team, LayerWeights weights, bool quantize, int64_t M,
   const Isa& isa = TheIsa();
   const Kernel kernel = weights == LayerWeights::kQ8     ? isa.dot_q8
                         : weights == LayerWeights::kBf16 ? isa.dot_bf16
+                        : weights == LayerWeights::kF16  ? isa.dot_f16
                                                          : isa.dot_f32;
   const int64_t align = weights == LayerWeights::kQ8 ? 2 : 4;
   struct Split {
@@ -1232,21 +1248,22 @@ XLA_FFI_Error* DecoderLayerImpl(XLA_FFI_CallFrame* frame) {
     return nullptr;
   };
   int64_t linear_index = 0;
-  // With q8 0 the first product's weights say f32 or bf16, and every other product's must be the same.
+  // With q8 0 the first product's weights say f32, bf16 or f16, and every other product's must be the same.
   const int64_t first_linear = 4 + rope + (norm == kNormLayer ? 2 : 1);
   const XLA_FFI_DataType first_weights = arg(first_linear)->dtype;
   const LayerWeights weights = q8                                        ? LayerWeights::kQ8
                                : first_weights == XLA_FFI_DataType_BF16 ? LayerWeights::kBf16
+                               : first_weights == XLA_FFI_DataType_F16  ? LayerWeights::kF16
                                                                         : LayerWeights::kF32;
-  const XLA_FFI_DataType weight_dtype = weights == LayerWeights::kQ8     ? XLA_FFI_DataType_S8
-                                        : weights == LayerWeights::kBf16 ? XLA_FFI_DataType_BF16
-                                                                         : XLA_FFI_DataType_F32;
+  const XLA_FFI_DataType weight_dtype = q8 ? XLA_FFI_DataType_S8
+                                        : weights == LayerWeights::kF32 ? XLA_FFI_DataType_F32
+                                                                        : first_weights;
   auto linear = [&](const char* what, int64_t n, int64_t k, LayerLinear* into) -> XLA_FFI_Error* {
     const int64_t index = at++;
     auto* w = arg(index);
     const std::string shape = "[" + std::to_string(n) + "," + std::to_string(k) + "]";
     const std::string expected = q8 ? "s8" + shape
-                                    : index == first_linear ? "f32" + shape + " or bf16" + shape
+                                    : index == first_linear ? "f32" + shape + ", bf16" + shape + " or f16" + shape
                                                             : DtypeName(weight_dtype) + shape;
     if (w->dtype != weight_dtype || w->rank != 2 || w->dims[0] != n || w->dims[1] != k || (q8 && k % kQ8Block != 0)) {
       const bool mixed = !q8 && index != first_linear && w->dtype != weight_dtype;
@@ -1428,6 +1445,10 @@ XLA_FFI_Error* MatmulBf16Handler(XLA_FFI_CallFrame* frame) {
   return GuardHandler(frame, kMatmulBf16Target, &MatmulBf16Impl);
 }
 
+XLA_FFI_Error* MatmulF16Handler(XLA_FFI_CallFrame* frame) {
+  return GuardHandler(frame, kMatmulF16Target, &MatmulF16Impl);
+}
+
 XLA_FFI_Error* MatmulQ8Handler(XLA_FFI_CallFrame* frame) {
   return GuardHandler(frame, kMatmulQ8Target, &MatmulQ8Impl);
 }
@@ -1442,6 +1463,7 @@ std::string RegisterMatmulHandlers(Plugin* plugin) {
   std::string problem = RegisterFfiHandler(plugin, kMatmulF32Target, &MatmulF32Handler);
   if (problem.empty()) problem = RegisterFfiHandler(plugin, kMatmulQ8Target, &MatmulQ8Handler);
   if (problem.empty()) problem = RegisterFfiHandler(plugin, kMatmulBf16Target, &MatmulBf16Handler);
+  if (problem.empty()) problem = RegisterFfiHandler(plugin, kMatmulF16Target, &MatmulF16Handler);
   if (problem.empty()) problem = RegisterFfiHandler(plugin, kDecodeAttentionTarget, &DecodeAttentionHandler);
   if (problem.empty()) problem = RegisterFfiHandler(plugin, kChunkAttentionTarget, &ChunkAttentionHandler);
   if (problem.empty()) problem = RegisterFfiHandler(plugin, kDecoderLayerTarget, &DecoderLayerHandler);

@@ -19,7 +19,7 @@ import java.util.Set;
  * user of it will open it.
  */
 final class ImportCommand {
-  static final String USAGE = "usage: bin/xla-actors import hf HF_DIR --out PKG [--dtype as-is|f32|bf16] [--slots 1,4] "
+  static final String USAGE = "usage: bin/xla-actors import hf HF_DIR --out PKG [--dtype as-is|f32|bf16|f16] [--slots 1,4] "
       + "[--context-length N | --max-model-len N] [--kv-cache-memory 1GiB] [--kv-cache-dtype f32|f16|bf16] [--prefill-chunks 32,64,128] "
       + "[--decode-lengths 256,1024] [--attention-block 128] [--score-length N] [--prefill-length N] [--embed-batches 1,4] "
       + "[--kernels native|xla] [--quantize none|int8|w8a8] [--tiktoken ENCODING]";
@@ -61,8 +61,8 @@ final class ImportCommand {
     Path outDir = Path.of(line.value("--out").orElseThrow(() -> new UsageException("import: --out PKG is required (the package "
         + "directory to write)")));
     String dtype = line.value("--dtype").orElse("as-is");
-    if (!List.of("as-is", "f32", "bf16").contains(dtype)) {
-      throw new UsageException("import: --dtype takes as-is, f32 or bf16, got '" + dtype + "'");
+    if (!List.of("as-is", "f32", "bf16", "f16").contains(dtype)) {
+      throw new UsageException("import: --dtype takes as-is, f32, bf16 or f16, got '" + dtype + "'");
     }
     for (Map.Entry<String, List<String>> choice : CHOICES.entrySet()) {
       String value = line.value(choice.getKey()).orElse(null);

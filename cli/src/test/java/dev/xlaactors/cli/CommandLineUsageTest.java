@@ -58,7 +58,7 @@ class CommandLineUsageTest {
     refused("has no config.json", "import", "hf", dir.toString(), "--out", dir.resolve("p").toString());
     Files.writeString(dir.resolve("config.json"), "{}");
     refused("--out PKG is required", "import", "hf", dir.toString());
-    refused("--dtype takes as-is, f32 or bf16, got 'f8'", "import", "hf", dir.toString(), "--out", dir.resolve("p").toString(),
+    refused("--dtype takes as-is, f32, bf16 or f16, got 'f8'", "import", "hf", dir.toString(), "--out", dir.resolve("p").toString(),
         "--dtype", "f8");
     refused("--kv-cache-memory takes a byte count such as 1GiB", "import", "hf", dir.toString(), "--out",
         dir.resolve("p").toString(), "--kv-cache-memory", "lots");

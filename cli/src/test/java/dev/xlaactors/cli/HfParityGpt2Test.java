@@ -37,8 +37,8 @@ import org.slf4j.LoggerFactory;
  * The GPT-2 checkpoints of cli/src/test/resources/hf (one file and three shards) imported with {@code
  * bin/xla-actors import hf} and run with {@code score} and {@code generate} as a user runs them (see {@link
  * HfFixtures}): logits at every position match {@code transformers}' (rtol 1e-3, atol 1e-4 in f32), 8 greedy
- * tokens exactly, the tokenizer's ids; with the native f32 kernels, with bf16 weights (native kernels and XLA's
- * dots alike) and with int8 weights (native kernel and XLA's dequantisation) close to f32. The other architectures are {@link HfParityTest}'s: one class per test
+ * tokens exactly, the tokenizer's ids; with the native f32 kernels, with bf16 and f16 weights (native kernels and
+ * XLA's dots alike) and with int8 weights (native kernel and XLA's dequantisation) close to f32. The other architectures are {@link HfParityTest}'s: one class per test
  * JVM, each about half of the imports.
  */
 class HfParityGpt2Test {
@@ -143,50 +143,52 @@ class HfParityGpt2Test {
   }
 
   /**
-   * --dtype bf16 (the weights rounded to bf16, as most checkpoints ship): the native package multiplies by them
-   * with {@code xla_actors.matmul_bf16} (score: GPT-2's Conv1D weights stored [N,K] in bf16) and the fused layers
-   * (decode), widening each weight to f32 as it is loaded. Its logits are its XLA fallback's (--kernels xla: the
-   * same bf16 weights upcast in the program before XLA's dot) to f32 precision, its greedy tokens the same, and
-   * its fused decode steps those of its own score program to 1e-4. Against transformers' f32 logits it differs
-   * by the weights' rounding alone (printed; bounded by the int8 package's bounds, which round coarser; measured
-   * max |logit diff| 0.106, mean KL 1.4e-4, perplexity +0.15%).
+   * --dtype bf16 and --dtype f16 (the weights rounded so, as most checkpoints ship): the native package multiplies
+   * by them with {@code xla_actors.matmul_bf16} / {@code matmul_f16} (score: GPT-2's Conv1D weights stored [N,K])
+   * and the fused layers (decode), widening each weight to f32 as it is loaded. Its logits are its XLA fallback's
+   * (--kernels xla: the same weights upcast in the program before XLA's dot) to f32 precision, its greedy tokens
+   * the same, and its fused decode steps those of its own score program to 1e-4. Against transformers' f32 logits
+   * it differs by the weights' rounding alone (printed; bounded by the int8 package's bounds, which round coarser;
+   * measured: bf16 max |logit diff| 0.106, mean KL 1.4e-4, perplexity +0.15%; f16 0.016, 3.3e-6, +0.12%).
    */
   @Test
-  void bf16WeightsTheNativeKernelsMatchTheirXlaFallback() throws IOException {
+  void halfWidthWeightsTheNativeKernelsMatchTheirXlaFallback() throws IOException {
     JsonNode ref = reference("gpt2");
-    Path nativePackage = imported("gpt2", "--dtype", "bf16", "--kernels", "native", "--score-length", "16");
-    Path xlaPackage = imported("gpt2", "--dtype", "bf16", "--kernels", "xla", "--score-length", "16");
-    assertTrue(programText(nativePackage, "score").contains("xla_actors.matmul_bf16"), "score calls the bf16 kernel");
-    assertTrue(programText(nativePackage, DECODE).contains("xla_actors.decoder_layer"), "decode calls the fused layer");
-    assertFalse(programText(xlaPackage, DECODE).contains("xla_actors."), "--kernels xla emits no native kernel");
-    String[] score = {"--tokens", ids(ref.get("input_ids")), "--json"};
-    JsonNode nativeLogits = JSON.readTree(ok(concat("score", nativePackage, score)).out()).get("logits");
-    JsonNode xlaLogits = JSON.readTree(ok(concat("score", xlaPackage, score)).out()).get("logits");
-    assertClose(xlaLogits, nativeLogits, 1e-4, 1e-4, "bf16 logits, native kernel against XLA's dot");
+    for (String dtype : List.of("bf16", "f16")) {
+      Path nativePackage = imported("gpt2", "--dtype", dtype, "--kernels", "native", "--score-length", "16");
+      Path xlaPackage = imported("gpt2", "--dtype", dtype, "--kernels", "xla", "--score-length", "16");
+      assertTrue(programText(nativePackage, "score").contains("xla_actors.matmul_" + dtype), dtype + ": score's kernel");
+      assertTrue(programText(nativePackage, DECODE).contains("xla_actors.decoder_layer"), dtype + ": the fused layer");
+      assertFalse(programText(xlaPackage, DECODE).contains("xla_actors."), "--kernels xla emits no native kernel");
+      String[] score = {"--tokens", ids(ref.get("input_ids")), "--json"};
+      JsonNode nativeLogits = JSON.readTree(ok(concat("score", nativePackage, score)).out()).get("logits");
+      JsonNode xlaLogits = JSON.readTree(ok(concat("score", xlaPackage, score)).out()).get("logits");
+      assertClose(xlaLogits, nativeLogits, 1e-4, 1e-4, dtype + " logits, native kernel against XLA's dot");
 
-    Accuracy accuracy = Accuracy.against(ref.get("logits"), nativeLogits, ints(ref.get("input_ids")), "bf16");
-    assertTrue(accuracy.maxDiff() > 0, "the bf16 package's logits differ from f32's: its weights are rounded");
-    assertTrue(accuracy.maxDiff() < MAX_INT8_LOGIT_DIFF, "max logit difference " + accuracy.maxDiff());
-    assertTrue(accuracy.kl() < MAX_INT8_KL, "mean KL divergence " + accuracy.kl());
+      Accuracy accuracy = Accuracy.against(ref.get("logits"), nativeLogits, ints(ref.get("input_ids")), dtype);
+      assertTrue(accuracy.maxDiff() > 0, "the " + dtype + " package's logits differ from f32's: its weights are rounded");
+      assertTrue(accuracy.maxDiff() < MAX_INT8_LOGIT_DIFF, dtype + ": max logit difference " + accuracy.maxDiff());
+      assertTrue(accuracy.kl() < MAX_INT8_KL, dtype + ": mean KL divergence " + accuracy.kl());
 
-    JsonNode prompt = ref.get("greedy_prompt");
-    String[] generate = {"--tokens", ids(prompt), "--max-tokens", "8", "--temperature", "0", "--ignore-eos", "--json"};
-    int[] nativeTokens = ints(JSON.readTree(ok(concat("generate", nativePackage, generate)).out()).get("tokens"));
-    int[] xlaTokens = ints(JSON.readTree(ok(concat("generate", xlaPackage, generate)).out()).get("tokens"));
-    assertEquals(8, nativeTokens.length);
-    assertArrayEquals(xlaTokens, nativeTokens, "greedy tokens of the bf16 package, native kernels against XLA's");
+      JsonNode prompt = ref.get("greedy_prompt");
+      String[] generate = {"--tokens", ids(prompt), "--max-tokens", "8", "--temperature", "0", "--ignore-eos", "--json"};
+      int[] nativeTokens = ints(JSON.readTree(ok(concat("generate", nativePackage, generate)).out()).get("tokens"));
+      int[] xlaTokens = ints(JSON.readTree(ok(concat("generate", xlaPackage, generate)).out()).get("tokens"));
+      assertEquals(8, nativeTokens.length);
+      assertArrayEquals(xlaTokens, nativeTokens, "greedy tokens of the " + dtype + " package, native kernels against XLA's");
 
-    int[][] prompts = {IntStream.range(0, 9).map(i -> (i * 53 + 7) % 500).toArray(),
-        IntStream.range(0, 3).map(i -> (i * 29 + 3) % 500).toArray()};
-    ActorTestKit testKit = ActorTestKit.create();
-    try (XlaClient client = XlaClient.create(LanguageModel.clientSettings());
-        CallbackRuntime runtime = CallbackRuntime.create(testKit.system(), client);
-        LanguageModel lm = LanguageModel.load(ModelPackage.open(nativePackage), client.devices().get(0), runtime)) {
-      int slots = lm.slotCounts().get(lm.slotCounts().size() - 1);
-      double worst = worstAgainstScore(lm, slots, prompts, 5);
-      assertTrue(worst <= 0, "bf16 fused decode's logits against one whole run exceed 1e-4 by " + worst);
-    } finally {
-      testKit.shutdownTestKit();
+      int[][] prompts = {IntStream.range(0, 9).map(i -> (i * 53 + 7) % 500).toArray(),
+          IntStream.range(0, 3).map(i -> (i * 29 + 3) % 500).toArray()};
+      ActorTestKit testKit = ActorTestKit.create();
+      try (XlaClient client = XlaClient.create(LanguageModel.clientSettings());
+          CallbackRuntime runtime = CallbackRuntime.create(testKit.system(), client);
+          LanguageModel lm = LanguageModel.load(ModelPackage.open(nativePackage), client.devices().get(0), runtime)) {
+        int slots = lm.slotCounts().get(lm.slotCounts().size() - 1);
+        double worst = worstAgainstScore(lm, slots, prompts, 5);
+        assertTrue(worst <= 0, dtype + " fused decode's logits against one whole run exceed 1e-4 by " + worst);
+      } finally {
+        testKit.shutdownTestKit();
+      }
     }
   }
 

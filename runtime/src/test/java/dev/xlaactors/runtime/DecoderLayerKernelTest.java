@@ -19,7 +19,8 @@ import org.junit.jupiter.api.Test;
  * called by a custom call in a compiled program, against the same layer computed here in double precision from
  * the same weights: GPT-2's form (layer norms, one q|k|v product, biases on every product, GELU) with f32
  * weights and an f32 cache, and Llama's (RMS norms, three q, k, v products with biases, rotary positions,
- * grouped-query attention, SwiGLU) with int8 weights and f16 and bf16 caches, and both forms with bf16 weights. The cache comes back with this
+ * grouped-query attention, SwiGLU) with int8 weights and f16 and bf16 caches, and both forms with bf16 and f16
+ * weights. The cache comes back with this
  * step's keys and values at each sequence's position and every other element as it was. Calls that do not fit
  * fail with an error naming the operand (never crash). CI runs this class a second time with
  * {@code XLA_FLAGS=--xla_cpu_max_isa=AVX2}, which the kernel must honour.
@@ -37,7 +38,7 @@ class DecoderLayerKernelTest {
     client.close();
   }
 
-  /** A layer's form: decoder_layer's attributes and sizes; its products' weights F32, BF16 or S8 (int8 with scales). */
+  /** A layer's form: decoder_layer's attributes and sizes; its products' weights F32, BF16, F16 or S8 (int8 and scales). */
   private record Form(boolean rms, int mlp, boolean rope, boolean fusedQkv, DType weights, int biases, int d, int heads,
       int kvHeads, int headDim, int hidden) {
     boolean q8() {
@@ -151,9 +152,13 @@ class DecoderLayerKernelTest {
         linearOperands.add(HostTensor.ofBytes(DType.S8, q, n, k));
         linearOperands.add(HostTensor.ofFloats(scales, n, k / 32));
       } else {
-        HostTensor w = f.weights() == DType.BF16 ? HostTensor.ofBFloat16s(random(r, n * k, 1 / Math.sqrt(k)), n, k)
-            : HostTensor.ofFloats(random(r, n * k, 1 / Math.sqrt(k)), n, k);
-        float[] values = w.toFloatArray();  // bf16: the weights' values as stored
+        float[] drawn = random(r, n * k, 1 / Math.sqrt(k));
+        HostTensor w = switch (f.weights()) {
+          case BF16 -> HostTensor.ofBFloat16s(drawn, n, k);
+          case F16 -> HostTensor.ofHalfFloats(drawn, n, k);
+          default -> HostTensor.ofFloats(drawn, n, k);
+        };
+        float[] values = w.toFloatArray();  // bf16, f16: the weights' values as stored
         for (int i = 0; i < values.length; i++) {
           weights[j][i] = values[i];
         }
@@ -389,15 +394,20 @@ class DecoderLayerKernelTest {
   }
 
   @Test
-  void layersWithBf16WeightsMatchTheReferenceOnTheirValues() {
+  void layersWithHalfWidthWeightsMatchTheReferenceOnTheirValues() {
     Random random = new Random(17);
     // GPT-2's form (one q|k|v product, biases, GELU) and Llama's (q, k, v, rotary positions, grouped-query
-    // attention, SwiGLU), every product's weights bf16: the products are the f32 kernel's on the weights' values.
+    // attention, SwiGLU), every product's weights bf16, then f16: the products are the f32 kernel's on the
+    // weights' values.
     Form gpt2 = new Form(false, 0, false, true, DType.BF16, 0b1111, 48, 4, 4, 12, 96);
     check(random, gpt2, DType.F32, 2, 3, 9, 1, new int[] {2, 0}, new int[] {5, 0});
     Form llama = new Form(true, 2, true, false, DType.BF16, 0, 256, 8, 2, 32, 768);
     check(random, llama, DType.F32, 1, 1, 300, 0, new int[] {0}, new int[] {299});
     check(random, llama, DType.F16, 2, 5, 20, 1, new int[] {4, 1, 0, 2, 3}, new int[] {1, 19, 0, 7, 8});
+    Form halfLlama = new Form(true, 2, true, false, DType.F16, 0b0000111, 64, 6, 2, 16, 128);
+    check(random, halfLlama, DType.F32, 2, 3, 40, 1, new int[] {1, 0, 2}, new int[] {39, 7, 3});
+    Form halfGpt2 = new Form(false, 0, false, true, DType.F16, 0b1111, 48, 4, 4, 12, 96);
+    check(random, halfGpt2, DType.BF16, 1, 2, 9, 0, new int[] {1}, new int[] {8});
   }
 
   private static String failure(String attributes, List<HostTensor> operands) {
@@ -439,9 +449,10 @@ class DecoderLayerKernelTest {
     assertTrue(message.contains("k weights (operand 6) must be f32[16,32], got bf16[16,32] (every product's weights "
         + "are the first's dtype)"), message);
     operands.set(6, HostTensor.ofFloats(new float[16 * 32], 16, 32));
-    operands.set(5, HostTensor.ofHalfFloats(new float[16 * 32], 16, 32));  // the first product in f16
+    operands.set(5, HostTensor.ofDoubles(new double[16 * 32], 16, 32));  // the first product in f64
     message = failure(attributes(f, 0, 1e-5f, 0.5f), operands);
-    assertTrue(message.contains("q weights (operand 5) must be f32[16,32] or bf16[16,32], got f16[16,32]"), message);
+    assertTrue(message.contains("q weights (operand 5) must be f32[16,32], bf16[16,32] or f16[16,32], got f64[16,32]"),
+        message);
     operands.set(5, HostTensor.ofFloats(new float[16 * 32], 16, 32));
 
     message = failure(attributes(new Form(true, 2, false, false, DType.F32, 1, 32, 2, 2, 8, 64), 0, 1e-5f, 0.5f), operands);

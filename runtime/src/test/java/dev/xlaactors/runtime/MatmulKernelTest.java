@@ -20,7 +20,7 @@ import org.junit.jupiter.api.Test;
 
 /**
  * The bridge's native matmul handlers ({@code xla_actors.matmul_f32}, {@code xla_actors.matmul_bf16},
- * {@code xla_actors.matmul_q8}) called by
+ * {@code xla_actors.matmul_f16}, {@code xla_actors.matmul_q8}) called by
  * custom calls in compiled programs, against a double-precision reference computed here: both weight
  * layouts, shapes whose sizes are not multiples of any vector length (the kernels' tails), shapes large
  * enough to be split over the kernel threads, and calls whose dtypes or shapes do not fit, which fail with an
@@ -145,38 +145,42 @@ class MatmulKernelTest {
   }
 
   /**
-   * matmul_bf16 widens each weight to the f32 of the same value as it loads it, so its products are
-   * matmul_f32's (dot form) on those values, to f32 rounding (the compiler may fuse a tail's multiply-add in one
-   * and not the other), on every path: one to three activation rows converting in registers, four or more
-   * through an f32 tile of 8 weight rows on AVX-512, 4 elsewhere.
+   * matmul_bf16 and matmul_f16 widen each weight to the f32 of the same value as they load it, so their products
+   * are matmul_f32's (dot form) on those values, to f32 rounding (the compiler may fuse a tail's multiply-add in
+   * one and not the other), on every path: up to eight activation rows converting in registers, more through an
+   * f32 tile of a block of weight rows.
    */
   @Test
-  void bf16ProductsAreTheF32ProductsOfTheSameValues() {
+  void halfWidthProductsAreTheF32ProductsOfTheSameValues() {
     Random random = new Random(13);
-    // {batch, rows, k, n}: one, two and three rows and more (a prompt chunk's 128), tails of k and of the weight
-    // rows (1 to 7), inputs past 1,024 (AVX-512's blocks of 1,024 above one row), products large enough to split.
+    // {batch, rows, k, n}: one to eight rows and more (a prompt chunk's 128), tails of k and of the weight rows (1
+    // to 7), inputs past 1,024 (AVX-512's blocks of 1,024 above one row), products large enough to split, weights
+    // in several blocks of the tile path (3,072 inputs: blocks of 40 rows).
     int[][] shapes = {{3, 5, 70, 37}, {1, 1, 100, 6}, {1, 2, 72, 43}, {1, 3, 96, 35}, {2, 64, 96, 35},
-        {1, 5, 2100, 19}, {1, 1, 768, 96}, {1, 8, 768, 301}, {1, 1, 128, 1000}, {1, 128, 64, 29}};
-    for (int[] s : shapes) {
-      int m = s[0] * s[1];
-      int k = s[2];
-      int n = s[3];
-      float[] x = random(random, m * k);
-      HostTensor weights = HostTensor.ofBFloat16s(random(random, n * k), n, k);
-      float[] widened = weights.toFloatArray();
-      HostTensor xs = HostTensor.ofFloats(x, s[0], s[1], k);
-      String result = type("f32", s[0], s[1], n);
-      String xType = type("f32", s[0], s[1], k);
-      float[] bf16 = run(program("xla_actors.matmul_bf16", "", result, xType, type("bf16", n, k)), xs, weights);
-      float[] f32 = run(program("xla_actors.matmul_f32", "w_transposed = 1 : i32", result, xType, type("f32", n, k)),
-          xs, HostTensor.ofFloats(widened, n, k));
-      double[][] expected = reference(x, m, k, n, (i, c) -> widened[c * k + i]);
-      assertClose(expected, bf16, 1e-6);
-      double[][] asF32 = {new double[f32.length], expected[1]};
-      for (int i = 0; i < f32.length; i++) {
-        asF32[0][i] = f32[i];
+        {1, 5, 2100, 19}, {1, 1, 768, 96}, {1, 8, 768, 301}, {1, 1, 128, 1000}, {1, 128, 64, 29}, {1, 9, 3072, 90}};
+    for (String dtype : List.of("bf16", "f16")) {
+      for (int[] s : shapes) {
+        int m = s[0] * s[1];
+        int k = s[2];
+        int n = s[3];
+        float[] x = random(random, m * k);
+        float[] drawn = random(random, n * k);
+        HostTensor weights = dtype.equals("bf16") ? HostTensor.ofBFloat16s(drawn, n, k) : HostTensor.ofHalfFloats(drawn, n, k);
+        float[] widened = weights.toFloatArray();
+        HostTensor xs = HostTensor.ofFloats(x, s[0], s[1], k);
+        String result = type("f32", s[0], s[1], n);
+        String xType = type("f32", s[0], s[1], k);
+        float[] half = run(program("xla_actors.matmul_" + dtype, "", result, xType, type(dtype, n, k)), xs, weights);
+        float[] f32 = run(program("xla_actors.matmul_f32", "w_transposed = 1 : i32", result, xType, type("f32", n, k)),
+            xs, HostTensor.ofFloats(widened, n, k));
+        double[][] expected = reference(x, m, k, n, (i, c) -> widened[c * k + i]);
+        assertClose(expected, half, 1e-6);
+        double[][] asF32 = {new double[f32.length], expected[1]};
+        for (int i = 0; i < f32.length; i++) {
+          asF32[0][i] = f32[i];
+        }
+        assertClose(asF32, half, 2e-7);
       }
-      assertClose(asF32, bf16, 2e-7);
     }
   }
 
@@ -319,6 +323,10 @@ class MatmulKernelTest {
     message = failure(program("xla_actors.matmul_bf16", "", type("f32", 2, 3), type("f32", 2, 3), type("bf16", 3, 4)),
         x, HostTensor.ofBFloat16s(new float[12], 3, 4));
     assertTrue(message.contains("x is f32[2,3] but w is bf16[3,4] ([N,K]): K differs"), message);
+
+    message = failure(program("xla_actors.matmul_f16", "", type("f32", 2, 4), type("f32", 2, 3), type("bf16", 4, 3)),
+        x, HostTensor.ofBFloat16s(new float[12], 4, 3));
+    assertTrue(message.contains("xla_actors.matmul_f16: w must be f16, got bf16[4,3]"), message);
   }
 
   /**
