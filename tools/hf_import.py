@@ -25,9 +25,10 @@ Conv1D, are stored transposed for them, W.t [N,K]; bf16 and f16 weights are wide
 them), decode's attention call xla_actors.decode_attention, which reads each
 sequence's positions in use where the cache holds them (so the decode programs need one attention window, the
 context), and a prompt chunk's attention xla_actors.chunk_attention, which does the same for the chunk's rows
-on every core; each decode step's layer, when its weights are all of one dtype (f32, bf16, f16 or int8), is one call of
-xla_actors.decoder_layer (norms, products, rotary positions, the cache's update and attention, MLP: the
-bridge's threads taken once per layer rather than once per product); native is the default for a CPU package.
+on every core; each decode step's layer, when its weights are all of one dtype (f32, bf16, f16 or int8), is
+one call of xla_actors.decoder_layer (norms, products, rotary positions, the cache's update and attention, MLP:
+the bridge's threads taken once per layer rather than once per product); native is the default for a CPU
+package.
 --kernels xla (the default when --platforms names cuda) leaves every matmul to XLA, for a package that runs
 on any PJRT plugin. --quantize int8 stores each matmul
 weight whose input size is a multiple of 32 as Q8_0-style int8 (W.q8 s8[N,K] and W.q8_scales f32[N,K/32]:
@@ -575,8 +576,8 @@ class Decoder(WeightAccess):
         """The operands of a decoder_layer's products, each (weight name, transposed, bias name or None):
         ([each product's operands], q8, biases), a product's operands being its weight as [N,K] f32, bf16, f16 or
         int8 values and scales, then its bias; None unless every weight is f32 [N,K] (a [K,N] one stored
-        transposed), every one bf16 [N,K] or every one f16 [N,K] (likewise), or every one int8. Records each weight in matmul_weights as matmul does (the importer's first pass
-        decides the rewrites from them)."""
+        transposed), every one bf16 [N,K] or every one f16 [N,K] (likewise), or every one int8. Records each
+        weight in matmul_weights as matmul does (the importer's first pass decides the rewrites from them)."""
         self.matmul_weights = getattr(self, "matmul_weights", {})
         operands, kinds, biases = [], set(), 0
         for j, (name, transposed, bias) in enumerate(products):
