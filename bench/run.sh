@@ -221,7 +221,8 @@ modes:
             one prompt (exit 1 when ours and llama.cpp's differ at a clear winner), and a 2,000-token prompt
             served by ours on the 4,096-position Llama with echo + logprobs against transformers'
             (tools/long_prompt_check.py; exit 1 past 2e-3). Then BENCH_REPS rounds
-            (default 5), each model ours then llama.cpp: prefill of 128 tokens, decode tokens/s of 1 and 8
+            (default 5), each model ours then llama.cpp, every other round in reverse order (llama.cpp
+            first, ours' packages in the other order): prefill of 128 tokens, decode tokens/s of 1 and 8
             sequences (32 steps after the prompt; 8: aggregate), peak RSS of one sequence (VmHWM); the
             Llama's 2,000-token prefill; ours: ModelsBench, llama.cpp: llama-batched-bench -t 2; ours
             also one sequence on a GPT-2 package of one slot, and GPT-2 with --kernels xla (the A/B of
@@ -1324,6 +1325,25 @@ llamacpp_round() {
   fi
 }
 
+# The measurements of one round of model $1, a line each in their order: "ours<TAB>PKG<TAB>VARIANT" (ours_round)
+# or "llamacpp<TAB>VARIANT" (llamacpp_round); each pair of the same weights ours first.
+llamacpp_steps() {
+  local m="$1" d="$ldir/$1"
+  printf 'ours\t%s\t%s\n' "$d/pkg-f32" f32
+  if [ "$m" = gpt2 ]; then
+    printf 'ours\t%s\t%s\n' "$d/pkg-f32-1slot" f32-1slot "$d/pkg-f32-xla" f32-xla
+  fi
+  printf 'llamacpp\t%s\n' f32
+  if [ "$m" = gpt2 ]; then
+    printf 'ours\t%s\t%s\n' "$d/pkg-bf16" bf16
+    printf 'llamacpp\t%s\n' bf16
+  fi
+  if [ -n "$int8_option" ]; then
+    printf 'ours\t%s\t%s\n' "$d/pkg-int8" int8 "$d/pkg-w8a8" w8a8
+  fi
+  printf 'llamacpp\t%s\n' q8_0
+}
+
 # One round of ours on package $2 of model $1 (variant $3): ModelsBench, one process, one warm-up and one
 # measured repetition, prompts of 128 tokens then 32 decode steps; the Llama also a 2,000-token prefill.
 ours_round() {
@@ -1498,25 +1518,27 @@ run_llamacpp() {
   stop_server
   trap - EXIT
   echo
-  local rep
+  local rep steps side a b
   for rep in $(seq 1 "$reps"); do
     for m in gpt2 llama; do
-      echo "round $rep of $reps, $m: ours (ModelsBench), then llama.cpp (llama-batched-bench)..." >&2
-      ours_round "$m" "$ldir/$m/pkg-f32" f32 "$rep"
-      if [ "$m" = gpt2 ]; then
-        ours_round "$m" "$ldir/$m/pkg-f32-1slot" f32-1slot "$rep"
-        ours_round "$m" "$ldir/$m/pkg-f32-xla" f32-xla "$rep"
+      # Every other round in reverse (llama.cpp's run of a pair first, ours' packages in the other order): the
+      # first process after the other side's, or after the long-prompt check, has read slow in some runs
+      # (one_of_8 0.81-0.98 in the bench against level by hand, 2026-11-30), and no side or package should
+      # always take that place.
+      steps="$(llamacpp_steps "$m")"
+      if [ $((rep % 2)) = 0 ]; then
+        steps="$(tac <<< "$steps")"
+        echo "round $rep of $reps, $m: llama.cpp (llama-batched-bench) then ours (ModelsBench), in reverse..." >&2
+      else
+        echo "round $rep of $reps, $m: ours (ModelsBench), then llama.cpp (llama-batched-bench)..." >&2
       fi
-      llamacpp_round "$m" f32 "$rep"
-      if [ "$m" = gpt2 ]; then
-        ours_round "$m" "$ldir/$m/pkg-bf16" bf16 "$rep"
-        llamacpp_round "$m" bf16 "$rep"
-      fi
-      if [ -n "$int8_option" ]; then
-        ours_round "$m" "$ldir/$m/pkg-int8" int8 "$rep"
-        ours_round "$m" "$ldir/$m/pkg-w8a8" w8a8 "$rep"
-      fi
-      llamacpp_round "$m" q8_0 "$rep"
+      while IFS=$'\t' read -r -u 3 side a b; do
+        if [ "$side" = ours ]; then
+          ours_round "$m" "$a" "$b" "$rep"
+        else
+          llamacpp_round "$m" "$a" "$rep"
+        fi
+      done 3<<< "$steps"
     done
   done
   # Serving, GPT-2's F32 on both sides: guidellm needs vLLM's ignore_eos and stream_options'
