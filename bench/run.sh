@@ -223,8 +223,9 @@ modes:
             (tools/long_prompt_check.py; exit 1 past 2e-3). Then BENCH_REPS rounds
             (default 5), each model ours then llama.cpp, every other round in reverse order (llama.cpp
             first, ours' packages in the other order): prefill of 128 tokens, decode tokens/s of 1 and 8
-            sequences (32 steps after the prompt; 8: aggregate), peak RSS of one sequence (VmHWM); the
-            Llama's 2,000-token prefill; ours: ModelsBench, llama.cpp: llama-batched-bench -t 2; ours
+            sequences (LLAMACPP_STEPS steps after the prompt, default 128; 8: aggregate), peak RSS of
+            one sequence (VmHWM); the Llama's 2,000-token prefill; ours: ModelsBench, llama.cpp:
+            llama-batched-bench -t 2; ours
             also one sequence on a GPT-2 package of one slot, and GPT-2 with --kernels xla (the A/B of
             the native f32 kernels, import's default for a CPU package, against XLA's dots); GPT-2 in
             bf16 on both sides (--dtype bf16 against llama.cpp's BF16 GGUF). Then
@@ -1304,19 +1305,20 @@ if rc:
 print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)' "$@"
 }
 
-# One round of llama.cpp on model $1, variant $2 (f32 | q8_0): llama-batched-bench, 2 threads, random
-# prompt tokens; one sequence (prefill 128, then 32 decode steps; its peak RSS, with a context as long as our
-# package's, whose cache ours holds), then 8 sequences at once (aggregate decode tokens/s), then, for the Llama, a 2,000-token prefill.
+# One round of llama.cpp on model $1, variant $2 (f32 | bf16 | q8_0): llama-batched-bench, 2 threads, random
+# prompt tokens; one sequence (prefill 128, then $llamacpp_steps decode steps; its peak RSS, with a context as long
+# as our package's, whose cache ours holds), then 8 sequences at once (aggregate decode tokens/s), then, for the
+# Llama, a 2,000-token prefill.
 llamacpp_round() {
   local m="$1" v="$2" rep="$3" ctx kb
   ctx="$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["limits"]["context_length"])' "$ldir/$m/pkg-f32/xla-model.json")"
   local common=(-m "$ldir/$m/$v.gguf" -t 2 -tb 2 --output-format jsonl)
   kb="$(peak_rss_kb "$out_dir/llamacpp-$m-$v-b1-$rep.jsonl" "$llama_bin/llama-batched-bench" "${common[@]}" -c "$ctx" \
-    -npp 128 -ntg 32 -npl 1)"
+    -npp 128 -ntg "$llamacpp_steps" -npl 1)"
   python3 bench/llamacpp_report.py llamacpp "$measures" "$m" "$v" "$out_dir/llamacpp-$m-$v-b1-$rep.jsonl" "$kb"
-  # 8 sequences of 128 + 32 tokens each: a context of 8 x 160 (llama.cpp splits it per sequence).
-  peak_rss_kb "$out_dir/llamacpp-$m-$v-b8-$rep.jsonl" "$llama_bin/llama-batched-bench" "${common[@]}" -c 1280 \
-    -npp 128 -ntg 32 -npl 8 > /dev/null
+  # 8 sequences of 128 + steps tokens each: a context of 8 times that (llama.cpp splits it per sequence).
+  peak_rss_kb "$out_dir/llamacpp-$m-$v-b8-$rep.jsonl" "$llama_bin/llama-batched-bench" "${common[@]}" \
+    -c "$((8 * (128 + llamacpp_steps)))" -npp 128 -ntg "$llamacpp_steps" -npl 8 > /dev/null
   python3 bench/llamacpp_report.py llamacpp "$measures" "$m" "$v" "$out_dir/llamacpp-$m-$v-b8-$rep.jsonl" ""
   if [ "$m" = llama ] && [ "$v" = f32 ]; then
     peak_rss_kb "$out_dir/llamacpp-$m-$v-2k-$rep.jsonl" "$llama_bin/llama-batched-bench" "${common[@]}" -c 2048 \
@@ -1345,12 +1347,13 @@ llamacpp_steps() {
 }
 
 # One round of ours on package $2 of model $1 (variant $3): ModelsBench, one process, one warm-up and one
-# measured repetition, prompts of 128 tokens then 32 decode steps; the Llama also a 2,000-token prefill.
+# measured repetition, prompts of 128 tokens then $llamacpp_steps decode steps; the Llama also a 2,000-token
+# prefill.
 ours_round() {
   local m="$1" pkg="$2" v="$3" rep="$4" f long=()
   f="$out_dir/llamacpp-ours-$m-$v-$rep.json"
   if [ "$m" = llama ]; then long=(2000); fi
-  JAVA_OPTS="-Xms64m -Xmx256m ${JAVA_OPTS:-}" java_bench dev.xlaactors.bench.ModelsBench "$pkg" 1 32 128 "${long[@]}" > "$f" \
+  JAVA_OPTS="-Xms64m -Xmx256m ${JAVA_OPTS:-}" java_bench dev.xlaactors.bench.ModelsBench "$pkg" 1 "$llamacpp_steps" 128 "${long[@]}" > "$f" \
     2>> "$out_dir/llamacpp-ours.log" || { echo "ModelsBench failed on $pkg: see $out_dir/llamacpp-ours.log" >&2; exit 1; }
   python3 bench/llamacpp_report.py ours "$measures" "$m" "$v" "$f"
 }
@@ -1497,6 +1500,9 @@ run_llamacpp() {
   # int8 with the native int8 kernel (with --kernels xla every program dequantises the weights first, the
   # slowest variant bench/run.sh kernels measured)
   int8_option="--quantize int8 --kernels native"
+  # Decode steps per measurement on both sides: 128 (32 before 2026-11-30: a window under a second, which on a
+  # shared machine read 15-30% low on either side now and then).
+  llamacpp_steps="${LLAMACPP_STEPS:-128}"
   local m
   for m in gpt2 llama; do
     llamacpp_prepare "$m"
