@@ -1306,9 +1306,9 @@ print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)' "$@"
 }
 
 # One round of llama.cpp on model $1, variant $2 (f32 | bf16 | q8_0): llama-batched-bench, 2 threads, random
-# prompt tokens; one sequence (prefill 128, then $llamacpp_steps decode steps; its peak RSS, with a context as long
-# as our package's, whose cache ours holds), then 8 sequences at once (aggregate decode tokens/s), then, for the
-# Llama, a 2,000-token prefill.
+# prompt tokens; one sequence (prefill 128, then $llamacpp_steps decode steps; its peak RSS, with a context as
+# long as our package's, whose cache ours holds), then 8 sequences at once (aggregate decode tokens/s), then,
+# for the Llama, a 2,000-token prefill.
 llamacpp_round() {
   local m="$1" v="$2" rep="$3" ctx kb
   ctx="$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["limits"]["context_length"])' "$ldir/$m/pkg-f32/xla-model.json")"
@@ -1353,8 +1353,9 @@ ours_round() {
   local m="$1" pkg="$2" v="$3" rep="$4" f long=()
   f="$out_dir/llamacpp-ours-$m-$v-$rep.json"
   if [ "$m" = llama ]; then long=(2000); fi
-  JAVA_OPTS="-Xms64m -Xmx256m ${JAVA_OPTS:-}" java_bench dev.xlaactors.bench.ModelsBench "$pkg" 1 "$llamacpp_steps" 128 "${long[@]}" > "$f" \
-    2>> "$out_dir/llamacpp-ours.log" || { echo "ModelsBench failed on $pkg: see $out_dir/llamacpp-ours.log" >&2; exit 1; }
+  JAVA_OPTS="-Xms64m -Xmx256m ${JAVA_OPTS:-}" java_bench dev.xlaactors.bench.ModelsBench "$pkg" 1 "$llamacpp_steps" \
+    128 "${long[@]}" > "$f" 2>> "$out_dir/llamacpp-ours.log" ||
+    { echo "ModelsBench failed on $pkg: see $out_dir/llamacpp-ours.log" >&2; exit 1; }
   python3 bench/llamacpp_report.py ours "$measures" "$m" "$v" "$f"
 }
 
