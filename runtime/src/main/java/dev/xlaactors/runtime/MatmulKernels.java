@@ -6,9 +6,10 @@ import static dev.xlaactors.nativebridge.pjrt.global.Pjrt.XlaActors_MatmulKernel
 /**
  * The bridge's native matrix products, which compiled programs call as the typed-FFI custom calls
  * {@code xla_actors.matmul_f32} ({@code x f32[..., K]} times {@code w f32[K, N]}, or {@code w f32[N, K]} with
- * the attribute {@code w_transposed = 1}), {@code xla_actors.matmul_bf16} ({@code x f32[..., K]} times
- * {@code w bf16[N, K]}, each weight widened to the f32 of its value as it is loaded: matmul_f32's products on
- * those values from half the bytes) and {@code xla_actors.matmul_q8} ({@code x f32[..., K]} times
+ * the attribute {@code w_transposed = 1}), {@code xla_actors.matmul_bf16} and {@code xla_actors.matmul_f16}
+ * ({@code x f32[..., K]} times {@code w bf16[N, K]} or {@code w f16[N, K]}, each weight widened to the f32 of
+ * its value as it is loaded: matmul_f32's products on those values from half the bytes) and
+ * {@code xla_actors.matmul_q8} ({@code x f32[..., K]} times
  * Q8_0-style int8 weights {@code q s8[N, K]} with one f32 scale per 32 inputs, {@code scales f32[N, K/32]}),
  * and its decode attention {@code xla_actors.decode_attention} (one step of B sequences: {@code q f32[B, H, Dh]}
  * against the KV cache {@code f32|f16|bf16[layers, 2, slots, kv_heads, positions, Dh]} at each sequence's
@@ -17,7 +18,7 @@ import static dev.xlaactors.nativebridge.pjrt.global.Pjrt.XlaActors_MatmulKernel
  * {@code start .. start + C - 1} of one slot, each row against that slot's cache up to its own position; the
  * operands after the cache are {@code slot} and {@code start}, one s32 each, the attributes as decode's),
  * and its fused decoder layer {@code xla_actors.decoder_layer} (one decoding step of a whole pre-norm layer, GPT-2's
- * or Llama's form, for B sequences: norms, products by f32, bf16 or int8 weights, rotary positions, this step's keys and values
+ * or Llama's form, for B sequences: norms, products by f32, bf16, f16 or int8 weights, rotary positions, this step's keys and values
  * written into the cache, which its second result aliases, attention and MLP, the pool's threads taken once for
  * the layer; its operands and attributes are listed in {@code native/src/main/cpp/matmul_kernels.cc}).
  * {@code tools/hf_import.py --kernels native} emits them for the weight matmuls, the decode steps' layers and
