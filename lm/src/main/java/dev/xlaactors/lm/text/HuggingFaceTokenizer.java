@@ -119,12 +119,10 @@ public final class HuggingFaceTokenizer implements Tokenizer {
     } catch (NoSuchFileException e) {
       throw new XlaException(ErrorCode.NOT_FOUND, "tokenizer file " + file.toAbsolutePath()
           + " does not exist: expected a Hugging Face tokenizer.json (the model package's tokenizer entry)", e);
-    } catch (JsonParseException | IllegalStateException | java.io.EOFException e) { // gson's malformed-JSON failures
+    } catch (JsonParseException | IllegalStateException | java.io.EOFException
+        | com.google.gson.stream.MalformedJsonException e) { // gson's malformed-JSON failures
       throw invalid(file, "it is not valid JSON (" + e.getMessage() + ")", e);
     } catch (IOException e) {
-      if (e instanceof com.google.gson.stream.MalformedJsonException) {
-        throw invalid(file, "it is not valid JSON (" + e.getMessage() + ")", e);
-      }
       throw new XlaException(ErrorCode.NOT_FOUND, "tokenizer file " + file.toAbsolutePath()
           + " cannot be read (" + e + "): expected a readable Hugging Face tokenizer.json", e);
     }
