@@ -133,11 +133,8 @@ class HfParityGpt2Test {
     assertTrue(Math.abs(accuracy.perplexityChange()) < MAX_INT8_PERPLEXITY_CHANGE, "perplexity change " + accuracy.perplexityChange());
     assertTrue(accuracy.maxDiff() > 0, "the int8 package's logits differ from f32's: its weights are quantised");
 
-    JsonNode prompt = ref.get("greedy_prompt");
-    String[] generate = {"--tokens", ids(prompt), "--max-tokens", "8", "--temperature", "0", "--ignore-eos", "--json"};
-    int[] nativeTokens = ints(JSON.readTree(ok(concat("generate", nativePackage,
-        generate)).out()).get("tokens"));
-    int[] xlaTokens = ints(JSON.readTree(ok(concat("generate", xlaPackage, generate)).out()).get("tokens"));
+    int[] nativeTokens = greedyTokens(nativePackage, ref.get("greedy_prompt"));
+    int[] xlaTokens = greedyTokens(xlaPackage, ref.get("greedy_prompt"));
     assertEquals(8, nativeTokens.length);
     assertArrayEquals(xlaTokens, nativeTokens, "greedy tokens of the int8 package, native kernel against XLA's");
   }
@@ -146,8 +143,9 @@ class HfParityGpt2Test {
    * --dtype bf16 and --dtype f16 (the weights rounded so, as most checkpoints ship): the native package multiplies
    * by them with {@code xla_actors.matmul_bf16} / {@code matmul_f16} (score: GPT-2's Conv1D weights stored [N,K])
    * and the fused layers (decode), widening each weight to f32 as it is loaded. Its logits are its XLA fallback's
-   * (--kernels xla: the same weights upcast in the program before XLA's dot) to f32 precision, its greedy tokens
-   * the same, and its fused decode steps those of its own score program to 1e-4. Against transformers' f32 logits
+   * (--kernels xla: the same weights upcast in the program before XLA's dot) to f32 precision and its greedy tokens
+   * the same (its fused decode steps against its own score program: {@link
+   * #fusedDecoderLayersGiveTheLogitsOfOneWholeRun}). Against transformers' f32 logits
    * it differs by the weights' rounding alone (printed; bounded by the int8 package's bounds, which round coarser;
    * measured: bf16 max |logit diff| 0.106, mean KL 1.4e-4, perplexity +0.15%; f16 0.016, 3.3e-6, +0.12%).
    */
@@ -170,26 +168,17 @@ class HfParityGpt2Test {
       assertTrue(accuracy.maxDiff() < MAX_INT8_LOGIT_DIFF, dtype + ": max logit difference " + accuracy.maxDiff());
       assertTrue(accuracy.kl() < MAX_INT8_KL, dtype + ": mean KL divergence " + accuracy.kl());
 
-      JsonNode prompt = ref.get("greedy_prompt");
-      String[] generate = {"--tokens", ids(prompt), "--max-tokens", "8", "--temperature", "0", "--ignore-eos", "--json"};
-      int[] nativeTokens = ints(JSON.readTree(ok(concat("generate", nativePackage, generate)).out()).get("tokens"));
-      int[] xlaTokens = ints(JSON.readTree(ok(concat("generate", xlaPackage, generate)).out()).get("tokens"));
+      int[] nativeTokens = greedyTokens(nativePackage, ref.get("greedy_prompt"));
+      int[] xlaTokens = greedyTokens(xlaPackage, ref.get("greedy_prompt"));
       assertEquals(8, nativeTokens.length);
       assertArrayEquals(xlaTokens, nativeTokens, "greedy tokens of the " + dtype + " package, native kernels against XLA's");
-
-      int[][] prompts = {IntStream.range(0, 9).map(i -> (i * 53 + 7) % 500).toArray(),
-          IntStream.range(0, 3).map(i -> (i * 29 + 3) % 500).toArray()};
-      ActorTestKit testKit = ActorTestKit.create();
-      try (XlaClient client = XlaClient.create(LanguageModel.clientSettings());
-          CallbackRuntime runtime = CallbackRuntime.create(testKit.system(), client);
-          LanguageModel lm = LanguageModel.load(ModelPackage.open(nativePackage), client.devices().get(0), runtime)) {
-        int slots = lm.slotCounts().get(lm.slotCounts().size() - 1);
-        double worst = worstAgainstScore(lm, slots, prompts, 5);
-        assertTrue(worst <= 0, dtype + " fused decode's logits against one whole run exceed 1e-4 by " + worst);
-      } finally {
-        testKit.shutdownTestKit();
-      }
     }
+  }
+
+  /** 8 greedy tokens of {@code pkg} after {@code prompt} (token ids), by {@code generate}. */
+  private static int[] greedyTokens(Path pkg, JsonNode prompt) throws IOException {
+    String[] generate = {"--tokens", ids(prompt), "--max-tokens", "8", "--temperature", "0", "--ignore-eos", "--json"};
+    return ints(JSON.readTree(ok(concat("generate", pkg, generate)).out()).get("tokens"));
   }
 
   /**
@@ -197,15 +186,19 @@ class HfParityGpt2Test {
    * norms, the q|k|v product, the cache's update, attention, GELU MLP, in the bridge): every step's logits, for
    * one sequence and for two decoding together (the f32 package's batch-4 program), are those of the same
    * package's score program run over the sequence so far (each product one native call, XLA's attention and
-   * norms), to 1e-4; with f32 weights, int8 ones, and int8 ones whose products quantise their activations (w8a8:
-   * decode's one row by the VNNI kernel on AVX-512, score's rows by the f32 kernels on the quantised values).
+   * norms), to 1e-4; with f32 weights, int8 ones, int8 ones whose products quantise their activations (w8a8:
+   * decode's one row by the VNNI kernel on AVX-512, score's rows by the f32 kernels on the quantised values), and
+   * bf16 and f16 ones.
    */
   @Test
   void fusedDecoderLayersGiveTheLogitsOfOneWholeRun() throws IOException {
     Path f32 = imported("gpt2", "--kernels", "native", "--score-length", "16");
     Path int8 = imported("gpt2", "--kernels", "native", "--quantize", "int8", "--slots", "1");
     Path w8a8 = imported("gpt2", "--kernels", "native", "--quantize", "w8a8", "--slots", "1");
-    for (Path pkg : List.of(f32, int8, w8a8)) {
+    Path bf16 = imported("gpt2", "--dtype", "bf16", "--kernels", "native", "--score-length", "16");
+    Path f16 = imported("gpt2", "--dtype", "f16", "--kernels", "native", "--score-length", "16");
+    List<Path> packages = List.of(f32, int8, w8a8, bf16, f16);
+    for (Path pkg : packages) {
       assertTrue(programText(pkg, DECODE).contains("xla_actors.decoder_layer"), pkg + ": decode calls the fused layer");
       assertFalse(programText(pkg, "score").contains("xla_actors.decoder_layer"), pkg + ": score does not");
     }
@@ -214,7 +207,7 @@ class HfParityGpt2Test {
     ActorTestKit testKit = ActorTestKit.create();
     try (XlaClient client = XlaClient.create(LanguageModel.clientSettings());
         CallbackRuntime runtime = CallbackRuntime.create(testKit.system(), client)) {
-      for (Path pkg : List.of(f32, int8, w8a8)) {
+      for (Path pkg : packages) {
         try (LanguageModel lm = LanguageModel.load(ModelPackage.open(pkg), client.devices().get(0), runtime)) {
           int slots = lm.slotCounts().get(lm.slotCounts().size() - 1);
           int[][] these = slots == 1 ? new int[][] {prompts[0]} : prompts;
