@@ -50,7 +50,11 @@ positions of each (the smallest window holding every running sequence; with --ke
 own positions), so one sequence on a server of N slots costs one row of one window. Attention masks every
 cache position after a sequence's own position, so padding and stale entries of an earlier, longer sequence
 are never attended, and decode writes position p before it reads it. The context defaults to the checkpoint's,
-capped so that the cache fits --kv-cache-memory (1 GiB by default).
+capped so that the cache fits --kv-cache-memory (1 GiB by default). With --kernels native the empty cache is
+the bridge's xla_actors.zeros, whose pages the kernel maps at their first write: the steps write only the
+positions they fill and the native attention reads only the positions in use, so a cache takes memory for the
+positions its sequences have reached, not for every slot's whole context (--kv-cache-memory bounds what it
+can grow to).
 
 Prints the package's path on its last line.
 """
@@ -93,6 +97,7 @@ MATMUL_F16 = "xla_actors.matmul_f16"  # --kernels native: f16 weights [N,K], lik
 DECODE_ATTENTION = "xla_actors.decode_attention"  # --kernels native: decode's attention, reading the cache in place
 CHUNK_ATTENTION = "xla_actors.chunk_attention"  # --kernels native: a prompt chunk's attention, likewise
 DECODER_LAYER = "xla_actors.decoder_layer"  # --kernels native: a whole layer of a decode step (Decoder.layer_call)
+ZEROS = "xla_actors.zeros"  # --kernels native: the slot cache, zeros whose pages are mapped at their first write
 NORM_LAYER, NORM_RMS = 0, 1  # decoder_layer's `norm`
 MLP_GELU_TANH, MLP_GELU_ERF, MLP_SWIGLU = 0, 1, 2  # decoder_layer's `mlp`
 NATIVE_MAX_ROWS = 16  # f32 [K,N] matmuls of at most this many rows use the native kernel, larger ones XLA's
@@ -977,8 +982,17 @@ def export_program(fn, donated, weights, args, platforms, name, custom_calls=())
     return exp.serialize()
 
 
-def export_slot_cache(shape, dtype, platforms):
-    return export.export(jax.jit(lambda: jnp.zeros(shape, dtype)), platforms=platforms)().serialize()
+def export_slot_cache(shape, dtype, platforms, kernels):
+    """The empty cache. With --kernels native it is the bridge's zeros, which leaves the pages of the cache
+    unmapped until a step writes them (the steps write only the positions they fill and the native attention reads
+    only the positions in use), so a cache holds memory for the positions its sequences reached, not for the
+    context; XLA's zeros write every page up front."""
+    if kernels == "native":
+        make = lambda: jax.ffi.ffi_call(ZEROS, jax.ShapeDtypeStruct(shape, dtype))()
+        checks = [export.DisabledSafetyCheck.custom_call(ZEROS)]
+    else:
+        make, checks = (lambda: jnp.zeros(shape, dtype)), []
+    return export.export(jax.jit(make), platforms=platforms, disabled_checks=checks)().serialize()
 
 
 # ---------------------------------------------------------------- tokenizer and generation defaults
@@ -1277,7 +1291,8 @@ def import_checkpoint(a):
         programs = []
         for attrs, file, fn, donated, args in plan:
             if fn is None:
-                blob = export_slot_cache(model.slot_cache_shape(attrs["slots"], context), model.cache_dtype, a.platforms)
+                blob = export_slot_cache(model.slot_cache_shape(attrs["slots"], context), model.cache_dtype, a.platforms,
+                                         model.kernels)
             else:
                 specs = {n: weight_specs[n] for n in sorted(used[file])}
                 # Exporting traces fn again: what it emits goes to a set of its own, not into the last traced

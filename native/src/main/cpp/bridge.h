@@ -73,8 +73,9 @@ std::string RegisterFfiHandler(Plugin* plugin, const char* target, XLA_FFI_Handl
 // error until XlaActors_LoadLapack has succeeded.
 std::string RegisterLapackHandlers(Plugin* plugin);
 
-// Registers the native kernels' handlers xla_actors.matmul_f32, xla_actors.matmul_q8 and
-// xla_actors.decode_attention (matmul_kernels.cc).
+// Registers the native kernels' handlers (matmul_kernels.cc): the products xla_actors.matmul_f32, _q8, _bf16 and
+// _f16, the attention of xla_actors.decode_attention and chunk_attention, xla_actors.decoder_layer, and the KV
+// cache's maker xla_actors.zeros.
 std::string RegisterMatmulHandlers(Plugin* plugin);
 
 // Reads this run's context from an FFI call frame's execute context; null when it has none.

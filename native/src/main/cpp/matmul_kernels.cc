@@ -11,6 +11,7 @@
 //                               layer, scale)                                                  -> f32[C, H, Dh]
 //   xla_actors.decoder_layer (x f32[B, D], cache, slots, positions, then the layer's weights; attributes below)
 //                                                                    -> (f32[B, D], the cache updated in place)
+//   xla_actors.zeros ()                                    -> any f32|f16|bf16|f64|s8|s32|s64 array, all zeros
 //
 // matmul_bf16 (and matmul_f16, for IEEE half weights) multiplies by bf16 weights in f32: each weight is widened
 // to the f32 of the same value as it is loaded (exact), so the result is matmul_f32's on those values, from half
@@ -47,6 +48,13 @@
 // o, norm2, the MLP's products. The calling thread and XLA's pool threads work the whole layer as one team
 // (LayerTeam), so a step hands work to the pool once per layer, not once per product.
 //
+// zeros is the KV cache's maker: its result is all zeros, but the whole pages inside it are left unmapped
+// (madvise MADV_DONTNEED on the private anonymous memory XLA's allocator gives: the kernel maps a zeroed page
+// at a page's first write, and reads of an untouched page see the shared zero page). A cache of 1,024 positions
+// of which a sequence used 256 then holds memory for 256 in each of its rows, not for 1,024: the steps write
+// only the positions they decode or prefill and the attention kernels read only the positions in use. XLA's
+// own zeros (a broadcast) would write, and so map, every page up front.
+//
 // Why: decode at a few rows is a chain of matrix-vector products whose speed is the memory bandwidth;
 // XLA's CPU dot emitter reads ~0.4 of it on the pinned plugin. These kernels stream each weight once per
 // call, in long contiguous runs, on every core: the parts of a call run on XLA's own intra-op pool (the FFI's
@@ -70,6 +78,8 @@
 
 #include <immintrin.h>
 #include <sched.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -1425,6 +1435,65 @@ XLA_FFI_Error* DecoderLayerImpl(XLA_FFI_CallFrame* frame) {
   return nullptr;
 }
 
+constexpr const char kZerosTarget[] = "xla_actors.zeros";
+
+// Bytes of one element of the dtypes xla_actors.zeros makes, or 0 for another.
+int64_t ZerosItemBytes(XLA_FFI_DataType t) {
+  switch (t) {
+    case XLA_FFI_DataType_S8: return 1;
+    case XLA_FFI_DataType_F16:
+    case XLA_FFI_DataType_BF16: return 2;
+    case XLA_FFI_DataType_F32:
+    case XLA_FFI_DataType_S32: return 4;
+    case XLA_FFI_DataType_F64:
+    case XLA_FFI_DataType_S64: return 8;
+    default: return 0;
+  }
+}
+
+// Zeroes [data, data + bytes): the partial pages at either end by memset, the whole pages between them by
+// MADV_DONTNEED, which gives private anonymous memory back to the kernel; its next read is of the zero page,
+// its next write maps a fresh zeroed page. Where the advice is refused, memset does it all.
+void ZeroLeavingPagesUnmapped(char* data, int64_t bytes) {
+  static const int64_t page = [] {
+    long size = sysconf(_SC_PAGESIZE);
+    return size > 0 ? static_cast<int64_t>(size) : int64_t{4096};
+  }();
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(data), end = begin + static_cast<uintptr_t>(bytes);
+  const uintptr_t first = (begin + page - 1) / page * page, last = end / page * page;
+  if (last <= first || last - first < static_cast<uintptr_t>(page)) {
+    std::memset(data, 0, static_cast<size_t>(bytes));
+    return;
+  }
+  std::memset(data, 0, first - begin);
+  std::memset(reinterpret_cast<char*>(last), 0, end - last);
+  if (madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED) != 0) {
+    std::memset(reinterpret_cast<char*>(first), 0, last - first);
+  }
+}
+
+XLA_FFI_Error* ZerosImpl(XLA_FFI_CallFrame* frame) {
+  if (AnswerMetadataProbe(frame)) return nullptr;
+  if (frame->stage != XLA_FFI_ExecutionStage_EXECUTE) return nullptr;
+  const char* target = kZerosTarget;
+  if (frame->args.size != 0 || frame->rets.size != 1 || frame->rets.types[0] != XLA_FFI_RetType_BUFFER) {
+    return Invalid(frame, target, "expected no operands and 1 buffer result, got " + std::to_string(frame->args.size) +
+                                      " operands and " + std::to_string(frame->rets.size) + " results");
+  }
+  auto* out = static_cast<XLA_FFI_Buffer*>(frame->rets.rets[0]);
+  const int64_t item = ZerosItemBytes(out->dtype);
+  if (item == 0) {
+    return Invalid(frame, target, "the result must be f32, f16, bf16, f64, s8, s32 or s64, got " +
+                                      DtypeName(out->dtype) + Dims(out));
+  }
+  int64_t count = 1;
+  for (int64_t d = 0; d < out->rank; ++d) count *= out->dims[d];
+  ZeroLeavingPagesUnmapped(static_cast<char*>(out->data), count * item);
+  return nullptr;
+}
+
+XLA_FFI_Error* ZerosHandler(XLA_FFI_CallFrame* frame) { return GuardHandler(frame, kZerosTarget, &ZerosImpl); }
+
 XLA_FFI_Error* DecoderLayerHandler(XLA_FFI_CallFrame* frame) {
   return GuardHandler(frame, kDecoderLayerTarget, &DecoderLayerImpl);
 }
@@ -1467,6 +1536,7 @@ std::string RegisterMatmulHandlers(Plugin* plugin) {
   if (problem.empty()) problem = RegisterFfiHandler(plugin, kDecodeAttentionTarget, &DecodeAttentionHandler);
   if (problem.empty()) problem = RegisterFfiHandler(plugin, kChunkAttentionTarget, &ChunkAttentionHandler);
   if (problem.empty()) problem = RegisterFfiHandler(plugin, kDecoderLayerTarget, &DecoderLayerHandler);
+  if (problem.empty()) problem = RegisterFfiHandler(plugin, kZerosTarget, &ZerosHandler);
   return problem;
 }
 

@@ -20,9 +20,12 @@ import static dev.xlaactors.nativebridge.pjrt.global.Pjrt.XlaActors_MatmulKernel
  * and its fused decoder layer {@code xla_actors.decoder_layer} (one decoding step of a whole pre-norm layer, GPT-2's
  * or Llama's form, for B sequences: norms, products by f32, bf16, f16 or int8 weights, rotary positions, this step's keys and values
  * written into the cache, which its second result aliases, attention and MLP, the pool's threads taken once for
- * the layer; its operands and attributes are listed in {@code native/src/main/cpp/matmul_kernels.cc}).
- * {@code tools/hf_import.py --kernels native} emits them for the weight matmuls, the decode steps' layers and
- * their attention, and the prompt chunks' attention.
+ * the layer; its operands and attributes are listed in {@code native/src/main/cpp/matmul_kernels.cc}), and the
+ * KV cache's maker {@code xla_actors.zeros} (no operands; any f32, f16, bf16, f64, s8, s32 or s64 result, all
+ * zeros, its whole pages left for the kernel to map at their first write, so that a cache holds memory for
+ * the positions written, not for its whole context). {@code tools/hf_import.py --kernels native} emits them for
+ * the weight matmuls, the decode steps' layers and their attention, the prompt chunks' attention and the
+ * empty cache.
  *
  * <p>The kernels are chosen once per process from the CPU's features (AVX-512, AVX2 with FMA, or the
  * x86-64 baseline), capped by {@code XLA_ACTORS_KERNEL_ISA} ({@code avx512}, {@code avx2}, {@code portable})
