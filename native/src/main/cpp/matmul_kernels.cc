@@ -1452,8 +1452,10 @@ int64_t ZerosItemBytes(XLA_FFI_DataType t) {
 }
 
 // Zeroes [data, data + bytes): the partial pages at either end by memset, the whole pages between them by
-// MADV_DONTNEED, which gives private anonymous memory back to the kernel; its next read is of the zero page,
-// its next write maps a fresh zeroed page. Where the advice is refused, memset does it all.
+// MADV_DONTNEED, which gives private anonymous memory (what XLA's CPU client allocates with malloc) back to the
+// kernel; its next read is of the zero page, its next write maps a fresh zeroed page. Where the advice is
+// refused, or the first or last of those pages does not read zero after it (memory of another kind, which the
+// advice does not clear), memset does it all.
 void ZeroLeavingPagesUnmapped(char* data, int64_t bytes) {
   static const int64_t page = [] {
     long size = sysconf(_SC_PAGESIZE);
@@ -1467,7 +1469,9 @@ void ZeroLeavingPagesUnmapped(char* data, int64_t bytes) {
   }
   std::memset(data, 0, first - begin);
   std::memset(reinterpret_cast<char*>(last), 0, end - last);
-  if (madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED) != 0) {
+  if (madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED) != 0 ||
+      *reinterpret_cast<const volatile int64_t*>(first) != 0 ||
+      *reinterpret_cast<const volatile int64_t*>(last - sizeof(int64_t)) != 0) {
     std::memset(reinterpret_cast<char*>(first), 0, last - first);
   }
 }

@@ -113,17 +113,21 @@ class ZerosKernelTest {
     String t = type("f32", bytes / 4);
     try (Executable lazy = client.compile(zeros(t));
         Executable eager = client.compile(filled(t, "f32", "0.0"))) {
-      long before = residentAnonymousKiB();
-      try (DeviceBuffer out = lazy.execute(new DeviceBuffer[0]).get(0)) {
-        long grown = residentAnonymousKiB() - before;
-        assertTrue(grown < (bytes >> 10) / 8, "xla_actors.zeros of " + (bytes >> 20) + " MiB grew the resident "
-            + "anonymous memory by " + grown + " KiB, expected under an eighth of it");
+      // The smallest of three tries: anything else the JVM maps meanwhile (its heap growing) only adds.
+      long grown = Long.MAX_VALUE;
+      for (int attempt = 0; attempt < 3; attempt++) {
+        long before = residentAnonymousKiB();
+        try (DeviceBuffer out = lazy.execute(new DeviceBuffer[0]).get(0)) {
+          grown = Math.min(grown, residentAnonymousKiB() - before);
+        }
       }
-      before = residentAnonymousKiB();
+      assertTrue(grown < (bytes >> 10) / 8, "xla_actors.zeros of " + (bytes >> 20) + " MiB grew the resident "
+          + "anonymous memory by " + grown + " KiB, expected under an eighth of it");
+      long before = residentAnonymousKiB();
       try (DeviceBuffer out = eager.execute(new DeviceBuffer[0]).get(0)) {
-        long grown = residentAnonymousKiB() - before;
-        assertTrue(grown > (bytes >> 10) * 3 / 4, "XLA's broadcast zeros of " + (bytes >> 20) + " MiB grew the "
-            + "resident anonymous memory by only " + grown + " KiB: the measure cannot tell mapped pages apart");
+        long eagerGrowth = residentAnonymousKiB() - before;
+        assertTrue(eagerGrowth > (bytes >> 10) * 3 / 4, "XLA's broadcast zeros of " + (bytes >> 20) + " MiB grew the "
+            + "resident anonymous memory by only " + eagerGrowth + " KiB: the measure cannot tell mapped pages apart");
       }
     }
   }
