@@ -1,5 +1,6 @@
 package dev.xlaactors.runtime;
 
+import static dev.xlaactors.runtime.TestPrograms.tensorType;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
@@ -38,14 +39,6 @@ class MatmulKernelTest {
   @AfterAll
   static void stop() {
     client.close();
-  }
-
-  private static String type(String dtype, long... dims) {
-    StringBuilder s = new StringBuilder("tensor<");
-    for (long d : dims) {
-      s.append(d).append('x');
-    }
-    return s.append(dtype).append('>').toString();
   }
 
   /** A program of one custom call to {@code target} with operands of the given types. */
@@ -131,15 +124,15 @@ class MatmulKernelTest {
       float[] x = random(random, m * k);
       float[] w = random(random, k * n);
       HostTensor xs = HostTensor.ofFloats(x, s[0], s[1], k);
-      String result = type("f32", s[0], s[1], n);
-      String xType = type("f32", s[0], s[1], k);
+      String result = tensorType("f32", s[0], s[1], n);
+      String xType = tensorType("f32", s[0], s[1], k);
 
-      float[] plain = run(program("xla_actors.matmul_f32", "", result, xType, type("f32", k, n)),
+      float[] plain = run(program("xla_actors.matmul_f32", "", result, xType, tensorType("f32", k, n)),
           xs, HostTensor.ofFloats(w, k, n));
       assertClose(reference(x, m, k, n, (i, c) -> w[i * n + c]), plain, 1e-6);
 
       float[] transposed = run(program("xla_actors.matmul_f32", "w_transposed = 1 : i32", result, xType,
-          type("f32", n, k)), xs, HostTensor.ofFloats(w, n, k));
+          tensorType("f32", n, k)), xs, HostTensor.ofFloats(w, n, k));
       assertClose(reference(x, m, k, n, (i, c) -> w[c * k + i]), transposed, 1e-6);
     }
   }
@@ -168,10 +161,10 @@ class MatmulKernelTest {
         HostTensor weights = dtype.equals("bf16") ? HostTensor.ofBFloat16s(drawn, n, k) : HostTensor.ofHalfFloats(drawn, n, k);
         float[] widened = weights.toFloatArray();
         HostTensor xs = HostTensor.ofFloats(x, s[0], s[1], k);
-        String result = type("f32", s[0], s[1], n);
-        String xType = type("f32", s[0], s[1], k);
-        float[] half = run(program("xla_actors.matmul_" + dtype, "", result, xType, type(dtype, n, k)), xs, weights);
-        float[] f32 = run(program("xla_actors.matmul_f32", "w_transposed = 1 : i32", result, xType, type("f32", n, k)),
+        String result = tensorType("f32", s[0], s[1], n);
+        String xType = tensorType("f32", s[0], s[1], k);
+        float[] half = run(program("xla_actors.matmul_" + dtype, "", result, xType, tensorType(dtype, n, k)), xs, weights);
+        float[] f32 = run(program("xla_actors.matmul_f32", "w_transposed = 1 : i32", result, xType, tensorType("f32", n, k)),
             xs, HostTensor.ofFloats(widened, n, k));
         double[][] expected = reference(x, m, k, n, (i, c) -> widened[c * k + i]);
         assertClose(expected, half, 1e-6);
@@ -211,8 +204,8 @@ class MatmulKernelTest {
   private static float[] runQ8(String attributes, int[] shape, float[] x, byte[] q, float[] scales) {
     int k = shape[2];
     int n = shape[3];
-    return run(program("xla_actors.matmul_q8", attributes, type("f32", shape[0], shape[1], n), type("f32", shape[0], shape[1], k),
-            type("i8", n, k), type("f32", n, k / 32)),
+    return run(program("xla_actors.matmul_q8", attributes, tensorType("f32", shape[0], shape[1], n), tensorType("f32", shape[0], shape[1], k),
+            tensorType("i8", n, k), tensorType("f32", n, k / 32)),
         HostTensor.ofFloats(x, shape[0], shape[1], k), HostTensor.ofBytes(DType.S8, q, n, k), HostTensor.ofFloats(scales, n, k / 32));
   }
 
@@ -281,50 +274,50 @@ class MatmulKernelTest {
   @Test
   void callsThatDoNotFitFailWithTheOperandAndTheFix() {
     HostTensor x = HostTensor.ofFloats(new float[6], 2, 3);
-    String message = failure(program("xla_actors.matmul_f32", "", type("f32", 2, 4), type("f32", 2, 3),
-        type("f32", 5, 4)), x, HostTensor.ofFloats(new float[20], 5, 4));
+    String message = failure(program("xla_actors.matmul_f32", "", tensorType("f32", 2, 4), tensorType("f32", 2, 3),
+        tensorType("f32", 5, 4)), x, HostTensor.ofFloats(new float[20], 5, 4));
     assertTrue(message.contains("xla_actors.matmul_f32: x is f32[2,3] but w is f32[5,4] ([K,N]): K differs"), message);
 
-    message = failure(program("xla_actors.matmul_f32", "", type("f32", 2, 4), type("f32", 2, 3),
-        type("f16", 3, 4)), x, HostTensor.ofHalfFloats(new float[12], 3, 4));
+    message = failure(program("xla_actors.matmul_f32", "", tensorType("f32", 2, 4), tensorType("f32", 2, 3),
+        tensorType("f16", 3, 4)), x, HostTensor.ofHalfFloats(new float[12], 3, 4));
     assertTrue(message.contains("w must be f32, got f16[3,4]"), message);
 
-    message = failure(program("xla_actors.matmul_f32", "", type("f32", 2, 5), type("f32", 2, 3),
-        type("f32", 3, 4)), x, HostTensor.ofFloats(new float[12], 3, 4));
+    message = failure(program("xla_actors.matmul_f32", "", tensorType("f32", 2, 5), tensorType("f32", 2, 3),
+        tensorType("f32", 3, 4)), x, HostTensor.ofFloats(new float[12], 3, 4));
     assertTrue(message.contains("the result is f32[2,5], expected f32[2,4] for x f32[2,3]"), message);
 
-    message = failure(program("xla_actors.matmul_f32", "w_transposed = 2 : i32", type("f32", 2, 4),
-        type("f32", 2, 3), type("f32", 3, 4)), x, HostTensor.ofFloats(new float[12], 3, 4));
+    message = failure(program("xla_actors.matmul_f32", "w_transposed = 2 : i32", tensorType("f32", 2, 4),
+        tensorType("f32", 2, 3), tensorType("f32", 3, 4)), x, HostTensor.ofFloats(new float[12], 3, 4));
     assertTrue(message.contains("attribute 'w_transposed' must be an integer 0 (w is [K,N]) or 1"), message);
 
     HostTensor x64 = HostTensor.ofFloats(new float[128], 2, 64);
-    message = failure(program("xla_actors.matmul_q8", "", type("f32", 2, 3), type("f32", 2, 64), type("i8", 3, 64),
-        type("f32", 3, 3)), x64, HostTensor.ofBytes(DType.S8, new byte[192], 3, 64), HostTensor.ofFloats(new float[9], 3, 3));
+    message = failure(program("xla_actors.matmul_q8", "", tensorType("f32", 2, 3), tensorType("f32", 2, 64), tensorType("i8", 3, 64),
+        tensorType("f32", 3, 3)), x64, HostTensor.ofBytes(DType.S8, new byte[192], 3, 64), HostTensor.ofFloats(new float[9], 3, 3));
     assertTrue(message.contains("scales is f32[3,3], expected f32[3,2] (one per 32 inputs of each output)"), message);
 
     HostTensor x3 = HostTensor.ofFloats(new float[6], 2, 3);
-    message = failure(program("xla_actors.matmul_q8", "", type("f32", 2, 4), type("f32", 2, 3), type("i8", 4, 3),
-        type("f32", 4, 1)), x3, HostTensor.ofBytes(DType.S8, new byte[12], 4, 3), HostTensor.ofFloats(new float[4], 4, 1));
+    message = failure(program("xla_actors.matmul_q8", "", tensorType("f32", 2, 4), tensorType("f32", 2, 3), tensorType("i8", 4, 3),
+        tensorType("f32", 4, 1)), x3, HostTensor.ofBytes(DType.S8, new byte[12], 4, 3), HostTensor.ofFloats(new float[4], 4, 1));
     assertTrue(message.contains("expected q [N,K] with K the same and a multiple of 32"), message);
 
-    message = failure(program("xla_actors.matmul_q8", "activations = 2 : i32", type("f32", 2, 3), type("f32", 2, 64),
-        type("i8", 3, 64), type("f32", 3, 2)), x64, HostTensor.ofBytes(DType.S8, new byte[192], 3, 64),
+    message = failure(program("xla_actors.matmul_q8", "activations = 2 : i32", tensorType("f32", 2, 3), tensorType("f32", 2, 64),
+        tensorType("i8", 3, 64), tensorType("f32", 3, 2)), x64, HostTensor.ofBytes(DType.S8, new byte[192], 3, 64),
         HostTensor.ofFloats(new float[6], 3, 2));
     assertTrue(message.contains("attribute 'activations' must be an integer 0 (x multiplied as f32) or 1"), message);
 
-    message = failure(program("xla_actors.matmul_q8", "", type("f32", 2, 3), type("f32", 2, 64), type("f32", 3, 64),
-        type("f32", 3, 2)), x64, HostTensor.ofFloats(new float[192], 3, 64), HostTensor.ofFloats(new float[6], 3, 2));
+    message = failure(program("xla_actors.matmul_q8", "", tensorType("f32", 2, 3), tensorType("f32", 2, 64), tensorType("f32", 3, 64),
+        tensorType("f32", 3, 2)), x64, HostTensor.ofFloats(new float[192], 3, 64), HostTensor.ofFloats(new float[6], 3, 2));
     assertTrue(message.contains("q must be s8, got f32[3,64]"), message);
 
-    message = failure(program("xla_actors.matmul_bf16", "", type("f32", 2, 4), type("f32", 2, 3), type("f32", 4, 3)),
+    message = failure(program("xla_actors.matmul_bf16", "", tensorType("f32", 2, 4), tensorType("f32", 2, 3), tensorType("f32", 4, 3)),
         x, HostTensor.ofFloats(new float[12], 4, 3));
     assertTrue(message.contains("xla_actors.matmul_bf16: w must be bf16, got f32[4,3]"), message);
 
-    message = failure(program("xla_actors.matmul_bf16", "", type("f32", 2, 3), type("f32", 2, 3), type("bf16", 3, 4)),
+    message = failure(program("xla_actors.matmul_bf16", "", tensorType("f32", 2, 3), tensorType("f32", 2, 3), tensorType("bf16", 3, 4)),
         x, HostTensor.ofBFloat16s(new float[12], 3, 4));
     assertTrue(message.contains("x is f32[2,3] but w is bf16[3,4] ([N,K]): K differs"), message);
 
-    message = failure(program("xla_actors.matmul_f16", "", type("f32", 2, 4), type("f32", 2, 3), type("bf16", 4, 3)),
+    message = failure(program("xla_actors.matmul_f16", "", tensorType("f32", 2, 4), tensorType("f32", 2, 3), tensorType("bf16", 4, 3)),
         x, HostTensor.ofBFloat16s(new float[12], 4, 3));
     assertTrue(message.contains("xla_actors.matmul_f16: w must be f16, got bf16[4,3]"), message);
   }
@@ -339,8 +332,8 @@ class MatmulKernelTest {
     int m = 8;
     int k = 256;
     int n = 600;
-    String program = program("xla_actors.matmul_f32", "w_transposed = 1 : i32", type("f32", m, n), type("f32", m, k),
-        type("f32", n, k));
+    String program = program("xla_actors.matmul_f32", "w_transposed = 1 : i32", tensorType("f32", m, n), tensorType("f32", m, k),
+        tensorType("f32", n, k));
     int callers = 4;
     int runsEach = 6;
     try (Executable exe = client.compile(program)) {

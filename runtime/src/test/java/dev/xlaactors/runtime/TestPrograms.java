@@ -40,6 +40,15 @@ final class TestPrograms {
         .replace("FAIL", fail);
   }
 
+  /** The MLIR type {@code tensor<D0xD1x...xDTYPE>}, e.g. {@code tensorType("f32", 2, 3)} is {@code tensor<2x3xf32>}. */
+  static String tensorType(String dtype, long... dims) {
+    StringBuilder s = new StringBuilder("tensor<");
+    for (long d : dims) {
+      s.append(d).append('x');
+    }
+    return s.append(dtype).append('>').toString();
+  }
+
   /** The identity function on one tensor type. */
   static String identity(TensorType type) {
     return """

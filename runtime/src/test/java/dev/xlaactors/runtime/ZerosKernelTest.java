@@ -1,5 +1,6 @@
 package dev.xlaactors.runtime;
 
+import static dev.xlaactors.runtime.TestPrograms.tensorType;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -33,14 +34,6 @@ class ZerosKernelTest {
     client.close();
   }
 
-  private static String type(String dtype, long... dims) {
-    StringBuilder s = new StringBuilder("tensor<");
-    for (long d : dims) {
-      s.append(d).append('x');
-    }
-    return s.append(dtype).append('>').toString();
-  }
-
   private static String zeros(String resultType) {
     return "func.func @main() -> " + resultType + " {\n"
         + "  %0 = stablehlo.custom_call @xla_actors.zeros() {api_version = 4 : i32, backend_config = {}} : () -> "
@@ -69,7 +62,7 @@ class ZerosKernelTest {
     long[][] shapes = {{3}, {1025}, {7, 513}, {256, 1024}, {2, 3, 5, 4099}};
     for (String dtype : dtypes) {
       for (long[] dims : shapes) {
-        String t = type(dtype, dims);
+        String t = tensorType(dtype, dims);
         try (Executable exe = client.compile(zeros(t))) {
           HostTensor out = exe.run().get(0);
           long count = 1;
@@ -88,7 +81,7 @@ class ZerosKernelTest {
     // Sizes below glibc's mmap threshold come from its free lists, often the very bytes the filled result had.
     int reused = 0;
     for (long n : new long[] {5_000, 12_289, 24_000}) {
-      String t = type("f32", n);
+      String t = tensorType("f32", n);
       try (Executable fill = client.compile(filled(t, "f32", "7.5"));
           Executable zero = client.compile(zeros(t))) {
         for (int i = 0; i < 20; i++) {
@@ -110,7 +103,7 @@ class ZerosKernelTest {
   @Test
   void theWholePagesStayUnmappedUntilWritten() throws IOException {
     long bytes = 256L << 20;
-    String t = type("f32", bytes / 4);
+    String t = tensorType("f32", bytes / 4);
     try (Executable lazy = client.compile(zeros(t));
         Executable eager = client.compile(filled(t, "f32", "0.0"))) {
       // The smallest of three tries: anything else the JVM maps meanwhile (its heap growing) only adds.
@@ -148,7 +141,7 @@ class ZerosKernelTest {
         + "(tensor<4xf32>) -> tensor<4xf32>\n  return %0 : tensor<4xf32>\n}\n";
     String message = failure(withOperand, HostTensor.ofFloats(new float[4]));
     assertTrue(message.contains("xla_actors.zeros: expected no operands and 1 buffer result, got 1 operands"), message);
-    message = failure(zeros(type("ui16", 4)));
+    message = failure(zeros(tensorType("ui16", 4)));
     assertTrue(message.contains("xla_actors.zeros: the result must be f32, f16, bf16, f64, s8, s32 or s64, got"),
         message);
   }
