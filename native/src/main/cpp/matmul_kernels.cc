@@ -1463,7 +1463,7 @@ void ZeroLeavingPagesUnmapped(char* data, int64_t bytes) {
   }();
   const uintptr_t begin = reinterpret_cast<uintptr_t>(data), end = begin + static_cast<uintptr_t>(bytes);
   const uintptr_t first = (begin + page - 1) / page * page, last = end / page * page;
-  if (last <= first || last - first < static_cast<uintptr_t>(page)) {
+  if (last <= first) {  // no whole page inside (both bounds page-aligned: otherwise a page apart or more)
     std::memset(data, 0, static_cast<size_t>(bytes));
     return;
   }
