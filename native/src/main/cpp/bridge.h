@@ -63,6 +63,9 @@ XLA_FFI_Error* MakeFfiError(const XLA_FFI_Api* api, XLA_FFI_Error_Code code, con
 // Frees an FFI error that a call into XLA's FFI API returned and the caller does not pass on.
 void DestroyFfiError(const XLA_FFI_Api* api, XLA_FFI_Error* error);
 
+// The number of elements of an FFI buffer: the product of its dimensions (1 for a scalar).
+int64_t BufferElementCount(const XLA_FFI_Buffer* buffer);
+
 // Finds a call frame's attribute by name; returns its index or -1.
 int64_t FindAttribute(const XLA_FFI_CallFrame* frame, const char* name);
 

@@ -76,6 +76,12 @@ int64_t FindAttribute(const XLA_FFI_CallFrame* frame, const char* name) {
   return -1;
 }
 
+int64_t BufferElementCount(const XLA_FFI_Buffer* buffer) {
+  int64_t count = 1;
+  for (int64_t d = 0; d < buffer->rank; ++d) count *= buffer->dims[d];
+  return count;
+}
+
 namespace {
 
 int64_t g_run_context_type_id = 0;
@@ -133,10 +139,8 @@ XLA_FFI_Error* ScaleAddHandlerImpl(XLA_FFI_CallFrame* frame) {
   if (in->dtype != XLA_FFI_DataType_F32 || out->dtype != XLA_FFI_DataType_F32) {
     return MakeFfiError(api, XLA_FFI_Error_Code_INVALID_ARGUMENT, std::string(kProofTarget) + " works on f32 only");
   }
-  int64_t count = 1;
-  for (int64_t d = 0; d < in->rank; ++d) count *= in->dims[d];
-  int64_t out_count = 1;
-  for (int64_t d = 0; d < out->rank; ++d) out_count *= out->dims[d];
+  const int64_t count = BufferElementCount(in);
+  const int64_t out_count = BufferElementCount(out);
   if (count != out_count) {
     return MakeFfiError(api, XLA_FFI_Error_Code_INVALID_ARGUMENT,
                      std::string(kProofTarget) + " needs a result with as many elements as its argument: expected " +

@@ -82,13 +82,7 @@ int64_t ByteSizeOf(int pjrt_type) {
   }
 }
 
-int64_t ElementCount(const XLA_FFI_Buffer* buffer) {
-  int64_t n = 1;
-  for (int64_t d = 0; d < buffer->rank; ++d) n *= buffer->dims[d];
-  return n;
-}
-
-int64_t BytesOf(const XLA_FFI_Buffer* buffer) { return ElementCount(buffer) * ByteSizeOf(PjrtTypeOf(buffer->dtype)); }
+int64_t BytesOf(const XLA_FFI_Buffer* buffer) { return BufferElementCount(buffer) * ByteSizeOf(PjrtTypeOf(buffer->dtype)); }
 
 bool Overlaps(const void* a, int64_t a_size, const void* b, int64_t b_size) {
   auto x = reinterpret_cast<uintptr_t>(a);

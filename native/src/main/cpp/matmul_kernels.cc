@@ -889,9 +889,7 @@ XLA_FFI_Error* DecodeAttentionImpl(XLA_FFI_CallFrame* frame) {
 // One s32 element (a rank-0 or one-element buffer) into *value; an error naming `name` otherwise.
 XLA_FFI_Error* OneInt(XLA_FFI_CallFrame* frame, const char* target, const XLA_FFI_Buffer* b, const char* name,
                       int64_t* value) {
-  int64_t count = 1;
-  for (int64_t i = 0; i < b->rank; ++i) count *= b->dims[i];
-  if (b->dtype != XLA_FFI_DataType_S32 || count != 1) {
+  if (b->dtype != XLA_FFI_DataType_S32 || BufferElementCount(b) != 1) {
     return Invalid(frame, target, std::string(name) + " must be one s32, got " + DtypeName(b->dtype) + Dims(b));
   }
   *value = *static_cast<const int32_t*>(b->data);
@@ -1490,9 +1488,7 @@ XLA_FFI_Error* ZerosImpl(XLA_FFI_CallFrame* frame) {
     return Invalid(frame, target, "the result must be f32, f16, bf16, f64, s8, s32 or s64, got " +
                                       DtypeName(out->dtype) + Dims(out));
   }
-  int64_t count = 1;
-  for (int64_t d = 0; d < out->rank; ++d) count *= out->dims[d];
-  ZeroLeavingPagesUnmapped(static_cast<char*>(out->data), count * item);
+  ZeroLeavingPagesUnmapped(static_cast<char*>(out->data), BufferElementCount(out) * item);
   return nullptr;
 }
 
