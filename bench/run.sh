@@ -225,10 +225,10 @@ modes:
             first, ours' packages in the other order): prefill of 128 tokens, decode tokens/s of 1 and 8
             sequences (LLAMACPP_STEPS steps after the prompt, default 128; 8: aggregate), peak RSS of
             one sequence (VmHWM); the Llama's 2,000-token prefill; ours: ModelsBench, llama.cpp:
-            llama-batched-bench -t 2; ours
-            also one sequence on a GPT-2 package of one slot, and GPT-2 with --kernels xla (the A/B of
-            the native f32 kernels, import's default for a CPU package, against XLA's dots); GPT-2 in
-            bf16 on both sides (--dtype bf16 against llama.cpp's BF16 GGUF). Then
+            llama-batched-bench -t 2; ours also one sequence on a GPT-2 package of one slot, and GPT-2
+            with --kernels xla (the A/B of the native f32 kernels, import's default for a CPU package,
+            against XLA's dots); GPT-2 in bf16 on both sides (--dtype bf16 against llama.cpp's BF16
+            GGUF). Then
             guidellm (tools/guidellm-env.sh) against `bin/xla-actors serve` and llama-server, GPT-2 F32:
             synchronous and 8 concurrent, 64 tokens in and 32 out, LLAMACPP_SERVE_REQUESTS (default 32)
             requests and LLAMACPP_SERVE_SECONDS (default 60) per profile, after a discarded synchronous
